@@ -1,0 +1,90 @@
+# SPACE in C: one Makefile, no autotools.
+#   make            the library, the commands, the guest daemon and the guest image
+#   make check      set the host up (tests/setup-host), then unit + bats tests
+#   make demo       the main job on the embedded defaults (examples/demo)
+#   make install    commands, man pages, completions, units under PREFIX
+
+PREFIX ?= /usr/local
+DESTDIR ?=
+CC ?= cc
+PKGS = libvirt jansson libarchive sqlite3 libsodium libbtrfsutil
+CFLAGS ?= -O2 -g
+WFLAGS = -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter
+CPPFLAGS += -Ilib
+LIBS = $(shell pkg-config --libs $(PKGS)) -lpthread
+
+B = build
+LIB_SRC = $(wildcard lib/sp_*.c)
+LIB_OBJ = $(LIB_SRC:lib/%.c=$(B)/lib/%.o)
+CMD_SRC = $(wildcard cmd/space-*.c)
+CMDS = $(CMD_SRC:cmd/%.c=$(B)/bin/%)
+UNIT_SRC = $(wildcard tests/unit/test-*.c)
+UNITS = $(UNIT_SRC:tests/unit/%.c=$(B)/tests/%)
+ASAN_UNITS = $(UNIT_SRC:tests/unit/%.c=$(B)/asan/tests/%)
+ASAN_OBJ = $(LIB_SRC:lib/%.c=$(B)/asan/lib/%.o)
+ASAN_FLAGS = -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
+
+# The guest daemon is static and links only what the guest needs.
+GUEST_LIB = lib/sp_proto.c lib/sp_err.c
+GUEST_DAEMON = $(B)/guest/space-daemon
+GUEST_IMAGE = guest/build/rootfs.tar.zst guest/build/vmlinuz guest/build/initrd.img
+
+all: $(B)/libspace.a $(CMDS) $(GUEST_DAEMON) $(UNITS)
+
+$(B)/lib/%.o: lib/%.c lib/sp.h
+	@mkdir -p $(@D)
+	$(CC) $(WFLAGS) $(CFLAGS) $(CPPFLAGS) -c -o $@ $<
+
+$(B)/libspace.a: $(LIB_OBJ)
+	rm -f $@
+	ar rcs $@ $(LIB_OBJ)
+
+$(B)/bin/%: cmd/%.c $(B)/libspace.a lib/sp.h
+	@mkdir -p $(@D)
+	$(CC) $(WFLAGS) $(CFLAGS) $(CPPFLAGS) -o $@ $< $(B)/libspace.a $(LIBS)
+
+$(GUEST_DAEMON): guest/space-daemon.c $(GUEST_LIB) lib/sp.h
+	@mkdir -p $(@D)
+	$(CC) $(WFLAGS) $(CFLAGS) $(CPPFLAGS) -static -o $@ guest/space-daemon.c $(GUEST_LIB) -ljansson -lpthread
+
+$(B)/tests/%: tests/unit/%.c $(B)/libspace.a lib/sp.h
+	@mkdir -p $(@D)
+	$(CC) $(WFLAGS) $(CFLAGS) $(CPPFLAGS) -o $@ $< $(B)/libspace.a $(LIBS)
+
+$(B)/asan/lib/%.o: lib/%.c lib/sp.h
+	@mkdir -p $(@D)
+	$(CC) $(WFLAGS) $(ASAN_FLAGS) $(CPPFLAGS) -c -o $@ $<
+
+$(B)/asan/tests/%: tests/unit/%.c $(ASAN_OBJ) lib/sp.h
+	@mkdir -p $(@D)
+	$(CC) $(WFLAGS) $(ASAN_FLAGS) $(CPPFLAGS) -o $@ $< $(ASAN_OBJ) $(LIBS)
+
+# The guest image: Debian's kernel, an initramfs, a busybox root with the daemon.
+guest: $(GUEST_IMAGE)
+$(GUEST_IMAGE): guest/build-image $(GUEST_DAEMON) $(wildcard guest/rootfs/*) $(wildcard guest/initramfs/*)
+	guest/build-image $(GUEST_DAEMON) guest/build
+
+asan: $(ASAN_UNITS)
+
+check: all asan guest
+	tests/run-all
+
+demo: all guest
+	examples/demo
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man1 \
+	    $(DESTDIR)$(PREFIX)/share/bash-completion/completions \
+	    $(DESTDIR)$(PREFIX)/share/zsh/site-functions $(DESTDIR)$(PREFIX)/lib/space
+	install -m 755 $(CMDS) $(DESTDIR)$(PREFIX)/bin/
+	install -m 644 cmd/*.1 $(DESTDIR)$(PREFIX)/share/man/man1/
+	install -m 644 completion/space.bash $(DESTDIR)$(PREFIX)/share/bash-completion/completions/space
+	install -m 644 completion/_space $(DESTDIR)$(PREFIX)/share/zsh/site-functions/_space
+	for c in $(CMDS); do ln -sf space $(DESTDIR)$(PREFIX)/share/bash-completion/completions/$${c##*/}; done
+	install -m 644 $(GUEST_IMAGE) $(DESTDIR)$(PREFIX)/lib/space/
+
+clean:
+	rm -rf $(B) guest/build
+
+.PHONY: all guest asan check demo install clean
+.SECONDARY:

@@ -1,0 +1,294 @@
+/*
+ * sp.h: the one public header of libspace, the library under every space-*
+ * command.  Every symbol is sp_<module>_<verb>; functions return 0 or -1 and
+ * fill a struct sp_err; they never print and never exit.
+ */
+#ifndef SP_H
+#define SP_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <jansson.h>
+
+/* ---- exit statuses (DESIGN §13) ---- */
+#define SP_EXIT_OK	0
+#define SP_EXIT_FAIL	1	/* some item failed */
+#define SP_EXIT_USAGE	100	/* usage or bad input */
+#define SP_EXIT_TEMP	111	/* temporary failure: a retry may help */
+
+/* ---- err: stable error tokens + message ---- */
+struct sp_err {
+	char code[32];		/* stable token: not-found, bad-state, bad-input, ... */
+	int temp;		/* 1 when a retry may help */
+	char msg[512];
+};
+
+/* All return -1 so that `return sp_err_set(...)` reads naturally. */
+int sp_err_set(struct sp_err *e, const char *code, int temp,
+    const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+/* Like sp_err_set, appends ": strerror(errno)"; temp is derived from errno. */
+int sp_err_sys(struct sp_err *e, const char *code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+void sp_err_clear(struct sp_err *e);
+/* The exit status an error maps to: 111 when temp, 100 for bad-input, else 1. */
+int sp_err_exit(const struct sp_err *e);
+
+/* ---- out: JSON lines on stdout, human lines on stderr ---- */
+void sp_out_init(const char *prog);
+const char *sp_out_prog(void);
+/* Prints obj as one compact line and flushes; steals the reference. */
+int sp_out_json(json_t *obj);
+/* {"id":id,"ok":false,"error":code,"msg":msg} + "prog: id: msg" on stderr.
+ * Returns sp_err_exit(e).  id may be NULL. */
+int sp_out_fail(const char *id, const struct sp_err *e);
+/* {"id":id,"ok":true, ...fields of extra}; steals extra (may be NULL). */
+int sp_out_ok(const char *id, json_t *extra);
+void sp_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* ---- each: the input loop every command shares ---- */
+/* rec is the JSON object of the line when stdin carried JSON lines, else NULL. */
+typedef int (*sp_item_fn)(const char *id, json_t *rec, void *ctx);
+/* Items from argv, or with argc == 0 one per line on stdin (a bare id, or a
+ * JSON object carrying "id").  A malformed line is reported and skipped.
+ * Returns the largest status any item returned (0 when all were ok). */
+int sp_each(int argc, char **argv, sp_item_fn fn, void *ctx);
+#define SP_LINE_MAX	65536	/* one stdin line, JSON included */
+
+/* ---- conf: /etc/space/space.conf + SPACE_* environment ---- */
+#define SP_PATH_MAX	4096
+struct sp_conf {
+	char root[SP_PATH_MAX];		/* SPACE_ROOT, default /var/lib/space */
+	char db[SP_PATH_MAX];		/* SPACE_DB, default sqlite:$root/space.db */
+	char store[SP_PATH_MAX];	/* SPACE_STORE, default file://$root/objects */
+	char libvirt_uri[256];		/* SPACE_LIBVIRT_URI, default qemu:///system */
+	char node[64];			/* SPACE_NODE, default the host name */
+	char run[SP_PATH_MAX];		/* SPACE_RUN, default /run/space */
+	char virt_type[16];		/* SPACE_VIRT_TYPE: auto | kvm | qemu */
+};
+/* Reads SPACE_CONF (default /etc/space/space.conf) when it exists, then the
+ * environment; every value is validated. */
+int sp_conf_load(struct sp_conf *c, struct sp_err *e);
+
+/* ---- id: sandbox ids and user-supplied names ---- */
+#define SP_ID_LEN	12	/* lowercase base32: a-z 2-7 */
+#define SP_NAME_MAX	64
+#define SP_LABEL_MAX	256
+int sp_id_new(char out[SP_ID_LEN + 1], struct sp_err *e);
+int sp_id_valid(const char *s);			/* 1 or 0 */
+/* bad-input unless id is a well-formed sandbox id. */
+int sp_id_check(const char *s, struct sp_err *e);
+/* A name: 1..SP_NAME_MAX bytes of [A-Za-z0-9._-], not starting with '.' or '-'. */
+int sp_name_check(const char *what, const char *s, struct sp_err *e);
+/* A label "k=v": k a name, v valid UTF-8 without control chars, bounded. */
+int sp_label_check(const char *kv, struct sp_err *e);
+int sp_utf8_valid(const char *s, size_t n);	/* 1 or 0 */
+
+/* ---- state: the lifecycle state machine (DESIGN §6), one table ---- */
+enum sp_state {
+	SP_ST_CREATING,
+	SP_ST_RUNNING,
+	SP_ST_PAUSED,
+	SP_ST_STOPPED,
+	SP_ST_SUSPENDING,
+	SP_ST_SUSPENDED,
+	SP_ST_RESTORING,
+	SP_ST_FAILED,
+	SP_ST_RECOVERING,
+	SP_ST_DESTROYED,
+	SP_ST__COUNT
+};
+const char *sp_state_name(enum sp_state s);
+int sp_state_parse(const char *name);		/* enum value or -1 */
+int sp_state_can(enum sp_state from, enum sp_state to);	/* 1 or 0 */
+
+/* ---- db: the state DB (SQLite), schema with versioned migrations ---- */
+struct sp_db;
+struct sp_sandbox_row {
+	char id[SP_ID_LEN + 1];
+	enum sp_state state;
+	int64_t gen;			/* bumped by every transition */
+	char template[2 * SP_NAME_MAX + 2];	/* name@digest */
+	char node[64];
+	int64_t created;		/* unix seconds */
+	int memory_mib;
+	int vcpus;
+	char *labels;			/* JSON object text; owned, free with sp_db_row_release */
+};
+void sp_db_row_release(struct sp_sandbox_row *r);
+int sp_db_open(struct sp_db **db, const struct sp_conf *c, struct sp_err *e);
+void sp_db_close(struct sp_db *db);
+int sp_db_schema_version(struct sp_db *db);
+int sp_db_sandbox_insert(struct sp_db *db, const struct sp_sandbox_row *r,
+    struct sp_err *e);
+int sp_db_sandbox_get(struct sp_db *db, const char *id,
+    struct sp_sandbox_row *r, struct sp_err *e);	/* not-found */
+/* Calls fn for each row (state filter ignored when < 0). */
+int sp_db_sandbox_each(struct sp_db *db, int state,
+    int (*fn)(const struct sp_sandbox_row *, void *), void *arg,
+    struct sp_err *e);
+int sp_db_sandbox_delete(struct sp_db *db, const char *id, struct sp_err *e);
+/* The compare-and-set every lifecycle change goes through: in one IMMEDIATE
+ * transaction, read the row, check sp_state_can(state, to) and, when
+ * expect_gen >= 0, that gen == expect_gen; then set state=to, gen=gen+1.
+ * bad-state when the table forbids it or another writer won.  On success
+ * *out (may be NULL) holds the new row. */
+int sp_db_transition(struct sp_db *db, const char *id, enum sp_state to,
+    int64_t expect_gen, struct sp_sandbox_row *out, struct sp_err *e);
+struct sp_template_row {
+	char name[SP_NAME_MAX + 1];
+	char digest[65];		/* sha256 hex */
+	int64_t created;
+	int64_t disk_bytes;
+};
+int sp_db_template_insert(struct sp_db *db, const struct sp_template_row *t,
+    struct sp_err *e);
+/* The newest template of that name (name or name@digest). not-found. */
+int sp_db_template_get(struct sp_db *db, const char *ref,
+    struct sp_template_row *t, struct sp_err *e);
+int sp_db_template_each(struct sp_db *db,
+    int (*fn)(const struct sp_template_row *, void *), void *arg,
+    struct sp_err *e);
+int sp_db_template_delete(struct sp_db *db, const char *name,
+    const char *digest, struct sp_err *e);
+int sp_db_node_upsert(struct sp_db *db, const char *node, const char *root,
+    struct sp_err *e);
+
+/* ---- subvol: btrfs through libbtrfsutil ---- */
+int sp_subvol_is_btrfs(const char *path);			/* 1 or 0 */
+int sp_subvol_create(const char *path, struct sp_err *e);
+/* A snapshot of src at dst; readonly 1 or 0.  exists when dst is there. */
+int sp_subvol_snapshot(const char *src, const char *dst, int readonly,
+    struct sp_err *e);
+/* Deletes a subvolume (and subvolumes below it); absent is not an error. */
+int sp_subvol_delete(const char *path, struct sp_err *e);
+int sp_subvol_set_readonly(const char *path, int readonly, struct sp_err *e);
+int sp_subvol_exists(const char *path);				/* 1 or 0 */
+/* Bytes of data extents under path that no other file or subvolume shares
+ * (FIEMAP, as `btrfs filesystem du` counts "exclusive"). */
+int sp_subvol_exclusive_bytes(const char *path, uint64_t *out,
+    struct sp_err *e);
+
+/* ---- virt: libvirt ---- */
+struct sp_virt;
+struct sp_vm_spec {
+	const char *name;		/* sp-<id> */
+	int memory_mib;
+	int vcpus;
+	const char *kernel, *initrd, *cmdline;
+	const char *disk;		/* raw image */
+	const char *chan_dir;		/* /run/space/<id>: space.N.sock, console.log */
+	int nports;			/* virtio-serial ports space.0 .. space.N-1 */
+	const char *virt_type;		/* "kvm" or "qemu" */
+};
+#define SP_PORTS_DEFAULT	8
+/* Opens the connection with a quiet error handler. */
+int sp_virt_open(struct sp_virt **v, const char *uri, struct sp_err *e);
+void sp_virt_close(struct sp_virt *v);
+/* "kvm" when /dev/kvm exists and libvirt offers kvm, else "qemu"; want is
+ * "auto", "kvm" or "qemu". */
+int sp_virt_pick_type(struct sp_virt *v, const char *want, char out[16],
+    struct sp_err *e);
+/* The domain XML of a spec; the caller frees *xml. */
+int sp_virt_domain_xml(const struct sp_vm_spec *s, char **xml, struct sp_err *e);
+int sp_virt_define(struct sp_virt *v, const char *xml, struct sp_err *e);
+int sp_virt_start(struct sp_virt *v, const char *name, struct sp_err *e);
+/* destroy and undefine: absent (or not running) is not an error. */
+int sp_virt_destroy(struct sp_virt *v, const char *name, struct sp_err *e);
+int sp_virt_undefine(struct sp_virt *v, const char *name, struct sp_err *e);
+int sp_virt_pause(struct sp_virt *v, const char *name, struct sp_err *e);
+int sp_virt_resume(struct sp_virt *v, const char *name, struct sp_err *e);
+int sp_virt_save(struct sp_virt *v, const char *name, const char *path,
+    struct sp_err *e);
+int sp_virt_restore(struct sp_virt *v, const char *path, const char *xml,
+    struct sp_err *e);
+/* "running", "paused", "shutoff", "crashed", "absent", ... */
+int sp_virt_state(struct sp_virt *v, const char *name, char out[16],
+    struct sp_err *e);
+
+/* ---- proto: the host<->guest frame format (DESIGN §5), both sides ---- */
+/* A frame on the wire: u32 length (big endian) of what follows, u8 type,
+ * u32 stream (big endian), payload.  length = 5 + payload length. */
+#define SP_PROTO_VERSION	1
+#define SP_FRAME_MAX		(1024 * 1024)	/* payload bound */
+#define SP_JSON_MAX		(64 * 1024)	/* control message bound */
+#define SP_FRAME_HDR		9
+enum sp_frame_type {
+	SP_FR_HELLO = 1,	/* host->guest {"op":"hello","nonce":s}; guest->host
+				   {"version":n,"boot_id":s,"nonce":s} */
+	SP_FR_REQ = 2,		/* host->guest JSON request, e.g. {"op":"exec",...} */
+	SP_FR_STDIN = 3,	/* host->guest data; empty payload = EOF */
+	SP_FR_STDOUT = 4,	/* guest->host data */
+	SP_FR_STDERR = 5,	/* guest->host data */
+	SP_FR_EXIT = 6,		/* guest->host {"status":n} or {"signal":n} */
+	SP_FR_ERROR = 7,	/* either way {"error":token,"msg":s} */
+	SP_FR__MAX = 7
+};
+struct sp_frame {
+	uint8_t type;
+	uint32_t stream;
+	uint32_t len;
+	unsigned char *data;	/* points into the decoder's buffer */
+};
+/* Incremental decoder: feed bytes, take frames; strict and bounded. */
+struct sp_frame_dec {
+	unsigned char *buf;
+	size_t len, cap, off;
+};
+void sp_frame_dec_init(struct sp_frame_dec *d);
+void sp_frame_dec_release(struct sp_frame_dec *d);
+int sp_frame_dec_feed(struct sp_frame_dec *d, const void *p, size_t n,
+    struct sp_err *e);
+/* 1 and a frame, 0 when more bytes are needed, -1 on a protocol error
+ * (oversize, unknown type, JSON frame over SP_JSON_MAX). */
+int sp_frame_dec_next(struct sp_frame_dec *d, struct sp_frame *f,
+    struct sp_err *e);
+/* Writes one whole frame to fd (blocking fd, EINTR-safe). */
+int sp_frame_write(int fd, uint8_t type, uint32_t stream, const void *p,
+    size_t n, struct sp_err *e);
+int sp_frame_write_json(int fd, uint8_t type, uint32_t stream,
+    const json_t *j, struct sp_err *e);
+/* Parses a JSON frame payload strictly (object, bounded); caller decrefs. */
+int sp_frame_json(const struct sp_frame *f, json_t **out, struct sp_err *e);
+
+/* ---- chan: the host end of a sandbox's channel ---- */
+struct sp_chan;
+/* Takes a free port of the sandbox (flock on run/<id>/space.N.lock, waiting
+ * up to timeout_ms for one), connects and exchanges hello. */
+int sp_chan_open(struct sp_chan **c, const char *run, const char *id,
+    int timeout_ms, struct sp_err *e);
+void sp_chan_close(struct sp_chan *c);
+/* The guest's hello ({"version","boot_id",...}); borrowed reference. */
+json_t *sp_chan_hello(struct sp_chan *c);
+/* Waits until the guest daemon answers hello on the sandbox's port 0. */
+int sp_chan_wait_ready(const char *run, const char *id, int timeout_ms,
+    struct sp_err *e);
+struct sp_exec {
+	char *const *argv;
+	char *const *env;	/* "K=V", NULL-terminated, may be NULL */
+	const char *cwd;	/* may be NULL */
+	int in_fd, out_fd, err_fd;	/* in_fd -1: no stdin */
+};
+/* Runs a command; *status is the wait status style result: exit code, or
+ * 128+signal.  Platform failures are -1 with e set. */
+int sp_chan_exec(struct sp_chan *c, const struct sp_exec *x, int *status,
+    struct sp_err *e);
+
+/* ---- template: build templates from root filesystems ---- */
+struct sp_template_src {
+	const char *name;
+	const char *rootfs;		/* tarball (any libarchive format) or dir */
+	const char *kernel, *initrd;	/* required */
+	uint64_t disk_extra_bytes;	/* free space in the ext4 image */
+};
+/* Builds templates/<name>@<digest>/ (read-only subvolume with disk.raw,
+ * vmlinuz, initrd.img, template.json) under root; concurrent builds of the
+ * same digest are coalesced by a lock.  Rejects archive entries that would
+ * escape the root.  Fills *t. */
+int sp_template_import(const char *root, const struct sp_template_src *src,
+    struct sp_template_row *t, struct sp_err *e);
+/* templates/<name>@<digest> under root. */
+int sp_template_path(const char *root, const struct sp_template_row *t,
+    char *out, size_t n, struct sp_err *e);
+
+#endif
