@@ -1,0 +1,180 @@
+/*
+ * sp_conf: configuration.  /etc/space/space.conf holds `KEY = value` lines
+ * with the same names as the environment variables, and every key can be
+ * overridden by the environment; with nothing set it all runs on one machine.
+ */
+#include <errno.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "sp.h"
+
+#define CONF_DEFAULT	"/etc/space/space.conf"
+
+struct key {
+	const char *name;
+	size_t off, size;
+};
+
+#define K(n, f) { n, offsetof(struct sp_conf, f), sizeof(((struct sp_conf *)0)->f) }
+static const struct key keys[] = {
+	K("SPACE_ROOT", root),
+	K("SPACE_DB", db),
+	K("SPACE_STORE", store),
+	K("SPACE_LIBVIRT_URI", libvirt_uri),
+	K("SPACE_NODE", node),
+	K("SPACE_RUN", run),
+	K("SPACE_VIRT_TYPE", virt_type),
+};
+#define NKEYS (sizeof keys / sizeof keys[0])
+
+static int
+set_key(struct sp_conf *c, const char *name, const char *val, const char *where,
+    struct sp_err *e)
+{
+	size_t i, n = strlen(val);
+
+	for (i = 0; i < NKEYS; i++) {
+		if (strcmp(keys[i].name, name) != 0)
+			continue;
+		if (n >= keys[i].size)
+			return sp_err_set(e, "bad-input", 0,
+			    "%s: %s is longer than %zu bytes", where, name,
+			    keys[i].size - 1);
+		if (!sp_utf8_valid(val, n))
+			return sp_err_set(e, "bad-input", 0,
+			    "%s: %s is not valid UTF-8", where, name);
+		memcpy((char *)c + keys[i].off, val, n + 1);
+		return 0;
+	}
+	return sp_err_set(e, "bad-input", 0, "%s: unknown key '%.64s'", where, name);
+}
+
+static char *
+trim(char *s)
+{
+	char *end;
+
+	while (*s == ' ' || *s == '\t')
+		s++;
+	end = s + strlen(s);
+	while (end > s && (end[-1] == ' ' || end[-1] == '\t' ||
+	    end[-1] == '\n' || end[-1] == '\r'))
+		*--end = '\0';
+	return s;
+}
+
+static int
+read_file(struct sp_conf *c, const char *path, struct sp_err *e)
+{
+	char line[SP_PATH_MAX + 64], where[SP_PATH_MAX + 32], *k, *v, *eq;
+	FILE *f;
+	int lineno = 0, rc = -1;
+
+	if ((f = fopen(path, "re")) == NULL) {
+		if (errno == ENOENT)
+			return 0;
+		return sp_err_sys(e, "bad-input", "%s", path);
+	}
+	while (fgets(line, sizeof line, f) != NULL) {
+		lineno++;
+		snprintf(where, sizeof where, "%s:%d", path, lineno);
+		if (strchr(line, '\n') == NULL && !feof(f)) {
+			sp_err_set(e, "bad-input", 0, "%s: line too long", where);
+			goto out;
+		}
+		k = trim(line);
+		if (*k == '\0' || *k == '#')
+			continue;
+		if ((eq = strchr(k, '=')) == NULL) {
+			sp_err_set(e, "bad-input", 0, "%s: expected KEY = value", where);
+			goto out;
+		}
+		*eq = '\0';
+		v = trim(eq + 1);
+		k = trim(k);
+		if (set_key(c, k, v, where, e) == -1)
+			goto out;
+	}
+	rc = 0;
+out:
+	fclose(f);
+	return rc;
+}
+
+/* An absolute path none of whose components is "..". */
+static int
+abs_path_ok(const char *p)
+{
+	const char *c;
+
+	if (p[0] != '/')
+		return 0;
+	for (c = p; (c = strstr(c, "..")) != NULL; c += 2)
+		if (c[-1] == '/' && (c[2] == '/' || c[2] == '\0'))
+			return 0;
+	return 1;
+}
+
+static int
+check(struct sp_conf *c, struct sp_err *e)
+{
+	if (!abs_path_ok(c->root))
+		return sp_err_set(e, "bad-input", 0,
+		    "SPACE_ROOT must be an absolute path without '..'");
+	if (!abs_path_ok(c->run))
+		return sp_err_set(e, "bad-input", 0,
+		    "SPACE_RUN must be an absolute path without '..'");
+	if (strncmp(c->db, "sqlite:", 7) != 0)
+		return sp_err_set(e, "bad-input", 0,
+		    "SPACE_DB: only sqlite:PATH is supported so far");
+	if (sp_name_check("SPACE_NODE", c->node, e) == -1)
+		return -1;
+	if (strcmp(c->virt_type, "auto") != 0 && strcmp(c->virt_type, "kvm") != 0 &&
+	    strcmp(c->virt_type, "qemu") != 0)
+		return sp_err_set(e, "bad-input", 0,
+		    "SPACE_VIRT_TYPE must be auto, kvm or qemu");
+	return 0;
+}
+
+int
+sp_conf_load(struct sp_conf *c, struct sp_err *e)
+{
+	const char *path, *v;
+	size_t i;
+	int n;
+
+	memset(c, 0, sizeof *c);
+	path = getenv("SPACE_CONF");
+	if (read_file(c, path && *path ? path : CONF_DEFAULT, e) == -1)
+		return -1;
+	for (i = 0; i < NKEYS; i++)
+		if ((v = getenv(keys[i].name)) != NULL && *v != '\0' &&
+		    set_key(c, keys[i].name, v, "environment", e) == -1)
+			return -1;
+	/* Defaults last, since some derive from SPACE_ROOT. */
+	if (c->root[0] == '\0')
+		strcpy(c->root, "/var/lib/space");
+	if (c->db[0] == '\0') {
+		n = snprintf(c->db, sizeof c->db, "sqlite:%s/space.db", c->root);
+		if (n < 0 || (size_t)n >= sizeof c->db)
+			return sp_err_set(e, "bad-input", 0, "SPACE_ROOT too long");
+	}
+	if (c->store[0] == '\0') {
+		n = snprintf(c->store, sizeof c->store, "file://%s/objects", c->root);
+		if (n < 0 || (size_t)n >= sizeof c->store)
+			return sp_err_set(e, "bad-input", 0, "SPACE_ROOT too long");
+	}
+	if (c->libvirt_uri[0] == '\0')
+		strcpy(c->libvirt_uri, "qemu:///system");
+	if (c->run[0] == '\0')
+		strcpy(c->run, "/run/space");
+	if (c->virt_type[0] == '\0')
+		strcpy(c->virt_type, "auto");
+	if (c->node[0] == '\0' && gethostname(c->node, sizeof c->node - 1) == -1)
+		strcpy(c->node, "localhost");
+	return check(c, e);
+}

@@ -1,0 +1,510 @@
+/*
+ * sp_db: the state DB on SQLite.  The schema grows by numbered migrations
+ * (PRAGMA user_version), and every lifecycle change is a compare-and-set on
+ * (state, gen) inside one IMMEDIATE transaction, so two commands racing on
+ * one sandbox cannot both win.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <sqlite3.h>
+
+#include "sp.h"
+
+struct sp_db {
+	sqlite3 *h;
+};
+
+/* Migration N takes the schema from version N to N+1; never edit one. */
+static const char *const migrations[] = {
+	"CREATE TABLE nodes ("
+	"  name TEXT PRIMARY KEY,"
+	"  root TEXT NOT NULL,"
+	"  seen INTEGER NOT NULL);"
+	"CREATE TABLE templates ("
+	"  name TEXT NOT NULL,"
+	"  digest TEXT NOT NULL,"
+	"  created INTEGER NOT NULL,"
+	"  disk_bytes INTEGER NOT NULL,"
+	"  PRIMARY KEY (name, digest));"
+	"CREATE TABLE sandboxes ("
+	"  id TEXT PRIMARY KEY,"
+	"  state TEXT NOT NULL,"
+	"  gen INTEGER NOT NULL DEFAULT 0,"
+	"  template TEXT NOT NULL,"
+	"  node TEXT NOT NULL,"
+	"  created INTEGER NOT NULL,"
+	"  updated INTEGER NOT NULL,"
+	"  memory_mib INTEGER NOT NULL,"
+	"  vcpus INTEGER NOT NULL,"
+	"  labels TEXT NOT NULL DEFAULT '{}');"
+	"CREATE INDEX sandboxes_state ON sandboxes (state);"
+	"CREATE TABLE snapshots ("
+	"  id TEXT NOT NULL,"
+	"  snap TEXT NOT NULL,"
+	"  kind TEXT NOT NULL,"
+	"  taken INTEGER NOT NULL,"
+	"  tag TEXT,"
+	"  state TEXT NOT NULL,"
+	"  PRIMARY KEY (id, snap));",
+};
+#define NMIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
+
+static int
+db_err(struct sp_db *db, struct sp_err *e, const char *what)
+{
+	int rc = sqlite3_errcode(db->h);
+
+	return sp_err_set(e, "db", rc == SQLITE_BUSY || rc == SQLITE_LOCKED,
+	    "%s: %s", what, sqlite3_errmsg(db->h));
+}
+
+static int
+exec_sql(struct sp_db *db, const char *sql, struct sp_err *e)
+{
+	if (sqlite3_exec(db->h, sql, NULL, NULL, NULL) != SQLITE_OK)
+		return db_err(db, e, "sql");
+	return 0;
+}
+
+int
+sp_db_schema_version(struct sp_db *db)
+{
+	sqlite3_stmt *st;
+	int v = -1;
+
+	if (sqlite3_prepare_v2(db->h, "PRAGMA user_version", -1, &st, NULL) != SQLITE_OK)
+		return -1;
+	if (sqlite3_step(st) == SQLITE_ROW)
+		v = sqlite3_column_int(st, 0);
+	sqlite3_finalize(st);
+	return v;
+}
+
+static int
+migrate(struct sp_db *db, struct sp_err *e)
+{
+	char pragma[64];
+	int v;
+
+	if (exec_sql(db, "BEGIN IMMEDIATE", e) == -1)
+		return -1;
+	v = sp_db_schema_version(db);
+	if (v < 0 || v > NMIGRATIONS) {
+		sp_err_set(e, "db", 0, "schema version %d is not one this build knows "
+		    "(0..%d)", v, NMIGRATIONS);
+		goto fail;
+	}
+	for (; v < NMIGRATIONS; v++) {
+		if (exec_sql(db, migrations[v], e) == -1)
+			goto fail;
+		snprintf(pragma, sizeof pragma, "PRAGMA user_version = %d", v + 1);
+		if (exec_sql(db, pragma, e) == -1)
+			goto fail;
+	}
+	return exec_sql(db, "COMMIT", e);
+fail:
+	sqlite3_exec(db->h, "ROLLBACK", NULL, NULL, NULL);
+	return -1;
+}
+
+int
+sp_db_open(struct sp_db **dbp, const struct sp_conf *c, struct sp_err *e)
+{
+	struct sp_db *db;
+	const char *path;
+
+	*dbp = NULL;
+	if (strncmp(c->db, "sqlite:", 7) != 0)
+		return sp_err_set(e, "bad-input", 0, "unsupported SPACE_DB '%s'", c->db);
+	path = c->db + 7;
+	if ((db = calloc(1, sizeof *db)) == NULL)
+		return sp_err_sys(e, "internal", "calloc");
+	if (sqlite3_open_v2(path, &db->h, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
+	    SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK) {
+		sp_err_set(e, "db", 1, "open %s: %s", path,
+		    db->h ? sqlite3_errmsg(db->h) : "out of memory");
+		goto fail;
+	}
+	/* Commands of many processes share the file: wait for each other. */
+	sqlite3_busy_timeout(db->h, 10000);
+	if (exec_sql(db, "PRAGMA journal_mode = WAL; PRAGMA foreign_keys = ON;"
+	    "PRAGMA synchronous = NORMAL", e) == -1)
+		goto fail;
+	if (migrate(db, e) == -1)
+		goto fail;
+	*dbp = db;
+	return 0;
+fail:
+	sp_db_close(db);
+	return -1;
+}
+
+void
+sp_db_close(struct sp_db *db)
+{
+	if (db == NULL)
+		return;
+	sqlite3_close_v2(db->h);
+	free(db);
+}
+
+void
+sp_db_row_release(struct sp_sandbox_row *r)
+{
+	free(r->labels);
+	r->labels = NULL;
+}
+
+static void
+copy_col(char *dst, size_t n, sqlite3_stmt *st, int col)
+{
+	const unsigned char *s = sqlite3_column_text(st, col);
+
+	snprintf(dst, n, "%s", s ? (const char *)s : "");
+}
+
+#define SANDBOX_COLS "id, state, gen, template, node, created, memory_mib, " \
+	"vcpus, labels"
+
+static int
+row_from(sqlite3_stmt *st, struct sp_sandbox_row *r)
+{
+	const unsigned char *labels;
+	int s;
+
+	memset(r, 0, sizeof *r);
+	copy_col(r->id, sizeof r->id, st, 0);
+	s = sp_state_parse((const char *)sqlite3_column_text(st, 1));
+	r->state = s < 0 ? SP_ST_FAILED : (enum sp_state)s;
+	r->gen = sqlite3_column_int64(st, 2);
+	copy_col(r->template, sizeof r->template, st, 3);
+	copy_col(r->node, sizeof r->node, st, 4);
+	r->created = sqlite3_column_int64(st, 5);
+	r->memory_mib = sqlite3_column_int(st, 6);
+	r->vcpus = sqlite3_column_int(st, 7);
+	labels = sqlite3_column_text(st, 8);
+	r->labels = strdup(labels ? (const char *)labels : "{}");
+	return r->labels == NULL ? -1 : 0;
+}
+
+int
+sp_db_sandbox_insert(struct sp_db *db, const struct sp_sandbox_row *r,
+    struct sp_err *e)
+{
+	sqlite3_stmt *st = NULL;
+	int rc = -1;
+
+	if (sqlite3_prepare_v2(db->h, "INSERT INTO sandboxes (" SANDBOX_COLS
+	    ", updated) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?6)", -1, &st,
+	    NULL) != SQLITE_OK)
+		return db_err(db, e, "insert sandbox");
+	sqlite3_bind_text(st, 1, r->id, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 2, sp_state_name(r->state), -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 3, r->gen);
+	sqlite3_bind_text(st, 4, r->template, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 5, r->node, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 6, r->created);
+	sqlite3_bind_int(st, 7, r->memory_mib);
+	sqlite3_bind_int(st, 8, r->vcpus);
+	sqlite3_bind_text(st, 9, r->labels ? r->labels : "{}", -1, SQLITE_STATIC);
+	switch (sqlite3_step(st)) {
+	case SQLITE_DONE:
+		rc = 0;
+		break;
+	case SQLITE_CONSTRAINT:
+		sp_err_set(e, "exists", 0, "sandbox %s exists", r->id);
+		break;
+	default:
+		db_err(db, e, "insert sandbox");
+	}
+	sqlite3_finalize(st);
+	return rc;
+}
+
+int
+sp_db_sandbox_get(struct sp_db *db, const char *id, struct sp_sandbox_row *r,
+    struct sp_err *e)
+{
+	sqlite3_stmt *st = NULL;
+	int rc = -1;
+
+	if (sqlite3_prepare_v2(db->h, "SELECT " SANDBOX_COLS
+	    " FROM sandboxes WHERE id = ?1", -1, &st, NULL) != SQLITE_OK)
+		return db_err(db, e, "get sandbox");
+	sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+	switch (sqlite3_step(st)) {
+	case SQLITE_ROW:
+		if (row_from(st, r) == -1)
+			sp_err_sys(e, "internal", "out of memory");
+		else
+			rc = 0;
+		break;
+	case SQLITE_DONE:
+		sp_err_set(e, "not-found", 0, "no such sandbox");
+		break;
+	default:
+		db_err(db, e, "get sandbox");
+	}
+	sqlite3_finalize(st);
+	return rc;
+}
+
+int
+sp_db_sandbox_each(struct sp_db *db, int state,
+    int (*fn)(const struct sp_sandbox_row *, void *), void *arg,
+    struct sp_err *e)
+{
+	struct sp_sandbox_row r;
+	sqlite3_stmt *st = NULL;
+	int s, rc = 0;
+
+	if (sqlite3_prepare_v2(db->h, "SELECT " SANDBOX_COLS " FROM sandboxes"
+	    " WHERE ?1 IS NULL OR state = ?1 ORDER BY created, id", -1, &st,
+	    NULL) != SQLITE_OK)
+		return db_err(db, e, "list sandboxes");
+	if (state >= 0)
+		sqlite3_bind_text(st, 1, sp_state_name(state), -1, SQLITE_STATIC);
+	while ((s = sqlite3_step(st)) == SQLITE_ROW) {
+		if (row_from(st, &r) == -1) {
+			rc = sp_err_sys(e, "internal", "out of memory");
+			break;
+		}
+		if (fn(&r, arg) == -1)
+			rc = -1;
+		sp_db_row_release(&r);
+	}
+	if (s != SQLITE_DONE && s != SQLITE_ROW)
+		rc = db_err(db, e, "list sandboxes");
+	sqlite3_finalize(st);
+	return rc;
+}
+
+int
+sp_db_sandbox_delete(struct sp_db *db, const char *id, struct sp_err *e)
+{
+	sqlite3_stmt *st = NULL;
+	int rc = -1;
+
+	if (sqlite3_prepare_v2(db->h, "DELETE FROM sandboxes WHERE id = ?1", -1,
+	    &st, NULL) != SQLITE_OK)
+		return db_err(db, e, "delete sandbox");
+	sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+	if (sqlite3_step(st) == SQLITE_DONE)
+		rc = 0;
+	else
+		db_err(db, e, "delete sandbox");
+	sqlite3_finalize(st);
+	return rc;
+}
+
+int
+sp_db_transition(struct sp_db *db, const char *id, enum sp_state to,
+    int64_t expect_gen, struct sp_sandbox_row *out, struct sp_err *e)
+{
+	struct sp_sandbox_row r = { 0 };
+	sqlite3_stmt *st = NULL;
+	int rc = -1;
+
+	if (exec_sql(db, "BEGIN IMMEDIATE", e) == -1)
+		return -1;
+	if (sp_db_sandbox_get(db, id, &r, e) == -1)
+		goto out;
+	if (!sp_state_can(r.state, to)) {
+		sp_err_set(e, "bad-state", 0, "cannot go from %s to %s",
+		    sp_state_name(r.state), sp_state_name(to));
+		goto out;
+	}
+	if (expect_gen >= 0 && r.gen != expect_gen) {
+		sp_err_set(e, "bad-state", 0, "changed by another command "
+		    "(generation %lld, expected %lld)", (long long)r.gen,
+		    (long long)expect_gen);
+		goto out;
+	}
+	if (sqlite3_prepare_v2(db->h, "UPDATE sandboxes SET state = ?1,"
+	    " gen = gen + 1, updated = ?2 WHERE id = ?3 AND gen = ?4 AND state = ?5",
+	    -1, &st, NULL) != SQLITE_OK) {
+		db_err(db, e, "transition");
+		goto out;
+	}
+	sqlite3_bind_text(st, 1, sp_state_name(to), -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 2, (int64_t)time(NULL));
+	sqlite3_bind_text(st, 3, id, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 4, r.gen);
+	sqlite3_bind_text(st, 5, sp_state_name(r.state), -1, SQLITE_STATIC);
+	if (sqlite3_step(st) != SQLITE_DONE) {
+		db_err(db, e, "transition");
+		goto out;
+	}
+	if (sqlite3_changes(db->h) != 1) {
+		sp_err_set(e, "bad-state", 0, "changed by another command");
+		goto out;
+	}
+	if (exec_sql(db, "COMMIT", e) == -1)
+		goto out;
+	r.state = to;
+	r.gen++;
+	rc = 0;
+out:
+	sqlite3_finalize(st);
+	if (rc == -1)
+		sqlite3_exec(db->h, "ROLLBACK", NULL, NULL, NULL);
+	if (rc == 0 && out != NULL)
+		*out = r;
+	else
+		sp_db_row_release(&r);
+	return rc;
+}
+
+int
+sp_db_template_insert(struct sp_db *db, const struct sp_template_row *t,
+    struct sp_err *e)
+{
+	sqlite3_stmt *st = NULL;
+	int rc = -1;
+
+	/* Re-importing the same bytes is the same template: keep the first row. */
+	if (sqlite3_prepare_v2(db->h, "INSERT OR IGNORE INTO templates (name, digest,"
+	    " created, disk_bytes) VALUES (?1, ?2, ?3, ?4)", -1, &st, NULL) != SQLITE_OK)
+		return db_err(db, e, "insert template");
+	sqlite3_bind_text(st, 1, t->name, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 2, t->digest, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 3, t->created);
+	sqlite3_bind_int64(st, 4, t->disk_bytes);
+	if (sqlite3_step(st) == SQLITE_DONE)
+		rc = 0;
+	else
+		db_err(db, e, "insert template");
+	sqlite3_finalize(st);
+	return rc;
+}
+
+static void
+template_from(sqlite3_stmt *st, struct sp_template_row *t)
+{
+	memset(t, 0, sizeof *t);
+	copy_col(t->name, sizeof t->name, st, 0);
+	copy_col(t->digest, sizeof t->digest, st, 1);
+	t->created = sqlite3_column_int64(st, 2);
+	t->disk_bytes = sqlite3_column_int64(st, 3);
+}
+
+int
+sp_db_template_get(struct sp_db *db, const char *ref, struct sp_template_row *t,
+    struct sp_err *e)
+{
+	char name[SP_NAME_MAX + 1];
+	const char *at, *digest = NULL;
+	sqlite3_stmt *st = NULL;
+	size_t n;
+	int rc = -1;
+
+	at = strchr(ref, '@');
+	n = at ? (size_t)(at - ref) : strlen(ref);
+	if (n == 0 || n > SP_NAME_MAX)
+		return sp_err_set(e, "bad-input", 0, "bad template reference");
+	memcpy(name, ref, n);
+	name[n] = '\0';
+	if (sp_name_check("template", name, e) == -1)
+		return -1;
+	if (at != NULL) {
+		digest = at + 1;
+		if (strlen(digest) < 4 || strlen(digest) > 64 ||
+		    strspn(digest, "0123456789abcdef") != strlen(digest))
+			return sp_err_set(e, "bad-input", 0,
+			    "template digest must be 4 to 64 hex digits");
+	}
+	/* A digest may be given by a unique prefix, as git does. */
+	if (sqlite3_prepare_v2(db->h, "SELECT name, digest, created, disk_bytes"
+	    " FROM templates WHERE name = ?1 AND (?2 IS NULL OR"
+	    " substr(digest, 1, length(?2)) = ?2)"
+	    " ORDER BY created DESC, rowid DESC LIMIT 2", -1, &st, NULL) != SQLITE_OK)
+		return db_err(db, e, "get template");
+	sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+	if (digest != NULL)
+		sqlite3_bind_text(st, 2, digest, -1, SQLITE_STATIC);
+	switch (sqlite3_step(st)) {
+	case SQLITE_ROW:
+		template_from(st, t);
+		if (digest != NULL && strlen(digest) < 64 &&
+		    sqlite3_step(st) == SQLITE_ROW)
+			sp_err_set(e, "bad-input", 0, "digest prefix '%s' is ambiguous",
+			    digest);
+		else
+			rc = 0;
+		break;
+	case SQLITE_DONE:
+		sp_err_set(e, "not-found", 0, "no template '%s'", name);
+		break;
+	default:
+		db_err(db, e, "get template");
+	}
+	sqlite3_finalize(st);
+	return rc;
+}
+
+int
+sp_db_template_each(struct sp_db *db,
+    int (*fn)(const struct sp_template_row *, void *), void *arg,
+    struct sp_err *e)
+{
+	struct sp_template_row t;
+	sqlite3_stmt *st = NULL;
+	int s, rc = 0;
+
+	if (sqlite3_prepare_v2(db->h, "SELECT name, digest, created, disk_bytes"
+	    " FROM templates ORDER BY name, created", -1, &st, NULL) != SQLITE_OK)
+		return db_err(db, e, "list templates");
+	while ((s = sqlite3_step(st)) == SQLITE_ROW) {
+		template_from(st, &t);
+		if (fn(&t, arg) == -1)
+			rc = -1;
+	}
+	if (s != SQLITE_DONE)
+		rc = db_err(db, e, "list templates");
+	sqlite3_finalize(st);
+	return rc;
+}
+
+int
+sp_db_template_delete(struct sp_db *db, const char *name, const char *digest,
+    struct sp_err *e)
+{
+	sqlite3_stmt *st = NULL;
+	int rc = -1;
+
+	if (sqlite3_prepare_v2(db->h, "DELETE FROM templates WHERE name = ?1 AND"
+	    " digest = ?2", -1, &st, NULL) != SQLITE_OK)
+		return db_err(db, e, "delete template");
+	sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 2, digest, -1, SQLITE_STATIC);
+	if (sqlite3_step(st) == SQLITE_DONE)
+		rc = 0;
+	else
+		db_err(db, e, "delete template");
+	sqlite3_finalize(st);
+	return rc;
+}
+
+int
+sp_db_node_upsert(struct sp_db *db, const char *node, const char *root,
+    struct sp_err *e)
+{
+	sqlite3_stmt *st = NULL;
+	int rc = -1;
+
+	if (sqlite3_prepare_v2(db->h, "INSERT INTO nodes (name, root, seen)"
+	    " VALUES (?1, ?2, ?3) ON CONFLICT (name) DO UPDATE SET root = ?2,"
+	    " seen = ?3", -1, &st, NULL) != SQLITE_OK)
+		return db_err(db, e, "upsert node");
+	sqlite3_bind_text(st, 1, node, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 2, root, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 3, (int64_t)time(NULL));
+	if (sqlite3_step(st) == SQLITE_DONE)
+		rc = 0;
+	else
+		db_err(db, e, "upsert node");
+	sqlite3_finalize(st);
+	return rc;
+}

@@ -1,0 +1,114 @@
+/*
+ * sp_each: the input loop every command shares, so the output of one command
+ * is the input of the next: ids as arguments, or one per line on stdin, either
+ * bare or as JSON objects carrying "id".
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+
+#include "sp.h"
+
+static int
+worse(int a, int b)
+{
+	return a > b ? a : b;
+}
+
+/* One stdin line: a bare id, or a JSON object with a string "id". */
+static int
+line1(char *line, size_t n, sp_item_fn fn, void *ctx)
+{
+	struct sp_err e;
+	json_error_t je;
+	json_t *rec = NULL, *id;
+	int rc;
+
+	while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r' ||
+	    line[n - 1] == ' ' || line[n - 1] == '\t'))
+		line[--n] = '\0';
+	while (*line == ' ' || *line == '\t') {
+		line++;
+		n--;
+	}
+	if (n == 0)
+		return 0;
+	if (strlen(line) != n || !sp_utf8_valid(line, n)) {
+		sp_err_set(&e, "bad-input", 0, "input line is not valid UTF-8 text");
+		return sp_out_fail(NULL, &e);
+	}
+	if (line[0] != '{')
+		return fn(line, NULL, ctx);
+	rec = json_loadb(line, n, JSON_REJECT_DUPLICATES, &je);
+	if (rec == NULL || !json_is_object(rec)) {
+		sp_err_set(&e, "bad-input", 0, "input line is not a JSON object: %s",
+		    rec == NULL ? je.text : "not an object");
+		json_decref(rec);
+		return sp_out_fail(NULL, &e);
+	}
+	id = json_object_get(rec, "id");
+	if (!json_is_string(id)) {
+		sp_err_set(&e, "bad-input", 0, "input JSON line has no string \"id\"");
+		json_decref(rec);
+		return sp_out_fail(NULL, &e);
+	}
+	rc = fn(json_string_value(id), rec, ctx);
+	json_decref(rec);
+	return rc;
+}
+
+/*
+ * Reads one line into buf (at most SP_LINE_MAX bytes kept); an overlong line
+ * is consumed whole and reported by *over, so memory stays bounded.
+ * Returns the stored length, or -1 at end of input.
+ */
+static ssize_t
+read_line(FILE *f, char *buf, int *over)
+{
+	size_t n = 0;
+	int c, any = 0;
+
+	*over = 0;
+	while ((c = getc(f)) != EOF) {
+		any = 1;
+		if (c == '\n')
+			break;
+		if (n < SP_LINE_MAX)
+			buf[n++] = (char)c;
+		else
+			*over = 1;
+	}
+	buf[n] = '\0';
+	return any ? (ssize_t)n : -1;
+}
+
+int
+sp_each(int argc, char **argv, sp_item_fn fn, void *ctx)
+{
+	struct sp_err e;
+	char *line;
+	ssize_t n;
+	int i, over, rc = 0;
+
+	if (argc > 0) {
+		for (i = 0; i < argc; i++)
+			rc = worse(rc, fn(argv[i], NULL, ctx));
+		return rc;
+	}
+	if ((line = malloc(SP_LINE_MAX + 1)) == NULL) {
+		sp_err_sys(&e, "internal", "out of memory");
+		return sp_out_fail(NULL, &e);
+	}
+	while ((n = read_line(stdin, line, &over)) != -1) {
+		if (over) {
+			sp_err_set(&e, "bad-input", 0,
+			    "input line longer than %d bytes", SP_LINE_MAX);
+			rc = worse(rc, sp_out_fail(NULL, &e));
+			continue;
+		}
+		rc = worse(rc, line1(line, (size_t)n, fn, ctx));
+	}
+	free(line);
+	return rc;
+}

@@ -1,0 +1,200 @@
+/* test-core: ids, names, UTF-8, configuration and the stdin input loop. */
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "sp.h"
+#include "tap.h"
+
+static void
+test_ids(void)
+{
+	char id[SP_ID_LEN + 1], other[SP_ID_LEN + 1];
+	struct sp_err e;
+
+	tap_ok(sp_id_new(id, &e) == 0 && sp_id_valid(id), "new id is valid");
+	sp_id_new(other, &e);
+	tap_ok(strcmp(id, other) != 0, "two new ids differ");
+	tap_ok(sp_id_valid("abcdefghij23"), "12 base32 chars are an id");
+	tap_ok(!sp_id_valid("abcdefghij2"), "11 chars are not");
+	tap_ok(!sp_id_valid("abcdefghij234"), "13 chars are not");
+	tap_ok(!sp_id_valid("abcdefghij18"), "1 and 8 are not base32");
+	tap_ok(!sp_id_valid("ABCDEFGHIJ23"), "upper case is not");
+	tap_ok(!sp_id_valid("../../etc/pa"), "a path is not");
+	tap_ok(!sp_id_valid(""), "empty is not");
+	tap_ok(sp_id_check("\xff\xfe", &e) == -1 &&
+	    strcmp(e.code, "bad-input") == 0, "garbage id is bad-input");
+	tap_ok(strchr(e.msg, '\xff') == NULL, "the message does not echo raw bytes");
+}
+
+static void
+test_names(void)
+{
+	struct sp_err e;
+	char big[200];
+
+	tap_ok(sp_name_check("t", "minimal", &e) == 0, "plain name ok");
+	tap_ok(sp_name_check("t", "a.b_c-1", &e) == 0, "dots, dashes ok");
+	tap_ok(sp_name_check("t", "a/b", &e) == -1, "slash refused");
+	tap_ok(sp_name_check("t", "..", &e) == -1, "dot-dot refused");
+	tap_ok(sp_name_check("t", ".hidden", &e) == -1, "leading dot refused");
+	tap_ok(sp_name_check("t", "-opt", &e) == -1, "leading dash refused");
+	tap_ok(sp_name_check("t", "", &e) == -1, "empty refused");
+	tap_ok(sp_name_check("t", "caf\xc3\xa9", &e) == -1, "non-ASCII refused");
+	memset(big, 'a', sizeof big - 1);
+	big[sizeof big - 1] = '\0';
+	tap_ok(sp_name_check("t", big, &e) == -1 && strcmp(e.code, "bad-input") == 0,
+	    "overlong refused");
+	tap_ok(sp_label_check("team=infra", &e) == 0, "label ok");
+	tap_ok(sp_label_check("note=caf\xc3\xa9", &e) == 0, "UTF-8 label value ok");
+	tap_ok(sp_label_check("note=\xc3", &e) == -1, "truncated UTF-8 refused");
+	tap_ok(sp_label_check("note=a\nb", &e) == -1, "control char refused");
+	tap_ok(sp_label_check("novalue", &e) == -1, "missing = refused");
+	tap_ok(sp_label_check("a/b=c", &e) == -1, "bad key refused");
+}
+
+static void
+test_utf8(void)
+{
+	tap_ok(sp_utf8_valid("plain", 5), "ASCII");
+	tap_ok(sp_utf8_valid("\xe2\x82\xac", 3), "euro sign");
+	tap_ok(sp_utf8_valid("\xf0\x9f\x98\x80", 4), "4-byte emoji");
+	tap_ok(!sp_utf8_valid("\xc0\xaf", 2), "overlong slash");
+	tap_ok(!sp_utf8_valid("\xed\xa0\x80", 3), "surrogate");
+	tap_ok(!sp_utf8_valid("\xf4\x90\x80\x80", 4), "above U+10FFFF");
+	tap_ok(!sp_utf8_valid("a\0b", 3), "embedded NUL");
+	tap_ok(!sp_utf8_valid("\x80", 1), "lone continuation");
+}
+
+static void
+test_conf(void)
+{
+	char path[] = "/tmp/sp-conf-XXXXXX";
+	struct sp_conf c;
+	struct sp_err e;
+	FILE *f;
+	int fd;
+
+	unsetenv("SPACE_ROOT");
+	unsetenv("SPACE_DB");
+	unsetenv("SPACE_NODE");
+	setenv("SPACE_CONF", "/nonexistent/space.conf", 1);
+	tap_ok(sp_conf_load(&c, &e) == 0, "defaults load with no file");
+	tap_ok(strcmp(c.root, "/var/lib/space") == 0, "default root");
+	tap_ok(strcmp(c.db, "sqlite:/var/lib/space/space.db") == 0, "default db");
+	tap_ok(strcmp(c.store, "file:///var/lib/space/objects") == 0, "default store");
+	tap_ok(strcmp(c.libvirt_uri, "qemu:///system") == 0, "default uri");
+
+	fd = mkstemp(path);
+	f = fdopen(fd, "w");
+	fprintf(f, "# a comment\n\nSPACE_ROOT = /srv/space\nSPACE_NODE=node-a\n");
+	fclose(f);
+	setenv("SPACE_CONF", path, 1);
+	tap_ok(sp_conf_load(&c, &e) == 0 && strcmp(c.root, "/srv/space") == 0 &&
+	    strcmp(c.node, "node-a") == 0, "file values are read");
+	tap_ok(strcmp(c.db, "sqlite:/srv/space/space.db") == 0,
+	    "db default follows the root");
+	setenv("SPACE_ROOT", "/env/root", 1);
+	tap_ok(sp_conf_load(&c, &e) == 0 && strcmp(c.root, "/env/root") == 0,
+	    "environment beats the file");
+	setenv("SPACE_ROOT", "/a/../etc", 1);
+	tap_ok(sp_conf_load(&c, &e) == -1 && strcmp(e.code, "bad-input") == 0,
+	    "root with .. refused");
+	setenv("SPACE_ROOT", "/a/..", 1);
+	tap_ok(sp_conf_load(&c, &e) == -1, "root ending in .. refused");
+	setenv("SPACE_ROOT", "relative", 1);
+	tap_ok(sp_conf_load(&c, &e) == -1, "relative root refused");
+	unsetenv("SPACE_ROOT");
+	setenv("SPACE_NODE", "bad/node", 1);
+	tap_ok(sp_conf_load(&c, &e) == -1, "bad node name refused");
+	unsetenv("SPACE_NODE");
+
+	f = fopen(path, "w");
+	fprintf(f, "SPACE_ROOTS = /x\n");
+	fclose(f);
+	tap_ok(sp_conf_load(&c, &e) == -1 && strstr(e.msg, "unknown key") != NULL,
+	    "unknown key refused with its line");
+	f = fopen(path, "w");
+	fprintf(f, "just words\n");
+	fclose(f);
+	tap_ok(sp_conf_load(&c, &e) == -1, "line without = refused");
+	unlink(path);
+	unsetenv("SPACE_CONF");
+}
+
+static int seen_n;
+static char seen[8][64];
+
+static int
+record(const char *id, json_t *rec, void *ctx)
+{
+	if (seen_n < 8)
+		snprintf(seen[seen_n++], sizeof seen[0], "%s%s", id, rec ? "+j" : "");
+	return strcmp(id, "fail") == 0 ? SP_EXIT_FAIL : 0;
+}
+
+/* Runs sp_each on the given stdin text; stdout goes to /dev/null. */
+static int
+each_on(const char *input)
+{
+	char path[] = "/tmp/sp-each-XXXXXX";
+	int fd, rc, saved_out;
+	FILE *f;
+
+	fd = mkstemp(path);
+	f = fdopen(fd, "w");
+	fwrite(input, 1, strlen(input), f);
+	fclose(f);
+	freopen(path, "r", stdin);
+	fflush(stdout);
+	saved_out = dup(1);
+	freopen("/dev/null", "w", stdout);
+	seen_n = 0;
+	rc = sp_each(0, NULL, record, NULL);
+	fflush(stdout);
+	dup2(saved_out, 1);
+	close(saved_out);
+	unlink(path);
+	return rc;
+}
+
+static void
+test_each(void)
+{
+	char *argv[] = { "a", "fail", "b" };
+	char *big;
+	int rc;
+
+	seen_n = 0;
+	tap_ok(sp_each(3, argv, record, NULL) == SP_EXIT_FAIL && seen_n == 3,
+	    "argv items all run; status is the worst");
+	rc = each_on("one\n  two  \n\n{\"id\":\"three\",\"x\":1}\n");
+	tap_ok(rc == 0 && seen_n == 3 && strcmp(seen[1], "two") == 0 &&
+	    strcmp(seen[2], "three+j") == 0, "bare and JSON lines on stdin");
+	rc = each_on("{\"x\":1}\nok1\n{bad json\nok2\n");
+	tap_ok(rc == SP_EXIT_USAGE && seen_n == 2, "bad lines reported, loop goes on");
+	rc = each_on("{\"id\":\"a\",\"id\":\"b\"}\n");
+	tap_ok(rc == SP_EXIT_USAGE && seen_n == 0, "duplicate keys refused");
+	rc = each_on("a\xff\n");
+	tap_ok(rc == SP_EXIT_USAGE && seen_n == 0, "invalid UTF-8 refused");
+	big = malloc(SP_LINE_MAX + 100);
+	memset(big, 'x', SP_LINE_MAX + 98);
+	big[SP_LINE_MAX + 98] = '\n';
+	big[SP_LINE_MAX + 99] = '\0';
+	rc = each_on(big);
+	tap_ok(rc == SP_EXIT_USAGE && seen_n == 0, "overlong line refused");
+	free(big);
+	rc = each_on("last-without-newline");
+	tap_ok(rc == 0 && seen_n == 1, "a last line without newline counts");
+}
+
+int
+main(void)
+{
+	test_ids();
+	test_names();
+	test_utf8();
+	test_conf();
+	test_each();
+	return tap_done();
+}
