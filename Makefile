@@ -66,10 +66,15 @@ $(GUEST_IMAGE): guest/build-image $(GUEST_DAEMON) $(wildcard guest/rootfs/*) $(w
 
 asan: $(ASAN_UNITS)
 
-check: all asan guest
+# The host is set up first: building needs the -dev packages it installs.
+check:
+	tests/setup-host
+	$(MAKE) all asan guest
 	tests/run-all
 
-demo: all guest
+demo:
+	tests/setup-host
+	$(MAKE) all guest
 	examples/demo
 
 install: all

@@ -202,6 +202,8 @@ int sp_virt_save(struct sp_virt *v, const char *name, const char *path,
     struct sp_err *e);
 int sp_virt_restore(struct sp_virt *v, const char *path, const char *xml,
     struct sp_err *e);
+/* libvirt's version and the hypervisor's, e.g. "libvirt 9.0.0, QEMU 7.2.0". */
+int sp_virt_version(struct sp_virt *v, char *out, size_t n, struct sp_err *e);
 /* "running", "paused", "shutoff", "crashed", "absent", ... */
 int sp_virt_state(struct sp_virt *v, const char *name, char out[16],
     struct sp_err *e);
@@ -213,6 +215,7 @@ int sp_virt_state(struct sp_virt *v, const char *name, char out[16],
 #define SP_FRAME_MAX		(1024 * 1024)	/* payload bound */
 #define SP_JSON_MAX		(64 * 1024)	/* control message bound */
 #define SP_FRAME_HDR		9
+#define SP_FRAME_CHUNK		(64 * 1024)	/* data frame and read size */
 enum sp_frame_type {
 	SP_FR_HELLO = 1,	/* host->guest {"op":"hello","nonce":s}; guest->host
 				   {"version":n,"boot_id":s,"nonce":s} */
@@ -230,7 +233,10 @@ struct sp_frame {
 	uint32_t len;
 	unsigned char *data;	/* points into the decoder's buffer */
 };
-/* Incremental decoder: feed bytes, take frames; strict and bounded. */
+/* Incremental decoder: feed bytes, take frames; strict and bounded.  Take
+ * every frame (sp_frame_dec_next until 0) before feeding again: a feed may
+ * move the buffer, and the decoder holds at most one frame plus one feed of
+ * up to SP_FRAME_CHUNK bytes.  After an error, release and init it again. */
 struct sp_frame_dec {
 	unsigned char *buf;
 	size_t len, cap, off;
@@ -243,6 +249,10 @@ int sp_frame_dec_feed(struct sp_frame_dec *d, const void *p, size_t n,
  * (oversize, unknown type, JSON frame over SP_JSON_MAX). */
 int sp_frame_dec_next(struct sp_frame_dec *d, struct sp_frame *f,
     struct sp_err *e);
+/* The header of a frame of n payload bytes (n <= SP_FRAME_MAX), for callers
+ * that queue frames themselves on nonblocking descriptors. */
+void sp_frame_hdr(unsigned char h[SP_FRAME_HDR], uint8_t type,
+    uint32_t stream, size_t n);
 /* Writes one whole frame to fd (blocking fd, EINTR-safe). */
 int sp_frame_write(int fd, uint8_t type, uint32_t stream, const void *p,
     size_t n, struct sp_err *e);
@@ -284,11 +294,80 @@ struct sp_template_src {
 /* Builds templates/<name>@<digest>/ (read-only subvolume with disk.raw,
  * vmlinuz, initrd.img, template.json) under root; concurrent builds of the
  * same digest are coalesced by a lock.  Rejects archive entries that would
- * escape the root.  Fills *t. */
+ * escape the root (bad-input).  Fills *t.  Returns 0 when this call built
+ * the template, 1 when it existed already (an earlier or concurrent import
+ * of the same inputs built it), -1 on error.  The digest covers the rootfs
+ * (archive bytes, or a canonical walk of a directory), kernel, initrd and
+ * disk_extra_bytes. */
 int sp_template_import(const char *root, const struct sp_template_src *src,
     struct sp_template_row *t, struct sp_err *e);
 /* templates/<name>@<digest> under root. */
 int sp_template_path(const char *root, const struct sp_template_row *t,
     char *out, size_t n, struct sp_err *e);
+
+/* ---- path: building paths without silent truncation ---- */
+int sp_path_fmt(char *out, size_t n, struct sp_err *e, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* mkdir -p with mode for the directories it creates. */
+int sp_path_mkdirs(const char *path, mode_t mode, struct sp_err *e);
+/* rm -rf of a directory tree on this filesystem; absent is not an error. */
+int sp_path_remove_tree(const char *path, struct sp_err *e);
+
+/* A size like 512, 64K, 256M, 8G or 1T (powers of 1024). */
+int sp_size_parse(const char *s, uint64_t *out, struct sp_err *e);
+
+/* ---- proc: running the few external programs we need (no shell) ---- */
+/* Runs argv[0] (PATH search) and waits; a non-zero exit is an error whose
+ * message carries the tail of its stderr. */
+int sp_proc_run(char *const argv[], struct sp_err *e);
+
+/* ---- node: this node's storage and services ---- */
+struct sp_node_info {
+	char fs[16];		/* "btrfs" */
+	int loop;		/* 1 when root is a loop-backed image we made */
+	int kvm;		/* 1 when VMs use KVM */
+	char virt_type[16];
+	char libvirt[64];	/* libvirt version, or "" when it does not answer */
+};
+/* Makes root a btrfs filesystem (a loop-backed image of loop_bytes when it is
+ * not and loop_bytes > 0), creates the layout, migrates the DB, checks that
+ * libvirt answers.  Idempotent. */
+int sp_node_init(const struct sp_conf *c, uint64_t loop_bytes,
+    struct sp_node_info *info, struct sp_err *e);
+
+/* ---- sandbox: the lifecycle operations, composed from the modules above ---- */
+struct sp_ctx {
+	struct sp_conf conf;
+	struct sp_db *db;
+	struct sp_virt *virt;	/* NULL until needed */
+	char virt_type[16];
+};
+/* Loads the config, opens the DB and, when with_virt, libvirt. */
+int sp_ctx_open(struct sp_ctx *x, int with_virt, struct sp_err *e);
+void sp_ctx_close(struct sp_ctx *x);
+int sp_ctx_virt(struct sp_ctx *x, struct sp_err *e);	/* opens libvirt lazily */
+struct sp_create_req {
+	const char *template;	/* name or name@digest */
+	int memory_mib, vcpus;
+	json_t *labels;		/* object of strings, borrowed; may be NULL */
+	int ready_timeout_ms;	/* boot until the daemon says hello */
+};
+/* Creates and boots one sandbox; *out gets {"id","state","template",
+ * "create_ms",...}.  On failure everything it made is removed. */
+int sp_sandbox_create(struct sp_ctx *x, const struct sp_create_req *r,
+    json_t **out, struct sp_err *e);
+/* Destroys the VM, deletes subvolumes, run dir and rows; *existed says
+ * whether there was anything to remove. */
+int sp_sandbox_remove(struct sp_ctx *x, const char *id, int *existed,
+    struct sp_err *e);
+/* The record space-ls prints for a row: DB joined with libvirt and btrfs. */
+int sp_sandbox_describe(struct sp_ctx *x, const struct sp_sandbox_row *r,
+    json_t **out, struct sp_err *e);
+/* <root>/sandboxes/<id>, <run>/<id>, sp-<id>. */
+int sp_sandbox_dir(const struct sp_ctx *x, const char *id, char *out, size_t n,
+    struct sp_err *e);
+int sp_sandbox_run_dir(const struct sp_ctx *x, const char *id, char *out,
+    size_t n, struct sp_err *e);
+void sp_sandbox_domain(const char *id, char out[SP_ID_LEN + 4]);
 
 #endif

@@ -1,0 +1,102 @@
+/* space-create: create sandboxes from a template and boot them. */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sp.h"
+
+static void
+usage(void)
+{
+	fprintf(stderr, "usage: space-create --template NAME[@DIGEST] [--memory MiB]"
+	    " [--vcpus N]\n           [--label KEY=VALUE]... [-n COUNT]"
+	    " [--timeout SECONDS]\n");
+	exit(SP_EXIT_USAGE);
+}
+
+static int
+number(const char *opt, const char *s, long lo, long hi)
+{
+	char *end;
+	long v;
+
+	v = strtol(s, &end, 10);
+	if (*s == '\0' || *end != '\0' || v < lo || v > hi) {
+		sp_warn("%s: need a whole number from %ld to %ld", opt, lo, hi);
+		exit(SP_EXIT_USAGE);
+	}
+	return (int)v;
+}
+
+int
+main(int argc, char *argv[])
+{
+	static const struct option opts[] = {
+		{ "template", required_argument, NULL, 't' },
+		{ "memory", required_argument, NULL, 'm' },
+		{ "vcpus", required_argument, NULL, 'c' },
+		{ "label", required_argument, NULL, 'l' },
+		{ "count", required_argument, NULL, 'n' },
+		{ "timeout", required_argument, NULL, 'T' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct sp_create_req r = { .memory_mib = 256, .vcpus = 1,
+	    .ready_timeout_ms = 180000 };
+	json_t *labels, *out;
+	struct sp_ctx x;
+	struct sp_err e;
+	char *eq;
+	int ch, i, count = 1, rc = 0, one;
+
+	sp_out_init(argv[0]);
+	labels = json_object();
+	while ((ch = getopt_long(argc, argv, "n:h", opts, NULL)) != -1) {
+		switch (ch) {
+		case 't':
+			r.template = optarg;
+			break;
+		case 'm':
+			r.memory_mib = number("--memory", optarg, 64, 65536);
+			break;
+		case 'c':
+			r.vcpus = number("--vcpus", optarg, 1, 64);
+			break;
+		case 'l':
+			if (sp_label_check(optarg, &e) == -1) {
+				sp_warn("--label: %s", e.msg);
+				return SP_EXIT_USAGE;
+			}
+			eq = strchr(optarg, '=');
+			*eq = '\0';
+			json_object_set_new(labels, optarg, json_string(eq + 1));
+			break;
+		case 'n':
+			count = number("-n", optarg, 1, 1000);
+			break;
+		case 'T':
+			r.ready_timeout_ms = number("--timeout", optarg, 1, 3600) * 1000;
+			break;
+		default:
+			usage();
+		}
+	}
+	argc -= optind;
+	if (argc != 0 || r.template == NULL)
+		usage();
+	r.labels = labels;
+	if (sp_ctx_open(&x, 1, &e) == -1)
+		return sp_out_fail(NULL, &e);
+	for (i = 0; i < count; i++) {
+		if (sp_sandbox_create(&x, &r, &out, &e) == -1)
+			one = sp_out_fail(NULL, &e);
+		else
+			one = sp_out_ok(NULL, out);
+		if (one > rc)
+			rc = one;
+	}
+	sp_ctx_close(&x);
+	json_decref(labels);
+	return rc;
+}

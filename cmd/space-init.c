@@ -1,0 +1,51 @@
+/* space-init: prepare this node (btrfs root, layout, DB, libvirt check). */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "sp.h"
+
+static void
+usage(void)
+{
+	fprintf(stderr, "usage: space-init [--loop-size SIZE]\n");
+	exit(SP_EXIT_USAGE);
+}
+
+int
+main(int argc, char *argv[])
+{
+	static const struct option opts[] = {
+		{ "loop-size", required_argument, NULL, 'l' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct sp_node_info info;
+	struct sp_conf c;
+	struct sp_err e;
+	uint64_t loop = 0;
+	int ch;
+
+	sp_out_init(argv[0]);
+	while ((ch = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		switch (ch) {
+		case 'l':
+			if (sp_size_parse(optarg, &loop, &e) == -1 || loop < (256u << 20)) {
+				sp_warn("--loop-size: need a size of at least 256M, "
+				    "like 8G");
+				return SP_EXIT_USAGE;
+			}
+			break;
+		default:
+			usage();
+		}
+	}
+	argc -= optind;
+	if (argc != 0)
+		usage();
+	if (sp_conf_load(&c, &e) == -1 || sp_node_init(&c, loop, &info, &e) == -1)
+		return sp_out_fail(NULL, &e);
+	return sp_out_ok(NULL, json_pack("{s:s, s:s, s:s, s:b, s:s, s:s, s:b}",
+	    "node", c.node, "root", c.root, "fs", info.fs, "loop", info.loop,
+	    "libvirt", info.libvirt, "virt", info.virt_type, "kvm", info.kvm));
+}

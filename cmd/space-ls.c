@@ -1,0 +1,95 @@
+/* space-ls: list sandboxes, the DB joined with what libvirt and btrfs say. */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sp.h"
+
+static void
+usage(void)
+{
+	fprintf(stderr, "usage: space-ls [--state STATE] [ID...]\n");
+	exit(SP_EXIT_USAGE);
+}
+
+struct ls {
+	struct sp_ctx x;
+	const char *state;	/* observed state filter, or NULL */
+	int rc;
+};
+
+static int
+show(const struct sp_sandbox_row *r, void *arg)
+{
+	struct ls *l = arg;
+	struct sp_err e;
+	json_t *o;
+
+	if (sp_sandbox_describe(&l->x, r, &o, &e) == -1) {
+		l->rc = sp_out_fail(r->id, &e);
+		return 0;
+	}
+	if (l->state != NULL &&
+	    strcmp(json_string_value(json_object_get(o, "state")), l->state) != 0) {
+		json_decref(o);
+		return 0;
+	}
+	sp_out_json(o);
+	return 0;
+}
+
+static int
+one(const char *id, json_t *rec, void *arg)
+{
+	struct ls *l = arg;
+	struct sp_sandbox_row r;
+	struct sp_err e;
+
+	if (sp_id_check(id, &e) == -1 || sp_db_sandbox_get(l->x.db, id, &r, &e) == -1)
+		return sp_out_fail(id, &e);
+	l->rc = 0;
+	show(&r, l);
+	sp_db_row_release(&r);
+	return l->rc;
+}
+
+int
+main(int argc, char *argv[])
+{
+	static const struct option opts[] = {
+		{ "state", required_argument, NULL, 's' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct ls l = { 0 };
+	struct sp_err e;
+	int ch, rc;
+
+	sp_out_init(argv[0]);
+	while ((ch = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		switch (ch) {
+		case 's':
+			if (sp_state_parse(optarg) < 0) {
+				sp_warn("--state: unknown state '%.32s'", optarg);
+				return SP_EXIT_USAGE;
+			}
+			l.state = optarg;
+			break;
+		default:
+			usage();
+		}
+	}
+	argc -= optind;
+	argv += optind;
+	if (sp_ctx_open(&l.x, 1, &e) == -1)
+		return sp_out_fail(NULL, &e);
+	if (argc > 0)
+		rc = sp_each(argc, argv, one, &l);
+	else if (sp_db_sandbox_each(l.x.db, -1, show, &l, &e) == -1)
+		rc = sp_out_fail(NULL, &e);
+	else
+		rc = l.rc;
+	sp_ctx_close(&l.x);
+	return rc;
+}

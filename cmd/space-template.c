@@ -1,0 +1,224 @@
+/*
+ * space-template: build templates from a root filesystem (import), list them
+ * (ls) and remove them (rm).
+ */
+#include <getopt.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "sp.h"
+
+static void
+usage(void)
+{
+	fprintf(stderr,
+	    "usage: space-template import --name NAME [--kernel F --initrd F]\n"
+	    "           [--disk-extra SIZE] ROOTFS.tar[.gz|.zst]|DIR\n"
+	    "       space-template ls\n"
+	    "       space-template rm [--force] NAME[@DIGEST]...\n");
+	exit(SP_EXIT_USAGE);
+}
+
+/* By default the kernel and initrd lie beside the root filesystem tarball. */
+static int
+beside(const char *src, const char *file, char *out, size_t n, struct sp_err *e)
+{
+	char copy[SP_PATH_MAX];
+
+	if (sp_path_fmt(copy, sizeof copy, e, "%s", src) == -1)
+		return -1;
+	return sp_path_fmt(out, n, e, "%s/%s", dirname(copy), file);
+}
+
+static int
+import(int argc, char *argv[])
+{
+	static const struct option opts[] = {
+		{ "name", required_argument, NULL, 'n' },
+		{ "kernel", required_argument, NULL, 'k' },
+		{ "initrd", required_argument, NULL, 'i' },
+		{ "disk-extra", required_argument, NULL, 'x' },
+		{ NULL, 0, NULL, 0 },
+	};
+	char kernel[SP_PATH_MAX], initrd[SP_PATH_MAX];
+	struct sp_template_src src = { 0 };
+	struct sp_template_row t;
+	struct sp_ctx x;
+	struct sp_err e;
+	int ch, reused, rc;
+
+	while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		switch (ch) {
+		case 'n':
+			src.name = optarg;
+			break;
+		case 'k':
+			src.kernel = optarg;
+			break;
+		case 'i':
+			src.initrd = optarg;
+			break;
+		case 'x':
+			if (sp_size_parse(optarg, &src.disk_extra_bytes, &e) == -1) {
+				sp_warn("--disk-extra: %s", e.msg);
+				return SP_EXIT_USAGE;
+			}
+			break;
+		default:
+			usage();
+		}
+	}
+	argc -= optind;
+	argv += optind;
+	if (argc != 1 || src.name == NULL)
+		usage();
+	src.rootfs = argv[0];
+	if (sp_name_check("template name", src.name, &e) == -1)
+		return sp_out_fail(NULL, &e);
+	if (src.kernel == NULL) {
+		if (beside(src.rootfs, "vmlinuz", kernel, sizeof kernel, &e) == -1)
+			return sp_out_fail(NULL, &e);
+		src.kernel = kernel;
+	}
+	if (src.initrd == NULL) {
+		if (beside(src.rootfs, "initrd.img", initrd, sizeof initrd, &e) == -1)
+			return sp_out_fail(NULL, &e);
+		src.initrd = initrd;
+	}
+	if (sp_ctx_open(&x, 0, &e) == -1)
+		return sp_out_fail(NULL, &e);
+	if ((reused = sp_template_import(x.conf.root, &src, &t, &e)) == -1 ||
+	    sp_db_template_insert(x.db, &t, &e) == -1) {
+		rc = sp_out_fail(NULL, &e);
+		goto out;
+	}
+	rc = sp_out_ok(NULL, json_pack("{s:s, s:s, s:s++, s:I, s:b}", "template",
+	    t.name, "digest", t.digest, "ref", t.name, "@", t.digest, "disk_bytes",
+	    (json_int_t)t.disk_bytes, "reused", reused));
+out:
+	sp_ctx_close(&x);
+	return rc;
+}
+
+static int
+ls1(const struct sp_template_row *t, void *arg)
+{
+	struct sp_ctx *x = arg;
+	char p[SP_PATH_MAX];
+	struct sp_err e;
+
+	if (sp_template_path(x->conf.root, t, p, sizeof p, &e) == -1)
+		return -1;
+	return sp_out_json(json_pack("{s:s, s:s, s:I, s:I, s:b}", "template",
+	    t->name, "digest", t->digest, "created", (json_int_t)t->created,
+	    "disk_bytes", (json_int_t)t->disk_bytes, "local", sp_subvol_exists(p)));
+}
+
+static int
+list(int argc, char *argv[])
+{
+	struct sp_ctx x;
+	struct sp_err e;
+	int rc = 0;
+
+	if (argc != 1)
+		usage();
+	if (sp_ctx_open(&x, 0, &e) == -1)
+		return sp_out_fail(NULL, &e);
+	if (sp_db_template_each(x.db, ls1, &x, &e) == -1)
+		rc = sp_out_fail(NULL, &e);
+	sp_ctx_close(&x);
+	return rc;
+}
+
+struct use {
+	const struct sp_template_row *t;
+	int n;
+};
+
+static int
+count_use(const struct sp_sandbox_row *r, void *arg)
+{
+	struct use *u = arg;
+	char ref[sizeof r->template];
+
+	snprintf(ref, sizeof ref, "%s@%s", u->t->name, u->t->digest);
+	if (strcmp(r->template, ref) == 0)
+		u->n++;
+	return 0;
+}
+
+struct rm_ctx {
+	struct sp_ctx x;
+	int force;
+};
+
+static int
+rm1(const char *ref, json_t *rec, void *arg)
+{
+	struct rm_ctx *c = arg;
+	struct sp_template_row t;
+	struct use u = { &t, 0 };
+	char p[SP_PATH_MAX];
+	struct sp_err e;
+
+	if (sp_db_template_get(c->x.db, ref, &t, &e) == -1)
+		return sp_out_fail(ref, &e);
+	if (sp_db_sandbox_each(c->x.db, -1, count_use, &u, &e) == -1)
+		return sp_out_fail(ref, &e);
+	if (u.n > 0 && !c->force) {
+		sp_err_set(&e, "in-use", 0, "%d sandbox(es) use %s@%.12s (--force "
+		    "removes it anyway: their disks are their own)", u.n, t.name,
+		    t.digest);
+		return sp_out_fail(ref, &e);
+	}
+	if (sp_template_path(c->x.conf.root, &t, p, sizeof p, &e) == -1 ||
+	    sp_subvol_delete(p, &e) == -1 ||
+	    sp_db_template_delete(c->x.db, t.name, t.digest, &e) == -1)
+		return sp_out_fail(ref, &e);
+	return sp_out_ok(NULL, json_pack("{s:s, s:s, s:b}", "template", t.name,
+	    "digest", t.digest, "removed", 1));
+}
+
+static int
+rm(int argc, char *argv[])
+{
+	static const struct option opts[] = {
+		{ "force", no_argument, NULL, 'f' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct rm_ctx c = { 0 };
+	struct sp_err e;
+	int ch, rc;
+
+	while ((ch = getopt_long(argc, argv, "f", opts, NULL)) != -1) {
+		if (ch != 'f')
+			usage();
+		c.force = 1;
+	}
+	argc -= optind;
+	argv += optind;
+	if (sp_ctx_open(&c.x, 0, &e) == -1)
+		return sp_out_fail(NULL, &e);
+	rc = sp_each(argc, argv, rm1, &c);
+	sp_ctx_close(&c.x);
+	return rc;
+}
+
+int
+main(int argc, char *argv[])
+{
+	sp_out_init("space-template");
+	if (argc < 2)
+		usage();
+	if (strcmp(argv[1], "import") == 0)
+		return import(argc - 1, argv + 1);
+	if (strcmp(argv[1], "ls") == 0)
+		return list(argc - 1, argv + 1);
+	if (strcmp(argv[1], "rm") == 0)
+		return rm(argc - 1, argv + 1);
+	usage();
+}

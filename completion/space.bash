@@ -1,0 +1,58 @@
+# bash completion for the space-* commands.
+
+# Sandbox ids, from space-ls (quietly: no DB, no ids).
+_space_ids() {
+	space-ls 2>/dev/null | sed -n 's/.*"id":"\([a-z2-7]\{12\}\)".*/\1/p'
+}
+
+_space_templates() {
+	space-template ls 2>/dev/null | sed -n 's/.*"template":"\([^"]*\)".*/\1/p' | sort -u
+}
+
+_space() {
+	local cur prev cmd
+	cur=${COMP_WORDS[COMP_CWORD]}
+	prev=${COMP_WORDS[COMP_CWORD-1]}
+	cmd=${COMP_WORDS[0]##*/}
+	case $cmd in
+	space-init)
+		COMPREPLY=($(compgen -W "--loop-size" -- "$cur")) ;;
+	space-template)
+		if [ "$COMP_CWORD" -eq 1 ]; then
+			COMPREPLY=($(compgen -W "import ls rm" -- "$cur"))
+			return
+		fi
+		case ${COMP_WORDS[1]}:$prev in
+		import:--kernel|import:--initrd) COMPREPLY=($(compgen -f -- "$cur")) ;;
+		import:*)
+			if [[ $cur == -* ]]; then
+				COMPREPLY=($(compgen -W "--name --kernel --initrd --disk-extra" -- "$cur"))
+			else
+				COMPREPLY=($(compgen -f -- "$cur"))
+			fi ;;
+		rm:*) COMPREPLY=($(compgen -W "--force $(_space_templates)" -- "$cur")) ;;
+		esac ;;
+	space-create)
+		case $prev in
+		--template) COMPREPLY=($(compgen -W "$(_space_templates)" -- "$cur")) ;;
+		--memory|--vcpus|--label|-n|--timeout) ;;
+		*) COMPREPLY=($(compgen -W "--template --memory --vcpus --label -n --timeout" -- "$cur")) ;;
+		esac ;;
+	space-exec)
+		if [ "$COMP_CWORD" -eq 1 ]; then
+			COMPREPLY=($(compgen -W "$(_space_ids)" -- "$cur"))
+		elif [ "$prev" = -w ]; then
+			:
+		else
+			COMPREPLY=($(compgen -W "-e -w --" -- "$cur"))
+		fi ;;
+	space-ls)
+		case $prev in
+		--state) COMPREPLY=($(compgen -W "creating running paused stopped suspending suspended restoring failed recovering destroyed" -- "$cur")) ;;
+		*) COMPREPLY=($(compgen -W "--state $(_space_ids)" -- "$cur")) ;;
+		esac ;;
+	space-rm)
+		COMPREPLY=($(compgen -W "$(_space_ids)" -- "$cur")) ;;
+	esac
+}
+complete -F _space space-init space-template space-create space-exec space-ls space-rm

@@ -1,0 +1,116 @@
+/* sp_path: building and making paths, never truncating one silently. */
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "sp.h"
+
+int
+sp_path_fmt(char *out, size_t n, struct sp_err *e, const char *fmt, ...)
+{
+	va_list ap;
+	int r;
+
+	va_start(ap, fmt);
+	r = vsnprintf(out, n, fmt, ap);
+	va_end(ap);
+	if (r < 0 || (size_t)r >= n)
+		return sp_err_set(e, "bad-input", 0, "path too long");
+	return 0;
+}
+
+int
+sp_path_mkdirs(const char *path, mode_t mode, struct sp_err *e)
+{
+	char buf[SP_PATH_MAX], *p;
+	struct stat st;
+
+	if (sp_path_fmt(buf, sizeof buf, e, "%s", path) == -1)
+		return -1;
+	for (p = buf + 1; ; p++) {
+		if (*p != '/' && *p != '\0')
+			continue;
+		char c = *p;
+
+		*p = '\0';
+		if (mkdir(buf, mode) == -1 && errno != EEXIST)
+			return sp_err_sys(e, "io", "mkdir %s", buf);
+		*p = c;
+		if (c == '\0')
+			break;
+	}
+	if (stat(path, &st) == -1 || !S_ISDIR(st.st_mode))
+		return sp_err_set(e, "io", 0, "%s is not a directory", path);
+	return 0;
+}
+
+static int
+remove1(const char *p, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)st;
+	(void)ftw;
+	if (flag == FTW_DP)
+		return rmdir(p) == -1 && errno != ENOENT ? -1 : 0;
+	return unlink(p) == -1 && errno != ENOENT ? -1 : 0;
+}
+
+int
+sp_path_remove_tree(const char *path, struct sp_err *e)
+{
+	struct stat st;
+
+	if (lstat(path, &st) == -1) {
+		if (errno == ENOENT)
+			return 0;
+		return sp_err_sys(e, "io", "%s", path);
+	}
+	/* FTW_PHYS: never follow a symlink out of the tree; FTW_MOUNT: stay here. */
+	if (nftw(path, remove1, 32, FTW_DEPTH | FTW_PHYS | FTW_MOUNT) == -1)
+		return sp_err_sys(e, "io", "remove %s", path);
+	return 0;
+}
+
+int
+sp_size_parse(const char *s, uint64_t *out, struct sp_err *e)
+{
+	unsigned long long v;
+	char *end;
+	int shift = 0;
+
+	errno = 0;
+	if (s == NULL || *s < '0' || *s > '9')
+		return sp_err_set(e, "bad-input", 0, "not a size");
+	v = strtoull(s, &end, 10);
+	if (errno != 0)
+		return sp_err_set(e, "bad-input", 0, "size out of range");
+	switch (*end) {
+	case '\0':
+		break;
+	case 'K': case 'k':
+		shift = 10;
+		break;
+	case 'M': case 'm':
+		shift = 20;
+		break;
+	case 'G': case 'g':
+		shift = 30;
+		break;
+	case 'T': case 't':
+		shift = 40;
+		break;
+	default:
+		return sp_err_set(e, "bad-input", 0, "unknown size suffix");
+	}
+	if (*end != '\0' && end[1] != '\0')
+		return sp_err_set(e, "bad-input", 0, "unknown size suffix");
+	if (shift > 0 && v > (UINT64_MAX >> shift))
+		return sp_err_set(e, "bad-input", 0, "size out of range");
+	*out = (uint64_t)v << shift;
+	return 0;
+}

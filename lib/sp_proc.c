@@ -1,0 +1,72 @@
+/* sp_proc: runs the few external programs we need, without a shell. */
+#include <errno.h>
+#include <fcntl.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "sp.h"
+
+extern char **environ;
+
+#define TAIL 400
+
+int
+sp_proc_run(char *const argv[], struct sp_err *e)
+{
+	posix_spawn_file_actions_t fa;
+	char tail[TAIL + 1], buf[512];
+	size_t tn = 0;
+	ssize_t n;
+	int p[2], status, rc = -1;
+	pid_t pid;
+
+	if (pipe2(p, O_CLOEXEC) == -1)
+		return sp_err_sys(e, "internal", "pipe");
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+	posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+	posix_spawn_file_actions_adddup2(&fa, p[1], 2);
+	errno = posix_spawnp(&pid, argv[0], &fa, NULL, argv, environ);
+	posix_spawn_file_actions_destroy(&fa);
+	close(p[1]);
+	if (errno != 0) {
+		sp_err_sys(e, "internal", "run %s", argv[0]);
+		close(p[0]);
+		return -1;
+	}
+	/* Keep only the last TAIL bytes of stderr: that is where the reason is. */
+	while ((n = read(p[0], buf, sizeof buf)) > 0 || (n == -1 && errno == EINTR)) {
+		if (n <= 0)
+			continue;
+		if ((size_t)n >= TAIL) {
+			memcpy(tail, buf + n - TAIL, TAIL);
+			tn = TAIL;
+		} else {
+			if (tn + (size_t)n > TAIL) {
+				memmove(tail, tail + (tn + n - TAIL), TAIL - n);
+				tn = TAIL - n;
+			}
+			memcpy(tail + tn, buf, n);
+			tn += n;
+		}
+	}
+	close(p[0]);
+	tail[tn] = '\0';
+	while (tn > 0 && (tail[tn - 1] == '\n' || tail[tn - 1] == ' '))
+		tail[--tn] = '\0';
+	while (waitpid(pid, &status, 0) == -1)
+		if (errno != EINTR)
+			return sp_err_sys(e, "internal", "wait %s", argv[0]);
+	if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
+		rc = 0;
+	else if (WIFEXITED(status))
+		sp_err_set(e, "io", 0, "%s exited %d: %s", argv[0],
+		    WEXITSTATUS(status), tail);
+	else
+		sp_err_set(e, "io", 0, "%s killed by signal %d", argv[0],
+		    WTERMSIG(status));
+	return rc;
+}

@@ -1,0 +1,338 @@
+/*
+ * sp_sandbox: the lifecycle operations, composed from the DB, btrfs, libvirt
+ * and the channel.  A sandbox is a writable btrfs snapshot of its template
+ * (no bytes copied) booted as the libvirt domain sp-<id>.
+ */
+#include <errno.h>
+#include <grp.h>
+#include <pwd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "sp.h"
+
+#define CMDLINE "console=ttyS0 panic=1 quiet"
+
+int
+sp_ctx_open(struct sp_ctx *x, int with_virt, struct sp_err *e)
+{
+	memset(x, 0, sizeof *x);
+	if (sp_conf_load(&x->conf, e) == -1)
+		return -1;
+	if (!sp_subvol_is_btrfs(x->conf.root))
+		return sp_err_set(e, "not-initialized", 0,
+		    "%s is not a btrfs filesystem: run space-init first", x->conf.root);
+	if (sp_db_open(&x->db, &x->conf, e) == -1)
+		return -1;
+	if (with_virt && sp_ctx_virt(x, e) == -1) {
+		sp_ctx_close(x);
+		return -1;
+	}
+	return 0;
+}
+
+int
+sp_ctx_virt(struct sp_ctx *x, struct sp_err *e)
+{
+	if (x->virt != NULL)
+		return 0;
+	if (sp_virt_open(&x->virt, x->conf.libvirt_uri, e) == -1)
+		return -1;
+	return sp_virt_pick_type(x->virt, x->conf.virt_type, x->virt_type, e);
+}
+
+void
+sp_ctx_close(struct sp_ctx *x)
+{
+	sp_virt_close(x->virt);
+	sp_db_close(x->db);
+	x->virt = NULL;
+	x->db = NULL;
+}
+
+int
+sp_sandbox_dir(const struct sp_ctx *x, const char *id, char *out, size_t n,
+    struct sp_err *e)
+{
+	return sp_path_fmt(out, n, e, "%s/sandboxes/%s", x->conf.root, id);
+}
+
+int
+sp_sandbox_run_dir(const struct sp_ctx *x, const char *id, char *out, size_t n,
+    struct sp_err *e)
+{
+	return sp_path_fmt(out, n, e, "%s/%s", x->conf.run, id);
+}
+
+void
+sp_sandbox_domain(const char *id, char out[SP_ID_LEN + 4])
+{
+	snprintf(out, SP_ID_LEN + 4, "sp-%s", id);
+}
+
+static int64_t
+now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/*
+ * The run dir holds the channel sockets QEMU creates; QEMU runs as libvirt's
+ * unprivileged user, so that user's group may write there and nobody else.
+ */
+static int
+make_run_dir(const char *dir, struct sp_err *e)
+{
+	struct group *g;
+
+	if (mkdir(dir, 0770) == -1 && errno != EEXIST)
+		return sp_err_sys(e, "io", "mkdir %s", dir);
+	if ((g = getgrnam("libvirt-qemu")) != NULL && chown(dir, 0, g->gr_gid) == -1)
+		return sp_err_sys(e, "io", "chown %s", dir);
+	if (chmod(dir, g != NULL ? 0770 : 0777) == -1)
+		return sp_err_sys(e, "io", "chmod %s", dir);
+	return 0;
+}
+
+static int
+write_file(const char *path, const char *text, struct sp_err *e)
+{
+	FILE *f;
+
+	if ((f = fopen(path, "we")) == NULL)
+		return sp_err_sys(e, "io", "%s", path);
+	fputs(text, f);
+	if (fclose(f) == EOF)
+		return sp_err_sys(e, "io", "%s", path);
+	return 0;
+}
+
+static int
+write_json(const char *path, json_t *j, struct sp_err *e)
+{
+	char *s;
+	int rc;
+
+	if ((s = json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER)) == NULL)
+		return sp_err_set(e, "internal", 0, "json_dumps");
+	rc = write_file(path, s, e);
+	free(s);
+	return rc;
+}
+
+/* Undoes a half-made create; errors here are secondary to the first. */
+static void
+unmake(struct sp_ctx *x, const char *id)
+{
+	struct sp_err ignored;
+	int existed;
+
+	sp_sandbox_remove(x, id, &existed, &ignored);
+}
+
+int
+sp_sandbox_create(struct sp_ctx *x, const struct sp_create_req *r, json_t **out,
+    struct sp_err *e)
+{
+	char dir[SP_PATH_MAX], run[SP_PATH_MAX], tpath[SP_PATH_MAX];
+	char disk[SP_PATH_MAX], kernel[SP_PATH_MAX], initrd[SP_PATH_MAX];
+	char p[SP_PATH_MAX], dom[SP_ID_LEN + 4], *xml = NULL, *labels = NULL;
+	struct sp_sandbox_row row = { 0 };
+	struct sp_template_row t;
+	struct sp_vm_spec spec;
+	json_t *meta = NULL;
+	int64_t t0 = now_ms();
+	int rc = -1, inserted = 0;
+
+	*out = NULL;
+	if (r->memory_mib < 64 || r->memory_mib > 65536)
+		return sp_err_set(e, "bad-input", 0, "memory must be 64 to 65536 MiB");
+	if (r->vcpus < 1 || r->vcpus > 64)
+		return sp_err_set(e, "bad-input", 0, "vcpus must be 1 to 64");
+	if (sp_db_template_get(x->db, r->template, &t, e) == -1)
+		return -1;
+	if (sp_ctx_virt(x, e) == -1)
+		return -1;
+	if (sp_id_new(row.id, e) == -1)
+		return -1;
+	if (sp_template_path(x->conf.root, &t, tpath, sizeof tpath, e) == -1 ||
+	    sp_sandbox_dir(x, row.id, dir, sizeof dir, e) == -1 ||
+	    sp_sandbox_run_dir(x, row.id, run, sizeof run, e) == -1 ||
+	    sp_path_fmt(disk, sizeof disk, e, "%s/disk.raw", dir) == -1 ||
+	    sp_path_fmt(kernel, sizeof kernel, e, "%s/vmlinuz", dir) == -1 ||
+	    sp_path_fmt(initrd, sizeof initrd, e, "%s/initrd.img", dir) == -1)
+		return -1;
+	if (!sp_subvol_exists(tpath))
+		return sp_err_set(e, "not-found", 0, "template %s@%.12s is in the DB "
+		    "but not on this node (%s)", t.name, t.digest, tpath);
+	labels = r->labels ? json_dumps(r->labels, JSON_COMPACT | JSON_SORT_KEYS) :
+	    strdup("{}");
+	if (labels == NULL) {
+		sp_err_set(e, "internal", 0, "out of memory");
+		goto out;
+	}
+	/* The row comes first, in state creating, so a crash leaves a trace. */
+	row.state = SP_ST_CREATING;
+	snprintf(row.template, sizeof row.template, "%s@%s", t.name, t.digest);
+	snprintf(row.node, sizeof row.node, "%s", x->conf.node);
+	row.created = (int64_t)time(NULL);
+	row.memory_mib = r->memory_mib;
+	row.vcpus = r->vcpus;
+	row.labels = labels;
+	if (sp_db_sandbox_insert(x->db, &row, e) == -1)
+		goto out;
+	inserted = 1;
+	if (sp_subvol_snapshot(tpath, dir, 0, e) == -1)
+		goto out;
+	if (make_run_dir(run, e) == -1)
+		goto out;
+	sp_sandbox_domain(row.id, dom);
+	spec = (struct sp_vm_spec){
+		.name = dom, .memory_mib = r->memory_mib, .vcpus = r->vcpus,
+		.kernel = kernel, .initrd = initrd, .cmdline = CMDLINE,
+		.disk = disk, .chan_dir = run, .nports = SP_PORTS_DEFAULT,
+		.virt_type = x->virt_type,
+	};
+	if (sp_virt_domain_xml(&spec, &xml, e) == -1)
+		goto out;
+	if (sp_path_fmt(p, sizeof p, e, "%s/domain.xml", dir) == -1 ||
+	    write_file(p, xml, e) == -1)
+		goto out;
+	meta = json_pack("{s:s, s:s, s:s, s:I, s:i, s:i, s:O}", "id", row.id,
+	    "template", row.template, "node", row.node, "created",
+	    (json_int_t)row.created, "memory_mib", row.memory_mib, "vcpus",
+	    row.vcpus, "labels", r->labels ? r->labels : json_object());
+	if (meta == NULL || sp_path_fmt(p, sizeof p, e, "%s/sandbox.json", dir) == -1 ||
+	    write_json(p, meta, e) == -1)
+		goto out;
+	if (sp_virt_define(x->virt, xml, e) == -1 ||
+	    sp_virt_start(x->virt, dom, e) == -1)
+		goto out;
+	if (sp_chan_wait_ready(x->conf.run, row.id, r->ready_timeout_ms, e) == -1)
+		goto out;
+	if (sp_db_transition(x->db, row.id, SP_ST_RUNNING, -1, NULL, e) == -1)
+		goto out;
+	*out = json_pack("{s:s, s:s, s:s, s:s, s:I}", "id", row.id, "state",
+	    "running", "template", row.template, "virt", x->virt_type,
+	    "create_ms", (json_int_t)(now_ms() - t0));
+	rc = 0;
+out:
+	if (rc == -1 && inserted)
+		unmake(x, row.id);
+	json_decref(meta);
+	free(xml);
+	free(labels);
+	return rc;
+}
+
+int
+sp_sandbox_remove(struct sp_ctx *x, const char *id, int *existed,
+    struct sp_err *e)
+{
+	char dir[SP_PATH_MAX], run[SP_PATH_MAX], snaps[SP_PATH_MAX];
+	char dom[SP_ID_LEN + 4], vstate[16];
+	struct sp_sandbox_row row;
+	struct sp_err ge;
+	int in_db;
+
+	*existed = 0;
+	if (sp_id_check(id, e) == -1)
+		return -1;
+	if (sp_ctx_virt(x, e) == -1)
+		return -1;
+	if (sp_sandbox_dir(x, id, dir, sizeof dir, e) == -1 ||
+	    sp_sandbox_run_dir(x, id, run, sizeof run, e) == -1 ||
+	    sp_path_fmt(snaps, sizeof snaps, e, "%s/snapshots/%s", x->conf.root,
+	    id) == -1)
+		return -1;
+	in_db = sp_db_sandbox_get(x->db, id, &row, &ge) == 0;
+	if (!in_db && strcmp(ge.code, "not-found") != 0) {
+		*e = ge;
+		return -1;
+	}
+	if (in_db) {
+		*existed = 1;
+		/* Marking it destroyed first makes racing commands fail cleanly. */
+		if (row.state != SP_ST_DESTROYED &&
+		    sp_db_transition(x->db, id, SP_ST_DESTROYED, -1, NULL, e) == -1) {
+			sp_db_row_release(&row);
+			return -1;
+		}
+		sp_db_row_release(&row);
+	}
+	sp_sandbox_domain(id, dom);
+	if (sp_virt_state(x->virt, dom, vstate, e) == -1)
+		return -1;
+	if (strcmp(vstate, "absent") != 0)
+		*existed = 1;
+	if (sp_virt_destroy(x->virt, dom, e) == -1 ||
+	    sp_virt_undefine(x->virt, dom, e) == -1)
+		return -1;
+	if (sp_subvol_exists(dir) || access(snaps, F_OK) == 0)
+		*existed = 1;
+	if (sp_subvol_delete(dir, e) == -1)
+		return -1;
+	if (access(snaps, F_OK) == 0 && (sp_subvol_delete(snaps, e) == -1 &&
+	    sp_path_remove_tree(snaps, e) == -1))
+		return -1;
+	if (sp_path_remove_tree(run, e) == -1)
+		return -1;
+	return sp_db_sandbox_delete(x->db, id, e);
+}
+
+/* What libvirt says, mapped to our states; a vanished VM of a live row failed. */
+static const char *
+observed_state(const struct sp_sandbox_row *r, const char *v)
+{
+	if (strcmp(v, "running") == 0 && r->state == SP_ST_RUNNING)
+		return "running";
+	if (strcmp(v, "paused") == 0 &&
+	    (r->state == SP_ST_PAUSED || r->state == SP_ST_RUNNING))
+		return "paused";
+	if (r->state == SP_ST_RUNNING || r->state == SP_ST_PAUSED) {
+		if (strcmp(v, "absent") == 0 || strcmp(v, "shutoff") == 0 ||
+		    strcmp(v, "crashed") == 0)
+			return "failed";
+	}
+	return sp_state_name(r->state);
+}
+
+int
+sp_sandbox_describe(struct sp_ctx *x, const struct sp_sandbox_row *r,
+    json_t **out, struct sp_err *e)
+{
+	char dir[SP_PATH_MAX], dom[SP_ID_LEN + 4], vstate[16];
+	json_t *labels, *o, *excl;
+	uint64_t bytes;
+	struct sp_err ve;
+
+	*out = NULL;
+	sp_sandbox_domain(r->id, dom);
+	if (sp_ctx_virt(x, e) == -1 || sp_virt_state(x->virt, dom, vstate, e) == -1)
+		return -1;
+	if (sp_sandbox_dir(x, r->id, dir, sizeof dir, e) == -1)
+		return -1;
+	/* A sandbox whose subvolume is gone still lists, with null bytes. */
+	if (sp_subvol_exists(dir) && sp_subvol_exclusive_bytes(dir, &bytes, &ve) == 0)
+		excl = json_integer((json_int_t)bytes);
+	else
+		excl = json_null();
+	labels = json_loads(r->labels ? r->labels : "{}", 0, NULL);
+	o = json_pack("{s:s, s:s, s:s, s:s, s:I, s:s, s:i, s:i, s:o, s:o, s:I}",
+	    "id", r->id, "state", observed_state(r, vstate), "vm", vstate,
+	    "template", r->template, "created", (json_int_t)r->created,
+	    "node", r->node, "memory_mib", r->memory_mib, "vcpus", r->vcpus,
+	    "disk_exclusive_bytes", excl, "labels", labels ? labels : json_object(),
+	    "gen", (json_int_t)r->gen);
+	if (o == NULL)
+		return sp_err_set(e, "internal", 0, "json_pack");
+	*out = o;
+	return 0;
+}

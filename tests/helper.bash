@@ -1,0 +1,27 @@
+# helper.bash: what every bats suite shares.  tests/run-all exports SPACE_ROOT,
+# SPACE_RUN, SPACE_GUEST and PATH; a suite run alone gets the same defaults.
+load /usr/lib/bats/bats-support/load.bash
+load /usr/lib/bats/bats-assert/load.bash
+
+top=$(cd "$(dirname "${BATS_TEST_FILENAME}")/.." && pwd)
+export PATH="$top/build/bin:$PATH"
+export SPACE_ROOT=${SPACE_ROOT:-/var/tmp/space-check}
+export SPACE_RUN=${SPACE_RUN:-/run/space-check}
+export SPACE_NODE=${SPACE_NODE:-check}
+export SPACE_CONF=${SPACE_CONF:-/dev/null}
+export SPACE_GUEST=${SPACE_GUEST:-$top/guest/build}
+
+# The guest image as the template "minimal" (built once, reused after).
+import_minimal() {
+	space-template import --name minimal "$SPACE_GUEST/rootfs.tar.zst" >/dev/null
+}
+
+# Creates sandboxes and prints their ids, one per line.
+create() {
+	space-create --template minimal "$@" | jq -r 'select(.ok) | .id'
+}
+
+# Removes the sandboxes whose ids are in the file $1 (one per line).
+remove_listed() {
+	[ -f "$1" ] && space-rm <"$1" >/dev/null 2>&1 || true
+}

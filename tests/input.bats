@@ -1,0 +1,96 @@
+#!/usr/bin/env bats
+# Bad input gets a clear error and a non-zero exit, and changes nothing.
+load helper
+
+@test "a malformed id is bad input (exit 100) for every command" {
+	for cmd in space-rm space-ls; do
+		run $cmd 'not-an-id'
+		[ "$status" -eq 100 ]
+		echo "$output" | jq -e '.ok == false and .error == "bad-input"'
+	done
+	run space-rm '../../../etc'
+	[ "$status" -eq 100 ]
+}
+
+@test "an unknown id is not-found (exit 1)" {
+	run space-ls aaaaaaaaaaaa
+	[ "$status" -eq 1 ]
+	echo "$output" | jq -e '.error == "not-found"'
+}
+
+@test "invalid UTF-8 and broken JSON lines on stdin are refused, good lines go on" {
+	run bash -c "printf 'aaaa\xff\xfeaaaaaa\n{\"id\": 5}\n{oops\n' | space-rm"
+	[ "$status" -eq 100 ]
+	[ "$(echo "$output" | jq -s 'map(select(.error == "bad-input")) | length')" -eq 3 ]
+	run bash -c "printf '{\"id\":\"aaaaaaaaaaaa\"}\n' | space-rm"
+	assert_success
+	echo "$output" | jq -e '.id == "aaaaaaaaaaaa" and .removed == false'
+}
+
+@test "an overlong stdin line is refused without reading it into memory" {
+	run bash -c "head -c 200000 /dev/zero | tr '\\0' a | space-rm"
+	[ "$status" -eq 100 ]
+	echo "$output" | jq -e '.error == "bad-input"'
+}
+
+@test "bad options are usage errors (exit 100)" {
+	run space-create
+	[ "$status" -eq 100 ]
+	run space-create --template minimal --memory 12
+	[ "$status" -eq 100 ]
+	run space-create --template 'a/b'
+	[ "$status" -eq 100 ]
+	run space-create --template minimal --label 'bad key=x'
+	[ "$status" -eq 100 ]
+	run space-init --loop-size lots
+	[ "$status" -eq 100 ]
+	run space-template frobnicate
+	[ "$status" -eq 100 ]
+}
+
+@test "an unknown template is not-found and leaves no sandbox behind" {
+	before=$(space-ls | wc -l)
+	run space-create --template no-such-template
+	[ "$status" -eq 1 ]
+	echo "$output" | jq -e '.error == "not-found"'
+	[ "$(space-ls | wc -l)" -eq "$before" ]
+}
+
+# Builds a tar with hostile entry names (python's tarfile writes what it is told).
+hostile_tar() {
+	python3 - "$1" "$2" <<'PY'
+import io, sys, tarfile
+out, kind = sys.argv[1], sys.argv[2]
+with tarfile.open(out, "w") as t:
+    def add(name, data=b"x", typ=tarfile.REGTYPE, link=""):
+        i = tarfile.TarInfo(name); i.type = typ; i.linkname = link
+        i.size = len(data) if typ == tarfile.REGTYPE else 0
+        t.addfile(i, io.BytesIO(data) if typ == tarfile.REGTYPE else None)
+    add("etc/ok", b"fine")
+    if kind == "dotdot":
+        add("../space-evil-dotdot")
+    elif kind == "abs":
+        add("/tmp/space-evil-abs")
+    elif kind == "symlink":
+        add("escape", typ=tarfile.SYMTYPE, link="/tmp")
+        add("escape/space-evil-symlink")
+PY
+}
+
+@test "template tarballs that escape the root are rejected and leave nothing" {
+	d=$BATS_TEST_TMPDIR
+	touch "$d/vmlinuz" "$d/initrd.img"
+	for kind in dotdot abs symlink; do
+		hostile_tar "$d/$kind.tar" "$kind"
+		run space-template import --name "evil-$kind" "$d/$kind.tar"
+		[ "$status" -eq 100 ]
+		echo "$output" | jq -e '.error == "bad-input"'
+		run space-template ls
+		refute_output --partial "evil-$kind"
+	done
+	[ ! -e /tmp/space-evil-abs ]
+	[ ! -e /tmp/space-evil-symlink ]
+	[ ! -e "$SPACE_ROOT/tmp/space-evil-dotdot" ]
+	[ -z "$(ls "$SPACE_ROOT/tmp" | grep -v '^unit$')" ]
+	[ -z "$(ls -a "$SPACE_ROOT/templates" | grep building)" ]
+}

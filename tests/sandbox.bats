@@ -1,0 +1,106 @@
+#!/usr/bin/env bats
+# One real sandbox, end to end: its own kernel, exec, ls, rm.
+load helper
+
+setup_file() {
+	import_minimal
+	create > "$BATS_FILE_TMPDIR/ids"
+	export ID=$(head -n 1 "$BATS_FILE_TMPDIR/ids")
+}
+
+teardown_file() {
+	remove_listed "$BATS_FILE_TMPDIR/ids"
+}
+
+@test "space-init is idempotent and describes the node" {
+	run space-init
+	assert_success
+	echo "$output" | jq -e '.ok and .fs == "btrfs" and .node == "check" and
+		(.kvm | type) == "boolean" and (.libvirt | length) > 0' 
+	run space-init
+	assert_success
+}
+
+@test "the sandbox was created and is running" {
+	[ -n "$ID" ]
+	run space-ls "$ID"
+	assert_success
+	echo "$output" | jq -e --arg id "$ID" '.id == $id and .state == "running" and
+		.vm == "running" and (.template | startswith("minimal@")) and
+		.node == "check" and .memory_mib == 256 and .vcpus == 1 and
+		(.created | type) == "number" and (.disk_exclusive_bytes | type) == "number"'
+}
+
+@test "the sandbox runs its own kernel" {
+	run space-exec "$ID" -- uname -r
+	assert_success
+	guest_kernel=$(ls "$SPACE_GUEST"/kernel/lib/modules 2>/dev/null | head -n 1)
+	[ -n "$guest_kernel" ]
+	assert_output "$guest_kernel"
+	run space-exec "$ID" -- cat /proc/sys/kernel/random/boot_id
+	assert_success
+	[ ${#output} -eq 36 ]
+	[ "$output" != "$(cat /proc/sys/kernel/random/boot_id)" ]
+}
+
+@test "exec passes stdout, stderr, stdin and the exit status" {
+	run --separate-stderr space-exec "$ID" -- sh -c 'echo out; echo err >&2; exit 7'
+	[ "$status" -eq 7 ]
+	[ "$output" = "out" ]
+	[ "$stderr" = "err" ]
+	run bash -c "printf 'line1\nline2\n' | space-exec $ID -- wc -l"
+	assert_success
+	assert_output "2"
+	run space-exec "$ID" -e GREETING=hej -w /etc -- sh -c 'echo $GREETING; pwd'
+	assert_success
+	assert_output $'hej\n/etc'
+}
+
+@test "exec of a missing program fails clearly with 127" {
+	run --separate-stderr space-exec "$ID" -- /no/such/program
+	[ "$status" -eq 127 ]
+	[[ "$stderr" == *"/no/such/program"* ]]
+}
+
+@test "exec into an unknown or malformed id fails without touching anything" {
+	run --separate-stderr space-exec aaaaaaaaaaaa -- true
+	[ "$status" -eq 1 ]
+	[[ "$stderr" == *"no such sandbox"* ]]
+	run space-exec 'AB/../x' -- true
+	[ "$status" -eq 100 ]
+}
+
+@test "space-ls --state filters" {
+	run space-ls --state running
+	assert_success
+	echo "$output" | jq -se --arg id "$ID" 'map(.id) | index($id) != null'
+	run space-ls --state stopped
+	assert_success
+	refute_output --partial "$ID"
+	run space-ls --state nonsense
+	[ "$status" -eq 100 ]
+}
+
+@test "commands pipe: space-ls output feeds space-ls" {
+	run bash -c "space-ls $ID | space-ls"
+	assert_success
+	echo "$output" | jq -e --arg id "$ID" '.id == $id'
+}
+
+@test "space-rm removes, and removing again says so and succeeds" {
+	id=$(create)
+	[ -n "$id" ]
+	run space-rm "$id"
+	assert_success
+	echo "$output" | jq -e '.ok and .removed == true'
+	[ ! -e "$SPACE_ROOT/sandboxes/$id" ]
+	[ ! -e "$SPACE_RUN/$id" ]
+	run virsh -c qemu:///system domstate "sp-$id"
+	assert_failure
+	run space-rm "$id"
+	assert_success
+	echo "$output" | jq -e '.ok and .removed == false'
+	run space-ls "$id"
+	[ "$status" -eq 1 ]
+	echo "$output" | jq -e '.error == "not-found"'
+}
