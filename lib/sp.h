@@ -175,13 +175,15 @@ struct sp_vm_spec {
 	const char *name;		/* sp-<id> */
 	int memory_mib;
 	int vcpus;
-	const char *kernel, *initrd, *cmdline;
+	const char *kernel, *initrd;
+	const char *cmdline;		/* NULL or "": SP_VIRT_CMDLINE */
 	const char *disk;		/* raw image */
 	const char *chan_dir;		/* /run/space/<id>: space.N.sock, console.log */
 	int nports;			/* virtio-serial ports space.0 .. space.N-1 */
 	const char *virt_type;		/* "kvm" or "qemu" */
 };
 #define SP_PORTS_DEFAULT	8
+#define SP_VIRT_CMDLINE	"console=ttyS0 root=/dev/vda panic=-1 quiet"
 /* Opens the connection with a quiet error handler. */
 int sp_virt_open(struct sp_virt **v, const char *uri, struct sp_err *e);
 void sp_virt_close(struct sp_virt *v);
@@ -207,6 +209,10 @@ int sp_virt_version(struct sp_virt *v, char *out, size_t n, struct sp_err *e);
 /* "running", "paused", "shutoff", "crashed", "absent", ... */
 int sp_virt_state(struct sp_virt *v, const char *name, char out[16],
     struct sp_err *e);
+/* Creates chan_dir (mode 0750; the parent must exist) owned by the user
+ * QEMU runs as (libvirt-qemu or qemu) when we are root, so that QEMU can
+ * bind the channel sockets in it.  Call it before sp_virt_start/restore. */
+int sp_virt_chan_dir(const char *dir, struct sp_err *e);
 
 /* ---- proto: the host<->guest frame format (DESIGN §5), both sides ---- */
 /* A frame on the wire: u32 length (big endian) of what follows, u8 type,

@@ -1,0 +1,394 @@
+/*
+ * sp_subvol: btrfs subvolumes through libbtrfsutil.  Templates, sandboxes,
+ * pods and snapshots are all subvolumes (DESIGN §3): creating a sandbox is a
+ * snapshot of its template, so no data is copied.  This file also measures
+ * how much of a subvolume's data is its own (exclusive bytes), which is what
+ * a clone really costs on disk.
+ */
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+
+#include <linux/fiemap.h>
+#include <linux/fs.h>
+#include <linux/magic.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <fts.h>
+#include <search.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <btrfsutil.h>
+
+#include "sp.h"
+
+/* Extents fetched per FIEMAP call; large files are walked in batches. */
+#define FIEMAP_BATCH	256
+
+/*
+ * libbtrfsutil leaves errno as the failing system call set it, so the message
+ * carries both its own description and strerror.
+ */
+static int
+bterr(struct sp_err *e, enum btrfs_util_error err, const char *what,
+    const char *path)
+{
+	const char *code = "btrfs";
+
+	if (errno == EEXIST)
+		code = "exists";
+	return sp_err_sys(e, code, "%s '%s': %s", what, path,
+	    btrfs_util_strerror(err));
+}
+
+int
+sp_subvol_is_btrfs(const char *path)
+{
+	struct statfs sfs;
+
+	if (statfs(path, &sfs) == -1)
+		return 0;
+	return (uint32_t)sfs.f_type == BTRFS_SUPER_MAGIC;
+}
+
+int
+sp_subvol_exists(const char *path)
+{
+	return btrfs_util_is_subvolume(path) == BTRFS_UTIL_OK;
+}
+
+int
+sp_subvol_create(const char *path, struct sp_err *e)
+{
+	struct stat st;
+	enum btrfs_util_error err;
+
+	if (lstat(path, &st) == 0)
+		return sp_err_set(e, "exists", 0, "'%s' already exists", path);
+	err = btrfs_util_create_subvolume(path, 0, NULL, NULL);
+	if (err != BTRFS_UTIL_OK)
+		return bterr(e, err, "create subvolume", path);
+	return 0;
+}
+
+int
+sp_subvol_snapshot(const char *src, const char *dst, int readonly,
+    struct sp_err *e)
+{
+	struct stat st;
+	enum btrfs_util_error err;
+	int flags = readonly ? BTRFS_UTIL_CREATE_SNAPSHOT_READ_ONLY : 0;
+
+	if (lstat(src, &st) == -1) {
+		if (errno == ENOENT)
+			return sp_err_set(e, "not-found", 0,
+			    "snapshot source '%s' does not exist", src);
+		return sp_err_sys(e, "btrfs", "snapshot source '%s'", src);
+	}
+	if (lstat(dst, &st) == 0)
+		return sp_err_set(e, "exists", 0, "'%s' already exists", dst);
+	err = btrfs_util_create_snapshot(src, dst, flags, NULL, NULL);
+	if (err != BTRFS_UTIL_OK)
+		return bterr(e, err, "snapshot to", dst);
+	return 0;
+}
+
+int
+sp_subvol_set_readonly(const char *path, int readonly, struct sp_err *e)
+{
+	enum btrfs_util_error err;
+
+	err = btrfs_util_set_subvolume_read_only(path, readonly != 0);
+	if (err != BTRFS_UTIL_OK) {
+		if (errno == ENOENT)
+			return sp_err_set(e, "not-found", 0,
+			    "subvolume '%s' does not exist", path);
+		return bterr(e, err, "set read-only flag of", path);
+	}
+	return 0;
+}
+
+/* Clears the read-only flag of one subvolume when it is set. */
+static int
+make_writable(const char *path, struct sp_err *e)
+{
+	enum btrfs_util_error err;
+	bool ro;
+
+	err = btrfs_util_get_subvolume_read_only(path, &ro);
+	if (err != BTRFS_UTIL_OK)
+		return bterr(e, err, "read read-only flag of", path);
+	if (ro)
+		return sp_subvol_set_readonly(path, 0, e);
+	return 0;
+}
+
+/*
+ * Removing a subvolume removes its entry from the directory that holds it, so
+ * that directory must be writable: a read-only subvolume nested in another
+ * read-only one could not be removed.  Every subvolume of the tree is made
+ * writable first; the whole tree goes away anyway.
+ */
+static int
+make_tree_writable(const char *path, struct sp_err *e)
+{
+	struct btrfs_util_subvolume_iterator *it = NULL;
+	enum btrfs_util_error err;
+	char *rel = NULL, *full = NULL;
+	int ret = -1;
+
+	if (make_writable(path, e) == -1)
+		goto out;
+	err = btrfs_util_create_subvolume_iterator(path, 0, 0, &it);
+	if (err != BTRFS_UTIL_OK) {
+		bterr(e, err, "list subvolumes under", path);
+		goto out;
+	}
+	for (;;) {
+		err = btrfs_util_subvolume_iterator_next(it, &rel, NULL);
+		if (err == BTRFS_UTIL_ERROR_STOP_ITERATION)
+			break;
+		if (err != BTRFS_UTIL_OK) {
+			bterr(e, err, "list subvolumes under", path);
+			goto out;
+		}
+		if (asprintf(&full, "%s/%s", path, rel) == -1) {
+			full = NULL;
+			sp_err_sys(e, "btrfs", "list subvolumes under '%s'",
+			    path);
+			goto out;
+		}
+		if (make_writable(full, e) == -1)
+			goto out;
+		free(rel);
+		free(full);
+		rel = full = NULL;
+	}
+	ret = 0;
+out:
+	free(rel);
+	free(full);
+	if (it != NULL)
+		btrfs_util_destroy_subvolume_iterator(it);
+	return ret;
+}
+
+int
+sp_subvol_delete(const char *path, struct sp_err *e)
+{
+	struct stat st;
+	enum btrfs_util_error err;
+
+	if (lstat(path, &st) == -1) {
+		if (errno == ENOENT)
+			return 0;
+		return sp_err_sys(e, "btrfs", "delete subvolume '%s'", path);
+	}
+	err = btrfs_util_is_subvolume(path);
+	if (err == BTRFS_UTIL_ERROR_NOT_SUBVOLUME ||
+	    err == BTRFS_UTIL_ERROR_NOT_BTRFS)
+		return sp_err_set(e, "btrfs", 0,
+		    "delete subvolume '%s': not a btrfs subvolume", path);
+	if (err != BTRFS_UTIL_OK)
+		return bterr(e, err, "delete subvolume", path);
+	if (make_tree_writable(path, e) == -1)
+		return -1;
+	err = btrfs_util_delete_subvolume(path,
+	    BTRFS_UTIL_DELETE_SUBVOLUME_RECURSIVE);
+	if (err != BTRFS_UTIL_OK) {
+		/* Someone else deleting it at the same time is fine. */
+		if (errno == ENOENT && lstat(path, &st) == -1)
+			return 0;
+		return bterr(e, err, "delete subvolume", path);
+	}
+	return 0;
+}
+
+/* Inodes with several names, so that each is counted once. */
+struct seen {
+	dev_t dev;
+	ino_t ino;
+};
+
+static int
+seen_cmp(const void *a, const void *b)
+{
+	const struct seen *x = a, *y = b;
+
+	if (x->dev != y->dev)
+		return x->dev < y->dev ? -1 : 1;
+	if (x->ino != y->ino)
+		return x->ino < y->ino ? -1 : 1;
+	return 0;
+}
+
+/* Returns 1 when the inode was met before, 0 the first time, -1 on ENOMEM. */
+static int
+seen_add(void **tree, const struct stat *st)
+{
+	struct seen *s, **found;
+
+	if ((s = malloc(sizeof *s)) == NULL)
+		return -1;
+	s->dev = st->st_dev;
+	s->ino = st->st_ino;
+	if ((found = tsearch(s, tree, seen_cmp)) == NULL) {
+		free(s);
+		return -1;
+	}
+	if (*found != s) {
+		free(s);
+		return 1;
+	}
+	return 0;
+}
+
+/*
+ * Sums the unshared extents of one file.  FIEMAP_FLAG_SYNC writes dirty
+ * pages back first, so that data just written has real extents instead of
+ * delayed allocations; should any remain delayed they are new data, which
+ * nothing shares yet, and they count.  Inline extents live in metadata, take
+ * no data space and are never reported shared, so like `btrfs filesystem du`
+ * they are left out: otherwise a fresh snapshot of many small files would
+ * look like it owned them.
+ */
+static int
+file_exclusive(int fd, struct fiemap *fm, const char *path, uint64_t *sum,
+    struct sp_err *e)
+{
+	struct fiemap_extent *x;
+	uint64_t start = 0;
+	uint32_t i;
+	int flags = FIEMAP_FLAG_SYNC;
+
+	for (;;) {
+		memset(fm, 0, sizeof *fm +
+		    FIEMAP_BATCH * sizeof(struct fiemap_extent));
+		fm->fm_start = start;
+		fm->fm_length = FIEMAP_MAX_OFFSET - start;
+		fm->fm_flags = flags;
+		fm->fm_extent_count = FIEMAP_BATCH;
+		if (ioctl(fd, FS_IOC_FIEMAP, fm) == -1)
+			return sp_err_sys(e, "btrfs", "fiemap '%s'", path);
+		flags = 0;
+		if (fm->fm_mapped_extents == 0)
+			return 0;
+		for (i = 0; i < fm->fm_mapped_extents; i++) {
+			x = &fm->fm_extents[i];
+			if (!(x->fe_flags & (FIEMAP_EXTENT_SHARED |
+			    FIEMAP_EXTENT_DATA_INLINE)))
+				*sum += x->fe_length;
+			if (x->fe_flags & FIEMAP_EXTENT_LAST)
+				return 0;
+		}
+		x = &fm->fm_extents[fm->fm_mapped_extents - 1];
+		if (x->fe_logical + x->fe_length <= start)
+			return 0;
+		start = x->fe_logical + x->fe_length;
+	}
+}
+
+/*
+ * Another mount below path (a different filesystem, or a bind mount) is not
+ * part of it; nested subvolumes of the same filesystem are, although their
+ * st_dev differs, which is why fts' FTS_XDEV is not used.
+ */
+static int
+is_mount_root(const char *path)
+{
+	struct statx stx;
+
+	if (statx(AT_FDCWD, path, AT_SYMLINK_NOFOLLOW, STATX_BASIC_STATS,
+	    &stx) == -1)
+		return 0;
+	return (stx.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT) &&
+	    (stx.stx_attributes & STATX_ATTR_MOUNT_ROOT);
+}
+
+int
+sp_subvol_exclusive_bytes(const char *path, uint64_t *out, struct sp_err *e)
+{
+	char *argv[2] = { (char *)path, NULL };
+	struct fiemap *fm = NULL;
+	FTS *fts = NULL;
+	FTSENT *f;
+	void *seen = NULL;
+	uint64_t sum = 0;
+	int fd, r, ret = -1;
+
+	fm = malloc(sizeof *fm + FIEMAP_BATCH * sizeof(struct fiemap_extent));
+	if (fm == NULL) {
+		sp_err_sys(e, "btrfs", "exclusive bytes of '%s'", path);
+		goto out;
+	}
+	fts = fts_open(argv, FTS_PHYSICAL | FTS_NOCHDIR, NULL);
+	if (fts == NULL) {
+		sp_err_sys(e, "btrfs", "walk '%s'", path);
+		goto out;
+	}
+	errno = 0;
+	while ((f = fts_read(fts)) != NULL) {
+		switch (f->fts_info) {
+		case FTS_D:
+			if (f->fts_level > 0 && is_mount_root(f->fts_accpath))
+				fts_set(fts, f, FTS_SKIP);
+			break;
+		case FTS_F:
+			if (f->fts_statp->st_nlink > 1) {
+				r = seen_add(&seen, f->fts_statp);
+				if (r == -1) {
+					sp_err_sys(e, "btrfs", "walk '%s'",
+					    path);
+					goto out;
+				}
+				if (r == 1)
+					break;
+			}
+			fd = open(f->fts_accpath,
+			    O_RDONLY | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK |
+			    O_CLOEXEC);
+			if (fd == -1) {
+				/* A file removed meanwhile holds no data. */
+				if (errno == ENOENT)
+					break;
+				sp_err_sys(e, "btrfs", "open '%s'",
+				    f->fts_path);
+				goto out;
+			}
+			r = file_exclusive(fd, fm, f->fts_path, &sum, e);
+			close(fd);
+			if (r == -1)
+				goto out;
+			break;
+		case FTS_DNR:
+		case FTS_ERR:
+		case FTS_NS:
+			if (f->fts_errno == ENOENT && f->fts_level > 0)
+				break;
+			errno = f->fts_errno;
+			sp_err_sys(e, f->fts_level == 0 && errno == ENOENT ?
+			    "not-found" : "btrfs", "walk '%s'", f->fts_path);
+			goto out;
+		default:
+			break;
+		}
+		errno = 0;
+	}
+	if (errno != 0) {
+		sp_err_sys(e, "btrfs", "walk '%s'", path);
+		goto out;
+	}
+	*out = sum;
+	ret = 0;
+out:
+	if (fts != NULL)
+		fts_close(fts);
+	tdestroy(seen, free);
+	free(fm);
+	return ret;
+}

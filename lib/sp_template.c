@@ -1,0 +1,1041 @@
+/*
+ * sp_template: builds a template (DESIGN §3, §10) from a root filesystem, a
+ * tarball in any format libarchive reads or a directory, plus a kernel and an
+ * initrd.  The result is the read-only subvolume templates/<name>@<digest>
+ * holding disk.raw (an ext4 image), vmlinuz, initrd.img and template.json.
+ *
+ * The digest names the inputs, so importing the same inputs twice gives the
+ * same template; a lock per digest makes concurrent imports of the same
+ * inputs build it once while the others wait and reuse it.  Archives come
+ * from anywhere: an entry that would land outside the root fails the import.
+ */
+#include <sys/file.h>
+#include <sys/stat.h>
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <fts.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <archive.h>
+#include <archive_entry.h>
+#include <sodium.h>
+
+#include "sp.h"
+
+#define MiB		(1024ULL * 1024)
+#define GiB		(1024 * MiB)
+#define TiB		(1024 * GiB)
+#define DEFAULT_EXTRA	GiB		/* free space when the caller says 0 */
+#define MIN_DISK	(16 * MiB)	/* below this mkfs.ext4 has no journal */
+#define MAX_DISK	(16 * TiB)	/* ext4 with 4 KiB blocks */
+#define COPY_CHUNK	(4 * MiB)
+#define IO_BUF		(1024 * 1024)
+#define BLOCK		4096ULL
+
+/*
+ * What libarchive enforces while extracting.  SECURE_NOABSOLUTEPATHS is left
+ * out on purpose: every entry is rewritten to an absolute path under the
+ * staging directory, which that flag would refuse; absolute entry names are
+ * refused by entry_check() before the rewrite instead.
+ */
+#define EXTRACT_FLAGS	(ARCHIVE_EXTRACT_SECURE_NODOTDOT | \
+	ARCHIVE_EXTRACT_SECURE_SYMLINKS | ARCHIVE_EXTRACT_PERM | \
+	ARCHIVE_EXTRACT_OWNER | ARCHIVE_EXTRACT_TIME | ARCHIVE_EXTRACT_XATTR)
+
+/* A short, printable rendering of hostile bytes for messages. */
+static const char *
+quote(const char *s, char *out, size_t n)
+{
+	static const char hex[] = "0123456789abcdef";
+	size_t i, j = 0;
+
+	for (i = 0; s[i] != '\0' && j + 8 < n; i++) {
+		unsigned char c = (unsigned char)s[i];
+
+		if (c >= 0x20 && c < 0x7f && c != '\\') {
+			out[j++] = (char)c;
+			continue;
+		}
+		out[j++] = '\\';
+		out[j++] = 'x';
+		out[j++] = hex[c >> 4];
+		out[j++] = hex[c & 15];
+	}
+	if (s[i] != '\0') {
+		memcpy(out + j, "...", 3);
+		j += 3;
+	}
+	out[j] = '\0';
+	return out;
+}
+
+static int
+hash_str(crypto_hash_sha256_state *h, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static int
+hash_str(crypto_hash_sha256_state *h, const char *fmt, ...)
+{
+	char buf[256];
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(buf, sizeof buf, fmt, ap);
+	va_end(ap);
+	if (n < 0 || (size_t)n >= sizeof buf)
+		return -1;
+	crypto_hash_sha256_update(h, (const unsigned char *)buf, (size_t)n);
+	return 0;
+}
+
+/*
+ * Hashes exactly want bytes of fd.  A file that grows or shrinks while it is
+ * read would give a digest of something that never existed, so it is an
+ * error.
+ */
+static int
+hash_fd(crypto_hash_sha256_state *h, int fd, uint64_t want, const char *path,
+    unsigned char *buf, struct sp_err *e)
+{
+	uint64_t got = 0;
+	ssize_t n;
+
+	for (;;) {
+		n = read(fd, buf, IO_BUF);
+		if (n == -1 && errno == EINTR)
+			continue;
+		if (n == -1)
+			return sp_err_sys(e, "io", "read '%s'", path);
+		if (n == 0)
+			break;
+		crypto_hash_sha256_update(h, buf, (size_t)n);
+		got += (uint64_t)n;
+	}
+	if (got != want)
+		return sp_err_set(e, "io", 1, "'%s' changed while being read",
+		    path);
+	return 0;
+}
+
+/* One regular input file: a header with its role and size, then its bytes. */
+static int
+hash_file(crypto_hash_sha256_state *h, const char *role, const char *path,
+    unsigned char *buf, struct sp_err *e)
+{
+	struct stat st;
+	int fd, ret = -1;
+
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	if (fd == -1) {
+		if (errno == ENOENT)
+			return sp_err_set(e, "not-found", 0,
+			    "%s '%s' does not exist", role, path);
+		return sp_err_sys(e, "io", "open %s '%s'", role, path);
+	}
+	if (fstat(fd, &st) == -1) {
+		sp_err_sys(e, "io", "stat '%s'", path);
+		goto out;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		sp_err_set(e, "bad-input", 0, "%s '%s' is not a regular file",
+		    role, path);
+		goto out;
+	}
+	if (hash_str(h, "%s %llu\n", role, (unsigned long long)st.st_size)) {
+		sp_err_set(e, "internal", 0, "hash header too long");
+		goto out;
+	}
+	ret = hash_fd(h, fd, (uint64_t)st.st_size, path, buf, e);
+out:
+	close(fd);
+	return ret;
+}
+
+static int
+by_name(const FTSENT **a, const FTSENT **b)
+{
+	return strcmp((*a)->fts_name, (*b)->fts_name);
+}
+
+static char
+type_char(mode_t m)
+{
+	if (S_ISREG(m))
+		return 'f';
+	if (S_ISDIR(m))
+		return 'd';
+	if (S_ISLNK(m))
+		return 'l';
+	if (S_ISCHR(m))
+		return 'c';
+	if (S_ISBLK(m))
+		return 'b';
+	if (S_ISFIFO(m))
+		return 'p';
+	return 's';
+}
+
+/*
+ * A directory input in a canonical order (names sorted at every level): per
+ * entry a header with type, mode, owner, size, device number and the length
+ * of its relative path, then the path, then the link target or the content.
+ * The lengths in the header keep one entry from running into the next.
+ */
+static int
+hash_tree(crypto_hash_sha256_state *h, const char *dir, unsigned char *buf,
+    struct sp_err *e)
+{
+	char *argv[2] = { (char *)dir, NULL };
+	char target[SP_PATH_MAX];
+	const struct stat *st;
+	const char *rel;
+	size_t skip = strlen(dir);
+	FTS *fts;
+	FTSENT *f;
+	ssize_t n;
+	uint64_t size;
+	int fd, r, ret = -1;
+
+	fts = fts_open(argv, FTS_PHYSICAL | FTS_NOCHDIR, by_name);
+	if (fts == NULL)
+		return sp_err_sys(e, "io", "walk '%s'", dir);
+	errno = 0;
+	while ((f = fts_read(fts)) != NULL) {
+		if (f->fts_info == FTS_DP)
+			continue;
+		if (f->fts_info == FTS_DNR || f->fts_info == FTS_ERR ||
+		    f->fts_info == FTS_NS) {
+			errno = f->fts_errno;
+			sp_err_sys(e, "io", "walk '%s'", f->fts_path);
+			goto out;
+		}
+		st = f->fts_statp;
+		rel = f->fts_path + skip;
+		size = 0;
+		n = 0;
+		if (S_ISREG(st->st_mode))
+			size = (uint64_t)st->st_size;
+		if (S_ISLNK(st->st_mode)) {
+			n = readlink(f->fts_accpath, target, sizeof target);
+			if (n == -1 || (size_t)n >= sizeof target) {
+				sp_err_sys(e, "io", "readlink '%s'",
+				    f->fts_path);
+				goto out;
+			}
+			size = (uint64_t)n;
+		}
+		if (hash_str(h, "%c %o %u %u %llu %llu %zu\n",
+		    type_char(st->st_mode), (unsigned)(st->st_mode & 07777),
+		    (unsigned)st->st_uid, (unsigned)st->st_gid,
+		    (unsigned long long)size,
+		    (unsigned long long)(S_ISCHR(st->st_mode) ||
+		    S_ISBLK(st->st_mode) ? st->st_rdev : 0), strlen(rel))) {
+			sp_err_set(e, "internal", 0, "hash header too long");
+			goto out;
+		}
+		crypto_hash_sha256_update(h, (const unsigned char *)rel,
+		    strlen(rel));
+		if (S_ISLNK(st->st_mode))
+			crypto_hash_sha256_update(h,
+			    (const unsigned char *)target, (size_t)n);
+		if (S_ISREG(st->st_mode)) {
+			fd = open(f->fts_accpath,
+			    O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY);
+			if (fd == -1) {
+				sp_err_sys(e, "io", "open '%s'", f->fts_path);
+				goto out;
+			}
+			r = hash_fd(h, fd, size, f->fts_path, buf, e);
+			close(fd);
+			if (r == -1)
+				goto out;
+		}
+		errno = 0;
+	}
+	if (errno != 0) {
+		sp_err_sys(e, "io", "walk '%s'", dir);
+		goto out;
+	}
+	ret = 0;
+out:
+	fts_close(fts);
+	return ret;
+}
+
+/*
+ * The digest of everything the image is made of: the root filesystem (the
+ * archive's bytes, or the canonical walk of a directory), the kernel, the
+ * initrd and the free space asked for, each behind a header naming it.
+ */
+static int
+digest_inputs(const struct sp_template_src *src, int isdir, uint64_t extra,
+    char hex[65], struct sp_err *e)
+{
+	crypto_hash_sha256_state h;
+	unsigned char md[crypto_hash_sha256_BYTES];
+	unsigned char *buf;
+	int ret = -1;
+
+	if ((buf = malloc(IO_BUF)) == NULL)
+		return sp_err_sys(e, "internal", "digest");
+	crypto_hash_sha256_init(&h);
+	hash_str(&h, "space-template 1\n");
+	if (isdir) {
+		hash_str(&h, "rootfs-dir\n");
+		if (hash_tree(&h, src->rootfs, buf, e) == -1)
+			goto out;
+	} else if (hash_file(&h, "rootfs-archive", src->rootfs, buf, e) == -1)
+		goto out;
+	if (hash_file(&h, "kernel", src->kernel, buf, e) == -1 ||
+	    hash_file(&h, "initrd", src->initrd, buf, e) == -1)
+		goto out;
+	hash_str(&h, "disk-extra %llu\n", (unsigned long long)extra);
+	crypto_hash_sha256_final(&h, md);
+	sodium_bin2hex(hex, 65, md, sizeof md);
+	ret = 0;
+out:
+	free(buf);
+	return ret;
+}
+
+/* Fills *t from a finished template's template.json. */
+static int
+load_json(const char *dir, struct sp_template_row *t, struct sp_err *e)
+{
+	char path[SP_PATH_MAX];
+	json_error_t jerr;
+	json_t *j = NULL;
+	const char *name, *digest;
+	json_int_t created, bytes;
+	int ret = -1;
+
+	if (sp_path_fmt(path, sizeof path, e, "%s/template.json", dir) == -1)
+		return -1;
+	j = json_load_file(path, JSON_REJECT_DUPLICATES, &jerr);
+	if (j == NULL) {
+		sp_err_set(e, "bad-state", 0, "template '%s': %s", path,
+		    jerr.text);
+		goto out;
+	}
+	if (json_unpack(j, "{s:s, s:s, s:I, s:I}", "name", &name, "digest",
+	    &digest, "created", &created, "disk_bytes", &bytes) == -1 ||
+	    strlen(name) >= sizeof t->name || strlen(digest) >= sizeof t->digest) {
+		sp_err_set(e, "bad-state", 0, "template '%s': malformed", path);
+		goto out;
+	}
+	memset(t, 0, sizeof *t);
+	memcpy(t->name, name, strlen(name) + 1);
+	memcpy(t->digest, digest, strlen(digest) + 1);
+	t->created = created;
+	t->disk_bytes = bytes;
+	ret = 0;
+out:
+	json_decref(j);
+	return ret;
+}
+
+static int
+write_all(int fd, const void *p, size_t n)
+{
+	const char *c = p;
+	ssize_t w;
+
+	while (n > 0) {
+		w = write(fd, c, n);
+		if (w == -1 && errno == EINTR)
+			continue;
+		if (w == -1)
+			return -1;
+		c += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+static int
+write_json(const char *dir, const struct sp_template_row *t, struct sp_err *e)
+{
+	char path[SP_PATH_MAX];
+	json_t *j;
+	char *s = NULL;
+	int fd = -1, ret = -1;
+
+	if (sp_path_fmt(path, sizeof path, e, "%s/template.json", dir) == -1)
+		return -1;
+	j = json_pack("{s:s, s:s, s:I, s:I, s:s, s:s, s:i}", "name", t->name,
+	    "digest", t->digest, "created", (json_int_t)t->created,
+	    "disk_bytes", (json_int_t)t->disk_bytes, "kernel", "vmlinuz",
+	    "initrd", "initrd.img", "format", 1);
+	if (j == NULL || (s = json_dumps(j, JSON_INDENT(2))) == NULL) {
+		sp_err_set(e, "internal", 0, "template.json: out of memory");
+		goto out;
+	}
+	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+	if (fd == -1 || write_all(fd, s, strlen(s)) == -1 ||
+	    write_all(fd, "\n", 1) == -1 || fsync(fd) == -1) {
+		sp_err_sys(e, "io", "write '%s'", path);
+		goto out;
+	}
+	ret = 0;
+out:
+	if (fd != -1)
+		close(fd);
+	free(s);
+	json_decref(j);
+	return ret;
+}
+
+/*
+ * Refuses entry names that would land outside the root once put under the
+ * staging directory: absolute paths and any ".." component.
+ */
+static int
+entry_check(const char *entry, const char *what, const char *s,
+    struct sp_err *e)
+{
+	char q[128], q2[128];
+	const char *p, *c;
+
+	if (s == NULL || *s == '\0')
+		return sp_err_set(e, "bad-input", 0,
+		    "archive entry '%s': empty or unreadable %s",
+		    quote(entry ? entry : "", q, sizeof q), what);
+	if (*s == '/')
+		return sp_err_set(e, "bad-input", 0,
+		    "archive entry '%s': absolute %s '%s'",
+		    quote(entry, q, sizeof q), what, quote(s, q2, sizeof q2));
+	for (p = s; *p != '\0'; p = c) {
+		while (*p == '/')
+			p++;
+		for (c = p; *c != '\0' && *c != '/'; c++)
+			;
+		if (c - p == 2 && p[0] == '.' && p[1] == '.')
+			return sp_err_set(e, "bad-input", 0,
+			    "archive entry '%s': '..' in %s '%s'",
+			    quote(entry, q, sizeof q), what,
+			    quote(s, q2, sizeof q2));
+	}
+	return 0;
+}
+
+/*
+ * libarchive refuses an entry for what it is (escaping, writing through a
+ * symlink, unsupported) or because the host failed; only the second may go
+ * better on a retry.
+ */
+static int
+extract_err(struct archive *a, const char *dest, const char *name,
+    struct sp_err *e)
+{
+	char q[128], q2[300], why[256];
+	const char *s = archive_error_string(a), *at;
+	size_t n;
+
+	/* Its messages carry the rewritten path: show the archive's. */
+	if (s == NULL)
+		s = "unknown error";
+	if ((at = strstr(s, dest)) != NULL) {
+		n = (size_t)(at - s) < sizeof why ? (size_t)(at - s) :
+		    sizeof why - 1;
+		memcpy(why, s, n);
+		snprintf(why + n, sizeof why - n, "%s", at + strlen(dest));
+	} else
+		snprintf(why, sizeof why, "%s", s);
+
+	switch (archive_errno(a)) {
+	case ENOSPC:
+	case EDQUOT:
+	case EIO:
+	case ENOMEM:
+	case EMFILE:
+	case ENFILE:
+	case EROFS:
+		errno = archive_errno(a);
+		return sp_err_sys(e, "io", "extract '%s'",
+		    quote(name, q, sizeof q));
+	default:
+		return sp_err_set(e, "bad-input", 0,
+		    "archive entry '%s' refused: %s", quote(name, q, sizeof q),
+		    quote(why, q2, sizeof q2));
+	}
+}
+
+static int
+extract(const char *file, const char *dest, struct sp_err *e)
+{
+	struct archive *in = NULL, *out = NULL;
+	struct archive_entry *ent;
+	char path[SP_PATH_MAX], link[SP_PATH_MAX], name[SP_PATH_MAX], q[128];
+	const char *hl;
+	const void *buf;
+	size_t len;
+	la_int64_t off;
+	int r, ret = -1;
+
+	in = archive_read_new();
+	out = archive_write_disk_new();
+	if (in == NULL || out == NULL) {
+		sp_err_set(e, "internal", 1, "libarchive: out of memory");
+		goto out;
+	}
+	archive_read_support_filter_all(in);
+	archive_read_support_format_all(in);
+	/* No user lookup: owners are the archive's numeric ids, not the
+	 * host's idea of its user names. */
+	archive_write_disk_set_options(out, EXTRACT_FLAGS);
+	if (archive_read_open_filename(in, file, 64 * 1024) != ARCHIVE_OK) {
+		sp_err_set(e, "bad-input", 0, "archive '%s': %s",
+		    quote(file, q, sizeof q), archive_error_string(in));
+		goto out;
+	}
+	for (;;) {
+		r = archive_read_next_header(in, &ent);
+		if (r == ARCHIVE_EOF)
+			break;
+		if (r < ARCHIVE_WARN) {
+			sp_err_set(e, "bad-input", 0, "archive '%s': %s",
+			    quote(file, q, sizeof q), archive_error_string(in));
+			goto out;
+		}
+		if (entry_check(archive_entry_pathname(ent), "path",
+		    archive_entry_pathname(ent), e) == -1)
+			goto out;
+		snprintf(name, sizeof name, "%s", archive_entry_pathname(ent));
+		if (sp_path_fmt(path, sizeof path, e, "%s/%s", dest, name) == -1)
+			goto out;
+		archive_entry_copy_pathname(ent, path);
+		if ((hl = archive_entry_hardlink(ent)) != NULL) {
+			if (entry_check(name, "hard link target", hl, e) == -1 ||
+			    sp_path_fmt(link, sizeof link, e, "%s/%s", dest,
+			    hl) == -1)
+				goto out;
+			archive_entry_copy_hardlink(ent, link);
+		}
+		if (archive_write_header(out, ent) < ARCHIVE_WARN) {
+			extract_err(out, dest, name, e);
+			goto out;
+		}
+		for (;;) {
+			r = archive_read_data_block(in, &buf, &len, &off);
+			if (r == ARCHIVE_EOF)
+				break;
+			if (r < ARCHIVE_WARN) {
+				sp_err_set(e, "bad-input", 0,
+				    "archive entry '%s': %s",
+				    quote(name, q, sizeof q),
+				    archive_error_string(in));
+				goto out;
+			}
+			if (archive_write_data_block(out, buf, len, off) <
+			    ARCHIVE_WARN) {
+				extract_err(out, dest, name, e);
+				goto out;
+			}
+		}
+		if (archive_write_finish_entry(out) < ARCHIVE_WARN) {
+			extract_err(out, dest, name, e);
+			goto out;
+		}
+	}
+	/* Directory modes and times are applied at close. */
+	if (archive_write_close(out) < ARCHIVE_WARN) {
+		extract_err(out, dest, "(directories)", e);
+		goto out;
+	}
+	ret = 0;
+out:
+	archive_read_free(in);
+	archive_write_free(out);
+	return ret;
+}
+
+/* A directory input: cp keeps owners, modes, links and times, reflinks data
+ * on the same btrfs and never follows a symlink inside the tree. */
+static int
+copy_tree(const char *src, const char *dest, struct sp_err *e)
+{
+	char from[SP_PATH_MAX];
+	char *argv[] = { "cp", "-a", "--reflink=auto", "--", from,
+	    (char *)dest, NULL };
+
+	if (sp_path_fmt(from, sizeof from, e, "%s/.", src) == -1)
+		return -1;
+	return sp_proc_run(argv, e);
+}
+
+/*
+ * An estimate of what the tree takes in ext4: data rounded up to blocks, a
+ * block per directory and per long symlink, a directory entry per name.
+ */
+static int
+tree_size(const char *dir, uint64_t *bytes, uint64_t *inodes,
+    struct sp_err *e)
+{
+	char *argv[2] = { (char *)dir, NULL };
+	const struct stat *st;
+	uint64_t sum = 0, n = 0;
+	FTS *fts;
+	FTSENT *f;
+	int ret = -1;
+
+	fts = fts_open(argv, FTS_PHYSICAL | FTS_NOCHDIR, NULL);
+	if (fts == NULL)
+		return sp_err_sys(e, "io", "walk '%s'", dir);
+	errno = 0;
+	while ((f = fts_read(fts)) != NULL) {
+		if (f->fts_info == FTS_DP)
+			continue;
+		if (f->fts_info == FTS_DNR || f->fts_info == FTS_ERR ||
+		    f->fts_info == FTS_NS) {
+			errno = f->fts_errno;
+			sp_err_sys(e, "io", "walk '%s'", f->fts_path);
+			goto out;
+		}
+		st = f->fts_statp;
+		n++;
+		sum += 64;
+		if (S_ISREG(st->st_mode))
+			sum += ((uint64_t)st->st_size + BLOCK - 1) / BLOCK *
+			    BLOCK;
+		else if (S_ISDIR(st->st_mode) ||
+		    (S_ISLNK(st->st_mode) && st->st_size >= 60))
+			sum += BLOCK;
+		errno = 0;
+	}
+	if (errno != 0) {
+		sp_err_sys(e, "io", "walk '%s'", dir);
+		goto out;
+	}
+	*bytes = sum;
+	*inodes = n;
+	ret = 0;
+out:
+	fts_close(fts);
+	return ret;
+}
+
+/*
+ * mkfs.ext4 writes all over its image, so its output is fragmented; the
+ * template's disk.raw is a sequential copy of it instead (reflinking a
+ * snapshot's extents costs per extent, DESIGN §3), with all-zero chunks left
+ * as holes.
+ */
+static int
+copy_image(const char *src, const char *dst, uint64_t size, struct sp_err *e)
+{
+	unsigned char *buf = NULL;
+	uint64_t off = 0, want, got;
+	off_t data;
+	ssize_t n;
+	int in = -1, out = -1, ret = -1;
+
+	if ((buf = malloc(COPY_CHUNK)) == NULL) {
+		sp_err_sys(e, "internal", "copy image");
+		goto out;
+	}
+	in = open(src, O_RDONLY | O_CLOEXEC);
+	if (in == -1) {
+		sp_err_sys(e, "io", "open '%s'", src);
+		goto out;
+	}
+	out = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+	if (out == -1) {
+		sp_err_sys(e, "io", "create '%s'", dst);
+		goto out;
+	}
+	while (off < size) {
+		/* Skip the holes mkfs left without reading them. */
+		data = lseek(in, (off_t)off, SEEK_DATA);
+		if (data == -1 && errno == ENXIO)
+			break;
+		if (data == -1) {
+			sp_err_sys(e, "io", "seek '%s'", src);
+			goto out;
+		}
+		off = (uint64_t)data / COPY_CHUNK * COPY_CHUNK;
+		want = size - off < COPY_CHUNK ? size - off : COPY_CHUNK;
+		for (got = 0; got < want; got += (uint64_t)n) {
+			n = pread(in, buf + got, want - got, (off_t)(off + got));
+			if (n == -1 && errno == EINTR) {
+				n = 0;
+				continue;
+			}
+			if (n == -1) {
+				sp_err_sys(e, "io", "read '%s'", src);
+				goto out;
+			}
+			if (n == 0)
+				break;
+		}
+		if (got == 0)
+			break;
+		if (buf[0] != 0 || memcmp(buf, buf + 1, got - 1) != 0) {
+			for (want = 0; want < got; want += (uint64_t)n) {
+				n = pwrite(out, buf + want, got - want,
+				    (off_t)(off + want));
+				if (n == -1 && errno == EINTR) {
+					n = 0;
+					continue;
+				}
+				if (n == -1) {
+					sp_err_sys(e, "io", "write '%s'", dst);
+					goto out;
+				}
+			}
+		}
+		off += got;
+	}
+	if (ftruncate(out, (off_t)size) == -1 || fsync(out) == -1) {
+		sp_err_sys(e, "io", "write '%s'", dst);
+		goto out;
+	}
+	ret = 0;
+out:
+	if (in != -1)
+		close(in);
+	if (out != -1)
+		close(out);
+	free(buf);
+	return ret;
+}
+
+static int
+copy_file(const char *src, const char *dst, struct sp_err *e)
+{
+	unsigned char *buf = NULL;
+	ssize_t n;
+	int in = -1, out = -1, ret = -1;
+
+	if ((buf = malloc(IO_BUF)) == NULL) {
+		sp_err_sys(e, "internal", "copy '%s'", src);
+		goto out;
+	}
+	in = open(src, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	if (in == -1) {
+		sp_err_sys(e, "io", "open '%s'", src);
+		goto out;
+	}
+	out = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+	if (out == -1) {
+		sp_err_sys(e, "io", "create '%s'", dst);
+		goto out;
+	}
+	for (;;) {
+		n = read(in, buf, IO_BUF);
+		if (n == -1 && errno == EINTR)
+			continue;
+		if (n == -1) {
+			sp_err_sys(e, "io", "read '%s'", src);
+			goto out;
+		}
+		if (n == 0)
+			break;
+		if (write_all(out, buf, (size_t)n) == -1) {
+			sp_err_sys(e, "io", "write '%s'", dst);
+			goto out;
+		}
+	}
+	if (fsync(out) == -1) {
+		sp_err_sys(e, "io", "write '%s'", dst);
+		goto out;
+	}
+	ret = 0;
+out:
+	if (in != -1)
+		close(in);
+	if (out != -1)
+		close(out);
+	free(buf);
+	return ret;
+}
+
+/*
+ * Builds the ext4 image of rootfs at img.  SIZE = max(2 x content, content +
+ * extra) in whole MiB.  mkfs gives one inode per 16 KiB, too few for a root
+ * of many small files, so then the inode count is given explicitly.
+ */
+static int
+make_image(const char *rootfs, const char *img, uint64_t extra,
+    uint64_t *size, struct sp_err *e)
+{
+	char sz[32], ninodes[32];
+	char *argv[20];
+	uint64_t content = 0, inodes = 0, need;
+	int fd, i = 0;
+
+	if (tree_size(rootfs, &content, &inodes, e) == -1)
+		return -1;
+	if (content > MAX_DISK || extra > MAX_DISK)
+		return sp_err_set(e, "bad-input", 0,
+		    "image of %llu + %llu bytes is too large",
+		    (unsigned long long)content, (unsigned long long)extra);
+	*size = content * 2 > content + extra ? content * 2 : content + extra;
+	*size = (*size + MiB - 1) / MiB * MiB;
+	if (*size < MIN_DISK)
+		*size = MIN_DISK;
+	if (*size > MAX_DISK)
+		return sp_err_set(e, "bad-input", 0,
+		    "image of %llu bytes is too large",
+		    (unsigned long long)*size);
+	fd = open(img, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	if (fd == -1)
+		return sp_err_sys(e, "io", "create '%s'", img);
+	close(fd);
+	snprintf(sz, sizeof sz, "%llum", (unsigned long long)(*size / MiB));
+	need = inodes * 2 + 4096;
+	argv[i++] = "mkfs.ext4";
+	argv[i++] = "-q";
+	argv[i++] = "-F";
+	argv[i++] = "-t";
+	argv[i++] = "ext4";
+	argv[i++] = "-d";
+	argv[i++] = (char *)rootfs;
+	argv[i++] = "-E";
+	argv[i++] = "root_owner=0:0,lazy_itable_init=1,lazy_journal_init=1";
+	argv[i++] = "-L";
+	argv[i++] = "space-root";
+	argv[i++] = "-b";
+	argv[i++] = "4096";
+	if (need > *size / 16384) {
+		snprintf(ninodes, sizeof ninodes, "%llu",
+		    (unsigned long long)need);
+		argv[i++] = "-N";
+		argv[i++] = ninodes;
+	}
+	argv[i++] = (char *)img;
+	argv[i++] = sz;
+	argv[i] = NULL;
+	return sp_proc_run(argv, e);
+}
+
+/*
+ * Leftovers of an import of this digest that died: whoever holds the digest's
+ * lock is the only one who may be building it, so they are stale.  Removing
+ * them is best effort; they only cost space.
+ */
+static void
+remove_stale(const char *root, const char *digest)
+{
+	const char *sub[2] = { "templates", "tmp" };
+	char dir[SP_PATH_MAX], path[SP_PATH_MAX], pat[100];
+	struct sp_err e2;
+	struct dirent *d;
+	DIR *dp;
+	int i;
+
+	for (i = 0; i < 2; i++) {
+		if (sp_path_fmt(dir, sizeof dir, &e2, "%s/%s", root,
+		    sub[i]) == -1 || (dp = opendir(dir)) == NULL)
+			continue;
+		snprintf(pat, sizeof pat, i == 0 ? "@%s-" : "import-%s-",
+		    digest);
+		while ((d = readdir(dp)) != NULL) {
+			if (i == 0 && strncmp(d->d_name, ".building-", 10) != 0)
+				continue;
+			if (strstr(d->d_name, pat) == NULL)
+				continue;
+			if (sp_path_fmt(path, sizeof path, &e2, "%s/%s", dir,
+			    d->d_name) == 0)
+				sp_subvol_delete(path, &e2);
+		}
+		closedir(dp);
+	}
+}
+
+static int
+lock_digest(const char *root, const char *digest, int *fd, struct sp_err *e)
+{
+	char path[SP_PATH_MAX];
+
+	if (sp_path_fmt(path, sizeof path, e, "%s/locks/template-%s.lock",
+	    root, digest) == -1)
+		return -1;
+	*fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (*fd == -1)
+		return sp_err_sys(e, "io", "open lock '%s'", path);
+	while (flock(*fd, LOCK_EX) == -1) {
+		if (errno != EINTR) {
+			sp_err_sys(e, "io", "lock '%s'", path);
+			close(*fd);
+			*fd = -1;
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/*
+ * Returns 0 when it built the template, 1 when it was there already (built
+ * before, or by a concurrent import of the same inputs), -1 on error.
+ */
+int
+sp_template_import(const char *root, const struct sp_template_src *src,
+    struct sp_template_row *t, struct sp_err *e)
+{
+	char dir[SP_PATH_MAX], staging[SP_PATH_MAX], rootfs[SP_PATH_MAX];
+	char img[SP_PATH_MAX], building[SP_PATH_MAX], p[SP_PATH_MAX];
+	char q[128], rnd[13];
+	unsigned char rb[6];
+	struct sp_template_row row;
+	struct sp_err e2;
+	struct stat st;
+	char *rroot = NULL;
+	uint64_t extra, size = 0;
+	int lockfd = -1, isdir, fd, made_staging = 0, made_building = 0;
+	int ret = -1;
+
+	if (src == NULL || t == NULL || src->rootfs == NULL ||
+	    src->kernel == NULL || src->initrd == NULL)
+		return sp_err_set(e, "bad-input", 0,
+		    "template import needs a name, a rootfs, a kernel and an "
+		    "initrd");
+	if (sp_name_check("template name", src->name, e) == -1)
+		return -1;
+	if (sodium_init() < 0)
+		return sp_err_set(e, "internal", 0, "libsodium init failed");
+	/* libarchive refuses to extract through any symlink, those above
+	 * the staging directory included, so the root is resolved first. */
+	if ((rroot = realpath(root, NULL)) == NULL) {
+		if (errno == ENOENT)
+			return sp_err_set(e, "not-found", 0,
+			    "root '%s' does not exist", root);
+		return sp_err_sys(e, "io", "root '%s'", root);
+	}
+	if (!sp_subvol_is_btrfs(rroot)) {
+		sp_err_set(e, "btrfs", 0, "root '%s' is not on btrfs", rroot);
+		goto out;
+	}
+	if (stat(src->rootfs, &st) == -1) {
+		if (errno == ENOENT)
+			sp_err_set(e, "not-found", 0, "rootfs '%s' does not "
+			    "exist", quote(src->rootfs, q, sizeof q));
+		else
+			sp_err_sys(e, "io", "rootfs '%s'",
+			    quote(src->rootfs, q, sizeof q));
+		goto out;
+	}
+	if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode)) {
+		sp_err_set(e, "bad-input", 0, "rootfs '%s' is neither an archive "
+		    "nor a directory", quote(src->rootfs, q, sizeof q));
+		goto out;
+	}
+	isdir = S_ISDIR(st.st_mode);
+	extra = src->disk_extra_bytes ? src->disk_extra_bytes : DEFAULT_EXTRA;
+
+	memset(&row, 0, sizeof row);
+	snprintf(row.name, sizeof row.name, "%s", src->name);
+	if (digest_inputs(src, isdir, extra, row.digest, e) == -1)
+		goto out;
+	if (sp_path_fmt(p, sizeof p, e, "%s/locks", rroot) == -1 ||
+	    sp_path_mkdirs(p, 0755, e) == -1 ||
+	    sp_path_fmt(p, sizeof p, e, "%s/templates", rroot) == -1 ||
+	    sp_path_mkdirs(p, 0755, e) == -1 ||
+	    sp_path_fmt(p, sizeof p, e, "%s/tmp", rroot) == -1 ||
+	    sp_path_mkdirs(p, 0700, e) == -1)
+		goto out;
+	if (lock_digest(rroot, row.digest, &lockfd, e) == -1)
+		goto out;
+	if (sp_template_path(rroot, &row, dir, sizeof dir, e) == -1)
+		goto out;
+	if (lstat(dir, &st) == 0) {
+		if (load_json(dir, &row, e) == -1)
+			goto out;
+		*t = row;
+		ret = 1;
+		goto out;
+	}
+	remove_stale(rroot, row.digest);
+
+	randombytes_buf(rb, sizeof rb);
+	sodium_bin2hex(rnd, sizeof rnd, rb, sizeof rb);
+	if (sp_path_fmt(staging, sizeof staging, e, "%s/tmp/import-%s-%s",
+	    rroot, row.digest, rnd) == -1 ||
+	    sp_path_fmt(rootfs, sizeof rootfs, e, "%s/rootfs", staging) == -1 ||
+	    sp_path_fmt(img, sizeof img, e, "%s/disk.img", staging) == -1 ||
+	    sp_path_fmt(building, sizeof building, e,
+	    "%s/templates/.building-%s@%s-%s", rroot, row.name, row.digest,
+	    rnd) == -1)
+		goto out;
+	/* A subvolume, so that removing a whole root tree is one call. */
+	if (sp_subvol_create(staging, e) == -1)
+		goto out;
+	made_staging = 1;
+	if (mkdir(rootfs, 0755) == -1) {
+		sp_err_sys(e, "io", "mkdir '%s'", rootfs);
+		goto out;
+	}
+	if (isdir ? copy_tree(src->rootfs, rootfs, e) :
+	    extract(src->rootfs, rootfs, e))
+		goto out;
+	if (make_image(rootfs, img, extra, &size, e) == -1)
+		goto out;
+
+	if (sp_subvol_create(building, e) == -1)
+		goto out;
+	made_building = 1;
+	if (sp_path_fmt(p, sizeof p, e, "%s/disk.raw", building) == -1 ||
+	    copy_image(img, p, size, e) == -1 ||
+	    sp_path_fmt(p, sizeof p, e, "%s/vmlinuz", building) == -1 ||
+	    copy_file(src->kernel, p, e) == -1 ||
+	    sp_path_fmt(p, sizeof p, e, "%s/initrd.img", building) == -1 ||
+	    copy_file(src->initrd, p, e) == -1)
+		goto out;
+	row.created = (int64_t)time(NULL);
+	row.disk_bytes = (int64_t)size;
+	if (write_json(building, &row, e) == -1)
+		goto out;
+	/* Read-only before it gets its final name: nobody may see a writable
+	 * template. */
+	if (sp_subvol_set_readonly(building, 1, e) == -1)
+		goto out;
+	if (rename(building, dir) == -1) {
+		sp_err_sys(e, "io", "rename '%s' to '%s'", building, dir);
+		goto out;
+	}
+	made_building = 0;
+	if (sp_path_fmt(p, sizeof p, e, "%s/templates", rroot) == 0 &&
+	    (fd = open(p, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) != -1) {
+		fsync(fd);
+		close(fd);
+	}
+	*t = row;
+	ret = 0;
+out:
+	if (made_building)
+		sp_subvol_delete(building, &e2);
+	if (made_staging)
+		sp_subvol_delete(staging, &e2);
+	if (lockfd != -1)
+		close(lockfd);
+	free(rroot);
+	return ret;
+}
+
+int
+sp_template_path(const char *root, const struct sp_template_row *t,
+    char *out, size_t n, struct sp_err *e)
+{
+	size_t i;
+
+	/* Both parts become a path component: check them wherever they
+	 * came from. */
+	if (sp_name_check("template name", t->name, e) == -1)
+		return -1;
+	for (i = 0; i < 64; i++)
+		if (!((t->digest[i] >= '0' && t->digest[i] <= '9') ||
+		    (t->digest[i] >= 'a' && t->digest[i] <= 'f')))
+			break;
+	if (i != 64 || t->digest[64] != '\0')
+		return sp_err_set(e, "bad-input", 0,
+		    "template '%s': digest is not 64 hex digits", t->name);
+	return sp_path_fmt(out, n, e, "%s/templates/%s@%s", root, t->name,
+	    t->digest);
+}
