@@ -6,6 +6,7 @@
 
 PREFIX ?= /usr/local
 DESTDIR ?=
+UNITDIR ?= /etc/systemd/system
 CC ?= cc
 PKGS = libvirt jansson libarchive sqlite3 libsodium libbtrfsutil
 CFLAGS ?= -O2 -g
@@ -87,6 +88,8 @@ install: all
 	install -m 644 completion/_space $(DESTDIR)$(PREFIX)/share/zsh/site-functions/_space
 	for c in $(CMDS); do ln -sf space $(DESTDIR)$(PREFIX)/share/bash-completion/completions/$${c##*/}; done
 	install -m 644 $(GUEST_IMAGE) $(DESTDIR)$(PREFIX)/lib/space/
+	install -d $(DESTDIR)$(UNITDIR)
+	install -m 644 units/*.service $(DESTDIR)$(UNITDIR)/
 
 clean:
 	rm -rf $(B) guest/build
