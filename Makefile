@@ -67,6 +67,16 @@ $(GUEST_IMAGE): guest/build-image $(GUEST_DAEMON) $(wildcard guest/rootfs/*) $(w
 
 asan: $(ASAN_UNITS)
 
+# libFuzzer on the host-side frame parser (what every guest byte goes through).
+FUZZ_SECONDS ?= 60
+$(B)/fuzz/fuzz-proto: tests/fuzz/fuzz-proto.c lib/sp_proto.c lib/sp_err.c lib/sp.h
+	@mkdir -p $(@D)
+	clang -g -O1 -fsanitize=fuzzer,address,undefined -std=c11 -D_GNU_SOURCE -Ilib \
+	    -o $@ tests/fuzz/fuzz-proto.c lib/sp_proto.c lib/sp_err.c -ljansson
+fuzz: $(B)/fuzz/fuzz-proto
+	@mkdir -p $(B)/fuzz/corpus
+	$(B)/fuzz/fuzz-proto -max_total_time=$(FUZZ_SECONDS) -max_len=70000 $(B)/fuzz/corpus
+
 # The host is set up first: building needs the -dev packages it installs.
 check:
 	tests/setup-host
@@ -94,5 +104,5 @@ install: all
 clean:
 	rm -rf $(B) guest/build
 
-.PHONY: all guest asan check demo install clean
+.PHONY: all guest asan fuzz check demo install clean
 .SECONDARY:

@@ -209,10 +209,6 @@ int sp_virt_version(struct sp_virt *v, char *out, size_t n, struct sp_err *e);
 /* "running", "paused", "shutoff", "crashed", "absent", ... */
 int sp_virt_state(struct sp_virt *v, const char *name, char out[16],
     struct sp_err *e);
-/* Creates chan_dir (mode 0750; the parent must exist) owned by the user
- * QEMU runs as (libvirt-qemu or qemu) when we are root, so that QEMU can
- * bind the channel sockets in it.  Call it before sp_virt_start/restore. */
-int sp_virt_chan_dir(const char *dir, struct sp_err *e);
 
 /* ---- proto: the host<->guest frame format (DESIGN §5), both sides ---- */
 /* A frame on the wire: u32 length (big endian) of what follows, u8 type,

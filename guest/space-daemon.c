@@ -1,0 +1,858 @@
+/*
+ * space-daemon: the guest end of the channel (DESIGN section 5).  The
+ * guest's init starts it and respawns it.  It serves each virtio-serial port
+ * named space.N in a thread of its own: it answers the host's hello, runs
+ * commands and relays their stdin, stdout, stderr and exit status.  It never
+ * listens on a network and never exits on a bad request.
+ *
+ *	space-daemon			the space.N ports found in /sys
+ *	space-daemon DEV ...		these port devices
+ *	space-daemon -l SOCK ...	test mode: listen on unix sockets, each
+ *					accepted connection standing for the host
+ */
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/sysmacros.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "sp.h"
+
+#define PORTS_MAX	32
+#define ARGS_MAX	4096	/* argv and env entries */
+#define NONCE_MAX	128
+#define SYS_PORTS	"/sys/class/virtio-ports"
+
+struct call {
+	pid_t pid;		/* 0 when no call runs */
+	int pidfd;
+	int in, out, err;	/* our ends of the command's pipes, or -1 */
+	uint32_t stream;
+	const unsigned char *pend;	/* stdin not yet taken, in the decoder */
+	size_t npend;
+	int in_eof;		/* close stdin once pend is written */
+	int exited, wstatus;
+};
+
+struct port {
+	char path[256];
+	int listening;		/* test mode: dev is a listening socket */
+	int dev;
+	int fd;			/* the host's end while one is connected */
+	struct sp_frame_dec dec;
+	struct call call;
+	unsigned char buf[SP_FRAME_CHUNK];	/* reads from the host */
+	unsigned char out[SP_FRAME_HDR + SP_FRAME_CHUNK];	/* one frame */
+};
+
+/* The ops a request may name: later ones (pty, files, ...) are added here. */
+struct op {
+	const char *name;
+	int (*run)(struct port *, uint32_t, json_t *);
+};
+
+static int op_exec(struct port *, uint32_t, json_t *);
+
+static const struct op ops[] = {
+	{ "exec", op_exec },
+};
+
+static char *default_env[] = {
+	"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root", "TERM=dumb", NULL
+};
+
+static struct port ports[PORTS_MAX];
+static int nports;
+static char boot_id[64] = "unknown";
+
+/* SIGIO tells when a host connects or goes: its thread bumps host_gen. */
+static pthread_mutex_t host_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t host_cv;
+static unsigned long host_gen;
+
+static void
+logmsg(const struct port *p, const char *fmt, ...)
+{
+	char line[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof line, fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "space-daemon: %s%s%s\n", p != NULL ? p->path : "",
+	    p != NULL ? ": " : "", line);
+}
+
+/* Writes a frame whose n payload bytes are in p->out after the header
+ * (one buffer: the port makes each write() a message of its own), waiting
+ * while the port is full; -1 when the host has gone. */
+static int
+send_out(struct port *p, uint8_t type, uint32_t stream, size_t n)
+{
+	struct pollfd pfd;
+	size_t off = 0;
+	ssize_t w;
+
+	sp_frame_hdr(p->out, type, stream, n);
+	n += SP_FRAME_HDR;
+	while (off < n) {
+		if ((w = write(p->fd, p->out + off, n - off)) >= 0) {
+			off += w;
+			continue;
+		}
+		if (errno == EINTR)
+			continue;
+		if (errno != EAGAIN)
+			return -1;
+		pfd.fd = p->fd;
+		pfd.events = POLLOUT;
+		if (poll(&pfd, 1, -1) == 1 &&
+		    (pfd.revents & (POLLHUP | POLLERR | POLLNVAL)))
+			return -1;
+	}
+	return 0;
+}
+
+/* Sends j (stolen) as one frame. */
+static int
+send_json(struct port *p, uint8_t type, uint32_t stream, json_t *j)
+{
+	size_t n;
+
+	n = j != NULL ? json_dumpb(j, (char *)p->out + SP_FRAME_HDR,
+	    SP_FRAME_CHUNK, JSON_COMPACT) : 0;
+	json_decref(j);
+	if (n == 0 || n > SP_FRAME_CHUNK) {
+		logmsg(p, "cannot encode a reply");
+		return 0;
+	}
+	return send_out(p, type, stream, n);
+}
+
+static int
+send_error(struct port *p, uint32_t stream, const char *code,
+    const char *fmt, ...)
+{
+	char msg[512];
+	json_t *j;
+	va_list ap;
+	size_t i;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	logmsg(p, "stream %u: %s: %s", stream, code, msg);
+	/* A cut may have split a UTF-8 sequence: then send plain ASCII. */
+	if ((j = json_pack("{s:s,s:s}", "error", code, "msg", msg)) == NULL) {
+		for (i = 0; msg[i] != '\0'; i++)
+			if ((unsigned char)msg[i] >= 0x80)
+				msg[i] = '?';
+		j = json_pack("{s:s,s:s}", "error", code, "msg", msg);
+	}
+	return send_json(p, SP_FR_ERROR, stream, j);
+}
+
+static void
+call_reset(struct call *c)
+{
+	int *fds[] = { &c->pidfd, &c->in, &c->out, &c->err };
+	size_t i;
+
+	for (i = 0; i < sizeof fds / sizeof fds[0]; i++)
+		if (*fds[i] >= 0)
+			close(*fds[i]);
+	memset(c, 0, sizeof *c);
+	c->pidfd = c->in = c->out = c->err = -1;
+}
+
+/* Ends the call at once: its host went away or started over. */
+static void
+call_abort(struct port *p)
+{
+	struct call *c = &p->call;
+
+	if (c->pid > 0) {
+		/* The command leads its own process group (setsid); once it
+		 * is reaped, a group still holding its pipes is killed too. */
+		if (!c->exited || c->out >= 0 || c->err >= 0)
+			kill(-c->pid, SIGKILL);
+		if (!c->exited) {
+			kill(c->pid, SIGKILL);
+			while (waitpid(c->pid, NULL, 0) == -1 && errno == EINTR)
+				;
+		}
+		logmsg(p, "stream %u: call aborted", c->stream);
+	}
+	call_reset(c);
+}
+
+static void
+reap(struct call *c)
+{
+	pid_t r;
+
+	while ((r = waitpid(c->pid, &c->wstatus, WNOHANG)) == -1 &&
+	    errno == EINTR)
+		;
+	if (r == c->pid || (r == -1 && errno == ECHILD))
+		c->exited = 1;
+}
+
+/* Sends EXIT once the command has exited and both its pipes are closed. */
+static int
+call_finish(struct port *p)
+{
+	struct call *c = &p->call;
+	uint32_t stream = c->stream;
+	json_t *j;
+
+	if (c->pid == 0 || !c->exited || c->out >= 0 || c->err >= 0)
+		return 0;
+	if (WIFSIGNALED(c->wstatus))
+		j = json_pack("{s:i}", "signal", WTERMSIG(c->wstatus));
+	else
+		j = json_pack("{s:i}", "status", WEXITSTATUS(c->wstatus));
+	call_reset(c);
+	return send_json(p, SP_FR_EXIT, stream, j);
+}
+
+/* Writes pending input to the command as far as its pipe takes it. */
+static void
+stdin_push(struct call *c)
+{
+	ssize_t w;
+
+	while (c->npend > 0) {
+		w = write(c->in, c->pend, c->npend);
+		if (w == -1 && errno == EINTR)
+			continue;
+		if (w == -1 && errno == EAGAIN)
+			return;
+		if (w == -1) {
+			/* The command closed its stdin: drop the rest. */
+			c->npend = 0;
+			c->in_eof = 1;
+			break;
+		}
+		c->pend += w;
+		c->npend -= w;
+	}
+	if (c->in_eof && c->in >= 0) {
+		close(c->in);
+		c->in = -1;
+	}
+}
+
+static void
+feed_stdin(struct port *p, const struct sp_frame *f)
+{
+	struct call *c = &p->call;
+
+	/* Input that crossed the call's end on the wire is dropped. */
+	if (c->pid == 0 || f->stream != c->stream || c->in < 0 || c->in_eof)
+		return;
+	if (f->len == 0)
+		c->in_eof = 1;
+	c->pend = f->data;
+	c->npend = f->len;
+	stdin_push(c);
+}
+
+static int
+relay(struct port *p, int *fd, uint8_t type)
+{
+	ssize_t n;
+
+	n = read(*fd, p->out + SP_FRAME_HDR, SP_FRAME_CHUNK);
+	if (n == -1 && (errno == EINTR || errno == EAGAIN))
+		return 0;
+	if (n <= 0) {
+		close(*fd);
+		*fd = -1;
+		return 0;
+	}
+	return send_out(p, type, p->call.stream, n);
+}
+
+struct spawn_fail {
+	int stage;		/* 0 set-up, 1 chdir, 2 exec */
+	int err;
+};
+
+/* The forked child: only async-signal-safe calls until execve.  PATH is
+ * searched in the command's own environment, not the daemon's. */
+static void __attribute__((noreturn))
+child(int in, int out, int err, int rep, char **argv, char **envp,
+    const char *cwd)
+{
+	struct spawn_fail sf = { 0, 0 };
+	sigset_t none;
+
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+	signal(SIGPIPE, SIG_DFL);
+	setsid();
+	if (dup2(in, 0) == -1 || dup2(out, 1) == -1 || dup2(err, 2) == -1)
+		goto fail;
+	sf.stage = 1;
+	if (cwd != NULL && chdir(cwd) == -1)
+		goto fail;
+	sf.stage = 2;
+	environ = envp;
+	execvp(argv[0], argv);
+fail:
+	sf.err = errno;
+	(void)!write(rep, &sf, sizeof sf);
+	_exit(127);
+}
+
+/* Starts a command; -1 only when the host has gone. */
+static int
+spawn(struct port *p, uint32_t stream, char **argv, char **envp,
+    const char *cwd)
+{
+	static const char *stages[] = { "set-up", "chdir", "exec" };
+	int in[2] = { -1, -1 }, out[2] = { -1, -1 }, err[2] = { -1, -1 };
+	int rep[2] = { -1, -1 }, fds[8], i, rc = 0;
+	struct call *c = &p->call;
+	struct spawn_fail sf;
+	ssize_t n;
+	pid_t pid;
+
+	if (pipe2(in, O_CLOEXEC) == -1 || pipe2(out, O_CLOEXEC) == -1 ||
+	    pipe2(err, O_CLOEXEC) == -1 || pipe2(rep, O_CLOEXEC) == -1) {
+		rc = send_error(p, stream, "exec-failed", "pipe: %s",
+		    strerror(errno));
+		goto out;
+	}
+	if ((pid = fork()) == -1) {
+		rc = send_error(p, stream, "exec-failed", "fork: %s",
+		    strerror(errno));
+		goto out;
+	}
+	if (pid == 0)
+		child(in[0], out[1], err[1], rep[1], argv, envp, cwd);
+	close(rep[1]);
+	rep[1] = -1;
+	/* The report pipe closes on a successful execve. */
+	while ((n = read(rep[0], &sf, sizeof sf)) == -1 && errno == EINTR)
+		;
+	if (n == (ssize_t)sizeof sf) {
+		while (waitpid(pid, NULL, 0) == -1 && errno == EINTR)
+			;
+		if (sf.stage < 0 || sf.stage > 2)
+			sf.stage = 0;
+		rc = send_error(p, stream, "exec-failed", "%s \"%.200s\": %s",
+		    stages[sf.stage], sf.stage == 1 ? cwd : argv[0],
+		    strerror(sf.err));
+		goto out;
+	}
+	c->pid = pid;
+	c->stream = stream;
+	c->in = in[1];
+	c->out = out[0];
+	c->err = err[0];
+	in[1] = out[0] = err[0] = -1;
+	fcntl(c->in, F_SETFL, O_NONBLOCK);
+	fcntl(c->out, F_SETFL, O_NONBLOCK);
+	fcntl(c->err, F_SETFL, O_NONBLOCK);
+	c->pidfd = syscall(SYS_pidfd_open, pid, 0);
+out:
+	fds[0] = in[0], fds[1] = in[1], fds[2] = out[0], fds[3] = out[1];
+	fds[4] = err[0], fds[5] = err[1], fds[6] = rep[0], fds[7] = rep[1];
+	for (i = 0; i < 8; i++)
+		if (fds[i] >= 0)
+			close(fds[i]);
+	return rc;
+}
+
+/* A NULL-terminated vector of the strings of array a, pointing into a. */
+static char **
+strings(json_t *a, int need)
+{
+	char **v;
+	json_t *s;
+	size_t i, n;
+
+	if (!json_is_array(a) || (n = json_array_size(a)) > ARGS_MAX ||
+	    n < (size_t)need || (v = calloc(n + 1, sizeof *v)) == NULL)
+		return NULL;
+	json_array_foreach(a, i, s) {
+		if (!json_is_string(s)) {
+			free(v);
+			return NULL;
+		}
+		v[i] = (char *)json_string_value(s);
+	}
+	return v;
+}
+
+static int
+op_exec(struct port *p, uint32_t stream, json_t *req)
+{
+	char **argv = NULL, **envp = NULL;
+	const char *cwd = NULL;
+	json_t *v;
+	size_t i;
+	int rc;
+
+	if ((argv = strings(json_object_get(req, "argv"), 1)) == NULL ||
+	    argv[0][0] == '\0') {
+		rc = send_error(p, stream, "bad-input", "argv must be an "
+		    "array of 1 to %d strings, the first not empty", ARGS_MAX);
+		goto out;
+	}
+	if ((v = json_object_get(req, "env")) != NULL &&
+	    (envp = strings(v, 0)) == NULL) {
+		rc = send_error(p, stream, "bad-input", "env must be an array "
+		    "of at most %d strings", ARGS_MAX);
+		goto out;
+	}
+	for (i = 0; envp != NULL && envp[i] != NULL; i++)
+		if (strchr(envp[i], '=') == NULL || envp[i][0] == '=') {
+			rc = send_error(p, stream, "bad-input",
+			    "env[%zu] is not NAME=VALUE", i);
+			goto out;
+		}
+	if ((v = json_object_get(req, "cwd")) != NULL) {
+		if (!json_is_string(v) || json_string_length(v) == 0) {
+			rc = send_error(p, stream, "bad-input",
+			    "cwd must be a path");
+			goto out;
+		}
+		cwd = json_string_value(v);
+	}
+	rc = spawn(p, stream, argv, envp != NULL ? envp : default_env, cwd);
+out:
+	free(argv);
+	free(envp);
+	return rc;
+}
+
+static int
+hello(struct port *p, uint32_t stream, json_t *req)
+{
+	json_t *op = json_object_get(req, "op"), *n;
+
+	n = json_object_get(req, "nonce");
+	if (!json_is_string(op) || strcmp(json_string_value(op), "hello") != 0 ||
+	    !json_is_string(n) || json_string_length(n) > NONCE_MAX)
+		return send_error(p, stream, "protocol", "bad hello");
+	/* A host that came back after a disconnect we did not see. */
+	call_abort(p);
+	return send_json(p, SP_FR_HELLO, stream,
+	    json_pack("{s:i,s:s,s:O,s:i}", "version", SP_PROTO_VERSION,
+	    "boot_id", boot_id, "nonce", n, "ports", nports));
+}
+
+/* One frame from the host; -1 when the host has gone. */
+static int
+handle_frame(struct port *p, const struct sp_frame *f)
+{
+	struct sp_err e;
+	json_t *j = NULL, *op;
+	size_t i;
+	int rc = 0;
+
+	switch (f->type) {
+	case SP_FR_STDIN:
+		feed_stdin(p, f);
+		return 0;
+	case SP_FR_ERROR:
+		logmsg(p, "stream %u: the host sent an error", f->stream);
+		return 0;
+	case SP_FR_HELLO:
+	case SP_FR_REQ:
+		break;
+	default:
+		return send_error(p, f->stream, "protocol",
+		    "unexpected frame type %u", f->type);
+	}
+	if (sp_frame_json(f, &j, &e) == -1)
+		return send_error(p, f->stream, "protocol", "%s", e.msg);
+	if (f->type == SP_FR_HELLO) {
+		rc = hello(p, f->stream, j);
+		goto out;
+	}
+	if (!json_is_string(op = json_object_get(j, "op"))) {
+		rc = send_error(p, f->stream, "bad-input", "request without op");
+		goto out;
+	}
+	if (p->call.pid != 0) {
+		rc = send_error(p, f->stream, "busy", "a call is running on "
+		    "this port (stream %u)", p->call.stream);
+		goto out;
+	}
+	for (i = 0; i < sizeof ops / sizeof ops[0]; i++)
+		if (strcmp(ops[i].name, json_string_value(op)) == 0) {
+			rc = ops[i].run(p, f->stream, j);
+			goto out;
+		}
+	rc = send_error(p, f->stream, "bad-input", "unknown op \"%.64s\"",
+	    json_string_value(op));
+out:
+	json_decref(j);
+	return rc;
+}
+
+static void
+dec_reset(struct port *p)
+{
+	sp_frame_dec_release(&p->dec);
+	sp_frame_dec_init(&p->dec);
+}
+
+/* The host's bytes do not parse: say so and start over with the next. */
+static int
+bad_stream(struct port *p, const struct sp_err *e)
+{
+	call_abort(p);
+	dec_reset(p);
+	return send_error(p, 0, "protocol", "%s", e->msg);
+}
+
+/* Serves one host connection until it goes away. */
+static void
+session(struct port *p)
+{
+	struct call *c = &p->call;
+	struct pollfd pfd[5];
+	struct sp_frame f;
+	struct sp_err e;
+	ssize_t n;
+	int r, timeout;
+
+	for (;;) {
+		/* Buffered frames come first, unless the command's stdin
+		 * is full: then the host waits, and our memory stays one
+		 * frame. */
+		r = 0;
+		while (c->npend == 0 &&
+		    (r = sp_frame_dec_next(&p->dec, &f, &e)) == 1)
+			if (handle_frame(p, &f) == -1)
+				return;
+		if (r == -1 && bad_stream(p, &e) == -1)
+			return;
+		pfd[0].fd = p->fd;
+		pfd[0].events = c->npend == 0 ? POLLIN : 0;
+		pfd[1].fd = c->npend > 0 ? c->in : -1;
+		pfd[1].events = POLLOUT;
+		pfd[2].fd = c->out;
+		pfd[3].fd = c->err;
+		pfd[2].events = pfd[3].events = POLLIN;
+		pfd[4].fd = c->pid != 0 && !c->exited ? c->pidfd : -1;
+		pfd[4].events = POLLIN;
+		/* Without a pidfd, look for the exit ten times a second. */
+		timeout = c->pid != 0 && !c->exited && c->pidfd < 0 ? 100 : -1;
+		if (poll(pfd, 5, timeout) == -1) {
+			if (errno == EINTR)
+				continue;
+			logmsg(p, "poll: %s", strerror(errno));
+			return;
+		}
+		if (pfd[0].revents & (POLLHUP | POLLERR | POLLNVAL))
+			return;
+		if (pfd[0].revents & POLLIN) {
+			n = read(p->fd, p->buf, sizeof p->buf);
+			if (n == 0 ||
+			    (n == -1 && errno != EINTR && errno != EAGAIN))
+				return;
+			if (n > 0 &&
+			    sp_frame_dec_feed(&p->dec, p->buf, n, &e) == -1 &&
+			    bad_stream(p, &e) == -1)
+				return;
+		}
+		if (pfd[1].revents != 0)
+			stdin_push(c);
+		if (pfd[2].revents != 0 && relay(p, &c->out, SP_FR_STDOUT) == -1)
+			return;
+		if (pfd[3].revents != 0 && relay(p, &c->err, SP_FR_STDERR) == -1)
+			return;
+		if (c->pid != 0 && !c->exited &&
+		    (pfd[4].revents != 0 || timeout > 0))
+			reap(c);
+		if (call_finish(p) == -1)
+			return;
+	}
+}
+
+/* Waits until a host is connected to the port. */
+static int
+wait_host(struct port *p)
+{
+	struct pollfd pfd;
+	struct timespec ts;
+	struct sp_err e;
+	unsigned long gen;
+	ssize_t n;
+	int r;
+
+	if (p->listening) {
+		p->fd = accept4(p->dev, NULL, NULL,
+		    SOCK_CLOEXEC | SOCK_NONBLOCK);
+		return p->fd >= 0 ? 0 : -1;
+	}
+	for (;;) {
+		pthread_mutex_lock(&host_mu);
+		gen = host_gen;
+		pthread_mutex_unlock(&host_mu);
+		pfd.fd = p->dev;
+		pfd.events = POLLIN;
+		if ((r = poll(&pfd, 1, 0)) == -1 && errno == EINTR)
+			continue;
+		if (r == -1 || (r == 1 && (pfd.revents & (POLLERR | POLLNVAL))))
+			return -1;
+		if (r == 0 || !(pfd.revents & POLLHUP))
+			break;
+		/* No host, says the port; yet a new host's first bytes often
+		 * come before the news that it is there (the driver hears of
+		 * hosts and of data on separate queues).  Keep them for the
+		 * session: what an earlier host left is at worst a stale
+		 * frame, which a hello (the host says it again when not
+		 * answered) or a decoding error clears. */
+		while ((n = read(p->dev, p->buf, sizeof p->buf)) > 0)
+			if (sp_frame_dec_feed(&p->dec, p->buf, n, &e) == -1)
+				dec_reset(p);
+		if (n == -1 && errno == EAGAIN)
+			break;
+		/* Until a host is there poll says HUP at once: wait for the
+		 * driver's SIGIO instead, looking again each second in case
+		 * one was missed. */
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		ts.tv_sec += 1;
+		pthread_mutex_lock(&host_mu);
+		while (host_gen == gen &&
+		    pthread_cond_timedwait(&host_cv, &host_mu, &ts) == 0)
+			;
+		pthread_mutex_unlock(&host_mu);
+	}
+	p->fd = p->dev;
+	return 0;
+}
+
+static void *
+port_main(void *arg)
+{
+	struct port *p = arg;
+
+	for (;;) {
+		if (wait_host(p) == -1) {
+			logmsg(p, "waiting for the host: %s", strerror(errno));
+			sleep(1);
+			continue;
+		}
+		session(p);
+		call_abort(p);
+		/* What the decoder holds now is the departed host's: a
+		 * frame cut short, or input its command never took. */
+		dec_reset(p);
+		if (p->listening)
+			close(p->fd);
+		p->fd = -1;
+	}
+	return NULL;
+}
+
+static void *
+sigio_main(void *arg)
+{
+	sigset_t set;
+	siginfo_t si;
+
+	sigemptyset(&set);
+	sigaddset(&set, SIGIO);
+	for (;;) {
+		if (sigwaitinfo(&set, &si) == -1)
+			continue;
+		pthread_mutex_lock(&host_mu);
+		host_gen++;
+		pthread_cond_broadcast(&host_cv);
+		pthread_mutex_unlock(&host_mu);
+	}
+	return NULL;
+}
+
+static int
+add_port(const char *path, int listening)
+{
+	struct sockaddr_un sa;
+	struct port *p;
+
+	if (nports == PORTS_MAX || strlen(path) >= sizeof p->path ||
+	    strlen(path) >= sizeof sa.sun_path) {
+		logmsg(NULL, "%s: too many ports or too long a path", path);
+		return -1;
+	}
+	p = &ports[nports];
+	snprintf(p->path, sizeof p->path, "%s", path);
+	p->listening = listening;
+	p->fd = -1;
+	sp_frame_dec_init(&p->dec);
+	p->call.pidfd = p->call.in = p->call.out = p->call.err = -1;
+	if (listening) {
+		memset(&sa, 0, sizeof sa);
+		sa.sun_family = AF_UNIX;
+		strcpy(sa.sun_path, path);
+		unlink(path);
+		if ((p->dev = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) ==
+		    -1 || bind(p->dev, (struct sockaddr *)&sa, sizeof sa) == -1 ||
+		    listen(p->dev, 1) == -1)
+			goto fail;
+	} else {
+		/* The driver raises SIGIO when the host comes or goes. */
+		if ((p->dev = open(path, O_RDWR | O_NONBLOCK | O_CLOEXEC)) ==
+		    -1 || fcntl(p->dev, F_SETOWN, getpid()) == -1 ||
+		    fcntl(p->dev, F_SETFL, O_NONBLOCK | O_ASYNC) == -1)
+			goto fail;
+	}
+	nports++;
+	return 0;
+fail:
+	logmsg(p, "%s", strerror(errno));
+	if (p->dev >= 0)
+		close(p->dev);
+	return -1;
+}
+
+static int
+read_line(const char *path, char *buf, size_t n)
+{
+	FILE *f;
+	int rc = -1;
+
+	if ((f = fopen(path, "re")) == NULL)
+		return -1;
+	if (fgets(buf, n, f) != NULL) {
+		buf[strcspn(buf, "\n")] = '\0';
+		rc = 0;
+	}
+	fclose(f);
+	return rc;
+}
+
+/* The space.N ports.  busy-box mdev makes no /dev/virtio-ports links, and
+ * may not have made the device node itself yet. */
+static void
+find_ports(void)
+{
+	char path[512], name[64], dev[300], num[32];
+	unsigned int maj, min;
+	struct dirent *de;
+	DIR *d;
+
+	if ((d = opendir(SYS_PORTS)) == NULL)
+		return;
+	while ((de = readdir(d)) != NULL) {
+		if (de->d_name[0] == '.' || strlen(de->d_name) > 200)
+			continue;
+		snprintf(path, sizeof path, SYS_PORTS "/%s/name", de->d_name);
+		if (read_line(path, name, sizeof name) == -1 ||
+		    strncmp(name, "space.", 6) != 0 || name[6] == '\0' ||
+		    strspn(name + 6, "0123456789") != strlen(name + 6))
+			continue;
+		snprintf(dev, sizeof dev, "/dev/%s", de->d_name);
+		snprintf(path, sizeof path, SYS_PORTS "/%s/dev", de->d_name);
+		if (access(dev, F_OK) == -1 &&
+		    (read_line(path, num, sizeof num) == -1 ||
+		    sscanf(num, "%u:%u", &maj, &min) != 2 ||
+		    mknod(dev, S_IFCHR | 0600, makedev(maj, min)) == -1)) {
+			logmsg(NULL, "%s: no device node", dev);
+			continue;
+		}
+		add_port(dev, 0);
+	}
+	closedir(d);
+}
+
+static void
+usage(void)
+{
+	fprintf(stderr, "usage: space-daemon [-l] [path ...]\n");
+	exit(SP_EXIT_USAGE);
+}
+
+int
+main(int argc, char *argv[])
+{
+	pthread_condattr_t ca;
+	pthread_t t;
+	size_t seed;
+	sigset_t set;
+	int ch, i, listening = 0;
+
+	while ((ch = getopt(argc, argv, "l")) != -1)
+		switch (ch) {
+		case 'l':
+			listening = 1;
+			break;
+		default:
+			usage();
+		}
+	argc -= optind;
+	argv += optind;
+	if (listening && argc == 0)
+		usage();
+	/* Pipes must never land on 0, 1 or 2. */
+	while ((i = open("/dev/null", O_RDWR)) >= 0 && i <= 2)
+		;
+	if (i > 2)
+		close(i);
+	signal(SIGPIPE, SIG_IGN);
+	signal(SIGCHLD, SIG_DFL);
+	sigemptyset(&set);
+	sigaddset(&set, SIGIO);
+	pthread_sigmask(SIG_BLOCK, &set, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&host_cv, &ca);
+	if (read_line("/proc/sys/kernel/random/boot_id", boot_id,
+	    sizeof boot_id) == -1)
+		snprintf(boot_id, sizeof boot_id, "unknown");
+	/* jansson seeds its hash tables from /dev/urandom on first use,
+	 * which waits until the kernel's generator is ready: a second and
+	 * more in a fresh VM without an RNG device.  Seed it now, without
+	 * waiting; the host is not hashing against us. */
+	if (getrandom(&seed, sizeof seed, GRND_INSECURE) != sizeof seed)
+		seed = (size_t)time(NULL) ^ (size_t)getpid() << 16;
+	json_object_seed(seed | 1);
+	if (pthread_create(&t, NULL, sigio_main, NULL) != 0) {
+		logmsg(NULL, "cannot start a thread");
+		return SP_EXIT_TEMP;
+	}
+	for (i = 0; i < argc; i++)
+		add_port(argv[i], listening);
+	/* Without ports there is nothing to do but wait for them. */
+	for (i = 0; argc == 0 && nports == 0; i++) {
+		find_ports();
+		if (nports == 0 && i == 0)
+			logmsg(NULL, "no space.N ports yet");
+		if (nports == 0)
+			sleep(2);
+	}
+	if (nports == 0)
+		return SP_EXIT_TEMP;
+	for (i = 0; i < nports; i++)
+		if (pthread_create(&t, NULL, port_main, &ports[i]) != 0) {
+			logmsg(&ports[i], "cannot start a thread");
+			return SP_EXIT_TEMP;
+		}
+	logmsg(NULL, "serving %d port%s, boot %s", nports,
+	    nports == 1 ? "" : "s", boot_id);
+	for (;;)
+		pause();
+}

@@ -1,0 +1,803 @@
+/*
+ * sp_chan: the host end of a sandbox's channel.  A client takes a free
+ * virtio-serial port with flock on its lock file, connects to the unix
+ * socket QEMU listens on for that port, says hello and runs calls.  All the
+ * guest sends is hostile: every wait is a poll (with a deadline where the
+ * call has one), every byte goes through the bounded frame decoder, and the
+ * first protocol error closes the connection.
+ */
+#include <sys/file.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "sp.h"
+
+#define LOCK_RETRY_MS		5
+#define CONNECT_RETRY_MS	20
+#define STALE_MAX		16	/* earlier clients' frames skipped */
+#define HELLO_RETRY_MS		500	/* first wait, doubled up to 4 s */
+#define RECONNECT_MS		50
+#define NONCE_BYTES		16
+#define FLUSH_MS		5000
+#define OBUF_SIZE		(2 * SP_FRAME_HDR + SP_JSON_MAX)
+#define TOKEN_MAX		31
+
+struct sp_chan {
+	int fd;			/* the socket, -1 once closed by an error */
+	int lockfd;
+	int port;
+	uint32_t stream;	/* the last stream used */
+	json_t *hello;
+	struct sp_frame_dec dec;
+	unsigned char *obuf;	/* frames queued for the socket */
+	size_t olen, ooff;
+	unsigned char rbuf[SP_FRAME_CHUNK];
+};
+
+/* One call in progress. */
+struct call {
+	uint32_t stream;
+	int out_fd, err_fd;
+	int done;		/* 1 on EXIT, 2 on the guest's ERROR */
+	int status;
+};
+
+static int64_t
+now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* The poll timeout left until deadline; -1 (forever) when there is none. */
+static int
+left_ms(int64_t deadline)
+{
+	int64_t d;
+
+	if (deadline < 0)
+		return -1;
+	d = deadline - now_ms();
+	if (d < 0)
+		return 0;
+	return d > INT_MAX ? INT_MAX : (int)d;
+}
+
+static void
+nap_ms(int64_t deadline, int ms)
+{
+	struct timespec ts;
+	int left = left_ms(deadline);
+
+	if (left >= 0 && left < ms)
+		ms = left;
+	ts.tv_sec = ms / 1000;
+	ts.tv_nsec = (long)(ms % 1000) * 1000000L;
+	while (nanosleep(&ts, &ts) == -1 && errno == EINTR)
+		;
+}
+
+static int
+port_path(char *buf, size_t n, const char *run, const char *id, int port,
+    const char *ext, struct sp_err *e)
+{
+	int r;
+
+	r = snprintf(buf, n, "%s/%s/space.%d.%s", run, id, port, ext);
+	if (r < 0 || (size_t)r >= n)
+		return sp_err_set(e, "bad-input", 0,
+		    "run directory path too long: \"%s\"", run);
+	return 0;
+}
+
+/* Tries the lock file of each port from..to: 1 with *lockfd and *port
+ * when one was free, 0 when all are busy. */
+static int
+lock_port(const char *run, const char *id, int from, int to, int *lockfd,
+    int *port, struct sp_err *e)
+{
+	char path[SP_PATH_MAX];
+	int i, fd, saved;
+
+	for (i = from; i <= to; i++) {
+		if (port_path(path, sizeof path, run, id, i, "lock", e) == -1)
+			return -1;
+		fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW,
+		    0600);
+		if (fd == -1 && errno == ENOENT)
+			return sp_err_set(e, "not-running", 0,
+			    "no channel directory \"%s/%s\"", run, id);
+		if (fd == -1)
+			return sp_err_sys(e, "io", "open \"%s\"", path);
+		if (flock(fd, LOCK_EX | LOCK_NB) == 0) {
+			*lockfd = fd;
+			*port = i;
+			return 1;
+		}
+		saved = errno;
+		close(fd);
+		if (saved != EWOULDBLOCK) {
+			errno = saved;
+			return sp_err_sys(e, "io", "flock \"%s\"", path);
+		}
+	}
+	return 0;
+}
+
+static int
+connect_port(const char *path, int64_t deadline, int *fdp, struct sp_err *e)
+{
+	struct sockaddr_un sa;
+	int fd, saved;
+
+	memset(&sa, 0, sizeof sa);
+	sa.sun_family = AF_UNIX;
+	if (strlen(path) >= sizeof sa.sun_path)
+		return sp_err_set(e, "bad-input", 0,
+		    "socket path too long: \"%s\"", path);
+	strcpy(sa.sun_path, path);
+	for (;;) {
+		fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK,
+		    0);
+		if (fd == -1)
+			return sp_err_sys(e, "io", "socket");
+		if (connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0) {
+			*fdp = fd;
+			return 0;
+		}
+		saved = errno;
+		close(fd);
+		errno = saved;
+		/* A full listen backlog: QEMU takes one client at a time. */
+		if (saved == EAGAIN && left_ms(deadline) != 0) {
+			nap_ms(deadline, LOCK_RETRY_MS);
+			continue;
+		}
+		if (saved == ENOENT || saved == ECONNREFUSED)
+			return sp_err_sys(e, "not-running", "connect \"%s\"",
+			    path);
+		return sp_err_sys(e, "io", "connect \"%s\"", path);
+	}
+}
+
+/* Queues a frame; callers make sure it fits. */
+static void
+out_add(struct sp_chan *c, uint8_t type, uint32_t stream, const void *p,
+    size_t n)
+{
+	if (c->ooff > 0) {
+		memmove(c->obuf, c->obuf + c->ooff, c->olen - c->ooff);
+		c->olen -= c->ooff;
+		c->ooff = 0;
+	}
+	sp_frame_hdr(c->obuf + c->olen, type, stream, n);
+	if (n > 0)
+		memcpy(c->obuf + c->olen + SP_FRAME_HDR, p, n);
+	c->olen += SP_FRAME_HDR + n;
+}
+
+/* Sends what is queued as far as the socket takes it without blocking. */
+static int
+out_push(struct sp_chan *c, struct sp_err *e)
+{
+	ssize_t w;
+
+	while (c->ooff < c->olen) {
+		w = send(c->fd, c->obuf + c->ooff, c->olen - c->ooff,
+		    MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (w == -1 && errno == EINTR)
+			continue;
+		if (w == -1 && errno == EAGAIN)
+			return 0;
+		if (w == -1)
+			return sp_err_sys(e, "protocol", "channel write");
+		c->ooff += w;
+	}
+	c->ooff = c->olen = 0;
+	return 0;
+}
+
+static int
+out_drain(struct sp_chan *c, int64_t deadline, struct sp_err *e)
+{
+	struct pollfd pfd;
+	int r;
+
+	for (;;) {
+		if (out_push(c, e) == -1)
+			return -1;
+		if (c->olen == 0)
+			return 0;
+		pfd.fd = c->fd;
+		pfd.events = POLLOUT;
+		r = poll(&pfd, 1, left_ms(deadline));
+		if (r == -1 && errno != EINTR)
+			return sp_err_sys(e, "io", "poll");
+		if (r == 0)
+			return sp_err_set(e, "timeout", 1,
+			    "the guest does not read its channel");
+	}
+}
+
+/* Reads what the socket has into the decoder; EOF is an error because
+ * every exchange ends with a frame the host waits for. */
+static int
+chan_read(struct sp_chan *c, struct sp_err *e)
+{
+	ssize_t n;
+
+	n = recv(c->fd, c->rbuf, sizeof c->rbuf, MSG_DONTWAIT);
+	if (n == -1 && (errno == EINTR || errno == EAGAIN))
+		return 0;
+	if (n == -1)
+		return sp_err_sys(e, "protocol", "channel read");
+	if (n == 0)
+		return sp_err_set(e, "protocol", 0,
+		    "the guest closed the channel%s",
+		    c->dec.len > c->dec.off ? " in the middle of a frame" : "");
+	return sp_frame_dec_feed(&c->dec, c->rbuf, n, e);
+}
+
+/* The next frame, waiting until deadline. */
+static int
+chan_next(struct sp_chan *c, int64_t deadline, struct sp_frame *f,
+    struct sp_err *e)
+{
+	struct pollfd pfd;
+	int r;
+
+	for (;;) {
+		if ((r = sp_frame_dec_next(&c->dec, f, e)) != 0)
+			return r;
+		pfd.fd = c->fd;
+		pfd.events = POLLIN;
+		r = poll(&pfd, 1, left_ms(deadline));
+		if (r == -1 && errno == EINTR)
+			continue;
+		if (r == -1)
+			return sp_err_sys(e, "io", "poll");
+		if (r == 0)
+			return sp_err_set(e, "timeout", 1, "no answer");
+		if (chan_read(c, e) == -1)
+			return -1;
+	}
+}
+
+/* One hello on the connection: 1 with *rep when the answer carrying a
+ * fresh nonce came before until, 0 when none did. */
+static int
+hello_once(struct sp_chan *c, int64_t until, json_t **rep, struct sp_err *e)
+{
+	unsigned char raw[NONCE_BYTES];
+	char nonce[2 * NONCE_BYTES + 1];
+	json_t *req = NULL, *v;
+	char *s = NULL;
+	struct sp_frame f;
+	int i, stale = 0, rc = -1;
+
+	*rep = NULL;
+	if (getrandom(raw, sizeof raw, 0) != (ssize_t)sizeof raw) {
+		sp_err_sys(e, "io", "getrandom");
+		goto out;
+	}
+	for (i = 0; i < NONCE_BYTES; i++)
+		snprintf(nonce + 2 * i, 3, "%02x", raw[i]);
+	req = json_pack("{s:s,s:s}", "op", "hello", "nonce", nonce);
+	if (req == NULL || (s = json_dumps(req, JSON_COMPACT)) == NULL) {
+		sp_err_set(e, "nomem", 1, "cannot encode hello");
+		goto out;
+	}
+	out_add(c, SP_FR_HELLO, 0, s, strlen(s));
+	if (out_drain(c, until, e) == -1) {
+		rc = strcmp(e->code, "timeout") == 0 ? 0 : -1;
+		goto out;
+	}
+	/* Frames an earlier client left unread may come first: skip a few,
+	 * knowing our answer by its nonce. */
+	for (;;) {
+		if (chan_next(c, until, &f, e) == -1) {
+			rc = strcmp(e->code, "timeout") == 0 ? 0 : -1;
+			goto out;
+		}
+		if (f.type == SP_FR_HELLO) {
+			if (sp_frame_json(&f, rep, e) == -1)
+				goto out;
+			v = json_object_get(*rep, "nonce");
+			if (json_is_string(v) &&
+			    strcmp(json_string_value(v), nonce) == 0)
+				break;
+			json_decref(*rep);
+			*rep = NULL;
+		}
+		if (++stale > STALE_MAX) {
+			sp_err_set(e, "protocol", 0, "no hello answer among "
+			    "the first %d frames from the guest", STALE_MAX);
+			goto out;
+		}
+	}
+	rc = 1;
+out:
+	json_decref(req);
+	free(s);
+	return rc;
+}
+
+/* Connects to the port and exchanges hello.  When no answer comes for a
+ * while, the guest may have missed our hello (its virtio port hears of
+ * hosts and of their bytes on separate queues) or be stuck in a frame an
+ * earlier client cut short: going away for a moment, which the guest sees,
+ * and coming back clears both. */
+static int
+chan_hello(struct sp_chan *c, const char *path, int64_t deadline,
+    struct sp_err *e)
+{
+	json_t *rep = NULL, *v;
+	int64_t until;
+	int wait = HELLO_RETRY_MS, r, rc = -1;
+
+	for (;;) {
+		if (connect_port(path, deadline, &c->fd, e) == -1)
+			goto out;
+		until = now_ms() + wait;
+		if (deadline >= 0 && deadline < until)
+			until = deadline;
+		if ((r = hello_once(c, until, &rep, e)) == -1)
+			goto out;
+		if (r == 1)
+			break;
+		if (deadline >= 0 && left_ms(deadline) == 0) {
+			sp_err_set(e, "timeout", 1, "the guest daemon did not "
+			    "answer hello on port %d in time", c->port);
+			goto out;
+		}
+		close(c->fd);
+		c->fd = -1;
+		c->ooff = c->olen = 0;
+		sp_frame_dec_release(&c->dec);
+		sp_frame_dec_init(&c->dec);
+		nap_ms(deadline, RECONNECT_MS);
+		if (wait < 8 * HELLO_RETRY_MS)
+			wait *= 2;
+	}
+	v = json_object_get(rep, "version");
+	if (!json_is_integer(v) || json_integer_value(v) != SP_PROTO_VERSION) {
+		sp_err_set(e, "protocol", 0, "the guest daemon does not speak "
+		    "protocol version %d", SP_PROTO_VERSION);
+		goto out;
+	}
+	if (!json_is_string(json_object_get(rep, "boot_id"))) {
+		sp_err_set(e, "protocol", 0, "the guest's hello has no boot_id");
+		goto out;
+	}
+	c->hello = rep;
+	rep = NULL;
+	rc = 0;
+out:
+	json_decref(rep);
+	return rc;
+}
+
+/* Opens a channel on port, or on any free port when port < 0. */
+static int
+chan_open(struct sp_chan **cp, const char *run, const char *id, int port,
+    int64_t deadline, struct sp_err *e)
+{
+	struct sp_chan *c = NULL;
+	char path[SP_PATH_MAX];
+	int r, rc = -1;
+
+	*cp = NULL;
+	if (sp_id_check(id, e) == -1)
+		goto out;
+	if ((c = calloc(1, sizeof *c)) == NULL ||
+	    (c->obuf = malloc(OBUF_SIZE)) == NULL) {
+		sp_err_sys(e, "nomem", "channel");
+		goto out;
+	}
+	c->fd = c->lockfd = -1;
+	sp_frame_dec_init(&c->dec);
+	for (;;) {
+		r = lock_port(run, id, port < 0 ? 0 : port,
+		    port < 0 ? SP_PORTS_DEFAULT - 1 : port, &c->lockfd,
+		    &c->port, e);
+		if (r == -1)
+			goto out;
+		if (r == 1)
+			break;
+		if (left_ms(deadline) == 0) {
+			sp_err_set(e, "busy", 1, "every channel port of "
+			    "sandbox %s is busy", id);
+			goto out;
+		}
+		nap_ms(deadline, LOCK_RETRY_MS);
+	}
+	if (port_path(path, sizeof path, run, id, c->port, "sock", e) == -1 ||
+	    chan_hello(c, path, deadline, e) == -1)
+		goto out;
+	*cp = c;
+	c = NULL;
+	rc = 0;
+out:
+	sp_chan_close(c);
+	return rc;
+}
+
+int
+sp_chan_open(struct sp_chan **cp, const char *run, const char *id,
+    int timeout_ms, struct sp_err *e)
+{
+	int64_t deadline = timeout_ms < 0 ? -1 : now_ms() + timeout_ms;
+
+	return chan_open(cp, run, id, -1, deadline, e);
+}
+
+void
+sp_chan_close(struct sp_chan *c)
+{
+	if (c == NULL)
+		return;
+	/* The socket goes first, so that the next holder of the lock finds
+	 * QEMU free to take its connection. */
+	if (c->fd >= 0)
+		close(c->fd);
+	if (c->lockfd >= 0)
+		close(c->lockfd);
+	json_decref(c->hello);
+	sp_frame_dec_release(&c->dec);
+	free(c->obuf);
+	free(c);
+}
+
+json_t *
+sp_chan_hello(struct sp_chan *c)
+{
+	return c->hello;
+}
+
+int
+sp_chan_wait_ready(const char *run, const char *id, int timeout_ms,
+    struct sp_err *e)
+{
+	struct sp_chan *c;
+	char why[sizeof e->msg];
+	int64_t deadline = now_ms() + (timeout_ms < 0 ? 0 : timeout_ms);
+
+	/* While the VM boots its socket may not exist or not listen yet;
+	 * once it does, QEMU holds our hello until the daemon reads it. */
+	for (;;) {
+		if (chan_open(&c, run, id, 0, deadline, e) == 0) {
+			sp_chan_close(c);
+			return 0;
+		}
+		if (strcmp(e->code, "timeout") == 0 ||
+		    strcmp(e->code, "busy") == 0 ||
+		    (strcmp(e->code, "not-running") == 0 &&
+		    left_ms(deadline) == 0)) {
+			snprintf(why, sizeof why, "%s", e->msg);
+			return sp_err_set(e, "timeout", 1, "sandbox %s: no "
+			    "answer within %d ms: %s", id, timeout_ms, why);
+		}
+		if (strcmp(e->code, "not-running") != 0)
+			return -1;
+		nap_ms(deadline, CONNECT_RETRY_MS);
+	}
+}
+
+/* Writes all of p to fd.  SIGPIPE is held off meanwhile so that a reader
+ * gone away is an EPIPE error here and not the death of the caller. */
+static int
+write_full(int fd, const unsigned char *p, size_t n)
+{
+	sigset_t pipeset, old, pend;
+	struct timespec zero = { 0, 0 };
+	struct pollfd pfd;
+	ssize_t w;
+	int was_pending, saved = 0;
+
+	sigemptyset(&pipeset);
+	sigaddset(&pipeset, SIGPIPE);
+	sigpending(&pend);
+	was_pending = sigismember(&pend, SIGPIPE);
+	pthread_sigmask(SIG_BLOCK, &pipeset, &old);
+	while (n > 0) {
+		w = write(fd, p, n);
+		if (w == -1 && errno == EINTR)
+			continue;
+		if (w == -1 && errno == EAGAIN) {
+			pfd.fd = fd;
+			pfd.events = POLLOUT;
+			poll(&pfd, 1, -1);
+			continue;
+		}
+		if (w == -1) {
+			saved = errno;
+			break;
+		}
+		p += w;
+		n -= w;
+	}
+	if (saved == EPIPE && !was_pending)
+		sigtimedwait(&pipeset, NULL, &zero);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	errno = saved;
+	return saved == 0 ? 0 : -1;
+}
+
+/* Copies the guest's message without control characters (C0, DEL, C1),
+ * never cutting a UTF-8 sequence. */
+static void
+clean_msg(char *dst, size_t n, const char *s)
+{
+	const unsigned char *u = (const unsigned char *)s;
+	size_t i = 0, k, j;
+
+	while (*u != '\0') {
+		k = *u < 0x80 ? 1 : *u < 0xe0 ? 2 : *u < 0xf0 ? 3 : 4;
+		for (j = 1; j < k; j++)
+			if (u[j] == '\0')
+				goto out;
+		if ((k == 1 && (*u < 0x20 || *u == 0x7f)) ||
+		    (k == 2 && u[0] == 0xc2 && u[1] < 0xa0)) {
+			u += k;
+			continue;
+		}
+		if (i + k >= n)
+			break;
+		memcpy(dst + i, u, k);
+		i += k;
+		u += k;
+	}
+out:
+	dst[i] = '\0';
+}
+
+static int
+token_ok(const char *s)
+{
+	size_t n = strlen(s);
+
+	if (n == 0 || n > TOKEN_MAX)
+		return 0;
+	return strspn(s, "abcdefghijklmnopqrstuvwxyz-") == n;
+}
+
+/* Fills e with the guest's error; -1 when the message itself is bad. */
+static int
+guest_error(const struct sp_frame *f, struct sp_err *e)
+{
+	json_t *j, *v;
+	const char *code = "guest", *msg = "(no message)";
+	char buf[400];
+
+	if (sp_frame_json(f, &j, e) == -1)
+		return -1;
+	v = json_object_get(j, "error");
+	if (json_is_string(v) && token_ok(json_string_value(v)))
+		code = json_string_value(v);
+	v = json_object_get(j, "msg");
+	if (json_is_string(v))
+		msg = json_string_value(v);
+	clean_msg(buf, sizeof buf, msg);
+	sp_err_set(e, code, strcmp(code, "busy") == 0, "guest: %s", buf);
+	json_decref(j);
+	return 0;
+}
+
+static int
+parse_exit(const struct sp_frame *f, int *status, struct sp_err *e)
+{
+	json_t *j, *st, *sg;
+	json_int_t v;
+	int rc = -1;
+
+	if (sp_frame_json(f, &j, e) == -1)
+		return -1;
+	st = json_object_get(j, "status");
+	sg = json_object_get(j, "signal");
+	if (json_is_integer(st) && sg == NULL &&
+	    (v = json_integer_value(st)) >= 0 && v <= 255) {
+		*status = (int)v;
+		rc = 0;
+	} else if (json_is_integer(sg) && st == NULL &&
+	    (v = json_integer_value(sg)) >= 1 && v <= 64) {
+		*status = 128 + (int)v;
+		rc = 0;
+	} else
+		sp_err_set(e, "protocol", 0, "bad exit message from the guest");
+	json_decref(j);
+	return rc;
+}
+
+/* One frame of a call: -1 ends the connection, 0 goes on (k->done tells
+ * whether the call is over). */
+static int
+exec_frame(struct call *k, const struct sp_frame *f, struct sp_err *e)
+{
+	int *fd;
+
+	/* The guest could not parse what we sent and starts over: the
+	 * connection is of no more use, but its reason is worth telling. */
+	if (f->stream == 0 && f->type == SP_FR_ERROR &&
+	    guest_error(f, e) == 0)
+		return -1;
+	if (f->stream != k->stream)
+		return sp_err_set(e, "protocol", 0, "the guest sent a frame "
+		    "for stream %u during the call on stream %u", f->stream,
+		    k->stream);
+	switch (f->type) {
+	case SP_FR_STDOUT:
+	case SP_FR_STDERR:
+		fd = f->type == SP_FR_STDOUT ? &k->out_fd : &k->err_fd;
+		if (*fd < 0 || write_full(*fd, f->data, f->len) == 0)
+			return 0;
+		/* Nobody reads any more: the command still runs to its end. */
+		if (errno == EPIPE) {
+			*fd = -1;
+			return 0;
+		}
+		return sp_err_sys(e, "io", "writing the command's output");
+	case SP_FR_EXIT:
+		if (parse_exit(f, &k->status, e) == -1)
+			return -1;
+		k->done = 1;
+		return 0;
+	case SP_FR_ERROR:
+		if (guest_error(f, e) == -1)
+			return -1;
+		k->done = 2;
+		return 0;
+	default:
+		break;
+	}
+	return sp_err_set(e, "protocol", 0, "the guest sent a frame of type "
+	    "%u during a call", f->type);
+}
+
+static int
+add_strings(json_t *req, const char *key, char *const *v, struct sp_err *e)
+{
+	json_t *a;
+	size_t i;
+
+	if ((a = json_array()) == NULL || json_object_set_new(req, key, a))
+		return sp_err_set(e, "nomem", 1, "cannot build a request");
+	for (i = 0; v[i] != NULL; i++)
+		if (json_array_append_new(a, json_string(v[i])) == -1)
+			return sp_err_set(e, "bad-input", 0,
+			    "%s[%zu] is not valid UTF-8", key, i);
+	return 0;
+}
+
+static int
+build_req(const struct sp_exec *x, char **out, struct sp_err *e)
+{
+	json_t *req;
+	size_t n;
+	int rc = -1;
+
+	*out = NULL;
+	if (x->argv == NULL || x->argv[0] == NULL || x->argv[0][0] == '\0')
+		return sp_err_set(e, "bad-input", 0, "empty command");
+	if ((req = json_pack("{s:s}", "op", "exec")) == NULL) {
+		sp_err_set(e, "nomem", 1, "cannot build a request");
+		goto out;
+	}
+	if (add_strings(req, "argv", x->argv, e) == -1 ||
+	    (x->env != NULL && add_strings(req, "env", x->env, e) == -1))
+		goto out;
+	if (x->cwd != NULL && json_object_set_new(req, "cwd",
+	    json_string(x->cwd)) == -1) {
+		sp_err_set(e, "bad-input", 0, "cwd is not valid UTF-8");
+		goto out;
+	}
+	if ((*out = json_dumps(req, JSON_COMPACT)) == NULL) {
+		sp_err_set(e, "nomem", 1, "cannot build a request");
+		goto out;
+	}
+	if ((n = strlen(*out)) > SP_JSON_MAX) {
+		sp_err_set(e, "bad-input", 0, "the command takes %zu bytes, "
+		    "over the %d byte limit of a request", n, SP_JSON_MAX);
+		free(*out);
+		*out = NULL;
+		goto out;
+	}
+	rc = 0;
+out:
+	json_decref(req);
+	return rc;
+}
+
+int
+sp_chan_exec(struct sp_chan *c, const struct sp_exec *x, int *status,
+    struct sp_err *e)
+{
+	struct pollfd pfd[2];
+	struct sp_frame f;
+	struct call k;
+	char *req = NULL;
+	ssize_t n;
+	int in_fd = x->in_fd, r = 0, rc = -1;
+
+	if (c->fd < 0)
+		return sp_err_set(e, "protocol", 0,
+		    "the channel was closed by an earlier error");
+	if (build_req(x, &req, e) == -1)
+		return -1;
+	memset(&k, 0, sizeof k);
+	if (++c->stream == 0)
+		c->stream = 1;
+	k.stream = c->stream;
+	k.out_fd = x->out_fd;
+	k.err_fd = x->err_fd;
+	out_add(c, SP_FR_REQ, k.stream, req, strlen(req));
+	if (in_fd < 0)
+		out_add(c, SP_FR_STDIN, k.stream, NULL, 0);
+	while (k.done == 0) {
+		if (out_push(c, e) == -1)
+			goto fail;
+		while (k.done == 0 &&
+		    (r = sp_frame_dec_next(&c->dec, &f, e)) == 1)
+			if (exec_frame(&k, &f, e) == -1)
+				goto fail;
+		if (k.done != 0)
+			break;
+		if (r == -1)
+			goto fail;
+		/* Stdin is read only when the queue is empty: the guest
+		 * paces it, and host memory stays one frame. */
+		pfd[0].fd = c->fd;
+		pfd[0].events = POLLIN | (c->olen > 0 ? POLLOUT : 0);
+		pfd[1].fd = c->olen == 0 ? in_fd : -1;
+		pfd[1].events = POLLIN;
+		if (poll(pfd, 2, -1) == -1) {
+			if (errno == EINTR)
+				continue;
+			sp_err_sys(e, "io", "poll");
+			goto fail;
+		}
+		if ((pfd[0].revents & (POLLIN | POLLHUP | POLLERR)) &&
+		    chan_read(c, e) == -1)
+			goto fail;
+		if (pfd[1].revents != 0) {
+			n = read(in_fd, c->rbuf, SP_FRAME_CHUNK);
+			if (n == -1 && (errno == EINTR || errno == EAGAIN))
+				continue;
+			if (n > 0)
+				out_add(c, SP_FR_STDIN, k.stream, c->rbuf, n);
+			else {
+				out_add(c, SP_FR_STDIN, k.stream, NULL, 0);
+				in_fd = -1;
+			}
+		}
+	}
+	/* A frame half sent would garble the next call: finish it; frames
+	 * not begun are dropped. */
+	if (c->ooff > 0 && out_drain(c, now_ms() + FLUSH_MS, e) == -1)
+		goto fail;
+	c->ooff = c->olen = 0;
+	if (k.done == 1) {
+		*status = k.status;
+		rc = 0;
+	}
+	goto out;
+fail:
+	close(c->fd);
+	c->fd = -1;
+out:
+	free(req);
+	return rc;
+}
