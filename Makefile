@@ -62,7 +62,7 @@ $(B)/asan/tests/%: tests/unit/%.c $(ASAN_OBJ) lib/sp.h
 
 # The guest image: Debian's kernel, an initramfs, a busybox root with the daemon.
 guest: $(GUEST_IMAGE)
-$(GUEST_IMAGE): guest/build-image $(GUEST_DAEMON) $(wildcard guest/rootfs/*) $(wildcard guest/initramfs/*)
+$(GUEST_IMAGE) &: guest/build-image $(GUEST_DAEMON) $(shell find guest/rootfs guest/initramfs -type f)
 	guest/build-image $(GUEST_DAEMON) guest/build
 
 asan: $(ASAN_UNITS)
@@ -101,8 +101,12 @@ install: all
 	install -d $(DESTDIR)$(UNITDIR)
 	install -m 644 units/*.service $(DESTDIR)$(UNITDIR)/
 
+# guest/build keeps the downloaded kernel: only distclean drops it.
 clean:
-	rm -rf $(B) guest/build
+	rm -rf $(B) guest/build/rootfs.tar.zst guest/build/initrd.img guest/build/vmlinuz
 
-.PHONY: all guest asan fuzz check demo install clean
+distclean: clean
+	rm -rf guest/build
+
+.PHONY: all guest asan fuzz check demo install clean distclean
 .SECONDARY:

@@ -15,8 +15,6 @@
 
 #include "sp.h"
 
-#define CMDLINE "console=ttyS0 panic=1 quiet"
-
 int
 sp_ctx_open(struct sp_ctx *x, int with_virt, struct sp_err *e)
 {
@@ -196,7 +194,7 @@ sp_sandbox_create(struct sp_ctx *x, const struct sp_create_req *r, json_t **out,
 	sp_sandbox_domain(row.id, dom);
 	spec = (struct sp_vm_spec){
 		.name = dom, .memory_mib = r->memory_mib, .vcpus = r->vcpus,
-		.kernel = kernel, .initrd = initrd, .cmdline = CMDLINE,
+		.kernel = kernel, .initrd = initrd, .cmdline = SP_VIRT_CMDLINE,
 		.disk = disk, .chan_dir = run, .nports = SP_PORTS_DEFAULT,
 		.virt_type = x->virt_type,
 	};

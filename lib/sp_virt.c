@@ -1,0 +1,761 @@
+/*
+ * sp_virt: sandbox VMs as libvirt domains.  It writes the domain XML of a
+ * sandbox (direct kernel boot, one virtio-blk disk, virtio-serial channels,
+ * no network) and wraps the few domain operations the commands need, turning
+ * libvirt's errors into struct sp_err instead of letting libvirt print them.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <libvirt/libvirt.h>
+#include <libvirt/virterror.h>
+
+#include "sp.h"
+
+struct sp_virt {
+	virConnectPtr conn;
+};
+
+#define VIRT_PORTS_MAX	31	/* ports one virtio-serial controller offers */
+#define VIRT_VCPUS_MAX	255
+#define VIRT_MEM_MAX	(1024 * 1024)	/* MiB */
+
+static void
+quiet(void *arg, virErrorPtr err)
+{
+	/* Errors reach the caller through struct sp_err, never stderr. */
+}
+
+/*
+ * Fills e from libvirt's last error of this thread.  A missing domain and an
+ * operation the domain's state forbids get their own tokens because callers
+ * act on them; a lost connection is worth a retry.
+ */
+static int
+virt_err(struct sp_err *e, const char *what, const char *name)
+{
+	virErrorPtr le;
+	const char *code = "libvirt", *msg = "unknown libvirt error";
+	int temp = 0;
+
+	le = virGetLastError();
+	if (le != NULL) {
+		if (le->message != NULL)
+			msg = le->message;
+		switch (le->code) {
+		case VIR_ERR_NO_DOMAIN:
+			code = "not-found";
+			break;
+		case VIR_ERR_OPERATION_INVALID:
+			code = "bad-state";
+			break;
+		case VIR_ERR_NO_CONNECT:
+		case VIR_ERR_RPC:
+		case VIR_ERR_OPERATION_TIMEOUT:
+			temp = 1;
+			break;
+		default:
+			if (le->domain == VIR_FROM_RPC ||
+			    le->domain == VIR_FROM_REMOTE)
+				temp = 1;
+			break;
+		}
+	}
+	sp_err_set(e, code, temp, "%s '%s': %s", what,
+	    name != NULL ? name : "", msg);
+	virResetLastError();
+	return -1;
+}
+
+/* The libvirt error code of the last failure, without consuming it. */
+static int
+last_code(void)
+{
+	virErrorPtr le;
+
+	le = virGetLastError();
+	return le != NULL ? le->code : VIR_ERR_OK;
+}
+
+int
+sp_virt_open(struct sp_virt **v, const char *uri, struct sp_err *e)
+{
+	struct sp_virt *nv = NULL;
+	int rc = -1;
+
+	*v = NULL;
+	/*
+	 * The global handler covers virConnectOpen itself, which reports
+	 * before there is a connection to attach a handler to.
+	 */
+	if (virInitialize() == -1) {
+		sp_err_set(e, "libvirt", 1, "cannot initialize libvirt");
+		goto out;
+	}
+	virSetErrorFunc(NULL, quiet);
+	if ((nv = calloc(1, sizeof *nv)) == NULL) {
+		sp_err_sys(e, "nomem", "connect '%s'", uri != NULL ? uri : "");
+		goto out;
+	}
+	nv->conn = virConnectOpen(uri);
+	if (nv->conn == NULL) {
+		virt_err(e, "connect", uri);
+		/* Whatever kept us from connecting, the daemon may come back. */
+		if (e != NULL)
+			e->temp = 1;
+		goto out;
+	}
+	virConnSetErrorFunc(nv->conn, NULL, quiet);
+	*v = nv;
+	nv = NULL;
+	rc = 0;
+out:
+	free(nv);
+	return rc;
+}
+
+void
+sp_virt_close(struct sp_virt *v)
+{
+	if (v == NULL)
+		return;
+	if (v->conn != NULL)
+		virConnectClose(v->conn);
+	free(v);
+}
+
+/* Whether KVM here runs on VT-x or AMD-V, the only kinds a stock kernel boots
+ * on at speed; builtin or module, each shows up under /sys/module. */
+static int
+hw_kvm(void)
+{
+	return access("/sys/module/kvm_intel", F_OK) == 0 ||
+	    access("/sys/module/kvm_amd", F_OK) == 0;
+}
+
+int
+sp_virt_pick_type(struct sp_virt *v, const char *want, char out[16],
+    struct sp_err *e)
+{
+	char *caps = NULL;
+	int rc = -1;
+
+	if (want != NULL && strcmp(want, "kvm") == 0) {
+		snprintf(out, 16, "kvm");
+	} else if (want != NULL && strcmp(want, "qemu") == 0) {
+		snprintf(out, 16, "qemu");
+	} else if (want == NULL || strcmp(want, "auto") == 0) {
+		/*
+		 * /dev/kvm alone is not enough: it must be backed by the CPU's
+		 * virtualization extensions (kvm_pvm, for one, runs an
+		 * unmodified guest kernel far slower than TCG), and libvirt
+		 * must find a QEMU that accelerates with it for a q35 machine.
+		 */
+		snprintf(out, 16, "qemu");
+		if (access("/dev/kvm", F_OK) == 0 && hw_kvm() && v != NULL) {
+			caps = virConnectGetDomainCapabilities(v->conn, NULL,
+			    NULL, "q35", "kvm", 0);
+			if (caps != NULL)
+				snprintf(out, 16, "kvm");
+			else
+				virResetLastError();
+		}
+	} else {
+		sp_err_set(e, "bad-input", 0,
+		    "virt type '%s': want auto, kvm or qemu", want);
+		goto out;
+	}
+	rc = 0;
+out:
+	free(caps);
+	return rc;
+}
+
+/* Writes s with the five XML special characters escaped. */
+static void
+xesc(FILE *f, const char *s)
+{
+	for (; *s != '\0'; s++) {
+		switch (*s) {
+		case '&':
+			fputs("&amp;", f);
+			break;
+		case '<':
+			fputs("&lt;", f);
+			break;
+		case '>':
+			fputs("&gt;", f);
+			break;
+		case '"':
+			fputs("&quot;", f);
+			break;
+		case '\'':
+			fputs("&apos;", f);
+			break;
+		default:
+			fputc(*s, f);
+			break;
+		}
+	}
+}
+
+/*
+ * A string we put in the XML: present, and free of control characters,
+ * which XML 1.0 cannot carry even escaped.  Paths must be absolute because
+ * libvirtd resolves them, not us.
+ */
+static int
+check_str(const char *what, const char *s, int path, struct sp_err *e)
+{
+	const unsigned char *p;
+
+	if (s == NULL || *s == '\0')
+		return sp_err_set(e, "bad-input", 0, "vm %s is missing", what);
+	for (p = (const unsigned char *)s; *p != '\0'; p++)
+		if (*p < 0x20 || *p == 0x7f)
+			return sp_err_set(e, "bad-input", 0,
+			    "vm %s has a control character", what);
+	if (path && *s != '/')
+		return sp_err_set(e, "bad-input", 0,
+		    "vm %s '%s' is not an absolute path", what, s);
+	return 0;
+}
+
+static int
+check_spec(const struct sp_vm_spec *s, struct sp_err *e)
+{
+	struct sockaddr_un sun;
+	char sock[64];
+
+	if (check_str("name", s->name, 0, e) == -1 ||
+	    check_str("kernel", s->kernel, 1, e) == -1 ||
+	    check_str("initrd", s->initrd, 1, e) == -1 ||
+	    check_str("disk", s->disk, 1, e) == -1 ||
+	    check_str("channel directory", s->chan_dir, 1, e) == -1)
+		return -1;
+	if (s->cmdline != NULL && *s->cmdline != '\0' &&
+	    check_str("cmdline", s->cmdline, 0, e) == -1)
+		return -1;
+	if (s->virt_type == NULL || (strcmp(s->virt_type, "kvm") != 0 &&
+	    strcmp(s->virt_type, "qemu") != 0))
+		return sp_err_set(e, "bad-input", 0,
+		    "vm virt type '%s': want kvm or qemu",
+		    s->virt_type != NULL ? s->virt_type : "");
+	if (s->memory_mib < 1 || s->memory_mib > VIRT_MEM_MAX)
+		return sp_err_set(e, "bad-input", 0,
+		    "vm memory %d MiB: want 1..%d", s->memory_mib,
+		    VIRT_MEM_MAX);
+	if (s->vcpus < 1 || s->vcpus > VIRT_VCPUS_MAX)
+		return sp_err_set(e, "bad-input", 0,
+		    "vm vcpus %d: want 1..%d", s->vcpus, VIRT_VCPUS_MAX);
+	if (s->nports < 1 || s->nports > VIRT_PORTS_MAX)
+		return sp_err_set(e, "bad-input", 0,
+		    "vm ports %d: want 1..%d", s->nports, VIRT_PORTS_MAX);
+	/* QEMU cannot bind a socket whose path does not fit sun_path. */
+	snprintf(sock, sizeof sock, "/space.%d.sock", s->nports - 1);
+	if (strlen(s->chan_dir) + strlen(sock) >= sizeof sun.sun_path)
+		return sp_err_set(e, "bad-input", 0,
+		    "vm channel directory '%s' is too long for a socket path",
+		    s->chan_dir);
+	return 0;
+}
+
+static void
+write_xml(FILE *f, const struct sp_vm_spec *s)
+{
+	int i;
+
+	fprintf(f, "<domain type='%s'>\n", s->virt_type);
+	fputs("  <name>", f);
+	xesc(f, s->name);
+	fputs("</name>\n", f);
+	fprintf(f, "  <memory unit='MiB'>%d</memory>\n", s->memory_mib);
+	fprintf(f, "  <vcpu placement='static'>%d</vcpu>\n", s->vcpus);
+	fputs("  <os>\n"
+	    "    <type arch='x86_64' machine='q35'>hvm</type>\n", f);
+	fputs("    <kernel>", f);
+	xesc(f, s->kernel);
+	fputs("</kernel>\n    <initrd>", f);
+	xesc(f, s->initrd);
+	fputs("</initrd>\n    <cmdline>", f);
+	xesc(f, s->cmdline != NULL && *s->cmdline != '\0' ?
+	    s->cmdline : SP_VIRT_CMDLINE);
+	fputs("</cmdline>\n  </os>\n", f);
+	/*
+	 * ACPI lets the guest power itself off; without S3/S4 it cannot
+	 * park itself in a state nobody resumes.  Whatever way the guest
+	 * ends, the domain goes away: the platform decides what comes next.
+	 */
+	fputs("  <features>\n    <acpi/>\n  </features>\n"
+	    "  <pm>\n"
+	    "    <suspend-to-mem enabled='no'/>\n"
+	    "    <suspend-to-disk enabled='no'/>\n"
+	    "  </pm>\n"
+	    "  <clock offset='utc'/>\n"
+	    "  <on_poweroff>destroy</on_poweroff>\n"
+	    "  <on_reboot>destroy</on_reboot>\n"
+	    "  <on_crash>destroy</on_crash>\n"
+	    "  <devices>\n", f);
+	/*
+	 * Default host caching: O_DIRECT (cache='none') on btrfs can write
+	 * blocks that no longer match their checksums when the guest changes
+	 * a buffer in flight.  discard lets the guest give blocks back.
+	 */
+	fputs("    <disk type='file' device='disk'>\n"
+	    "      <driver name='qemu' type='raw' discard='unmap'/>\n"
+	    "      <source file='", f);
+	xesc(f, s->disk);
+	fputs("'/>\n"
+	    "      <target dev='vda' bus='virtio'/>\n"
+	    "    </disk>\n"
+	    "    <controller type='usb' model='none'/>\n"
+	    "    <controller type='virtio-serial' index='0'/>\n", f);
+	/*
+	 * The console goes through virtlogd, which rotates the file and so
+	 * bounds what a hostile guest can write; a file chardev would not.
+	 */
+	fputs("    <serial type='pty'>\n      <log file='", f);
+	xesc(f, s->chan_dir);
+	fputs("/console.log' append='on'/>\n"
+	    "      <target type='isa-serial' port='0'/>\n"
+	    "    </serial>\n"
+	    "    <console type='pty'>\n"
+	    "      <target type='serial' port='0'/>\n"
+	    "    </console>\n", f);
+	for (i = 0; i < s->nports; i++) {
+		fputs("    <channel type='unix'>\n"
+		    "      <source mode='bind' path='", f);
+		xesc(f, s->chan_dir);
+		fprintf(f, "/space.%d.sock'/>\n"
+		    "      <target type='virtio' name='space.%d'/>\n"
+		    "    </channel>\n", i, i);
+	}
+	fputs("    <memballoon model='none'/>\n"
+	    "  </devices>\n"
+	    "</domain>\n", f);
+}
+
+int
+sp_virt_domain_xml(const struct sp_vm_spec *s, char **xml, struct sp_err *e)
+{
+	FILE *f = NULL;
+	char *buf = NULL;
+	size_t len = 0;
+	int rc = -1;
+
+	*xml = NULL;
+	if (check_spec(s, e) == -1)
+		goto out;
+	if ((f = open_memstream(&buf, &len)) == NULL) {
+		sp_err_sys(e, "nomem", "domain xml of '%s'", s->name);
+		goto out;
+	}
+	write_xml(f, s);
+	if (ferror(f)) {
+		sp_err_sys(e, "nomem", "domain xml of '%s'", s->name);
+		goto out;
+	}
+	if (fclose(f) == EOF) {
+		f = NULL;
+		sp_err_sys(e, "nomem", "domain xml of '%s'", s->name);
+		goto out;
+	}
+	f = NULL;
+	*xml = buf;
+	buf = NULL;
+	rc = 0;
+out:
+	if (f != NULL)
+		fclose(f);
+	free(buf);
+	return rc;
+}
+
+/* The text between the first <tag> and </tag> of a domain XML, or NULL. */
+static char *
+xml_elem(const char *xml, const char *tag)
+{
+	char otag[32], ctag[32];
+	const char *p, *q;
+
+	snprintf(otag, sizeof otag, "<%s>", tag);
+	snprintf(ctag, sizeof ctag, "</%s>", tag);
+	if ((p = strstr(xml, otag)) == NULL)
+		return NULL;
+	p += strlen(otag);
+	if ((q = strstr(p, ctag)) == NULL)
+		return NULL;
+	return strndup(p, q - p);
+}
+
+/*
+ * Defining a name that exists replaces its definition, as long as the new
+ * XML carries the existing UUID; ours carry none, so the existing UUID is
+ * put in.  That makes a repeated define (say, a create retried after a
+ * crash) land where the first one did.
+ */
+int
+sp_virt_define(struct sp_virt *v, const char *xml, struct sp_err *e)
+{
+	virDomainPtr dom = NULL, old = NULL;
+	char *name = NULL, *withuuid = NULL;
+	char uuid[VIR_UUID_STRING_BUFLEN];
+	const char *p;
+	int rc = -1;
+
+	name = xml_elem(xml, "name");
+	p = strstr(xml, "</name>");
+	if (name != NULL && p != NULL && strstr(xml, "<uuid>") == NULL &&
+	    (old = virDomainLookupByName(v->conn, name)) != NULL) {
+		if (virDomainGetUUIDString(old, uuid) == -1) {
+			virt_err(e, "define", name);
+			goto out;
+		}
+		if (asprintf(&withuuid, "%.*s</name>\n  <uuid>%s</uuid>%s",
+		    (int)(p - xml), xml, uuid, p + strlen("</name>")) == -1) {
+			withuuid = NULL;
+			sp_err_sys(e, "nomem", "define '%s'", name);
+			goto out;
+		}
+		xml = withuuid;
+	} else
+		virResetLastError();
+	dom = virDomainDefineXMLFlags(v->conn, xml, VIR_DOMAIN_DEFINE_VALIDATE);
+	if (dom == NULL) {
+		virt_err(e, "define", name);
+		goto out;
+	}
+	rc = 0;
+out:
+	if (dom != NULL)
+		virDomainFree(dom);
+	if (old != NULL)
+		virDomainFree(old);
+	free(withuuid);
+	free(name);
+	return rc;
+}
+
+static int
+lookup(struct sp_virt *v, const char *what, const char *name,
+    virDomainPtr *dom, struct sp_err *e)
+{
+	*dom = virDomainLookupByName(v->conn, name);
+	if (*dom == NULL)
+		return virt_err(e, what, name);
+	return 0;
+}
+
+/*
+ * Like lookup, for the operations where an absent domain is the goal:
+ * 1 found, 0 absent, -1 error.
+ */
+static int
+lookup_maybe(struct sp_virt *v, const char *what, const char *name,
+    virDomainPtr *dom, struct sp_err *e)
+{
+	*dom = virDomainLookupByName(v->conn, name);
+	if (*dom != NULL)
+		return 1;
+	if (last_code() == VIR_ERR_NO_DOMAIN) {
+		virResetLastError();
+		return 0;
+	}
+	return virt_err(e, what, name);
+}
+
+/* Starting a domain that already runs (or is paused) is not an error. */
+int
+sp_virt_start(struct sp_virt *v, const char *name, struct sp_err *e)
+{
+	virDomainPtr dom = NULL;
+	int rc = -1, active;
+
+	if (lookup(v, "start", name, &dom, e) == -1)
+		goto out;
+	if ((active = virDomainIsActive(dom)) == -1) {
+		virt_err(e, "start", name);
+		goto out;
+	}
+	if (!active && virDomainCreate(dom) == -1) {
+		/* Someone else started it in between. */
+		if (last_code() != VIR_ERR_OPERATION_INVALID ||
+		    virDomainIsActive(dom) != 1) {
+			virt_err(e, "start", name);
+			goto out;
+		}
+		virResetLastError();
+	}
+	rc = 0;
+out:
+	if (dom != NULL)
+		virDomainFree(dom);
+	return rc;
+}
+
+int
+sp_virt_destroy(struct sp_virt *v, const char *name, struct sp_err *e)
+{
+	virDomainPtr dom = NULL;
+	int rc = -1, found, active;
+
+	if ((found = lookup_maybe(v, "destroy", name, &dom, e)) <= 0) {
+		rc = found;
+		goto out;
+	}
+	if ((active = virDomainIsActive(dom)) == -1 &&
+	    last_code() != VIR_ERR_NO_DOMAIN) {
+		virt_err(e, "destroy", name);
+		goto out;
+	}
+	/* A transient domain vanishes on destroy: gone is what we want. */
+	if (active == 1 && virDomainDestroy(dom) == -1 &&
+	    last_code() != VIR_ERR_OPERATION_INVALID &&
+	    last_code() != VIR_ERR_NO_DOMAIN) {
+		virt_err(e, "destroy", name);
+		goto out;
+	}
+	virResetLastError();
+	rc = 0;
+out:
+	if (dom != NULL)
+		virDomainFree(dom);
+	return rc;
+}
+
+int
+sp_virt_undefine(struct sp_virt *v, const char *name, struct sp_err *e)
+{
+	virDomainPtr dom = NULL;
+	int rc = -1, found, persistent;
+	unsigned int flags;
+
+	if ((found = lookup_maybe(v, "undefine", name, &dom, e)) <= 0) {
+		rc = found;
+		goto out;
+	}
+	if ((persistent = virDomainIsPersistent(dom)) == -1 &&
+	    last_code() != VIR_ERR_NO_DOMAIN) {
+		virt_err(e, "undefine", name);
+		goto out;
+	}
+	/*
+	 * A managed save image or snapshot metadata would make a plain
+	 * undefine fail; neither is worth keeping once the domain goes.
+	 */
+	flags = VIR_DOMAIN_UNDEFINE_MANAGED_SAVE |
+	    VIR_DOMAIN_UNDEFINE_SNAPSHOTS_METADATA;
+	if (persistent == 1 && virDomainUndefineFlags(dom, flags) == -1 &&
+	    last_code() != VIR_ERR_NO_DOMAIN) {
+		virt_err(e, "undefine", name);
+		goto out;
+	}
+	virResetLastError();
+	rc = 0;
+out:
+	if (dom != NULL)
+		virDomainFree(dom);
+	return rc;
+}
+
+/* The domain's libvirt state, or -1 with e set. */
+static int
+dom_state(virDomainPtr dom, const char *what, const char *name,
+    struct sp_err *e)
+{
+	int st, reason;
+
+	if (virDomainGetState(dom, &st, &reason, 0) == -1)
+		return virt_err(e, what, name);
+	return st;
+}
+
+/*
+ * Whether a state has a QEMU process behind it.  Drivers disagree on the
+ * error for pausing a stopped domain, so we answer that ourselves.
+ */
+static int
+is_active(int st)
+{
+	return st != VIR_DOMAIN_SHUTOFF && st != VIR_DOMAIN_CRASHED &&
+	    st != VIR_DOMAIN_NOSTATE;
+}
+
+/* Pausing a paused domain is not an error: the result is the same. */
+int
+sp_virt_pause(struct sp_virt *v, const char *name, struct sp_err *e)
+{
+	virDomainPtr dom = NULL;
+	int rc = -1, st;
+
+	if (lookup(v, "pause", name, &dom, e) == -1)
+		goto out;
+	if ((st = dom_state(dom, "pause", name, e)) == -1)
+		goto out;
+	if (!is_active(st)) {
+		sp_err_set(e, "bad-state", 0, "pause '%s': domain is not running",
+		    name);
+		goto out;
+	}
+	if (st != VIR_DOMAIN_PAUSED && virDomainSuspend(dom) == -1) {
+		virt_err(e, "pause", name);
+		goto out;
+	}
+	rc = 0;
+out:
+	if (dom != NULL)
+		virDomainFree(dom);
+	return rc;
+}
+
+/* Resuming a running domain is not an error: the result is the same. */
+int
+sp_virt_resume(struct sp_virt *v, const char *name, struct sp_err *e)
+{
+	virDomainPtr dom = NULL;
+	int rc = -1, st;
+
+	if (lookup(v, "resume", name, &dom, e) == -1)
+		goto out;
+	if ((st = dom_state(dom, "resume", name, e)) == -1)
+		goto out;
+	if (!is_active(st)) {
+		sp_err_set(e, "bad-state", 0,
+		    "resume '%s': domain is not running", name);
+		goto out;
+	}
+	if (st != VIR_DOMAIN_RUNNING && virDomainResume(dom) == -1) {
+		virt_err(e, "resume", name);
+		goto out;
+	}
+	rc = 0;
+out:
+	if (dom != NULL)
+		virDomainFree(dom);
+	return rc;
+}
+
+/*
+ * Saves the memory state to path and stops the domain.  A restore brings it
+ * back running or paused, as it was when saved.
+ */
+int
+sp_virt_save(struct sp_virt *v, const char *name, const char *path,
+    struct sp_err *e)
+{
+	virDomainPtr dom = NULL;
+	int rc = -1;
+
+	if (lookup(v, "save", name, &dom, e) == -1)
+		goto out;
+	if (virDomainSaveFlags(dom, path, NULL, 0) == -1) {
+		virt_err(e, "save", name);
+		goto out;
+	}
+	rc = 0;
+out:
+	if (dom != NULL)
+		virDomainFree(dom);
+	return rc;
+}
+
+/* xml (may be NULL) replaces the saved domain XML, e.g. to change paths. */
+int
+sp_virt_restore(struct sp_virt *v, const char *path, const char *xml,
+    struct sp_err *e)
+{
+	if (virDomainRestoreFlags(v->conn, path, xml, 0) == -1)
+		return virt_err(e, "restore", path);
+	return 0;
+}
+
+/* A version number of libvirt's, major * 1000000 + minor * 1000 + micro. */
+static void
+put_version(char *out, size_t n, const char *what, unsigned long ver)
+{
+	snprintf(out, n, "%s %lu.%lu.%lu", what, ver / 1000000,
+	    ver / 1000 % 1000, ver % 1000);
+}
+
+int
+sp_virt_version(struct sp_virt *v, char *out, size_t n, struct sp_err *e)
+{
+	char lib[64], hv[64];
+	unsigned long libver = 0, hvver = 0;
+	const char *type;
+
+	if (virGetVersion(&libver, NULL, NULL) == -1)
+		return virt_err(e, "version", "libvirt");
+	if ((type = virConnectGetType(v->conn)) == NULL)
+		return virt_err(e, "version", "hypervisor");
+	if (virConnectGetVersion(v->conn, &hvver) == -1)
+		return virt_err(e, "version", type);
+	put_version(lib, sizeof lib, "libvirt", libver);
+	put_version(hv, sizeof hv, type, hvver);
+	if ((size_t)snprintf(out, n, "%s, %s", lib, hv) >= n)
+		return sp_err_set(e, "internal", 0, "version '%s, %s' too long",
+		    lib, hv);
+	return 0;
+}
+
+int
+sp_virt_state(struct sp_virt *v, const char *name, char out[16],
+    struct sp_err *e)
+{
+	virDomainPtr dom = NULL;
+	const char *s;
+	int rc = -1, found, st, reason;
+
+	snprintf(out, 16, "absent");
+	if ((found = lookup_maybe(v, "state", name, &dom, e)) <= 0) {
+		rc = found;
+		goto out;
+	}
+	if (virDomainGetState(dom, &st, &reason, 0) == -1) {
+		/* It went away between the lookup and the question. */
+		if (last_code() == VIR_ERR_NO_DOMAIN) {
+			virResetLastError();
+			rc = 0;
+		} else
+			virt_err(e, "state", name);
+		goto out;
+	}
+	switch (st) {
+	case VIR_DOMAIN_NOSTATE:
+		s = "nostate";
+		break;
+	case VIR_DOMAIN_RUNNING:
+		s = "running";
+		break;
+	case VIR_DOMAIN_BLOCKED:
+		s = "blocked";
+		break;
+	case VIR_DOMAIN_PAUSED:
+		s = "paused";
+		break;
+	case VIR_DOMAIN_SHUTDOWN:
+		s = "shutdown";
+		break;
+	case VIR_DOMAIN_SHUTOFF:
+		s = "shutoff";
+		break;
+	case VIR_DOMAIN_CRASHED:
+		s = "crashed";
+		break;
+	case VIR_DOMAIN_PMSUSPENDED:
+		s = "pmsuspended";
+		break;
+	default:
+		s = "unknown";
+		break;
+	}
+	snprintf(out, 16, "%s", s);
+	rc = 0;
+out:
+	if (dom != NULL)
+		virDomainFree(dom);
+	return rc;
+}

@@ -1,0 +1,410 @@
+/*
+ * test-virt: sp_virt without a VM.  Checks the domain XML a spec turns into
+ * (channels, no network, escaping, refused specs) and the domain operations
+ * against libvirt's test:///default driver, whose state every connection of
+ * this process shares, so the test can look behind sp_virt's back.
+ */
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <libvirt/libvirt.h>
+
+#include "sp.h"
+#include "tap.h"
+
+#define URI	"test:///default"
+
+static struct sp_err e;
+
+/* tap_ok with a formatted name and the last library error when it fails. */
+static int
+ok(int cond, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static int
+ok(int cond, const char *fmt, ...)
+{
+	char name[256];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(name, sizeof name, fmt, ap);
+	va_end(ap);
+	if (!tap_ok(cond, name))
+		printf("#   last error: %s: %s\n", e.code, e.msg);
+	return cond;
+}
+
+static struct sp_vm_spec
+spec(const char *name)
+{
+	struct sp_vm_spec s = {
+		.name = name,
+		.memory_mib = 256,
+		.vcpus = 1,
+		.kernel = "/var/lib/space/templates/t@d/vmlinuz",
+		.initrd = "/var/lib/space/templates/t@d/initrd.img",
+		.cmdline = NULL,
+		.disk = "/var/lib/space/sandboxes/abcdefghijkl/disk.raw",
+		.chan_dir = "/run/space/abcdefghijkl",
+		.nports = SP_PORTS_DEFAULT,
+		.virt_type = "qemu",
+	};
+
+	return s;
+}
+
+static int
+has(const char *xml, const char *needle)
+{
+	return xml != NULL && strstr(xml, needle) != NULL;
+}
+
+/* Expects the spec to be refused as bad input. */
+static void
+refused(const struct sp_vm_spec *s, const char *why)
+{
+	char *xml = NULL;
+	int rc;
+
+	sp_err_clear(&e);
+	rc = sp_virt_domain_xml(s, &xml, &e);
+	ok(rc == -1 && xml == NULL && strcmp(e.code, "bad-input") == 0,
+	    "xml refuses %s", why);
+	free(xml);
+}
+
+static void
+test_xml(void)
+{
+	struct sp_vm_spec s;
+	char *xml = NULL, want[256], longdir[200];
+	int i, all;
+
+	s = spec("sp-abcdefghijkl");
+	ok(sp_virt_domain_xml(&s, &xml, &e) == 0 && xml != NULL,
+	    "xml of a plain spec");
+	ok(has(xml, "<domain type='qemu'>") &&
+	    has(xml, "<name>sp-abcdefghijkl</name>") &&
+	    has(xml, "machine='q35'") &&
+	    has(xml, "<memory unit='MiB'>256</memory>") &&
+	    has(xml, "<vcpu placement='static'>1</vcpu>"),
+	    "xml has type, name, q35, memory and vcpus");
+	ok(has(xml, "<kernel>/var/lib/space/templates/t@d/vmlinuz</kernel>") &&
+	    has(xml, "<initrd>/var/lib/space/templates/t@d/initrd.img</initrd>") &&
+	    has(xml, "<cmdline>" SP_VIRT_CMDLINE "</cmdline>"),
+	    "xml boots the kernel directly, default cmdline");
+	ok(has(xml, "<source file='/var/lib/space/sandboxes/abcdefghijkl/disk.raw'/>") &&
+	    has(xml, "<target dev='vda' bus='virtio'/>") &&
+	    has(xml, "type='raw'"),
+	    "xml has the raw virtio disk vda");
+	all = 1;
+	for (i = 0; i < SP_PORTS_DEFAULT; i++) {
+		snprintf(want, sizeof want, "<source mode='bind' "
+		    "path='/run/space/abcdefghijkl/space.%d.sock'/>", i);
+		all &= has(xml, want);
+		snprintf(want, sizeof want,
+		    "<target type='virtio' name='space.%d'/>", i);
+		all &= has(xml, want);
+	}
+	ok(all && !has(xml, "space.8") &&
+	    has(xml, "<controller type='virtio-serial'"),
+	    "xml has channels space.0 to space.7 and no more");
+	ok(has(xml, "<serial type='pty'>") &&
+	    has(xml, "<log file='/run/space/abcdefghijkl/console.log'"),
+	    "xml logs the serial console through virtlogd");
+	ok(!has(xml, "<interface") && !has(xml, "<graphics") &&
+	    !has(xml, "<video") &&
+	    has(xml, "<controller type='usb' model='none'/>") &&
+	    has(xml, "<memballoon model='none'/>"),
+	    "xml has no network, graphics, usb or balloon");
+	ok(has(xml, "<on_poweroff>destroy</on_poweroff>") &&
+	    has(xml, "<on_reboot>destroy</on_reboot>") &&
+	    has(xml, "<on_crash>destroy</on_crash>"),
+	    "xml destroys the domain however the guest ends");
+	free(xml);
+	xml = NULL;
+
+	s = spec("sp-abcdefghijkl");
+	s.virt_type = "kvm";
+	s.cmdline = "console=ttyS0 a<b";
+	s.nports = 2;
+	ok(sp_virt_domain_xml(&s, &xml, &e) == 0 &&
+	    has(xml, "<domain type='kvm'>") &&
+	    has(xml, "<cmdline>console=ttyS0 a&lt;b</cmdline>") &&
+	    has(xml, "name='space.1'") && !has(xml, "space.2"),
+	    "xml takes kvm, a cmdline and a port count");
+	free(xml);
+	xml = NULL;
+
+	s = spec("sp-abcdefghijkl");
+	s.disk = "/tmp/it's a \"disk\" & <more>.raw";
+	ok(sp_virt_domain_xml(&s, &xml, &e) == 0 &&
+	    has(xml, "<source file='/tmp/it&apos;s a &quot;disk&quot; "
+	    "&amp; &lt;more&gt;.raw'/>") && !has(xml, "it's"),
+	    "xml escapes quotes, ampersands and angle brackets");
+	free(xml);
+	xml = NULL;
+
+	s = spec("sp-abcdefghijkl");
+	s.kernel = "vmlinuz";
+	refused(&s, "a relative kernel path");
+	s = spec("sp-abcdefghijkl");
+	s.disk = NULL;
+	refused(&s, "a missing disk");
+	s = spec("sp-abc\ndefghijkl");
+	refused(&s, "a control character in the name");
+	s = spec("sp-abcdefghijkl");
+	s.nports = 0;
+	refused(&s, "zero ports");
+	s.nports = 32;
+	refused(&s, "more ports than one controller has");
+	s = spec("sp-abcdefghijkl");
+	s.memory_mib = 0;
+	refused(&s, "no memory");
+	s = spec("sp-abcdefghijkl");
+	s.vcpus = 0;
+	refused(&s, "no vcpus");
+	s = spec("sp-abcdefghijkl");
+	s.virt_type = "xen";
+	refused(&s, "an unknown virt type");
+	memset(longdir, 'a', sizeof longdir - 1);
+	longdir[0] = '/';
+	longdir[sizeof longdir - 1] = '\0';
+	s = spec("sp-abcdefghijkl");
+	s.chan_dir = longdir;
+	refused(&s, "a channel directory too long for a socket path");
+}
+
+/* Runs fn with stderr sent to a file; returns how many bytes it wrote. */
+static long
+stderr_bytes(void (*fn)(void))
+{
+	char path[] = "/tmp/test-virt-stderr.XXXXXX";
+	struct stat st;
+	int fd, saved;
+
+	if ((fd = mkstemp(path)) == -1)
+		return -1;
+	unlink(path);
+	fflush(stderr);
+	saved = dup(2);
+	dup2(fd, 2);
+	fn();
+	fflush(stderr);
+	dup2(saved, 2);
+	close(saved);
+	if (fstat(fd, &st) == -1)
+		st.st_size = -1;
+	close(fd);
+	return (long)st.st_size;
+}
+
+static int bad_open_rc, bad_open_temp;
+static char bad_open_code[32];
+
+static void
+open_bad(void)
+{
+	struct sp_virt *v = NULL;
+
+	sp_err_clear(&e);
+	bad_open_rc = sp_virt_open(&v,
+	    "qemu:///system?socket=/nonexistent/libvirt-sock", &e);
+	bad_open_temp = e.temp;
+	snprintf(bad_open_code, sizeof bad_open_code, "%s", e.code);
+	sp_virt_close(v);
+}
+
+static struct sp_virt *quiet_v;
+static int quiet_rc;
+
+static void
+pause_absent(void)
+{
+	sp_err_clear(&e);
+	quiet_rc = sp_virt_pause(quiet_v, "sp-nosuchdomain", &e);
+}
+
+/* The domain's memory as the driver has it, through a connection of ours. */
+static unsigned long
+max_memory(const char *name)
+{
+	virConnectPtr c;
+	virDomainPtr d;
+	unsigned long kib = 0;
+
+	if ((c = virConnectOpen(URI)) == NULL)
+		return 0;
+	if ((d = virDomainLookupByName(c, name)) != NULL) {
+		kib = virDomainGetMaxMemory(d);
+		virDomainFree(d);
+	}
+	virConnectClose(c);
+	return kib;
+}
+
+/* The disk path as libvirt parsed it back out of our XML. */
+static int
+disk_round_trips(const char *name, const char *path)
+{
+	virConnectPtr c;
+	virDomainPtr d;
+	char *desc = NULL, *want = NULL;
+	const char *p;
+	size_t n;
+	int rc = 0;
+
+	if ((c = virConnectOpen(URI)) == NULL)
+		return 0;
+	if ((d = virDomainLookupByName(c, name)) != NULL) {
+		desc = virDomainGetXMLDesc(d, 0);
+		virDomainFree(d);
+	}
+	virConnectClose(c);
+	/* libvirt writes the path back escaped its own way: compare the
+	 * file attribute after undoing the five entities. */
+	if (desc != NULL && (p = strstr(desc, "<source file=")) != NULL &&
+	    (want = malloc(strlen(path) + 1)) != NULL) {
+		char q = p[strlen("<source file=")];
+
+		p += strlen("<source file=") + 1;
+		for (n = 0; *p != '\0' && *p != q; n++) {
+			if (strncmp(p, "&apos;", 6) == 0) {
+				want[n] = '\'';
+				p += 6;
+			} else if (strncmp(p, "&quot;", 6) == 0) {
+				want[n] = '"';
+				p += 6;
+			} else if (strncmp(p, "&amp;", 5) == 0) {
+				want[n] = '&';
+				p += 5;
+			} else if (strncmp(p, "&lt;", 4) == 0) {
+				want[n] = '<';
+				p += 4;
+			} else if (strncmp(p, "&gt;", 4) == 0) {
+				want[n] = '>';
+				p += 4;
+			} else
+				want[n] = *p++;
+			if (n >= strlen(path))
+				break;
+		}
+		want[n] = '\0';
+		rc = strcmp(want, path) == 0;
+	}
+	free(want);
+	free(desc);
+	return rc;
+}
+
+static void
+test_domain(void)
+{
+	struct sp_virt *v = NULL;
+	struct sp_vm_spec s;
+	char *xml = NULL, st[16], type[16], ver[128];
+	char save[] = "/tmp/test-virt-save.XXXXXX";
+	const char *odd = "/tmp/a 'quoted' & \"odd\" <path>.raw";
+	const char *dom = "sp-abcdefghijkl";
+	int fd;
+
+	ok(stderr_bytes(open_bad) == 0, "a failed open prints nothing");
+	ok(bad_open_rc == -1 && strcmp(bad_open_code, "libvirt") == 0 &&
+	    bad_open_temp == 1, "a failed open is a temporary libvirt error");
+
+	if (!ok(sp_virt_open(&v, URI, &e) == 0 && v != NULL, "open " URI))
+		return;
+	ok(sp_virt_version(v, ver, sizeof ver, &e) == 0 &&
+	    strncmp(ver, "libvirt ", 8) == 0 && strchr(ver, ',') != NULL,
+	    "version '%s'", ver);
+	ok(sp_virt_pick_type(v, "qemu", type, &e) == 0 &&
+	    strcmp(type, "qemu") == 0, "pick qemu when asked");
+	ok(sp_virt_pick_type(v, "kvm", type, &e) == 0 &&
+	    strcmp(type, "kvm") == 0, "pick kvm when asked");
+	ok(sp_virt_pick_type(v, "auto", type, &e) == 0 &&
+	    (strcmp(type, "kvm") == 0 || strcmp(type, "qemu") == 0),
+	    "pick auto gives '%s'", type);
+	ok(sp_virt_pick_type(v, "vmware", type, &e) == -1 &&
+	    strcmp(e.code, "bad-input") == 0, "pick refuses an unknown type");
+
+	quiet_v = v;
+	ok(stderr_bytes(pause_absent) == 0, "a failed call prints nothing");
+	ok(quiet_rc == -1 && strcmp(e.code, "not-found") == 0,
+	    "pause of an absent domain is not-found");
+	ok(sp_virt_state(v, dom, st, &e) == 0 && strcmp(st, "absent") == 0,
+	    "state of an absent domain is absent");
+	ok(sp_virt_destroy(v, dom, &e) == 0, "destroy of an absent domain");
+	ok(sp_virt_undefine(v, dom, &e) == 0, "undefine of an absent domain");
+
+	s = spec(dom);
+	if (sp_virt_domain_xml(&s, &xml, &e) == -1)
+		return;
+	ok(sp_virt_define(v, xml, &e) == 0, "define");
+	ok(sp_virt_state(v, dom, st, &e) == 0 && strcmp(st, "shutoff") == 0,
+	    "state after define is shutoff");
+	free(xml);
+	xml = NULL;
+	s.memory_mib = 512;
+	s.disk = odd;
+	if (sp_virt_domain_xml(&s, &xml, &e) == -1)
+		return;
+	ok(sp_virt_define(v, xml, &e) == 0 &&
+	    max_memory(dom) == 512 * 1024, "define again replaces it");
+	ok(disk_round_trips(dom, odd), "an odd disk path survives libvirt");
+	free(xml);
+	xml = NULL;
+
+	ok(sp_virt_start(v, dom, &e) == 0 &&
+	    sp_virt_state(v, dom, st, &e) == 0 && strcmp(st, "running") == 0,
+	    "start makes it running");
+	ok(sp_virt_start(v, dom, &e) == 0, "start of a running domain");
+	ok(sp_virt_pause(v, dom, &e) == 0 &&
+	    sp_virt_state(v, dom, st, &e) == 0 && strcmp(st, "paused") == 0,
+	    "pause makes it paused");
+	ok(sp_virt_pause(v, dom, &e) == 0, "pause of a paused domain");
+	ok(sp_virt_resume(v, dom, &e) == 0 &&
+	    sp_virt_state(v, dom, st, &e) == 0 && strcmp(st, "running") == 0,
+	    "resume makes it running");
+	ok(sp_virt_resume(v, dom, &e) == 0, "resume of a running domain");
+
+	if ((fd = mkstemp(save)) != -1) {
+		close(fd);
+		unlink(save);
+	}
+	ok(sp_virt_save(v, dom, save, &e) == 0 &&
+	    sp_virt_state(v, dom, st, &e) == 0 && strcmp(st, "shutoff") == 0,
+	    "save stops it");
+	ok(sp_virt_restore(v, save, NULL, &e) == 0 &&
+	    sp_virt_state(v, dom, st, &e) == 0 && strcmp(st, "running") == 0,
+	    "restore brings it back running");
+	unlink(save);
+
+	ok(sp_virt_destroy(v, dom, &e) == 0 &&
+	    sp_virt_state(v, dom, st, &e) == 0 && strcmp(st, "shutoff") == 0,
+	    "destroy makes it shutoff");
+	ok(sp_virt_destroy(v, dom, &e) == 0, "destroy of a stopped domain");
+	ok(sp_virt_pause(v, dom, &e) == -1 && strcmp(e.code, "bad-state") == 0,
+	    "pause of a stopped domain is bad-state");
+	ok(sp_virt_resume(v, dom, &e) == -1 && strcmp(e.code, "bad-state") == 0,
+	    "resume of a stopped domain is bad-state");
+	ok(sp_virt_undefine(v, dom, &e) == 0 &&
+	    sp_virt_state(v, dom, st, &e) == 0 && strcmp(st, "absent") == 0,
+	    "undefine makes it absent");
+	ok(sp_virt_undefine(v, dom, &e) == 0, "undefine again");
+	ok(sp_virt_start(v, dom, &e) == -1 && strcmp(e.code, "not-found") == 0,
+	    "start of an absent domain is not-found");
+	sp_virt_close(v);
+}
+
+int
+main(void)
+{
+	test_xml();
+	test_domain();
+	return tap_done();
+}
