@@ -18,8 +18,8 @@ excl() {
 @test "space-create -n 3 gives three sandboxes that share the template" {
 	run space-create --template minimal -n 3 --label suite=clone
 	assert_success
-	echo "$output" | jq -r .id > "$BATS_FILE_TMPDIR/ids"
-	[ "$(echo "$output" | jq -s 'map(select(.ok and .state == "running")) | length')" -eq 3 ]
+	jout -r .id > "$BATS_FILE_TMPDIR/ids"
+	[ "$(jout -s 'map(select(.ok and .state == "running")) | length')" -eq 3 ]
 	[ "$(sort -u "$BATS_FILE_TMPDIR/ids" | wc -l)" -eq 3 ]
 	while read -r id; do
 		b=$(excl "$id")

@@ -1,5 +1,6 @@
 # helper.bash: what every bats suite shares.  tests/run-all exports SPACE_ROOT,
 # SPACE_RUN, SPACE_GUEST and PATH; a suite run alone gets the same defaults.
+bats_require_minimum_version 1.5.0
 load /usr/lib/bats/bats-support/load.bash
 load /usr/lib/bats/bats-assert/load.bash
 
@@ -24,4 +25,10 @@ create() {
 # Removes the sandboxes whose ids are in the file $1 (one per line).
 remove_listed() {
 	[ -f "$1" ] && space-rm <"$1" >/dev/null 2>&1 || true
+}
+
+# jq over the JSON lines of $output (run merges stderr, which holds the
+# human messages, into it).
+jout() {
+	grep '^{' <<<"$output" | jq "$@"
 }

@@ -6,7 +6,7 @@ load helper
 	for cmd in space-rm space-ls; do
 		run $cmd 'not-an-id'
 		[ "$status" -eq 100 ]
-		echo "$output" | jq -e '.ok == false and .error == "bad-input"'
+		jout -e '.ok == false and .error == "bad-input"'
 	done
 	run space-rm '../../../etc'
 	[ "$status" -eq 100 ]
@@ -15,22 +15,22 @@ load helper
 @test "an unknown id is not-found (exit 1)" {
 	run space-ls aaaaaaaaaaaa
 	[ "$status" -eq 1 ]
-	echo "$output" | jq -e '.error == "not-found"'
+	jout -e '.error == "not-found"'
 }
 
 @test "invalid UTF-8 and broken JSON lines on stdin are refused, good lines go on" {
 	run bash -c "printf 'aaaa\xff\xfeaaaaaa\n{\"id\": 5}\n{oops\n' | space-rm"
 	[ "$status" -eq 100 ]
-	[ "$(echo "$output" | jq -s 'map(select(.error == "bad-input")) | length')" -eq 3 ]
+	[ "$(jout -s 'map(select(.error == "bad-input")) | length')" -eq 3 ]
 	run bash -c "printf '{\"id\":\"aaaaaaaaaaaa\"}\n' | space-rm"
 	assert_success
-	echo "$output" | jq -e '.id == "aaaaaaaaaaaa" and .removed == false'
+	jout -e '.id == "aaaaaaaaaaaa" and .removed == false'
 }
 
 @test "an overlong stdin line is refused without reading it into memory" {
 	run bash -c "head -c 200000 /dev/zero | tr '\\0' a | space-rm"
 	[ "$status" -eq 100 ]
-	echo "$output" | jq -e '.error == "bad-input"'
+	jout -e '.error == "bad-input"'
 }
 
 @test "bad options are usage errors (exit 100)" {
@@ -52,7 +52,7 @@ load helper
 	before=$(space-ls | wc -l)
 	run space-create --template no-such-template
 	[ "$status" -eq 1 ]
-	echo "$output" | jq -e '.error == "not-found"'
+	jout -e '.error == "not-found"'
 	[ "$(space-ls | wc -l)" -eq "$before" ]
 }
 
@@ -84,7 +84,7 @@ PY
 		hostile_tar "$d/$kind.tar" "$kind"
 		run space-template import --name "evil-$kind" "$d/$kind.tar"
 		[ "$status" -eq 100 ]
-		echo "$output" | jq -e '.error == "bad-input"'
+		jout -e '.error == "bad-input"'
 		run space-template ls
 		refute_output --partial "evil-$kind"
 	done

@@ -15,7 +15,7 @@ teardown_file() {
 @test "space-init is idempotent and describes the node" {
 	run space-init
 	assert_success
-	echo "$output" | jq -e '.ok and .fs == "btrfs" and .node == "check" and
+	jout -e '.ok and .fs == "btrfs" and .node == "check" and
 		(.kvm | type) == "boolean" and (.libvirt | length) > 0' 
 	run space-init
 	assert_success
@@ -25,7 +25,7 @@ teardown_file() {
 	[ -n "$ID" ]
 	run space-ls "$ID"
 	assert_success
-	echo "$output" | jq -e --arg id "$ID" '.id == $id and .state == "running" and
+	jout -e --arg id "$ID" '.id == $id and .state == "running" and
 		.vm == "running" and (.template | startswith("minimal@")) and
 		.node == "check" and .memory_mib == 256 and .vcpus == 1 and
 		(.created | type) == "number" and (.disk_exclusive_bytes | type) == "number"'
@@ -34,7 +34,7 @@ teardown_file() {
 @test "the sandbox runs its own kernel" {
 	run space-exec "$ID" -- uname -r
 	assert_success
-	guest_kernel=$(ls "$SPACE_GUEST"/kernel/lib/modules 2>/dev/null | head -n 1)
+	guest_kernel=$(ls "$SPACE_GUEST"/kernel/*/lib/modules 2>/dev/null | head -n 1)
 	[ -n "$guest_kernel" ]
 	assert_output "$guest_kernel"
 	run space-exec "$ID" -- cat /proc/sys/kernel/random/boot_id
@@ -57,7 +57,7 @@ teardown_file() {
 }
 
 @test "exec of a missing program fails clearly with 127" {
-	run --separate-stderr space-exec "$ID" -- /no/such/program
+	run -127 --separate-stderr space-exec "$ID" -- /no/such/program
 	[ "$status" -eq 127 ]
 	[[ "$stderr" == *"/no/such/program"* ]]
 }
@@ -73,7 +73,7 @@ teardown_file() {
 @test "space-ls --state filters" {
 	run space-ls --state running
 	assert_success
-	echo "$output" | jq -se --arg id "$ID" 'map(.id) | index($id) != null'
+	jout -se --arg id "$ID" 'map(.id) | index($id) != null'
 	run space-ls --state stopped
 	assert_success
 	refute_output --partial "$ID"
@@ -84,7 +84,7 @@ teardown_file() {
 @test "commands pipe: space-ls output feeds space-ls" {
 	run bash -c "space-ls $ID | space-ls"
 	assert_success
-	echo "$output" | jq -e --arg id "$ID" '.id == $id'
+	jout -e --arg id "$ID" '.id == $id'
 }
 
 @test "space-rm removes, and removing again says so and succeeds" {
@@ -92,15 +92,15 @@ teardown_file() {
 	[ -n "$id" ]
 	run space-rm "$id"
 	assert_success
-	echo "$output" | jq -e '.ok and .removed == true'
+	jout -e '.ok and .removed == true'
 	[ ! -e "$SPACE_ROOT/sandboxes/$id" ]
 	[ ! -e "$SPACE_RUN/$id" ]
 	run virsh -c qemu:///system domstate "sp-$id"
 	assert_failure
 	run space-rm "$id"
 	assert_success
-	echo "$output" | jq -e '.ok and .removed == false'
+	jout -e '.ok and .removed == false'
 	run space-ls "$id"
 	[ "$status" -eq 1 ]
-	echo "$output" | jq -e '.error == "not-found"'
+	jout -e '.error == "not-found"'
 }
