@@ -318,6 +318,9 @@ int sp_path_remove_tree(const char *path, struct sp_err *e);
 /* A size like 512, 64K, 256M, 8G or 1T (powers of 1024). */
 int sp_size_parse(const char *s, uint64_t *out, struct sp_err *e);
 
+/* Milliseconds of CLOCK_MONOTONIC: for deadlines and durations. */
+int64_t sp_clock_ms(void);
+
 /* ---- proc: running the few external programs we need (no shell) ---- */
 /* Runs argv[0] (PATH search) and waits; a non-zero exit is an error whose
  * message carries the tail of its stderr. */

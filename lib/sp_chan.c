@@ -54,15 +54,6 @@ struct call {
 	int status;
 };
 
-static int64_t
-now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* The poll timeout left until deadline; -1 (forever) when there is none. */
 static int
 left_ms(int64_t deadline)
@@ -71,7 +62,7 @@ left_ms(int64_t deadline)
 
 	if (deadline < 0)
 		return -1;
-	d = deadline - now_ms();
+	d = deadline - sp_clock_ms();
 	if (d < 0)
 		return 0;
 	return d > INT_MAX ? INT_MAX : (int)d;
@@ -352,7 +343,7 @@ chan_hello(struct sp_chan *c, const char *path, int64_t deadline,
 	for (;;) {
 		if (connect_port(path, deadline, &c->fd, e) == -1)
 			goto out;
-		until = now_ms() + wait;
+		until = sp_clock_ms() + wait;
 		if (deadline >= 0 && deadline < until)
 			until = deadline;
 		if ((r = hello_once(c, until, &rep, e)) == -1)
@@ -440,7 +431,7 @@ int
 sp_chan_open(struct sp_chan **cp, const char *run, const char *id,
     int timeout_ms, struct sp_err *e)
 {
-	int64_t deadline = timeout_ms < 0 ? -1 : now_ms() + timeout_ms;
+	int64_t deadline = timeout_ms < 0 ? -1 : sp_clock_ms() + timeout_ms;
 
 	return chan_open(cp, run, id, -1, deadline, e);
 }
@@ -474,7 +465,7 @@ sp_chan_wait_ready(const char *run, const char *id, int timeout_ms,
 {
 	struct sp_chan *c;
 	char why[sizeof e->msg];
-	int64_t deadline = now_ms() + (timeout_ms < 0 ? 0 : timeout_ms);
+	int64_t deadline = sp_clock_ms() + (timeout_ms < 0 ? 0 : timeout_ms);
 
 	/* While the VM boots its socket may not exist or not listen yet;
 	 * once it does, QEMU holds our hello until the daemon reads it. */
@@ -786,7 +777,7 @@ sp_chan_exec(struct sp_chan *c, const struct sp_exec *x, int *status,
 	}
 	/* A frame half sent would garble the next call: finish it; frames
 	 * not begun are dropped. */
-	if (c->ooff > 0 && out_drain(c, now_ms() + FLUSH_MS, e) == -1)
+	if (c->ooff > 0 && out_drain(c, sp_clock_ms() + FLUSH_MS, e) == -1)
 		goto fail;
 	c->ooff = c->olen = 0;
 	if (k.done == 1) {

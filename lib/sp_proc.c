@@ -1,10 +1,11 @@
-/* sp_proc: runs the few external programs we need, without a shell. */
+/* sp_proc: runs the few external programs we need, without a shell; the clock. */
 #include <errno.h>
 #include <fcntl.h>
 #include <spawn.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "sp.h"
@@ -69,4 +70,13 @@ sp_proc_run(char *const argv[], struct sp_err *e)
 		sp_err_set(e, "io", 0, "%s killed by signal %d", argv[0],
 		    WTERMSIG(status));
 	return rc;
+}
+
+int64_t
+sp_clock_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }

@@ -72,15 +72,6 @@ sp_sandbox_domain(const char *id, char out[SP_ID_LEN + 4])
 	snprintf(out, SP_ID_LEN + 4, "sp-%s", id);
 }
 
-static int64_t
-now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /*
  * The run dir holds the channel sockets QEMU creates; QEMU runs as libvirt's
  * unprivileged user, so that user's group may write there and nobody else.
@@ -146,7 +137,7 @@ sp_sandbox_create(struct sp_ctx *x, const struct sp_create_req *r, json_t **out,
 	struct sp_template_row t;
 	struct sp_vm_spec spec;
 	json_t *meta = NULL;
-	int64_t t0 = now_ms();
+	int64_t t0 = sp_clock_ms();
 	int rc = -1, inserted = 0;
 
 	*out = NULL;
@@ -219,7 +210,7 @@ sp_sandbox_create(struct sp_ctx *x, const struct sp_create_req *r, json_t **out,
 		goto out;
 	*out = json_pack("{s:s, s:s, s:s, s:s, s:I}", "id", row.id, "state",
 	    "running", "template", row.template, "virt", x->virt_type,
-	    "create_ms", (json_int_t)(now_ms() - t0));
+	    "create_ms", (json_int_t)(sp_clock_ms() - t0));
 	rc = 0;
 out:
 	if (rc == -1 && inserted)

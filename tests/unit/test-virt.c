@@ -21,23 +21,7 @@
 
 static struct sp_err e;
 
-/* tap_ok with a formatted name and the last library error when it fails. */
-static int
-ok(int cond, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static int
-ok(int cond, const char *fmt, ...)
-{
-	char name[256];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(name, sizeof name, fmt, ap);
-	va_end(ap);
-	if (!tap_ok(cond, name))
-		printf("#   last error: %s: %s\n", e.code, e.msg);
-	return cond;
-}
+#define ok(cond, ...) tap_okf(e.code, e.msg, (cond), __VA_ARGS__)
 
 static struct sp_vm_spec
 spec(const char *name)
