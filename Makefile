@@ -27,6 +27,7 @@ ASAN_FLAGS = -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sa
 
 # The guest daemon is static and links only what the guest needs.
 GUEST_LIB = lib/sp_proto.c lib/sp_err.c
+GUEST_LIBS = -ljansson -lpthread
 GUEST_DAEMON = $(B)/guest/space-daemon
 GUEST_IMAGE = guest/build/rootfs.tar.zst guest/build/vmlinuz guest/build/initrd.img
 
@@ -44,9 +45,10 @@ $(B)/bin/%: cmd/%.c $(B)/libspace.a lib/sp.h
 	@mkdir -p $(@D)
 	$(CC) $(WFLAGS) $(CFLAGS) $(CPPFLAGS) -o $@ $< $(B)/libspace.a $(LIBS)
 
-$(GUEST_DAEMON): guest/space-daemon.c $(GUEST_LIB) lib/sp.h
+GUEST_SRC = $(wildcard guest/*.c)
+$(GUEST_DAEMON): $(GUEST_SRC) guest/daemon.h $(GUEST_LIB) lib/sp.h
 	@mkdir -p $(@D)
-	$(CC) $(WFLAGS) $(CFLAGS) $(CPPFLAGS) -static -o $@ guest/space-daemon.c $(GUEST_LIB) -ljansson -lpthread
+	$(CC) $(WFLAGS) $(CFLAGS) $(CPPFLAGS) -static -o $@ $(GUEST_SRC) $(GUEST_LIB) $(GUEST_LIBS)
 
 $(B)/tests/%: tests/unit/%.c $(B)/libspace.a lib/sp.h
 	@mkdir -p $(@D)

@@ -32,39 +32,11 @@
 #include <unistd.h>
 
 #include "sp.h"
+#include "daemon.h"
 
 #define PORTS_MAX	32
-#define ARGS_MAX	4096	/* argv and env entries */
 #define NONCE_MAX	128
 #define SYS_PORTS	"/sys/class/virtio-ports"
-
-struct call {
-	pid_t pid;		/* 0 when no call runs */
-	int pidfd;
-	int in, out, err;	/* our ends of the command's pipes, or -1 */
-	uint32_t stream;
-	const unsigned char *pend;	/* stdin not yet taken, in the decoder */
-	size_t npend;
-	int in_eof;		/* close stdin once pend is written */
-	int exited, wstatus;
-};
-
-struct port {
-	char path[256];
-	int listening;		/* test mode: dev is a listening socket */
-	int dev;
-	int fd;			/* the host's end while one is connected */
-	struct sp_frame_dec dec;
-	struct call call;
-	unsigned char buf[SP_FRAME_CHUNK];	/* reads from the host */
-	unsigned char out[SP_FRAME_HDR + SP_FRAME_CHUNK];	/* one frame */
-};
-
-/* The ops a request may name: later ones (pty, files, ...) are added here. */
-struct op {
-	const char *name;
-	int (*run)(struct port *, uint32_t, json_t *);
-};
 
 static int op_exec(struct port *, uint32_t, json_t *);
 
@@ -85,8 +57,8 @@ static pthread_mutex_t host_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t host_cv;
 static unsigned long host_gen;
 
-static void
-logmsg(const struct port *p, const char *fmt, ...)
+void
+sd_log(const struct port *p, const char *fmt, ...)
 {
 	char line[512];
 	va_list ap;
@@ -101,8 +73,8 @@ logmsg(const struct port *p, const char *fmt, ...)
 /* Writes a frame whose n payload bytes are in p->out after the header
  * (one buffer: the port makes each write() a message of its own), waiting
  * while the port is full; -1 when the host has gone. */
-static int
-send_out(struct port *p, uint8_t type, uint32_t stream, size_t n)
+int
+sd_send_out(struct port *p, uint8_t type, uint32_t stream, size_t n)
 {
 	struct pollfd pfd;
 	size_t off = 0;
@@ -129,8 +101,8 @@ send_out(struct port *p, uint8_t type, uint32_t stream, size_t n)
 }
 
 /* Sends j (stolen) as one frame. */
-static int
-send_json(struct port *p, uint8_t type, uint32_t stream, json_t *j)
+int
+sd_send_json(struct port *p, uint8_t type, uint32_t stream, json_t *j)
 {
 	size_t n;
 
@@ -138,14 +110,14 @@ send_json(struct port *p, uint8_t type, uint32_t stream, json_t *j)
 	    SP_FRAME_CHUNK, JSON_COMPACT) : 0;
 	json_decref(j);
 	if (n == 0 || n > SP_FRAME_CHUNK) {
-		logmsg(p, "cannot encode a reply");
+		sd_log(p, "cannot encode a reply");
 		return 0;
 	}
-	return send_out(p, type, stream, n);
+	return sd_send_out(p, type, stream, n);
 }
 
-static int
-send_error(struct port *p, uint32_t stream, const char *code,
+int
+sd_send_error(struct port *p, uint32_t stream, const char *code,
     const char *fmt, ...)
 {
 	char msg[512];
@@ -156,7 +128,7 @@ send_error(struct port *p, uint32_t stream, const char *code,
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof msg, fmt, ap);
 	va_end(ap);
-	logmsg(p, "stream %u: %s: %s", stream, code, msg);
+	sd_log(p, "stream %u: %s: %s", stream, code, msg);
 	/* A cut may have split a UTF-8 sequence: then send plain ASCII. */
 	if ((j = json_pack("{s:s,s:s}", "error", code, "msg", msg)) == NULL) {
 		for (i = 0; msg[i] != '\0'; i++)
@@ -164,7 +136,7 @@ send_error(struct port *p, uint32_t stream, const char *code,
 				msg[i] = '?';
 		j = json_pack("{s:s,s:s}", "error", code, "msg", msg);
 	}
-	return send_json(p, SP_FR_ERROR, stream, j);
+	return sd_send_json(p, SP_FR_ERROR, stream, j);
 }
 
 static void
@@ -196,7 +168,7 @@ call_abort(struct port *p)
 			while (waitpid(c->pid, NULL, 0) == -1 && errno == EINTR)
 				;
 		}
-		logmsg(p, "stream %u: call aborted", c->stream);
+		sd_log(p, "stream %u: call aborted", c->stream);
 	}
 	call_reset(c);
 }
@@ -228,7 +200,7 @@ call_finish(struct port *p)
 	else
 		j = json_pack("{s:i}", "status", WEXITSTATUS(c->wstatus));
 	call_reset(c);
-	return send_json(p, SP_FR_EXIT, stream, j);
+	return sd_send_json(p, SP_FR_EXIT, stream, j);
 }
 
 /* Writes pending input to the command as far as its pipe takes it. */
@@ -286,7 +258,7 @@ relay(struct port *p, int *fd, uint8_t type)
 		*fd = -1;
 		return 0;
 	}
-	return send_out(p, type, p->call.stream, n);
+	return sd_send_out(p, type, p->call.stream, n);
 }
 
 struct spawn_fail {
@@ -336,12 +308,12 @@ spawn(struct port *p, uint32_t stream, char **argv, char **envp,
 
 	if (pipe2(in, O_CLOEXEC) == -1 || pipe2(out, O_CLOEXEC) == -1 ||
 	    pipe2(err, O_CLOEXEC) == -1 || pipe2(rep, O_CLOEXEC) == -1) {
-		rc = send_error(p, stream, "exec-failed", "pipe: %s",
+		rc = sd_send_error(p, stream, "exec-failed", "pipe: %s",
 		    strerror(errno));
 		goto out;
 	}
 	if ((pid = fork()) == -1) {
-		rc = send_error(p, stream, "exec-failed", "fork: %s",
+		rc = sd_send_error(p, stream, "exec-failed", "fork: %s",
 		    strerror(errno));
 		goto out;
 	}
@@ -357,7 +329,7 @@ spawn(struct port *p, uint32_t stream, char **argv, char **envp,
 			;
 		if (sf.stage < 0 || sf.stage > 2)
 			sf.stage = 0;
-		rc = send_error(p, stream, "exec-failed", "%s \"%.200s\": %s",
+		rc = sd_send_error(p, stream, "exec-failed", "%s \"%.200s\": %s",
 		    stages[sf.stage], sf.stage == 1 ? cwd : argv[0],
 		    strerror(sf.err));
 		goto out;
@@ -413,25 +385,25 @@ op_exec(struct port *p, uint32_t stream, json_t *req)
 
 	if ((argv = strings(json_object_get(req, "argv"), 1)) == NULL ||
 	    argv[0][0] == '\0') {
-		rc = send_error(p, stream, "bad-input", "argv must be an "
+		rc = sd_send_error(p, stream, "bad-input", "argv must be an "
 		    "array of 1 to %d strings, the first not empty", ARGS_MAX);
 		goto out;
 	}
 	if ((v = json_object_get(req, "env")) != NULL &&
 	    (envp = strings(v, 0)) == NULL) {
-		rc = send_error(p, stream, "bad-input", "env must be an array "
+		rc = sd_send_error(p, stream, "bad-input", "env must be an array "
 		    "of at most %d strings", ARGS_MAX);
 		goto out;
 	}
 	for (i = 0; envp != NULL && envp[i] != NULL; i++)
 		if (strchr(envp[i], '=') == NULL || envp[i][0] == '=') {
-			rc = send_error(p, stream, "bad-input",
+			rc = sd_send_error(p, stream, "bad-input",
 			    "env[%zu] is not NAME=VALUE", i);
 			goto out;
 		}
 	if ((v = json_object_get(req, "cwd")) != NULL) {
 		if (!json_is_string(v) || json_string_length(v) == 0) {
-			rc = send_error(p, stream, "bad-input",
+			rc = sd_send_error(p, stream, "bad-input",
 			    "cwd must be a path");
 			goto out;
 		}
@@ -452,10 +424,10 @@ hello(struct port *p, uint32_t stream, json_t *req)
 	n = json_object_get(req, "nonce");
 	if (!json_is_string(op) || strcmp(json_string_value(op), "hello") != 0 ||
 	    !json_is_string(n) || json_string_length(n) > NONCE_MAX)
-		return send_error(p, stream, "protocol", "bad hello");
+		return sd_send_error(p, stream, "protocol", "bad hello");
 	/* A host that came back after a disconnect we did not see. */
 	call_abort(p);
-	return send_json(p, SP_FR_HELLO, stream,
+	return sd_send_json(p, SP_FR_HELLO, stream,
 	    json_pack("{s:i,s:s,s:O,s:i}", "version", SP_PROTO_VERSION,
 	    "boot_id", boot_id, "nonce", n, "ports", nports));
 }
@@ -474,27 +446,27 @@ handle_frame(struct port *p, const struct sp_frame *f)
 		feed_stdin(p, f);
 		return 0;
 	case SP_FR_ERROR:
-		logmsg(p, "stream %u: the host sent an error", f->stream);
+		sd_log(p, "stream %u: the host sent an error", f->stream);
 		return 0;
 	case SP_FR_HELLO:
 	case SP_FR_REQ:
 		break;
 	default:
-		return send_error(p, f->stream, "protocol",
+		return sd_send_error(p, f->stream, "protocol",
 		    "unexpected frame type %u", f->type);
 	}
 	if (sp_frame_json(f, &j, &e) == -1)
-		return send_error(p, f->stream, "protocol", "%s", e.msg);
+		return sd_send_error(p, f->stream, "protocol", "%s", e.msg);
 	if (f->type == SP_FR_HELLO) {
 		rc = hello(p, f->stream, j);
 		goto out;
 	}
 	if (!json_is_string(op = json_object_get(j, "op"))) {
-		rc = send_error(p, f->stream, "bad-input", "request without op");
+		rc = sd_send_error(p, f->stream, "bad-input", "request without op");
 		goto out;
 	}
 	if (p->call.pid != 0) {
-		rc = send_error(p, f->stream, "busy", "a call is running on "
+		rc = sd_send_error(p, f->stream, "busy", "a call is running on "
 		    "this port (stream %u)", p->call.stream);
 		goto out;
 	}
@@ -503,11 +475,41 @@ handle_frame(struct port *p, const struct sp_frame *f)
 			rc = ops[i].run(p, f->stream, j);
 			goto out;
 		}
-	rc = send_error(p, f->stream, "bad-input", "unknown op \"%.64s\"",
+	rc = sd_send_error(p, f->stream, "bad-input", "unknown op \"%.64s\"",
 	    json_string_value(op));
 out:
 	json_decref(j);
 	return rc;
+}
+
+int
+sd_recv_frame(struct port *p, struct sp_frame *f, int timeout_ms,
+    struct sp_err *e)
+{
+	struct pollfd pfd;
+	ssize_t n;
+	int r;
+
+	for (;;) {
+		if ((r = sp_frame_dec_next(&p->dec, f, e)) != 0)
+			return r;
+		pfd.fd = p->fd;
+		pfd.events = POLLIN;
+		r = poll(&pfd, 1, timeout_ms);
+		if (r == -1 && errno == EINTR)
+			continue;
+		if (r == -1)
+			return sp_err_sys(e, "io", "poll");
+		if (r == 0)
+			return sp_err_set(e, "timeout", 1, "the host sent nothing");
+		n = read(p->fd, p->buf, sizeof p->buf);
+		if (n == -1 && (errno == EINTR || errno == EAGAIN))
+			continue;
+		if (n <= 0)
+			return sp_err_set(e, "gone", 0, "the host went away");
+		if (sp_frame_dec_feed(&p->dec, p->buf, n, e) == -1)
+			return -1;
+	}
 }
 
 static void
@@ -523,7 +525,7 @@ bad_stream(struct port *p, const struct sp_err *e)
 {
 	call_abort(p);
 	dec_reset(p);
-	return send_error(p, 0, "protocol", "%s", e->msg);
+	return sd_send_error(p, 0, "protocol", "%s", e->msg);
 }
 
 /* Serves one host connection until it goes away. */
@@ -562,7 +564,7 @@ session(struct port *p)
 		if (poll(pfd, 5, timeout) == -1) {
 			if (errno == EINTR)
 				continue;
-			logmsg(p, "poll: %s", strerror(errno));
+			sd_log(p, "poll: %s", strerror(errno));
 			return;
 		}
 		if (pfd[0].revents & (POLLHUP | POLLERR | POLLNVAL))
@@ -652,7 +654,7 @@ port_main(void *arg)
 
 	for (;;) {
 		if (wait_host(p) == -1) {
-			logmsg(p, "waiting for the host: %s", strerror(errno));
+			sd_log(p, "waiting for the host: %s", strerror(errno));
 			sleep(1);
 			continue;
 		}
@@ -695,7 +697,7 @@ add_port(const char *path, int listening)
 
 	if (nports == PORTS_MAX || strlen(path) >= sizeof p->path ||
 	    strlen(path) >= sizeof sa.sun_path) {
-		logmsg(NULL, "%s: too many ports or too long a path", path);
+		sd_log(NULL, "%s: too many ports or too long a path", path);
 		return -1;
 	}
 	p = &ports[nports];
@@ -723,7 +725,7 @@ add_port(const char *path, int listening)
 	nports++;
 	return 0;
 fail:
-	logmsg(p, "%s", strerror(errno));
+	sd_log(p, "%s", strerror(errno));
 	if (p->dev >= 0)
 		close(p->dev);
 	return -1;
@@ -771,7 +773,7 @@ find_ports(void)
 		    (read_line(path, num, sizeof num) == -1 ||
 		    sscanf(num, "%u:%u", &maj, &min) != 2 ||
 		    mknod(dev, S_IFCHR | 0600, makedev(maj, min)) == -1)) {
-			logmsg(NULL, "%s: no device node", dev);
+			sd_log(NULL, "%s: no device node", dev);
 			continue;
 		}
 		add_port(dev, 0);
@@ -831,7 +833,7 @@ main(int argc, char *argv[])
 		seed = (size_t)time(NULL) ^ (size_t)getpid() << 16;
 	json_object_seed(seed | 1);
 	if (pthread_create(&t, NULL, sigio_main, NULL) != 0) {
-		logmsg(NULL, "cannot start a thread");
+		sd_log(NULL, "cannot start a thread");
 		return SP_EXIT_TEMP;
 	}
 	for (i = 0; i < argc; i++)
@@ -840,7 +842,7 @@ main(int argc, char *argv[])
 	for (i = 0; argc == 0 && nports == 0; i++) {
 		find_ports();
 		if (nports == 0 && i == 0)
-			logmsg(NULL, "no space.N ports yet");
+			sd_log(NULL, "no space.N ports yet");
 		if (nports == 0)
 			sleep(2);
 	}
@@ -848,10 +850,10 @@ main(int argc, char *argv[])
 		return SP_EXIT_TEMP;
 	for (i = 0; i < nports; i++)
 		if (pthread_create(&t, NULL, port_main, &ports[i]) != 0) {
-			logmsg(&ports[i], "cannot start a thread");
+			sd_log(&ports[i], "cannot start a thread");
 			return SP_EXIT_TEMP;
 		}
-	logmsg(NULL, "serving %d port%s, boot %s", nports,
+	sd_log(NULL, "serving %d port%s, boot %s", nports,
 	    nports == 1 ? "" : "s", boot_id);
 	for (;;)
 		pause();

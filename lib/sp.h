@@ -286,6 +286,21 @@ struct sp_exec {
 int sp_chan_exec(struct sp_chan *c, const struct sp_exec *x, int *status,
     struct sp_err *e);
 
+/* The generic exchange other call types are built on.  A stream number per
+ * call; sends queue one frame (payload <= SP_FRAME_CHUNK) and wait until it is
+ * written; recv returns the next frame, valid until the next recv.  A timeout
+ * or protocol error closes the channel (timeout_ms < 0: no timeout). */
+uint32_t sp_chan_stream_new(struct sp_chan *c);
+int sp_chan_send(struct sp_chan *c, uint8_t type, uint32_t stream,
+    const void *p, size_t n, int timeout_ms, struct sp_err *e);
+int sp_chan_send_json(struct sp_chan *c, uint8_t type, uint32_t stream,
+    const json_t *j, int timeout_ms, struct sp_err *e);
+int sp_chan_recv(struct sp_chan *c, struct sp_frame *f, int timeout_ms,
+    struct sp_err *e);
+/* Turns a guest's ERROR frame into e (its token when well-formed, else
+ * "guest"; the message sanitized).  Always returns -1. */
+int sp_chan_error_frame(const struct sp_frame *f, struct sp_err *e);
+
 /* ---- template: build templates from root filesystems ---- */
 struct sp_template_src {
 	const char *name;

@@ -792,3 +792,80 @@ out:
 	free(req);
 	return rc;
 }
+
+/*
+ * The generic exchange other call types (files, processes) are built on: a
+ * fresh stream, frames out (each sent whole before the next is queued), and
+ * frames in, one at a time, each valid until the next sp_chan_recv.
+ */
+uint32_t
+sp_chan_stream_new(struct sp_chan *c)
+{
+	if (++c->stream == 0)
+		c->stream = 1;
+	return c->stream;
+}
+
+int
+sp_chan_send(struct sp_chan *c, uint8_t type, uint32_t stream, const void *p,
+    size_t n, int timeout_ms, struct sp_err *e)
+{
+	int64_t deadline = timeout_ms < 0 ? -1 : sp_clock_ms() + timeout_ms;
+
+	if (c->fd < 0)
+		return sp_err_set(e, "protocol", 0,
+		    "the channel was closed by an earlier error");
+	if (n > SP_FRAME_CHUNK)
+		return sp_err_set(e, "internal", 0, "frame of %zu bytes is over "
+		    "the %d a send takes", n, SP_FRAME_CHUNK);
+	if (out_drain(c, deadline, e) == -1)
+		goto fail;
+	out_add(c, type, stream, p, n);
+	if (out_drain(c, deadline, e) == -1)
+		goto fail;
+	return 0;
+fail:
+	close(c->fd);
+	c->fd = -1;
+	return -1;
+}
+
+int
+sp_chan_send_json(struct sp_chan *c, uint8_t type, uint32_t stream,
+    const json_t *j, int timeout_ms, struct sp_err *e)
+{
+	char buf[SP_JSON_MAX + 1];
+	size_t n;
+
+	n = json_dumpb(j, buf, sizeof buf, JSON_COMPACT);
+	if (n == 0 || n > SP_JSON_MAX)
+		return sp_err_set(e, "bad-input", 0, "request over %d bytes",
+		    SP_JSON_MAX);
+	return sp_chan_send(c, type, stream, buf, n, timeout_ms, e);
+}
+
+int
+sp_chan_recv(struct sp_chan *c, struct sp_frame *f, int timeout_ms,
+    struct sp_err *e)
+{
+	int64_t deadline = timeout_ms < 0 ? -1 : sp_clock_ms() + timeout_ms;
+
+	if (c->fd < 0)
+		return sp_err_set(e, "protocol", 0,
+		    "the channel was closed by an earlier error");
+	if (chan_next(c, deadline, f, e) != 1) {
+		/* A guest that broke the protocol or went silent is not
+		 * talked to again on this connection. */
+		close(c->fd);
+		c->fd = -1;
+		return -1;
+	}
+	return 0;
+}
+
+int
+sp_chan_error_frame(const struct sp_frame *f, struct sp_err *e)
+{
+	guest_error(f, e);
+	return -1;
+}
