@@ -22,6 +22,21 @@ struct call {
 	size_t npend;
 	int in_eof;		/* close stdin once pend is written */
 	int exited, wstatus;
+	int master;		/* the pty's master when the call has one, or -1 */
+};
+
+/* What a command is started with (op exec). */
+#define GROUPS_MAX	64
+struct spawn_spec {
+	char **argv, **envp;
+	const char *cwd;
+	int user;		/* 1: switch to uid, gid and groups */
+	uid_t uid;
+	gid_t gid;
+	gid_t groups[GROUPS_MAX];
+	int ngroups;
+	int tty, rows, cols;	/* a pseudo-terminal of that size */
+	int detach;		/* outlives the call, output to a ring buffer */
 };
 
 struct port {
@@ -57,5 +72,41 @@ int sd_send_error(struct port *p, uint32_t stream, const char *code,
  * the protocol (e says which). */
 int sd_recv_frame(struct port *p, struct sp_frame *f, int timeout_ms,
     struct sp_err *e);
+
+/* daemon-activity.c: the time of the last call served and of the last CPU or
+ * I/O of the guest's processes; the op that reports idle_s. */
+void sd_activity_touch(void);
+int sd_activity_start(void);
+int sd_op_activity(struct port *p, uint32_t stream, json_t *req);
+
+/* daemon-procs.c: the table of the processes the daemon started, the ring
+ * buffers of the detached ones, and the ops over them. */
+#define PROCS_MAX	256
+#define RING_MAX	(1024 * 1024)
+/* Resolves {"user": name or uid} from /etc/passwd and /etc/group (a static
+ * daemon has no NSS); -1 with why filled when there is no such user. */
+int sd_user_resolve(json_t *v, struct spawn_spec *s, char *home, size_t n,
+    char *why, size_t nwhy);
+/* A call's process enters the table while it runs. */
+int sd_procs_add(pid_t pid, json_t *argv, int tty);
+void sd_procs_remove(pid_t pid);
+/* Hands a detached process to a thread that keeps its output (outfd, taken)
+ * and reaps it; -1 when the table is full of running processes. */
+int sd_procs_detach(pid_t pid, int pidfd, int outfd, json_t *argv, int tty);
+int sd_op_ps(struct port *p, uint32_t stream, json_t *req);
+int sd_op_logs(struct port *p, uint32_t stream, json_t *req);
+int sd_op_kill(struct port *p, uint32_t stream, json_t *req);
+
+/* File ops (daemon-fs.c): {"path":...} and what each takes besides. */
+int fs_read(struct port *, uint32_t, json_t *);
+int fs_write(struct port *, uint32_t, json_t *);	/* mode */
+int fs_append(struct port *, uint32_t, json_t *);	/* mode */
+int fs_stat(struct port *, uint32_t, json_t *);		/* follow */
+int fs_list(struct port *, uint32_t, json_t *);
+int fs_mkdir(struct port *, uint32_t, json_t *);	/* parents, mode */
+int fs_remove(struct port *, uint32_t, json_t *);	/* recursive */
+int fs_rename(struct port *, uint32_t, json_t *);	/* to */
+int tar_out(struct port *, uint32_t, json_t *);		/* name */
+int tar_in(struct port *, uint32_t, json_t *);
 
 #endif

@@ -293,6 +293,43 @@ observed_state(const struct sp_sandbox_row *r, const char *v)
 	return sp_state_name(r->state);
 }
 
+/* How long nothing happened in the sandbox, by its daemon; -1 when it does
+ * not answer in time (busy, paused, gone).  The number comes from the guest:
+ * it is checked, never trusted further than a display value. */
+#define IDLE_ASK_MS	2000
+#define IDLE_MAX_S	(100LL * 365 * 86400)
+
+static long long
+ask_idle(struct sp_ctx *x, const char *id)
+{
+	struct sp_chan *c = NULL;
+	struct sp_frame f;
+	struct sp_err e;
+	json_t *req, *rep = NULL, *v;
+	uint32_t stream;
+	long long idle = -1;
+
+	if (sp_chan_open(&c, x->conf.run, id, IDLE_ASK_MS, &e) == -1)
+		return -1;
+	stream = sp_chan_stream_new(c);
+	req = json_pack("{s:s}", "op", "activity");
+	if (sp_chan_send_json(c, SP_FR_REQ, stream, req, IDLE_ASK_MS, &e) == -1 ||
+	    sp_chan_recv(c, &f, IDLE_ASK_MS, &e) == -1)
+		goto out;
+	if (f.type != SP_FR_EXIT || f.stream != stream ||
+	    sp_frame_json(&f, &rep, &e) == -1)
+		goto out;
+	v = json_object_get(rep, "idle_s");
+	if (json_is_integer(v) && json_integer_value(v) >= 0 &&
+	    json_integer_value(v) <= IDLE_MAX_S)
+		idle = json_integer_value(v);
+out:
+	json_decref(req);
+	json_decref(rep);
+	sp_chan_close(c);
+	return idle;
+}
+
 int
 sp_sandbox_describe(struct sp_ctx *x, const struct sp_sandbox_row *r,
     json_t **out, struct sp_err *e)
@@ -301,6 +338,7 @@ sp_sandbox_describe(struct sp_ctx *x, const struct sp_sandbox_row *r,
 	json_t *labels, *o, *excl;
 	uint64_t bytes;
 	struct sp_err ve;
+	long long idle;
 
 	*out = NULL;
 	sp_sandbox_domain(r->id, dom);
@@ -313,13 +351,17 @@ sp_sandbox_describe(struct sp_ctx *x, const struct sp_sandbox_row *r,
 		excl = json_integer((json_int_t)bytes);
 	else
 		excl = json_null();
+	idle = -1;
+	if (strcmp(observed_state(r, vstate), "running") == 0)
+		idle = ask_idle(x, r->id);
 	labels = json_loads(r->labels ? r->labels : "{}", 0, NULL);
-	o = json_pack("{s:s, s:s, s:s, s:s, s:I, s:s, s:i, s:i, s:o, s:o, s:I}",
-	    "id", r->id, "state", observed_state(r, vstate), "vm", vstate,
+	o = json_pack("{s:s, s:s, s:s, s:s, s:I, s:s, s:i, s:i, s:o, s:o, s:o, "
+	    "s:I}", "id", r->id, "state", observed_state(r, vstate), "vm", vstate,
 	    "template", r->template, "created", (json_int_t)r->created,
 	    "node", r->node, "memory_mib", r->memory_mib, "vcpus", r->vcpus,
-	    "disk_exclusive_bytes", excl, "labels", labels ? labels : json_object(),
-	    "gen", (json_int_t)r->gen);
+	    "disk_exclusive_bytes", excl, "idle_s", idle >= 0 ?
+	    json_integer(idle) : json_null(), "labels", labels ? labels :
+	    json_object(), "gen", (json_int_t)r->gen);
 	if (o == NULL)
 		return sp_err_set(e, "internal", 0, "json_pack");
 	*out = o;

@@ -104,3 +104,43 @@ teardown_file() {
 	[ "$status" -eq 1 ]
 	jout -e '.error == "not-found"'
 }
+
+idle() {
+	space-ls "$ID" | jq -r .idle_s
+}
+
+# Waits up to 20 s for idle_s to reach $1 (a loaded host slows the guest's
+# sampler, so the wait is bounded, not fixed); prints the last value.
+idle_reaches() {
+	local i
+	for _ in $(seq 10); do
+		sleep 2
+		i=$(idle)
+		[ "$i" != null ] && [ "$i" -ge "$1" ] && break
+	done
+	echo "$i"
+}
+
+@test "space-ls idle_s: grows while nothing happens; calls and guest work reset it" {
+	space-exec "$ID" -- true
+	i=$(idle_reaches 4); echo "# idle after quiet: $i" >&3
+	[ "$i" -ge 4 ]
+	space-exec "$ID" -- true
+	[ "$(idle)" -le 1 ]
+	# A process started in the background keeps the sandbox busy between calls.
+	pid=$(space-exec "$ID" -- sh -c 'yes >/dev/null 2>&1 </dev/null & echo $!')
+	sleep 6
+	i=$(idle); echo "# idle 6 s into yes(1): $i" >&3
+	[ "$i" -le 3 ]
+	space-exec "$ID" -- kill "$pid"
+	i=$(idle_reaches 4); echo "# idle after it ended: $i" >&3
+	[ "$i" -ge 4 ]
+}
+
+@test "space-ls idle_s is null when the daemon cannot answer" {
+	virsh -c qemu:///system suspend "sp-$ID" >/dev/null
+	run space-ls "$ID"
+	virsh -c qemu:///system resume "sp-$ID" >/dev/null
+	assert_success
+	jout -e '.idle_s == null and .vm == "paused"'
+}
