@@ -27,11 +27,11 @@ ASAN_FLAGS = -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sa
 
 # The guest daemon is static and links only what the guest needs.
 GUEST_LIB = lib/sp_proto.c lib/sp_err.c
-GUEST_LIBS = -ljansson -lpthread
+GUEST_LIBS = -larchive -lacl -lnettle -lxml2 -licuuc -licudata -llzma -lzstd -lbz2 -lz -ljansson -lstdc++ -lm -lpthread
 GUEST_DAEMON = $(B)/guest/space-daemon
 GUEST_IMAGE = guest/build/rootfs.tar.zst guest/build/vmlinuz guest/build/initrd.img
 
-all: $(B)/libspace.a $(CMDS) $(GUEST_DAEMON) $(UNITS)
+all: $(B)/libspace.a $(CMDS) $(GUEST_DAEMON) $(UNITS) $(BENCH_C:bench/%.c=$(B)/bench/%)
 
 $(B)/lib/%.o: lib/%.c lib/sp.h
 	@mkdir -p $(@D)
@@ -68,6 +68,14 @@ $(GUEST_IMAGE) &: guest/build-image $(GUEST_DAEMON) $(shell find guest/rootfs gu
 	guest/build-image $(GUEST_DAEMON) guest/build
 
 asan: $(ASAN_UNITS)
+
+# Benchmarks: bench/<name> scripts print JSON lines (DESIGN §14).
+$(B)/bench/%: bench/%.c $(B)/libspace.a lib/sp.h
+	@mkdir -p $(@D)
+	$(CC) $(WFLAGS) $(CFLAGS) $(CPPFLAGS) -o $@ $< $(B)/libspace.a $(LIBS)
+BENCH_C = $(wildcard bench/*.c)
+bench: all guest $(BENCH_C:bench/%.c=$(B)/bench/%)
+	for b in bench/*; do case $$b in *.c) ;; *) $$b ;; esac; done
 
 # libFuzzer on the host-side frame parser (what every guest byte goes through).
 FUZZ_SECONDS ?= 60
@@ -110,5 +118,5 @@ clean:
 distclean: clean
 	rm -rf guest/build
 
-.PHONY: all guest asan fuzz check demo install clean distclean
+.PHONY: all guest asan fuzz check demo install clean distclean bench
 .SECONDARY:
