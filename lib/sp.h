@@ -265,6 +265,7 @@ int sp_frame_json(const struct sp_frame *f, json_t **out, struct sp_err *e);
 
 /* ---- chan: the host end of a sandbox's channel ---- */
 struct sp_chan;
+struct sp_ctx;
 /* Takes a free port of the sandbox (flock on run/<id>/space.N.lock, waiting
  * up to timeout_ms for one), connects and exchanges hello. */
 int sp_chan_open(struct sp_chan **c, const char *run, const char *id,
@@ -280,11 +281,45 @@ struct sp_exec {
 	char *const *env;	/* "K=V", NULL-terminated, may be NULL */
 	const char *cwd;	/* may be NULL */
 	int in_fd, out_fd, err_fd;	/* in_fd -1: no stdin */
+	/* Zero (as in `= { 0 }`) means the default for each of these. */
+	const char *user;	/* a name or a decimal uid in the guest */
+	int tty;		/* 1: a pty of rows x cols; out_fd carries it */
+	int rows, cols;
+	int timeout_ms;		/* > 0: SIGKILL after it, code "timed-out" */
+	int ctl_fd;		/* > 0: struct sp_exec_ctl records to forward */
+};
+/* What a caller (a signal handler, say) writes whole to ctl_fd while the
+ * call runs: sig > 0 sends that signal to the command's process group,
+ * sig 0 sets its pty's size to rows x cols. */
+struct sp_exec_ctl {
+	int sig, rows, cols;
 };
 /* Runs a command; *status is the wait status style result: exit code, or
- * 128+signal.  Platform failures are -1 with e set. */
+ * 128+signal.  Platform failures are -1 with e set; "exec-failed" when the
+ * command could not start, "timed-out" when timeout_ms passed. */
 int sp_chan_exec(struct sp_chan *c, const struct sp_exec *x, int *status,
     struct sp_err *e);
+/* Starts a detached command (in_fd, out_fd, err_fd, timeout_ms and ctl_fd
+ * unused): it outlives the call, its output kept in the guest's ring
+ * buffer; *pid is its pid in the guest. */
+int sp_chan_detach(struct sp_chan *c, const struct sp_exec *x, pid_t *pid,
+    struct sp_err *e);
+/* The guest daemon's processes: fn gets each as a checked object
+ * {"pid","argv","state":"running"|"exited","started","detached","tty",
+ * "status"|"signal"} (borrowed); a non-zero return from fn stops. */
+int sp_chan_ps(struct sp_chan *c, int (*fn)(json_t *, void *), void *arg,
+    struct sp_err *e);
+/* Writes a detached process's kept output to fd; with follow, what comes
+ * after too, until it exits.  *running (may be NULL) is 1 when it still
+ * runs; not-found for a pid the daemon did not detach. */
+int sp_chan_logs(struct sp_chan *c, pid_t pid, int follow, int fd,
+    int *running, struct sp_err *e);
+/* Sends sig to the process group of a running process the daemon started;
+ * not-found for any other pid, bad-state when it has exited. */
+int sp_chan_kill(struct sp_chan *c, pid_t pid, int sig, struct sp_err *e);
+/* sp_chan_open on a sandbox the state DB says is running. */
+int sp_chan_open_running(struct sp_ctx *x, const char *id,
+    struct sp_chan **c, int timeout_ms, struct sp_err *e);
 
 /* The generic exchange other call types are built on.  A stream number per
  * call; sends queue one frame (payload <= SP_FRAME_CHUNK) and wait until it is
@@ -300,6 +335,58 @@ int sp_chan_recv(struct sp_chan *c, struct sp_frame *f, int timeout_ms,
 /* Turns a guest's ERROR frame into e (its token when well-formed, else
  * "guest"; the message sanitized).  Always returns -1. */
 int sp_chan_error_frame(const struct sp_frame *f, struct sp_err *e);
+
+/* ---- fs: files and trees in a sandbox, through its guest daemon ---- */
+/* Every call waits at most SP_FS_TIMEOUT_MS for each frame of the guest;
+ * memory stays a frame whatever the size of the data.  Guest paths are
+ * absolute, without NUL, under SP_PATH_MAX bytes.  After a call failed
+ * mid-stream the channel may be closed (sp_chan_* says so): open another. */
+#define SP_FS_TIMEOUT_MS	30000
+#define SP_FS_LIST_MAX		100000
+int sp_fs_path_check(const char *path, struct sp_err *e);
+/* The file's bytes to out_fd; *size (may be NULL) gets their count. */
+int sp_fs_read(struct sp_chan *c, const char *path, int out_fd,
+    uint64_t *size, struct sp_err *e);
+/* in_fd's bytes to the file until EOF: an atomic replace, or appended when
+ * append; mode < 0 keeps the old file's (0644 for a new one). */
+int sp_fs_write(struct sp_chan *c, const char *path, int in_fd, int mode,
+    int append, uint64_t *size, struct sp_err *e);
+/* *out: {"type","size","mode","uid","gid","mtime"[,"target"]}; caller
+ * decrefs.  follow: stat the symlink's target. */
+int sp_fs_stat(struct sp_chan *c, const char *path, int follow,
+    json_t **out, struct sp_err *e);
+/* fn gets each entry ({"name",...the stat fields}, borrowed) and may stop
+ * the walk by returning -1; *truncated (may be NULL) says whether the guest
+ * cut the list at SP_FS_LIST_MAX. */
+int sp_fs_list(struct sp_chan *c, const char *path,
+    int (*fn)(json_t *ent, void *arg), void *arg, int *truncated,
+    struct sp_err *e);
+int sp_fs_mkdir(struct sp_chan *c, const char *path, int parents, int mode,
+    struct sp_err *e);
+int sp_fs_remove(struct sp_chan *c, const char *path, int recursive,
+    struct sp_err *e);
+int sp_fs_rename(struct sp_chan *c, const char *from, const char *to,
+    struct sp_err *e);
+/* Raw tar streams: the guest's path packed (pax) to out_fd, its top entry
+ * named name (NULL: path's last component); in_fd's tar unpacked into the
+ * guest's directory dir. */
+int sp_fs_tar_out(struct sp_chan *c, const char *path, const char *name,
+    int out_fd, struct sp_err *e);
+int sp_fs_tar_in(struct sp_chan *c, const char *dir, int in_fd,
+    struct sp_err *e);
+/* Copies a host path into the guest's directory dir under name (NULL: the
+ * last component of src); symlinks are copied as symlinks. */
+int sp_fs_put(struct sp_chan *c, const char *src, const char *dir,
+    const char *name, struct sp_err *e);
+/* Copies the guest's path into the host directory dir under name (NULL:
+ * the last component of path).  The guest's stream is hostile: entries
+ * outside name, absolute, with "..", or through symlinks are refused. */
+int sp_fs_get(struct sp_chan *c, const char *path, const char *dir,
+    const char *name, struct sp_err *e);
+/* Unpacks a tar stream from in_fd into the host directory dir with the same
+ * checks (top: the one top-level name allowed, NULL: any). */
+int sp_fs_untar(int in_fd, const char *dir, const char *top,
+    struct sp_err *e);
 
 /* ---- template: build templates from root filesystems ---- */
 struct sp_template_src {
@@ -380,6 +467,22 @@ int sp_sandbox_create(struct sp_ctx *x, const struct sp_create_req *r,
  * whether there was anything to remove. */
 int sp_sandbox_remove(struct sp_ctx *x, const char *id, int *existed,
     struct sp_err *e);
+/* The lifecycle verbs of DESIGN §6.  Each is idempotent: a sandbox already
+ * in the target state is left alone and *changed is 0.  A move the state
+ * table forbids is bad-state and changes nothing.  The DB claims the move by
+ * compare-and-set before the VM is touched, and is rolled back when libvirt
+ * refuses. */
+int sp_sandbox_pause(struct sp_ctx *x, const char *id, int *changed,
+    struct sp_err *e);
+int sp_sandbox_resume(struct sp_ctx *x, const char *id, int *changed,
+    struct sp_err *e);
+/* Asks the guest to power off, waits up to timeout_ms, then forces it. */
+int sp_sandbox_stop(struct sp_ctx *x, const char *id, int timeout_ms,
+    int *changed, int *forced, struct sp_err *e);
+/* Cold boot from the sandbox's own disk; returns when the daemon answers. */
+int sp_sandbox_start(struct sp_ctx *x, const char *id, int ready_timeout_ms,
+    int *changed, struct sp_err *e);
+
 /* The record space-ls prints for a row: DB joined with libvirt and btrfs. */
 int sp_sandbox_describe(struct sp_ctx *x, const struct sp_sandbox_row *r,
     json_t **out, struct sp_err *e);
@@ -389,5 +492,7 @@ int sp_sandbox_dir(const struct sp_ctx *x, const char *id, char *out, size_t n,
 int sp_sandbox_run_dir(const struct sp_ctx *x, const char *id, char *out,
     size_t n, struct sp_err *e);
 void sp_sandbox_domain(const char *id, char out[SP_ID_LEN + 4]);
+/* The run dir QEMU makes the channel sockets in (its group may write). */
+int sp_sandbox_make_run_dir(const char *dir, struct sp_err *e);
 
 #endif

@@ -76,8 +76,8 @@ sp_sandbox_domain(const char *id, char out[SP_ID_LEN + 4])
  * The run dir holds the channel sockets QEMU creates; QEMU runs as libvirt's
  * unprivileged user, so that user's group may write there and nobody else.
  */
-static int
-make_run_dir(const char *dir, struct sp_err *e)
+int
+sp_sandbox_make_run_dir(const char *dir, struct sp_err *e)
 {
 	struct group *g;
 
@@ -180,7 +180,7 @@ sp_sandbox_create(struct sp_ctx *x, const struct sp_create_req *r, json_t **out,
 	inserted = 1;
 	if (sp_subvol_snapshot(tpath, dir, 0, e) == -1)
 		goto out;
-	if (make_run_dir(run, e) == -1)
+	if (sp_sandbox_make_run_dir(run, e) == -1)
 		goto out;
 	sp_sandbox_domain(row.id, dom);
 	spec = (struct sp_vm_spec){

@@ -1,0 +1,41 @@
+/* space-resume: resume paused sandboxes. */
+#include <stdio.h>
+#include <string.h>
+
+#include "sp.h"
+
+static int
+resume1(const char *id, json_t *rec, void *ctx)
+{
+	struct sp_err e;
+	int64_t t0 = sp_clock_ms();
+	int changed;
+
+	if (sp_sandbox_resume(ctx, id, &changed, &e) == -1)
+		return sp_out_fail(id, &e);
+	return sp_out_ok(id, json_pack("{s:s, s:b, s:I}", "state", "running",
+	    "changed", changed, "ms", (json_int_t)(sp_clock_ms() - t0)));
+}
+
+int
+main(int argc, char *argv[])
+{
+	struct sp_ctx x;
+	struct sp_err e;
+	int rc;
+
+	sp_out_init(argv[0]);
+	if (argc > 1 && argv[1][0] == '-' && strcmp(argv[1], "--") != 0) {
+		fprintf(stderr, "usage: space-resume [ID...]   (or ids on stdin)\n");
+		return SP_EXIT_USAGE;
+	}
+	if (argc > 1 && strcmp(argv[1], "--") == 0) {
+		argc--;
+		argv++;
+	}
+	if (sp_ctx_open(&x, 1, &e) == -1)
+		return sp_out_fail(NULL, &e);
+	rc = sp_each(argc - 1, argv + 1, resume1, &x);
+	sp_ctx_close(&x);
+	return rc;
+}

@@ -1,0 +1,63 @@
+/* space-start: boot stopped sandboxes from their own disks. */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "sp.h"
+
+struct start {
+	struct sp_ctx x;
+	int timeout_ms;
+};
+
+static void
+usage(void)
+{
+	fprintf(stderr, "usage: space-start [--timeout SECONDS] [ID...]\n");
+	exit(SP_EXIT_USAGE);
+}
+
+static int
+start1(const char *id, json_t *rec, void *ctx)
+{
+	struct start *s = ctx;
+	struct sp_err e;
+	int64_t t0 = sp_clock_ms();
+	int changed;
+
+	if (sp_sandbox_start(&s->x, id, s->timeout_ms, &changed, &e) == -1)
+		return sp_out_fail(id, &e);
+	return sp_out_ok(id, json_pack("{s:s, s:b, s:I}", "state", "running",
+	    "changed", changed, "ms", (json_int_t)(sp_clock_ms() - t0)));
+}
+
+int
+main(int argc, char *argv[])
+{
+	static const struct option opts[] = {
+		{ "timeout", required_argument, NULL, 't' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct start s = { .timeout_ms = 180000 };
+	struct sp_err e;
+	char *end;
+	long v;
+	int ch, rc;
+
+	sp_out_init(argv[0]);
+	while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		if (ch != 't')
+			usage();
+		v = strtol(optarg, &end, 10);
+		if (*optarg == '\0' || *end != '\0' || v < 0 || v > 3600)
+			usage();
+		s.timeout_ms = (int)v * 1000;
+	}
+	argc -= optind;
+	argv += optind;
+	if (sp_ctx_open(&s.x, 1, &e) == -1)
+		return sp_out_fail(NULL, &e);
+	rc = sp_each(argc, argv, start1, &s);
+	sp_ctx_close(&s.x);
+	return rc;
+}

@@ -1,0 +1,64 @@
+/* space-stop: shut sandboxes down (the guest first, then by force). */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "sp.h"
+
+struct stop {
+	struct sp_ctx x;
+	int timeout_ms;
+};
+
+static void
+usage(void)
+{
+	fprintf(stderr, "usage: space-stop [--timeout SECONDS] [ID...]\n");
+	exit(SP_EXIT_USAGE);
+}
+
+static int
+stop1(const char *id, json_t *rec, void *ctx)
+{
+	struct stop *s = ctx;
+	struct sp_err e;
+	int64_t t0 = sp_clock_ms();
+	int changed, forced;
+
+	if (sp_sandbox_stop(&s->x, id, s->timeout_ms, &changed, &forced, &e) == -1)
+		return sp_out_fail(id, &e);
+	return sp_out_ok(id, json_pack("{s:s, s:b, s:b, s:I}", "state", "stopped",
+	    "changed", changed, "forced", forced, "ms",
+	    (json_int_t)(sp_clock_ms() - t0)));
+}
+
+int
+main(int argc, char *argv[])
+{
+	static const struct option opts[] = {
+		{ "timeout", required_argument, NULL, 't' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct stop s = { .timeout_ms = 30000 };
+	struct sp_err e;
+	char *end;
+	long v;
+	int ch, rc;
+
+	sp_out_init(argv[0]);
+	while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		if (ch != 't')
+			usage();
+		v = strtol(optarg, &end, 10);
+		if (*optarg == '\0' || *end != '\0' || v < 0 || v > 3600)
+			usage();
+		s.timeout_ms = (int)v * 1000;
+	}
+	argc -= optind;
+	argv += optind;
+	if (sp_ctx_open(&s.x, 1, &e) == -1)
+		return sp_out_fail(NULL, &e);
+	rc = sp_each(argc, argv, stop1, &s);
+	sp_ctx_close(&s.x);
+	return rc;
+}

@@ -1,0 +1,201 @@
+/*
+ * sp_lifecycle: pause, resume, stop and start (DESIGN §6).  Each verb claims
+ * its move in the DB by compare-and-set first, so of two commands racing on
+ * one sandbox exactly one acts; then it drives libvirt, and puts the claim
+ * back when libvirt refuses.  A sandbox already where the verb leads is left
+ * alone: running a verb twice ends in the same place.
+ */
+#include <fcntl.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "sp.h"
+
+#define T(s) (1u << (s))
+#define SHUTDOWN_ASK_MS	3000
+#define STATE_POLL_MS	50
+
+/*
+ * Claims the move of id from one of the states in `from` to `to`: 1 when
+ * claimed (*was is the state it left), 0 when it is already at `to`, -1 on
+ * error (bad-state when it is somewhere the verb does not start from).
+ */
+static int
+claim(struct sp_ctx *x, const char *id, unsigned from, enum sp_state to,
+    const char *verb, enum sp_state *was, struct sp_err *e)
+{
+	struct sp_sandbox_row r;
+	struct sp_err lost;
+
+	if (sp_id_check(id, e) == -1 || sp_db_sandbox_get(x->db, id, &r, e) == -1)
+		return -1;
+	sp_db_row_release(&r);
+	*was = r.state;
+	if (r.state == to)
+		return 0;
+	if (!(from & T(r.state)))
+		return sp_err_set(e, "bad-state", 0, "cannot %s a sandbox that "
+		    "is %s", verb, sp_state_name(r.state));
+	if (sp_db_transition(x->db, id, to, r.gen, NULL, e) == 0)
+		return 1;
+	/* Another command moved it first: fine if it went where we go. */
+	if (strcmp(e->code, "bad-state") != 0 ||
+	    sp_db_sandbox_get(x->db, id, &r, &lost) == -1)
+		return -1;
+	sp_db_row_release(&r);
+	return r.state == to ? 0 : -1;
+}
+
+/* Puts a claim back after libvirt refused; the first error is the one told. */
+static void
+unclaim(struct sp_ctx *x, const char *id, enum sp_state back)
+{
+	struct sp_err ignored;
+
+	sp_db_transition(x->db, id, back, -1, NULL, &ignored);
+}
+
+int
+sp_sandbox_pause(struct sp_ctx *x, const char *id, int *changed,
+    struct sp_err *e)
+{
+	char dom[SP_ID_LEN + 4];
+	enum sp_state was;
+	int c;
+
+	if (sp_ctx_virt(x, e) == -1 ||
+	    (c = claim(x, id, T(SP_ST_RUNNING), SP_ST_PAUSED, "pause", &was, e)) == -1)
+		return -1;
+	sp_sandbox_domain(id, dom);
+	/* Also when the DB already said paused: the VM must agree. */
+	if (sp_virt_pause(x->virt, dom, e) == -1) {
+		if (c == 1)
+			unclaim(x, id, was);
+		return -1;
+	}
+	*changed = c;
+	return 0;
+}
+
+int
+sp_sandbox_resume(struct sp_ctx *x, const char *id, int *changed,
+    struct sp_err *e)
+{
+	char dom[SP_ID_LEN + 4];
+	enum sp_state was;
+	int c;
+
+	if (sp_ctx_virt(x, e) == -1 ||
+	    (c = claim(x, id, T(SP_ST_PAUSED), SP_ST_RUNNING, "resume", &was, e)) == -1)
+		return -1;
+	sp_sandbox_domain(id, dom);
+	if (sp_virt_resume(x->virt, dom, e) == -1) {
+		if (c == 1)
+			unclaim(x, id, was);
+		return -1;
+	}
+	*changed = c;
+	return 0;
+}
+
+/* Waits until the domain is off; 1 when it is, 0 at the deadline. */
+static int
+wait_off(struct sp_ctx *x, const char *dom, int64_t deadline, struct sp_err *e)
+{
+	char st[16];
+
+	for (;;) {
+		if (sp_virt_state(x->virt, dom, st, e) == -1)
+			return -1;
+		if (strcmp(st, "shutoff") == 0 || strcmp(st, "absent") == 0 ||
+		    strcmp(st, "crashed") == 0)
+			return 1;
+		if (sp_clock_ms() >= deadline)
+			return 0;
+		usleep(STATE_POLL_MS * 1000);
+	}
+}
+
+/* The guest shuts down by itself when asked through its daemon (the minimal
+ * guest has no ACPI daemon, so libvirt's shutdown request would be ignored).
+ * The daemon dies on the way, so the call's own result does not matter. */
+static void
+ask_poweroff(struct sp_ctx *x, const char *id)
+{
+	char *argv[] = { "poweroff", NULL };
+	struct sp_exec xr = { .argv = argv, .in_fd = -1 };
+	struct sp_chan *c;
+	struct sp_err ignored;
+	int status, null;
+
+	if ((null = open("/dev/null", O_WRONLY | O_CLOEXEC)) == -1)
+		return;
+	xr.out_fd = xr.err_fd = null;
+	if (sp_chan_open(&c, x->conf.run, id, SHUTDOWN_ASK_MS, &ignored) == 0) {
+		sp_chan_exec(c, &xr, &status, &ignored);
+		sp_chan_close(c);
+	}
+	close(null);
+}
+
+int
+sp_sandbox_stop(struct sp_ctx *x, const char *id, int timeout_ms, int *changed,
+    int *forced, struct sp_err *e)
+{
+	char dom[SP_ID_LEN + 4], st[16];
+	enum sp_state was;
+	int c, off;
+
+	*forced = 0;
+	if (sp_ctx_virt(x, e) == -1 || (c = claim(x, id, T(SP_ST_RUNNING) |
+	    T(SP_ST_PAUSED) | T(SP_ST_FAILED), SP_ST_STOPPED, "stop", &was, e)) == -1)
+		return -1;
+	sp_sandbox_domain(id, dom);
+	if (sp_virt_state(x->virt, dom, st, e) == -1)
+		return -1;
+	off = 1;
+	if (strcmp(st, "running") == 0 || strcmp(st, "paused") == 0) {
+		/* A paused guest cannot shut itself down: let it run first. */
+		if (strcmp(st, "paused") == 0 && sp_virt_resume(x->virt, dom, e) == -1)
+			return -1;
+		ask_poweroff(x, id);
+		if ((off = wait_off(x, dom, sp_clock_ms() + timeout_ms, e)) == -1)
+			return -1;
+	}
+	if (!off) {
+		if (sp_virt_destroy(x->virt, dom, e) == -1)
+			return -1;
+		*forced = 1;
+	}
+	*changed = c;
+	return 0;
+}
+
+int
+sp_sandbox_start(struct sp_ctx *x, const char *id, int ready_timeout_ms,
+    int *changed, struct sp_err *e)
+{
+	char dom[SP_ID_LEN + 4], run[SP_PATH_MAX];
+	struct sp_err ignored;
+	enum sp_state was;
+	int c;
+
+	if (sp_ctx_virt(x, e) == -1 ||
+	    (c = claim(x, id, T(SP_ST_STOPPED), SP_ST_RUNNING, "start", &was, e)) == -1)
+		return -1;
+	*changed = c;
+	if (c == 0)
+		return sp_chan_wait_ready(x->conf.run, id, ready_timeout_ms, e);
+	sp_sandbox_domain(id, dom);
+	/* The run dir lives on tmpfs: a host reboot took it away. */
+	if (sp_sandbox_run_dir(x, id, run, sizeof run, e) == -1 ||
+	    sp_sandbox_make_run_dir(run, e) == -1 ||
+	    sp_virt_start(x->virt, dom, e) == -1 ||
+	    sp_chan_wait_ready(x->conf.run, id, ready_timeout_ms, e) == -1) {
+		sp_virt_destroy(x->virt, dom, &ignored);
+		unclaim(x, id, was);
+		return -1;
+	}
+	return 0;
+}
