@@ -51,8 +51,14 @@ _space() {
 		--state) COMPREPLY=($(compgen -W "creating running paused stopped suspending suspended restoring failed recovering destroyed" -- "$cur")) ;;
 		*) COMPREPLY=($(compgen -W "--state $(_space_ids)" -- "$cur")) ;;
 		esac ;;
-	space-rm)
+	space-rm|space-pause|space-resume)
 		COMPREPLY=($(compgen -W "$(_space_ids)" -- "$cur")) ;;
+	space-stop|space-start)
+		case $prev in
+		--timeout) ;;
+		*) COMPREPLY=($(compgen -W "--timeout $(_space_ids)" -- "$cur")) ;;
+		esac ;;
 	esac
 }
-complete -F _space space-init space-template space-create space-exec space-ls space-rm
+complete -F _space space-init space-template space-create space-exec space-ls space-rm \
+	space-pause space-resume space-stop space-start
