@@ -9,13 +9,15 @@
 static void
 usage(void)
 {
-	fprintf(stderr, "usage: space-ls [--state STATE] [ID...]\n");
+	fprintf(stderr, "usage: space-ls [--state STATE] [--idle-over SECONDS] "
+	    "[ID...]\n");
 	exit(SP_EXIT_USAGE);
 }
 
 struct ls {
 	struct sp_ctx x;
 	const char *state;	/* observed state filter, or NULL */
+	long long idle_over;	/* -1, or only those idle at least that long */
 	int rc;
 };
 
@@ -32,6 +34,12 @@ show(const struct sp_sandbox_row *r, void *arg)
 	}
 	if (l->state != NULL &&
 	    strcmp(json_string_value(json_object_get(o, "state")), l->state) != 0) {
+		json_decref(o);
+		return 0;
+	}
+	/* Unknown idleness (a daemon that does not answer) is not idleness. */
+	if (l->idle_over >= 0 && (!json_is_integer(json_object_get(o, "idle_s")) ||
+	    json_integer_value(json_object_get(o, "idle_s")) < l->idle_over)) {
 		json_decref(o);
 		return 0;
 	}
@@ -59,11 +67,13 @@ main(int argc, char *argv[])
 {
 	static const struct option opts[] = {
 		{ "state", required_argument, NULL, 's' },
+		{ "idle-over", required_argument, NULL, 'i' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	struct ls l = { 0 };
+	struct ls l = { .idle_over = -1 };
 	struct sp_err e;
+	char *end;
 	int ch, rc;
 
 	sp_out_init(argv[0]);
@@ -75,6 +85,13 @@ main(int argc, char *argv[])
 				return SP_EXIT_USAGE;
 			}
 			l.state = optarg;
+			break;
+		case 'i':
+			l.idle_over = strtoll(optarg, &end, 10);
+			if (*optarg == '\0' || *end != '\0' || l.idle_over < 0) {
+				sp_warn("--idle-over: need a number of seconds");
+				return SP_EXIT_USAGE;
+			}
 			break;
 		default:
 			usage();

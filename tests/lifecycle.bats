@@ -22,7 +22,7 @@ counter() {
 }
 
 @test "pause stops the guest: a counter does not advance while paused" {
-	space-exec "$ID" -- sh -c 'i=0; while :; do i=$((i+1)); echo $i > /tmp/counter; sleep 0.2; done >/dev/null 2>&1 </dev/null &'
+	space-exec "$ID" -- sh -c 'i=0; while :; do i=$((i+1)); echo $i > /tmp/counter; sleep 0.2; done >/dev/null 2>&1 </dev/null & echo $! > /tmp/counter.pid'
 	sleep 2
 	c1=$(counter)
 	run space-pause "$ID"
@@ -41,6 +41,7 @@ counter() {
 	c3=$(counter)
 	echo "# and $c3 after 2 s running again" >&3
 	[ $((c3 - c2)) -ge 4 ]
+	space-exec "$ID" -- sh -c 'kill $(cat /tmp/counter.pid)'
 }
 
 @test "pause and resume are idempotent" {
@@ -125,5 +126,20 @@ counter() {
 	[ "$status" -eq 1 ]
 	jout -e '.error == "not-found"'
 	run space-pause 'bad id'
+	[ "$status" -eq 100 ]
+}
+
+@test "space-ls --idle-over | space-pause pauses only what was idle" {
+	space-exec "$ID" -- true
+	run space-ls --idle-over 3600
+	assert_success
+	refute_output --partial "$ID"
+	sleep 5
+	# Only this file's sandbox: the pipeline, not a sweep of the node.
+	run bash -c "space-ls --idle-over 3 | jq -c 'select(.id == \"$ID\")' | space-pause"
+	assert_success
+	jout -se --arg id "$ID" 'map(select(.id == $id and .state == "paused")) | length == 1'
+	space-resume "$ID" >/dev/null
+	run space-ls --idle-over x
 	[ "$status" -eq 100 ]
 }
