@@ -109,7 +109,7 @@ install: all
 	for c in $(CMDS); do ln -sf space $(DESTDIR)$(PREFIX)/share/bash-completion/completions/$${c##*/}; done
 	install -m 644 $(GUEST_IMAGE) $(DESTDIR)$(PREFIX)/lib/space/
 	install -d $(DESTDIR)$(UNITDIR)
-	install -m 644 units/*.service $(DESTDIR)$(UNITDIR)/
+	install -m 644 units/*.service units/*.timer $(DESTDIR)$(UNITDIR)/
 
 # guest/build keeps the downloaded kernel: only distclean drops it.
 clean:

@@ -53,6 +53,8 @@ _space() {
 		esac ;;
 	space-rm|space-pause|space-resume)
 		COMPREPLY=($(compgen -W "$(_space_ids)" -- "$cur")) ;;
+	space-reconcile)
+		COMPREPLY=($(compgen -W "--once --interval" -- "$cur")) ;;
 	space-stop|space-start)
 		case $prev in
 		--timeout) ;;
@@ -61,4 +63,4 @@ _space() {
 	esac
 }
 complete -F _space space-init space-template space-create space-exec space-ls space-rm \
-	space-pause space-resume space-stop space-start
+	space-pause space-resume space-stop space-start space-reconcile

@@ -204,6 +204,12 @@ int sp_virt_save(struct sp_virt *v, const char *name, const char *path,
     struct sp_err *e);
 int sp_virt_restore(struct sp_virt *v, const char *path, const char *xml,
     struct sp_err *e);
+/* Every domain's name, to fn; a non-zero return from fn stops. */
+int sp_virt_list(struct sp_virt *v, int (*fn)(const char *, void *),
+    void *arg, struct sp_err *e);
+/* The domain's XML as libvirt has it; the caller frees *xml. */
+int sp_virt_xml(struct sp_virt *v, const char *name, char **xml,
+    struct sp_err *e);
 /* libvirt's version and the hypervisor's, e.g. "libvirt 9.0.0, QEMU 7.2.0". */
 int sp_virt_version(struct sp_virt *v, char *out, size_t n, struct sp_err *e);
 /* "running", "paused", "shutoff", "crashed", "absent", ... */
@@ -423,6 +429,10 @@ int sp_size_parse(const char *s, uint64_t *out, struct sp_err *e);
 /* Milliseconds of CLOCK_MONOTONIC: for deadlines and durations. */
 int64_t sp_clock_ms(void);
 
+/* Crash injection for tests: when SPACE_CRASH_AT names this point, the
+ * process dies here by SIGKILL, as a kill -9 would take it. */
+void sp_crashpoint(const char *name);
+
 /* ---- proc: running the few external programs we need (no shell) ---- */
 /* Runs argv[0] (PATH search) and waits; a non-zero exit is an error whose
  * message carries the tail of its stderr. */
@@ -482,6 +492,20 @@ int sp_sandbox_stop(struct sp_ctx *x, const char *id, int timeout_ms,
 /* Cold boot from the sandbox's own disk; returns when the daemon answers. */
 int sp_sandbox_start(struct sp_ctx *x, const char *id, int ready_timeout_ms,
     int *changed, struct sp_err *e);
+
+/* The per-sandbox lock (<root>/locks/sandbox-<id>.lock) every command that
+ * acts on a sandbox holds while it does, so space-reconcile can tell a
+ * command at work from one that died halfway.  wait 0: busy when taken. */
+int sp_sandbox_lock(const struct sp_ctx *x, const char *id, int wait,
+    int *fd, struct sp_err *e);
+void sp_sandbox_unlock(int fd);
+
+/* One pass of the node-local reconcile loop: every sandbox of this node
+ * whose record and VM disagree, or that a dead command left in a transient
+ * state, is brought to a legal state; orphan domains and subvolumes of this
+ * root are removed.  fn is told each action as a JSON object (stolen). */
+int sp_reconcile_once(struct sp_ctx *x, int (*fn)(json_t *, void *),
+    void *arg, struct sp_err *e);
 
 /* The record space-ls prints for a row: DB joined with libvirt and btrfs. */
 int sp_sandbox_describe(struct sp_ctx *x, const struct sp_sandbox_row *r,

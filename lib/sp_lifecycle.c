@@ -37,8 +37,10 @@ claim(struct sp_ctx *x, const char *id, unsigned from, enum sp_state to,
 	if (!(from & T(r.state)))
 		return sp_err_set(e, "bad-state", 0, "cannot %s a sandbox that "
 		    "is %s", verb, sp_state_name(r.state));
-	if (sp_db_transition(x->db, id, to, r.gen, NULL, e) == 0)
+	if (sp_db_transition(x->db, id, to, r.gen, NULL, e) == 0) {
+		sp_crashpoint("verb-after-claim");
 		return 1;
+	}
 	/* Another command moved it first: fine if it went where we go. */
 	if (strcmp(e->code, "bad-state") != 0 ||
 	    sp_db_sandbox_get(x->db, id, &r, &lost) == -1)
@@ -56,8 +58,14 @@ unclaim(struct sp_ctx *x, const char *id, enum sp_state back)
 	sp_db_transition(x->db, id, back, -1, NULL, &ignored);
 }
 
-int
-sp_sandbox_pause(struct sp_ctx *x, const char *id, int *changed,
+/* What a verb is given and tells; each runs holding the sandbox's lock. */
+struct verb {
+	int timeout_ms;
+	int changed, forced;
+};
+
+static int
+pause_locked(struct sp_ctx *x, const char *id, struct verb *v,
     struct sp_err *e)
 {
 	char dom[SP_ID_LEN + 4];
@@ -74,12 +82,12 @@ sp_sandbox_pause(struct sp_ctx *x, const char *id, int *changed,
 			unclaim(x, id, was);
 		return -1;
 	}
-	*changed = c;
+	v->changed = c;
 	return 0;
 }
 
-int
-sp_sandbox_resume(struct sp_ctx *x, const char *id, int *changed,
+static int
+resume_locked(struct sp_ctx *x, const char *id, struct verb *v,
     struct sp_err *e)
 {
 	char dom[SP_ID_LEN + 4];
@@ -95,7 +103,7 @@ sp_sandbox_resume(struct sp_ctx *x, const char *id, int *changed,
 			unclaim(x, id, was);
 		return -1;
 	}
-	*changed = c;
+	v->changed = c;
 	return 0;
 }
 
@@ -139,15 +147,13 @@ ask_poweroff(struct sp_ctx *x, const char *id)
 	close(null);
 }
 
-int
-sp_sandbox_stop(struct sp_ctx *x, const char *id, int timeout_ms, int *changed,
-    int *forced, struct sp_err *e)
+static int
+stop_locked(struct sp_ctx *x, const char *id, struct verb *v, struct sp_err *e)
 {
 	char dom[SP_ID_LEN + 4], st[16];
 	enum sp_state was;
 	int c, off;
 
-	*forced = 0;
 	if (sp_ctx_virt(x, e) == -1 || (c = claim(x, id, T(SP_ST_RUNNING) |
 	    T(SP_ST_PAUSED) | T(SP_ST_FAILED), SP_ST_STOPPED, "stop", &was, e)) == -1)
 		return -1;
@@ -160,21 +166,21 @@ sp_sandbox_stop(struct sp_ctx *x, const char *id, int timeout_ms, int *changed,
 		if (strcmp(st, "paused") == 0 && sp_virt_resume(x->virt, dom, e) == -1)
 			return -1;
 		ask_poweroff(x, id);
-		if ((off = wait_off(x, dom, sp_clock_ms() + timeout_ms, e)) == -1)
+		if ((off = wait_off(x, dom, sp_clock_ms() + v->timeout_ms, e)) == -1)
 			return -1;
 	}
 	if (!off) {
 		if (sp_virt_destroy(x->virt, dom, e) == -1)
 			return -1;
-		*forced = 1;
+		v->forced = 1;
 	}
-	*changed = c;
+	v->changed = c;
 	return 0;
 }
 
-int
-sp_sandbox_start(struct sp_ctx *x, const char *id, int ready_timeout_ms,
-    int *changed, struct sp_err *e)
+static int
+start_locked(struct sp_ctx *x, const char *id, struct verb *v,
+    struct sp_err *e)
 {
 	char dom[SP_ID_LEN + 4], run[SP_PATH_MAX];
 	struct sp_err ignored;
@@ -184,18 +190,78 @@ sp_sandbox_start(struct sp_ctx *x, const char *id, int ready_timeout_ms,
 	if (sp_ctx_virt(x, e) == -1 ||
 	    (c = claim(x, id, T(SP_ST_STOPPED), SP_ST_RUNNING, "start", &was, e)) == -1)
 		return -1;
-	*changed = c;
+	v->changed = c;
 	if (c == 0)
-		return sp_chan_wait_ready(x->conf.run, id, ready_timeout_ms, e);
+		return sp_chan_wait_ready(x->conf.run, id, v->timeout_ms, e);
 	sp_sandbox_domain(id, dom);
 	/* The run dir lives on tmpfs: a host reboot took it away. */
 	if (sp_sandbox_run_dir(x, id, run, sizeof run, e) == -1 ||
 	    sp_sandbox_make_run_dir(run, e) == -1 ||
 	    sp_virt_start(x->virt, dom, e) == -1 ||
-	    sp_chan_wait_ready(x->conf.run, id, ready_timeout_ms, e) == -1) {
+	    sp_chan_wait_ready(x->conf.run, id, v->timeout_ms, e) == -1) {
 		sp_virt_destroy(x->virt, dom, &ignored);
 		unclaim(x, id, was);
 		return -1;
 	}
 	return 0;
+}
+
+/* Runs a verb holding the sandbox's lock, so reconcile leaves it alone. */
+static int
+locked(struct sp_ctx *x, const char *id,
+    int (*fn)(struct sp_ctx *, const char *, struct verb *, struct sp_err *),
+    struct verb *v, struct sp_err *e)
+{
+	int fd, rc;
+
+	if (sp_id_check(id, e) == -1 || sp_sandbox_lock(x, id, 1, &fd, e) == -1)
+		return -1;
+	rc = fn(x, id, v, e);
+	sp_sandbox_unlock(fd);
+	return rc;
+}
+
+int
+sp_sandbox_pause(struct sp_ctx *x, const char *id, int *changed,
+    struct sp_err *e)
+{
+	struct verb v = { 0 };
+	int rc = locked(x, id, pause_locked, &v, e);
+
+	*changed = v.changed;
+	return rc;
+}
+
+int
+sp_sandbox_resume(struct sp_ctx *x, const char *id, int *changed,
+    struct sp_err *e)
+{
+	struct verb v = { 0 };
+	int rc = locked(x, id, resume_locked, &v, e);
+
+	*changed = v.changed;
+	return rc;
+}
+
+int
+sp_sandbox_stop(struct sp_ctx *x, const char *id, int timeout_ms, int *changed,
+    int *forced, struct sp_err *e)
+{
+	struct verb v = { .timeout_ms = timeout_ms };
+	int rc = locked(x, id, stop_locked, &v, e);
+
+	*changed = v.changed;
+	*forced = v.forced;
+	return rc;
+}
+
+int
+sp_sandbox_start(struct sp_ctx *x, const char *id, int ready_timeout_ms,
+    int *changed, struct sp_err *e)
+{
+	struct verb v = { .timeout_ms = ready_timeout_ms };
+	int rc = locked(x, id, start_locked, &v, e);
+
+	*changed = v.changed;
+	return rc;
 }

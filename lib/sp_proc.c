@@ -1,6 +1,11 @@
-/* sp_proc: runs the few external programs we need, without a shell; the clock. */
+/*
+ * sp_proc: runs the few external programs we need, without a shell; the
+ * clock; and the crash points tests use to kill a command at a known place.
+ */
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
 #include <spawn.h>
 #include <stdio.h>
 #include <string.h>
@@ -79,4 +84,13 @@ sp_clock_ms(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void
+sp_crashpoint(const char *name)
+{
+	const char *at = getenv("SPACE_CRASH_AT");
+
+	if (at != NULL && strcmp(at, name) == 0)
+		raise(SIGKILL);
 }

@@ -4,11 +4,13 @@
  * (no bytes copied) booted as the libvirt domain sp-<id>.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <grp.h>
 #include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -72,6 +74,39 @@ sp_sandbox_domain(const char *id, char out[SP_ID_LEN + 4])
 	snprintf(out, SP_ID_LEN + 4, "sp-%s", id);
 }
 
+int
+sp_sandbox_lock(const struct sp_ctx *x, const char *id, int wait, int *fd,
+    struct sp_err *e)
+{
+	char p[SP_PATH_MAX];
+
+	*fd = -1;
+	if (sp_path_fmt(p, sizeof p, e, "%s/locks/sandbox-%s.lock", x->conf.root,
+	    id) == -1)
+		return -1;
+	if ((*fd = open(p, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600)) == -1)
+		return sp_err_sys(e, "io", "%s", p);
+	while (flock(*fd, LOCK_EX | (wait ? 0 : LOCK_NB)) == -1) {
+		if (errno == EINTR)
+			continue;
+		if (errno == EWOULDBLOCK)
+			sp_err_set(e, "busy", 1, "another command is acting on it");
+		else
+			sp_err_sys(e, "io", "lock %s", p);
+		close(*fd);
+		*fd = -1;
+		return -1;
+	}
+	return 0;
+}
+
+void
+sp_sandbox_unlock(int fd)
+{
+	if (fd >= 0)
+		close(fd);
+}
+
 /*
  * The run dir holds the channel sockets QEMU creates; QEMU runs as libvirt's
  * unprivileged user, so that user's group may write there and nobody else.
@@ -116,14 +151,18 @@ write_json(const char *path, json_t *j, struct sp_err *e)
 	return rc;
 }
 
-/* Undoes a half-made create; errors here are secondary to the first. */
+static int remove_locked(struct sp_ctx *, const char *, int *,
+    struct sp_err *);
+
+/* Undoes a half-made create (whose lock it holds); errors here are secondary
+ * to the first. */
 static void
 unmake(struct sp_ctx *x, const char *id)
 {
 	struct sp_err ignored;
 	int existed;
 
-	sp_sandbox_remove(x, id, &existed, &ignored);
+	remove_locked(x, id, &existed, &ignored);
 }
 
 int
@@ -138,7 +177,7 @@ sp_sandbox_create(struct sp_ctx *x, const struct sp_create_req *r, json_t **out,
 	struct sp_vm_spec spec;
 	json_t *meta = NULL;
 	int64_t t0 = sp_clock_ms();
-	int rc = -1, inserted = 0;
+	int rc = -1, inserted = 0, lock = -1;
 
 	*out = NULL;
 	if (r->memory_mib < 64 || r->memory_mib > 65536)
@@ -175,11 +214,15 @@ sp_sandbox_create(struct sp_ctx *x, const struct sp_create_req *r, json_t **out,
 	row.memory_mib = r->memory_mib;
 	row.vcpus = r->vcpus;
 	row.labels = labels;
+	if (sp_sandbox_lock(x, row.id, 1, &lock, e) == -1)
+		goto out;
 	if (sp_db_sandbox_insert(x->db, &row, e) == -1)
 		goto out;
 	inserted = 1;
+	sp_crashpoint("create-after-row");
 	if (sp_subvol_snapshot(tpath, dir, 0, e) == -1)
 		goto out;
+	sp_crashpoint("create-after-snapshot");
 	if (sp_sandbox_make_run_dir(run, e) == -1)
 		goto out;
 	sp_sandbox_domain(row.id, dom);
@@ -201,9 +244,12 @@ sp_sandbox_create(struct sp_ctx *x, const struct sp_create_req *r, json_t **out,
 	if (meta == NULL || sp_path_fmt(p, sizeof p, e, "%s/sandbox.json", dir) == -1 ||
 	    write_json(p, meta, e) == -1)
 		goto out;
-	if (sp_virt_define(x->virt, xml, e) == -1 ||
-	    sp_virt_start(x->virt, dom, e) == -1)
+	if (sp_virt_define(x->virt, xml, e) == -1)
 		goto out;
+	sp_crashpoint("create-after-define");
+	if (sp_virt_start(x->virt, dom, e) == -1)
+		goto out;
+	sp_crashpoint("create-after-start");
 	if (sp_chan_wait_ready(x->conf.run, row.id, r->ready_timeout_ms, e) == -1)
 		goto out;
 	if (sp_db_transition(x->db, row.id, SP_ST_RUNNING, -1, NULL, e) == -1)
@@ -215,6 +261,7 @@ sp_sandbox_create(struct sp_ctx *x, const struct sp_create_req *r, json_t **out,
 out:
 	if (rc == -1 && inserted)
 		unmake(x, row.id);
+	sp_sandbox_unlock(lock);
 	json_decref(meta);
 	free(xml);
 	free(labels);
@@ -223,6 +270,20 @@ out:
 
 int
 sp_sandbox_remove(struct sp_ctx *x, const char *id, int *existed,
+    struct sp_err *e)
+{
+	int fd, rc;
+
+	*existed = 0;
+	if (sp_id_check(id, e) == -1 || sp_sandbox_lock(x, id, 1, &fd, e) == -1)
+		return -1;
+	rc = remove_locked(x, id, existed, e);
+	sp_sandbox_unlock(fd);
+	return rc;
+}
+
+static int
+remove_locked(struct sp_ctx *x, const char *id, int *existed,
     struct sp_err *e)
 {
 	char dir[SP_PATH_MAX], run[SP_PATH_MAX], snaps[SP_PATH_MAX];
@@ -261,9 +322,11 @@ sp_sandbox_remove(struct sp_ctx *x, const char *id, int *existed,
 		return -1;
 	if (strcmp(vstate, "absent") != 0)
 		*existed = 1;
+	sp_crashpoint("remove-after-mark");
 	if (sp_virt_destroy(x->virt, dom, e) == -1 ||
 	    sp_virt_undefine(x->virt, dom, e) == -1)
 		return -1;
+	sp_crashpoint("remove-after-vm");
 	if (sp_subvol_exists(dir) || access(snaps, F_OK) == 0)
 		*existed = 1;
 	if (sp_subvol_delete(dir, e) == -1)

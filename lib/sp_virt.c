@@ -759,3 +759,44 @@ out:
 		virDomainFree(dom);
 	return rc;
 }
+
+/* Calls fn with the name of every domain libvirt knows, defined or running;
+ * a non-zero return from fn stops the walk. */
+int
+sp_virt_list(struct sp_virt *v, int (*fn)(const char *, void *), void *arg,
+    struct sp_err *e)
+{
+	virDomainPtr *doms = NULL;
+	int i, n, rc = 0;
+
+	if ((n = virConnectListAllDomains(v->conn, &doms, 0)) == -1)
+		return virt_err(e, "list", "domains");
+	for (i = 0; i < n; i++) {
+		if (rc == 0 && fn(virDomainGetName(doms[i]), arg) != 0)
+			rc = 1;
+		virDomainFree(doms[i]);
+	}
+	free(doms);
+	return 0;
+}
+
+/* The domain's XML as libvirt has it; the caller frees *xml. */
+int
+sp_virt_xml(struct sp_virt *v, const char *name, char **xml, struct sp_err *e)
+{
+	virDomainPtr dom = NULL;
+	int rc = -1;
+
+	*xml = NULL;
+	if (lookup(v, "dumpxml", name, &dom, e) == -1)
+		goto out;
+	if ((*xml = virDomainGetXMLDesc(dom, 0)) == NULL) {
+		virt_err(e, "dumpxml", name);
+		goto out;
+	}
+	rc = 0;
+out:
+	if (dom != NULL)
+		virDomainFree(dom);
+	return rc;
+}

@@ -1,0 +1,267 @@
+/*
+ * sp_reconcile: one pass of the node-local reconcile loop (DESIGN §6, §11).
+ * The DB row says what was last commanded; the node (libvirt, btrfs) says
+ * what is.  A command that died halfway left its sandbox in a transient
+ * state, or its VM where the row does not say: this pass finishes or rolls
+ * back the one and drives the other to the row.  It never touches a sandbox
+ * whose lock a live command holds, nor anything outside this node's root.
+ */
+#include <dirent.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sp.h"
+
+#define READY_PROBE_MS	3000
+
+struct pass {
+	struct sp_ctx *x;
+	int (*fn)(json_t *, void *);
+	void *arg;
+	int failed;
+};
+
+/* Tells one action; on failure with the error, and the pass goes on. */
+static void
+tell(struct pass *p, const char *id, const char *action, const char *from,
+    int rc, const struct sp_err *e)
+{
+	json_t *o;
+
+	o = json_pack("{s:s, s:b, s:s, s:s}", "id", id, "ok", rc == 0, "action",
+	    action, "from", from);
+	if (rc != 0) {
+		json_object_set_new(o, "error", json_string(e->code));
+		json_object_set_new(o, "msg", json_string(e->msg));
+		p->failed = 1;
+	}
+	p->fn(o, p->arg);
+}
+
+static int
+is_off(const char *vstate)
+{
+	return strcmp(vstate, "shutoff") == 0 || strcmp(vstate, "absent") == 0 ||
+	    strcmp(vstate, "crashed") == 0;
+}
+
+/* A sandbox left in creating by a dead create: keep it when its guest
+ * answers, else remove what was made. */
+static void
+fix_creating(struct pass *p, const char *id, const char *vstate)
+{
+	struct sp_err e;
+	int existed, rc;
+
+	if (strcmp(vstate, "running") == 0 &&
+	    sp_chan_wait_ready(p->x->conf.run, id, READY_PROBE_MS, &e) == 0) {
+		rc = sp_db_transition(p->x->db, id, SP_ST_RUNNING, -1, NULL, &e);
+		tell(p, id, "finished-create", "creating", rc, &e);
+		return;
+	}
+	rc = sp_sandbox_remove(p->x, id, &existed, &e);
+	tell(p, id, "rolled-back-create", "creating", rc, &e);
+}
+
+/* Drives the VM to what the row says, for the states a verb claims first. */
+static void
+fix_live(struct pass *p, const struct sp_sandbox_row *r, const char *vstate)
+{
+	char dom[SP_ID_LEN + 4];
+	const char *from = sp_state_name(r->state);
+	struct sp_err e;
+	int rc;
+
+	sp_sandbox_domain(r->id, dom);
+	if (r->state == SP_ST_STOPPED) {
+		if (!is_off(vstate)) {
+			rc = sp_virt_destroy(p->x->virt, dom, &e);
+			tell(p, r->id, "stopped-vm", from, rc, &e);
+		}
+		return;
+	}
+	if (is_off(vstate)) {
+		/* The VM is gone while the row says it lives: QEMU died. */
+		rc = sp_db_transition(p->x->db, r->id, SP_ST_FAILED, r->gen, NULL, &e);
+		tell(p, r->id, "marked-failed", from, rc, &e);
+		return;
+	}
+	if (r->state == SP_ST_RUNNING && strcmp(vstate, "paused") == 0) {
+		rc = sp_virt_resume(p->x->virt, dom, &e);
+		tell(p, r->id, "resumed-vm", from, rc, &e);
+	} else if (r->state == SP_ST_PAUSED && strcmp(vstate, "running") == 0) {
+		rc = sp_virt_pause(p->x->virt, dom, &e);
+		tell(p, r->id, "paused-vm", from, rc, &e);
+	}
+}
+
+static void
+one(struct pass *p, const char *id)
+{
+	char dom[SP_ID_LEN + 4], vstate[16];
+	struct sp_sandbox_row r;
+	struct sp_err e;
+	int fd, existed, rc;
+
+	/* A live command holds the lock: its sandbox is not ours to fix. */
+	if (sp_sandbox_lock(p->x, id, 0, &fd, &e) == -1)
+		return;
+	if (sp_db_sandbox_get(p->x->db, id, &r, &e) == -1) {
+		sp_sandbox_unlock(fd);
+		return;
+	}
+	sp_sandbox_domain(id, dom);
+	if (sp_virt_state(p->x->virt, dom, vstate, &e) == -1) {
+		tell(p, id, "observe", sp_state_name(r.state), -1, &e);
+		goto out;
+	}
+	switch (r.state) {
+	case SP_ST_CREATING:
+		/* Removing takes the lock itself. */
+		sp_sandbox_unlock(fd);
+		fd = -1;
+		fix_creating(p, id, vstate);
+		break;
+	case SP_ST_DESTROYED:
+		sp_sandbox_unlock(fd);
+		fd = -1;
+		rc = sp_sandbox_remove(p->x, id, &existed, &e);
+		tell(p, id, "finished-remove", "destroyed", rc, &e);
+		break;
+	case SP_ST_RUNNING:
+	case SP_ST_PAUSED:
+	case SP_ST_STOPPED:
+		fix_live(p, &r, vstate);
+		break;
+	default:
+		/* failed waits for recovery; the suspend states for their
+		 * own commands. */
+		break;
+	}
+out:
+	sp_db_row_release(&r);
+	sp_sandbox_unlock(fd);
+}
+
+struct ids {
+	char (*v)[SP_ID_LEN + 1];
+	size_t n, cap;
+};
+
+static int
+add_id(struct ids *s, const char *id)
+{
+	void *nv;
+
+	if (s->n == s->cap) {
+		s->cap = s->cap ? 2 * s->cap : 64;
+		if ((nv = realloc(s->v, s->cap * sizeof *s->v)) == NULL)
+			return -1;
+		s->v = nv;
+	}
+	memcpy(s->v[s->n++], id, SP_ID_LEN + 1);
+	return 0;
+}
+
+static int
+has_id(const struct ids *s, const char *id)
+{
+	size_t i;
+
+	for (i = 0; i < s->n; i++)
+		if (strcmp(s->v[i], id) == 0)
+			return 1;
+	return 0;
+}
+
+static int
+collect_row(const struct sp_sandbox_row *r, void *arg)
+{
+	struct pass *p = ((void **)arg)[0];
+	struct ids *s = ((void **)arg)[1];
+
+	if (strcmp(r->node, p->x->conf.node) != 0)
+		return 0;
+	return add_id(s, r->id);
+}
+
+struct orphan_walk {
+	struct pass *p;
+	const struct ids *known;
+	struct ids found;
+};
+
+/* A domain sp-<id> with no row, whose disk lies under this root (others
+ * belong to another node sharing this libvirt). */
+static int
+orphan_domain(const char *name, void *arg)
+{
+	struct orphan_walk *w = arg;
+	char needle[SP_PATH_MAX], *xml = NULL;
+	const char *id = name + 3;
+	struct sp_err e;
+
+	if (strncmp(name, "sp-", 3) != 0 || !sp_id_valid(id) ||
+	    has_id(w->known, id) || has_id(&w->found, id))
+		return 0;
+	if (sp_path_fmt(needle, sizeof needle, &e, "%s/sandboxes/%s/",
+	    w->p->x->conf.root, id) == -1 ||
+	    sp_virt_xml(w->p->x->virt, name, &xml, &e) == -1)
+		return 0;
+	if (strstr(xml, needle) != NULL)
+		add_id(&w->found, id);
+	free(xml);
+	return 0;
+}
+
+static void
+orphans(struct pass *p, const struct ids *known)
+{
+	struct orphan_walk w = { p, known, { 0 } };
+	char dir[SP_PATH_MAX];
+	struct dirent *d;
+	struct sp_err e;
+	size_t i;
+	DIR *dp;
+	int existed, rc;
+
+	if (sp_path_fmt(dir, sizeof dir, &e, "%s/sandboxes", p->x->conf.root) == 0 &&
+	    (dp = opendir(dir)) != NULL) {
+		while ((d = readdir(dp)) != NULL)
+			if (sp_id_valid(d->d_name) && !has_id(known, d->d_name) &&
+			    !has_id(&w.found, d->d_name))
+				add_id(&w.found, d->d_name);
+		closedir(dp);
+	}
+	if (sp_virt_list(p->x->virt, orphan_domain, &w, &e) == -1)
+		tell(p, "", "list-domains", "", -1, &e);
+	for (i = 0; i < w.found.n; i++) {
+		rc = sp_sandbox_remove(p->x, w.found.v[i], &existed, &e);
+		tell(p, w.found.v[i], "removed-orphan", "none", rc, &e);
+	}
+	free(w.found.v);
+}
+
+int
+sp_reconcile_once(struct sp_ctx *x, int (*fn)(json_t *, void *), void *arg,
+    struct sp_err *e)
+{
+	struct pass p = { x, fn, arg, 0 };
+	struct ids known = { 0 };
+	void *walk[2] = { &p, &known };
+	size_t i;
+
+	if (sp_ctx_virt(x, e) == -1)
+		return -1;
+	if (sp_db_sandbox_each(x->db, -1, collect_row, walk, e) == -1) {
+		free(known.v);
+		return -1;
+	}
+	for (i = 0; i < known.n; i++)
+		one(&p, known.v[i]);
+	orphans(&p, &known);
+	free(known.v);
+	if (p.failed)
+		return sp_err_set(e, "partial", 0, "some repairs failed");
+	return 0;
+}
