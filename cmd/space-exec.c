@@ -1,23 +1,36 @@
 /*
  * space-exec: run a command in a sandbox through its guest daemon.  Its
  * stdout and stderr pass through; the exit status is the command's, and a
- * platform failure is 111 (temporary) or 1 with a message on stderr.
+ * platform failure is 111 (temporary) or 1 with a message on stderr.  With
+ * -t the command gets a pty and the local terminal is raw meanwhile; with
+ * -d it is detached and its pid printed as a JSON line.
  */
+#include <sys/ioctl.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <termios.h>
 #include <unistd.h>
 
 #include "sp.h"
 
-#define MAX_ENV 256
+#define MAX_ENV		256
+#define EXIT_TIMEOUT	124	/* as timeout(1) */
+
+static int ctl[2] = { -1, -1 };	/* signal handlers -> sp_chan_exec */
+static struct termios saved_tio;
+static int raw_on;
 
 static void
 usage(void)
 {
-	fprintf(stderr, "usage: space-exec ID [-e KEY=VALUE]... [-w DIR] "
-	    "-- CMD [ARG...]\n");
+	fprintf(stderr, "usage: space-exec ID [-t] [-d] [-e KEY=VALUE]... "
+	    "[-w DIR] [-u USER] [--timeout S] -- CMD [ARG...]\n");
 	exit(SP_EXIT_USAGE);
 }
 
@@ -28,20 +41,104 @@ fail(const char *id, const struct sp_err *e)
 	/* As a shell says: the command could not be started. */
 	if (strcmp(e->code, "exec-failed") == 0)
 		return 127;
+	if (strcmp(e->code, "timed-out") == 0)
+		return EXIT_TIMEOUT;
 	return sp_err_exit(e);
+}
+
+/* A signal for us is one for the command; a new window size, its pty's. */
+static void
+on_signal(int sig)
+{
+	struct sp_exec_ctl r = { sig, 0, 0 };
+	struct winsize ws;
+	int saved = errno;
+
+	if (sig == SIGWINCH) {
+		if (ioctl(0, TIOCGWINSZ, &ws) == -1)
+			goto out;
+		r.sig = 0;
+		r.rows = ws.ws_row;
+		r.cols = ws.ws_col;
+	}
+	(void)!write(ctl[1], &r, sizeof r);
+out:
+	errno = saved;
+}
+
+static void
+raw_restore(void)
+{
+	if (raw_on)
+		tcsetattr(0, TCSADRAIN, &saved_tio);
+	raw_on = 0;
+}
+
+/* The keys go to the pty in the guest as they are typed: ^C included. */
+static int
+raw_enter(void)
+{
+	struct termios t;
+
+	if (tcgetattr(0, &saved_tio) == -1)
+		return -1;
+	t = saved_tio;
+	cfmakeraw(&t);
+	if (tcsetattr(0, TCSADRAIN, &t) == -1)
+		return -1;
+	raw_on = 1;
+	atexit(raw_restore);
+	return 0;
+}
+
+static int
+forward_signals(int tty)
+{
+	static const int sigs[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGWINCH };
+	struct sigaction sa;
+	size_t i;
+
+	if (pipe2(ctl, O_CLOEXEC | O_NONBLOCK) == -1)
+		return -1;
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = on_signal;
+	sa.sa_flags = SA_RESTART;
+	sigemptyset(&sa.sa_mask);
+	for (i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
+		if ((sigs[i] != SIGWINCH || tty) &&
+		    sigaction(sigs[i], &sa, NULL) == -1)
+			return -1;
+	return 0;
+}
+
+static int
+detach(struct sp_chan *c, const char *id, const struct sp_exec *xr)
+{
+	struct sp_err e;
+	pid_t pid;
+
+	if (sp_chan_detach(c, xr, &pid, &e) == -1)
+		return fail(id, &e);
+	sp_out_json(json_pack("{s:s,s:i}", "id", id, "pid", (int)pid));
+	return 0;
 }
 
 int
 main(int argc, char *argv[])
 {
-	char *env[MAX_ENV + 1];
-	struct sp_sandbox_row row;
+	static const struct option opts[] = {
+		{ "timeout", required_argument, NULL, 'T' },
+		{ NULL, 0, NULL, 0 },
+	};
+	char *env[MAX_ENV + 1], *end;
 	struct sp_exec xr = { 0 };
 	struct sp_chan *c = NULL;
+	struct winsize ws;
 	struct sp_ctx x;
 	struct sp_err e;
 	const char *id;
-	int ch, nenv = 0, status, rc;
+	double secs;
+	int ch, nenv = 0, status, rc, tty = 0, det = 0;
 
 	sp_out_init(argv[0]);
 	/* A reader that went away must not kill us mid-call. */
@@ -51,8 +148,14 @@ main(int argc, char *argv[])
 	id = argv[1];
 	argc--;
 	argv++;
-	while ((ch = getopt(argc, argv, "+e:w:")) != -1) {
+	while ((ch = getopt_long(argc, argv, "+tde:w:u:", opts, NULL)) != -1) {
 		switch (ch) {
+		case 't':
+			tty = 1;
+			break;
+		case 'd':
+			det = 1;
+			break;
 		case 'e':
 			if (nenv == MAX_ENV || strchr(optarg, '=') == NULL ||
 			    optarg[0] == '=') {
@@ -63,6 +166,18 @@ main(int argc, char *argv[])
 			break;
 		case 'w':
 			xr.cwd = optarg;
+			break;
+		case 'u':
+			xr.user = optarg;
+			break;
+		case 'T':
+			secs = strtod(optarg, &end);
+			if (*end != '\0' || end == optarg || !(secs > 0) ||
+			    secs > 86400 * 365) {
+				sp_warn("--timeout: need a number of seconds");
+				return SP_EXIT_USAGE;
+			}
+			xr.timeout_ms = secs * 1000 < 1 ? 1 : (int)(secs * 1000);
 			break;
 		default:
 			usage();
@@ -77,31 +192,38 @@ main(int argc, char *argv[])
 		return fail(id, &e);
 	if (sp_ctx_open(&x, 0, &e) == -1)
 		return fail(id, &e);
-	if (sp_db_sandbox_get(x.db, id, &row, &e) == -1) {
-		rc = fail(id, &e);
-		goto out;
-	}
-	if (row.state != SP_ST_RUNNING) {
-		sp_err_set(&e, "bad-state", 0, "sandbox is %s, not running",
-		    sp_state_name(row.state));
-		sp_db_row_release(&row);
-		rc = fail(id, &e);
-		goto out;
-	}
-	sp_db_row_release(&row);
-	if (sp_chan_open(&c, x.conf.run, id, 30000, &e) == -1) {
+	if (sp_chan_open_running(&x, id, &c, 30000, &e) == -1) {
 		rc = fail(id, &e);
 		goto out;
 	}
 	xr.argv = argv;
 	xr.env = nenv > 0 ? env : NULL;
-	xr.in_fd = isatty(0) ? -1 : 0;
+	xr.tty = tty;
+	if (tty && isatty(0) && ioctl(0, TIOCGWINSZ, &ws) == 0) {
+		xr.rows = ws.ws_row;
+		xr.cols = ws.ws_col;
+	}
+	if (det) {
+		rc = detach(c, id, &xr);
+		goto out;
+	}
+	xr.in_fd = isatty(0) && !tty ? -1 : 0;
 	xr.out_fd = 1;
 	xr.err_fd = 2;
-	if (sp_chan_exec(c, &xr, &status, &e) == -1)
+	if (forward_signals(tty) == -1) {
+		sp_err_sys(&e, "io", "signal forwarding");
 		rc = fail(id, &e);
-	else
-		rc = status;
+		goto out;
+	}
+	xr.ctl_fd = ctl[0];
+	if (tty && isatty(0) && raw_enter() == -1) {
+		sp_err_sys(&e, "io", "raw terminal mode");
+		rc = fail(id, &e);
+		goto out;
+	}
+	rc = sp_chan_exec(c, &xr, &status, &e);
+	raw_restore();
+	rc = rc == -1 ? fail(id, &e) : status;
 out:
 	sp_chan_close(c);
 	sp_ctx_close(&x);

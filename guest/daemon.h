@@ -109,4 +109,7 @@ int fs_rename(struct port *, uint32_t, json_t *);	/* to */
 int tar_out(struct port *, uint32_t, json_t *);		/* name */
 int tar_in(struct port *, uint32_t, json_t *);
 
+/* daemon-identity.c: a new sandbox's id, host name and a fresh RNG seed. */
+int sd_op_identity(struct port *p, uint32_t stream, json_t *req);
+
 #endif

@@ -10,6 +10,7 @@
  *	space-daemon -l SOCK ...	test mode: listen on unix sockets, each
  *					accepted connection standing for the host
  */
+#include <sys/ioctl.h>
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -21,6 +22,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -42,10 +44,21 @@ static int op_exec(struct port *, uint32_t, json_t *);
 
 static const struct op ops[] = {
 	{ "exec", op_exec },
-};
-
-static char *default_env[] = {
-	"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root", "TERM=dumb", NULL
+	{ "ps", sd_op_ps },
+	{ "logs", sd_op_logs },
+	{ "kill", sd_op_kill },
+	{ "activity", sd_op_activity },
+	{ "identity", sd_op_identity },
+	{ "fs.read", fs_read },
+	{ "fs.write", fs_write },
+	{ "fs.append", fs_append },
+	{ "fs.stat", fs_stat },
+	{ "fs.list", fs_list },
+	{ "fs.mkdir", fs_mkdir },
+	{ "fs.remove", fs_remove },
+	{ "fs.rename", fs_rename },
+	{ "tar.out", tar_out },
+	{ "tar.in", tar_in },
 };
 
 static struct port ports[PORTS_MAX];
@@ -142,14 +155,16 @@ sd_send_error(struct port *p, uint32_t stream, const char *code,
 static void
 call_reset(struct call *c)
 {
-	int *fds[] = { &c->pidfd, &c->in, &c->out, &c->err };
+	int *fds[] = { &c->pidfd, &c->in, &c->out, &c->err, &c->master };
 	size_t i;
 
+	if (c->pid > 0)
+		sd_procs_remove(c->pid);
 	for (i = 0; i < sizeof fds / sizeof fds[0]; i++)
 		if (*fds[i] >= 0)
 			close(*fds[i]);
 	memset(c, 0, sizeof *c);
-	c->pidfd = c->in = c->out = c->err = -1;
+	c->pidfd = c->in = c->out = c->err = c->master = -1;
 }
 
 /* Ends the call at once: its host went away or started over. */
@@ -262,15 +277,16 @@ relay(struct port *p, int *fd, uint8_t type)
 }
 
 struct spawn_fail {
-	int stage;		/* 0 set-up, 1 chdir, 2 exec */
+	int stage;		/* 0 set-up, 1 chdir, 2 exec, 3 user */
 	int err;
 };
 
 /* The forked child: only async-signal-safe calls until execve.  PATH is
- * searched in the command's own environment, not the daemon's. */
+ * searched in the command's own environment, not the daemon's.  With a
+ * pty, in is its slave and becomes the controlling terminal of the new
+ * session, so that ^C at the host's keyboard reaches the foreground job. */
 static void __attribute__((noreturn))
-child(int in, int out, int err, int rep, char **argv, char **envp,
-    const char *cwd)
+child(int in, int out, int err, int rep, const struct spawn_spec *s)
 {
 	struct spawn_fail sf = { 0, 0 };
 	sigset_t none;
@@ -279,35 +295,82 @@ child(int in, int out, int err, int rep, char **argv, char **envp,
 	sigprocmask(SIG_SETMASK, &none, NULL);
 	signal(SIGPIPE, SIG_DFL);
 	setsid();
+	if (s->tty && ioctl(in, TIOCSCTTY, 0) == -1)
+		goto fail;
 	if (dup2(in, 0) == -1 || dup2(out, 1) == -1 || dup2(err, 2) == -1)
 		goto fail;
+	sf.stage = 3;
+	if (s->user && (setgroups(s->ngroups, s->groups) == -1 ||
+	    setgid(s->gid) == -1 || setuid(s->uid) == -1))
+		goto fail;
 	sf.stage = 1;
-	if (cwd != NULL && chdir(cwd) == -1)
+	if (s->cwd != NULL && chdir(s->cwd) == -1)
 		goto fail;
 	sf.stage = 2;
-	environ = envp;
-	execvp(argv[0], argv);
+	environ = s->envp;
+	execvp(s->argv[0], s->argv);
 fail:
 	sf.err = errno;
 	(void)!write(rep, &sf, sizeof sf);
 	_exit(127);
 }
 
-/* Starts a command; -1 only when the host has gone. */
+/* A pseudo-terminal of rows x cols: *master and *slave, close-on-exec. */
 static int
-spawn(struct port *p, uint32_t stream, char **argv, char **envp,
-    const char *cwd)
+pty_open(int rows, int cols, int *master, int *slave)
 {
-	static const char *stages[] = { "set-up", "chdir", "exec" };
+	struct winsize ws = { 0 };
+	char name[64];
+
+	*slave = -1;
+	if ((*master = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC)) == -1)
+		return -1;
+	ws.ws_row = rows > 0 ? rows : 24;
+	ws.ws_col = cols > 0 ? cols : 80;
+	if (grantpt(*master) == -1 || unlockpt(*master) == -1 ||
+	    ptsname_r(*master, name, sizeof name) != 0 ||
+	    (*slave = open(name, O_RDWR | O_NOCTTY | O_CLOEXEC)) == -1 ||
+	    ioctl(*master, TIOCSWINSZ, &ws) == -1) {
+		close(*master);
+		if (*slave >= 0)
+			close(*slave);
+		*master = *slave = -1;
+		return -1;
+	}
+	return 0;
+}
+
+/* Starts a command; -1 only when the host has gone.  A detached one gets
+ * /dev/null (or the pty) as stdin and one pipe for stdout and stderr, kept
+ * by daemon-procs; the call answers its pid at once. */
+static int
+spawn(struct port *p, uint32_t stream, const struct spawn_spec *s,
+    json_t *argv)
+{
+	static const char *stages[] = { "set-up", "chdir", "exec", "user" };
 	int in[2] = { -1, -1 }, out[2] = { -1, -1 }, err[2] = { -1, -1 };
-	int rep[2] = { -1, -1 }, fds[8], i, rc = 0;
+	int rep[2] = { -1, -1 }, fds[8], i, rc = 0, master = -1, pidfd;
 	struct call *c = &p->call;
 	struct spawn_fail sf;
 	ssize_t n;
 	pid_t pid;
 
-	if (pipe2(in, O_CLOEXEC) == -1 || pipe2(out, O_CLOEXEC) == -1 ||
-	    pipe2(err, O_CLOEXEC) == -1 || pipe2(rep, O_CLOEXEC) == -1) {
+	if (s->tty) {
+		if (pty_open(s->rows, s->cols, &master, &in[0]) == -1) {
+			rc = sd_send_error(p, stream, "exec-failed", "pty: %s",
+			    strerror(errno));
+			goto out;
+		}
+		out[1] = fcntl(in[0], F_DUPFD_CLOEXEC, 0);
+		err[1] = fcntl(in[0], F_DUPFD_CLOEXEC, 0);
+	} else if (s->detach) {
+		in[0] = open("/dev/null", O_RDONLY | O_CLOEXEC);
+		if (pipe2(out, O_CLOEXEC) == 0)
+			err[1] = fcntl(out[1], F_DUPFD_CLOEXEC, 0);
+	} else if (pipe2(in, O_CLOEXEC) == 0 && pipe2(out, O_CLOEXEC) == 0)
+		(void)pipe2(err, O_CLOEXEC);
+	if (in[0] < 0 || out[1] < 0 || err[1] < 0 ||
+	    pipe2(rep, O_CLOEXEC) == -1) {
 		rc = sd_send_error(p, stream, "exec-failed", "pipe: %s",
 		    strerror(errno));
 		goto out;
@@ -318,7 +381,7 @@ spawn(struct port *p, uint32_t stream, char **argv, char **envp,
 		goto out;
 	}
 	if (pid == 0)
-		child(in[0], out[1], err[1], rep[1], argv, envp, cwd);
+		child(in[0], out[1], err[1], rep[1], s);
 	close(rep[1]);
 	rep[1] = -1;
 	/* The report pipe closes on a successful execve. */
@@ -327,29 +390,63 @@ spawn(struct port *p, uint32_t stream, char **argv, char **envp,
 	if (n == (ssize_t)sizeof sf) {
 		while (waitpid(pid, NULL, 0) == -1 && errno == EINTR)
 			;
-		if (sf.stage < 0 || sf.stage > 2)
+		if (sf.stage < 0 || sf.stage > 3)
 			sf.stage = 0;
 		rc = sd_send_error(p, stream, "exec-failed", "%s \"%.200s\": %s",
-		    stages[sf.stage], sf.stage == 1 ? cwd : argv[0],
+		    stages[sf.stage], sf.stage == 1 ? s->cwd : s->argv[0],
 		    strerror(sf.err));
 		goto out;
 	}
+	pidfd = syscall(SYS_pidfd_open, pid, 0);
+	if (s->detach) {
+		if (sd_procs_detach(pid, pidfd, s->tty ? master : out[0], argv,
+		    s->tty) == -1) {
+			/* No room to keep it: it must not run unwatched. */
+			kill(-pid, SIGKILL);
+			kill(pid, SIGKILL);
+			while (waitpid(pid, NULL, 0) == -1 && errno == EINTR)
+				;
+			if (pidfd >= 0)
+				close(pidfd);
+			rc = sd_send_error(p, stream, "busy", "%d processes "
+			    "are running already", PROCS_MAX);
+			goto out;
+		}
+		if (s->tty)
+			master = -1;
+		else
+			out[0] = -1;
+		rc = sd_send_json(p, SP_FR_EXIT, stream,
+		    json_pack("{s:i}", "pid", (int)pid));
+		goto out;
+	}
+	sd_procs_add(pid, argv, s->tty);
 	c->pid = pid;
 	c->stream = stream;
-	c->in = in[1];
-	c->out = out[0];
-	c->err = err[0];
-	in[1] = out[0] = err[0] = -1;
+	c->pidfd = pidfd;
+	if (s->tty) {
+		c->out = master;
+		c->in = fcntl(master, F_DUPFD_CLOEXEC, 0);
+		c->master = fcntl(master, F_DUPFD_CLOEXEC, 0);
+		master = -1;
+	} else {
+		c->in = in[1];
+		c->out = out[0];
+		c->err = err[0];
+		in[1] = out[0] = err[0] = -1;
+	}
 	fcntl(c->in, F_SETFL, O_NONBLOCK);
 	fcntl(c->out, F_SETFL, O_NONBLOCK);
-	fcntl(c->err, F_SETFL, O_NONBLOCK);
-	c->pidfd = syscall(SYS_pidfd_open, pid, 0);
+	if (c->err >= 0)
+		fcntl(c->err, F_SETFL, O_NONBLOCK);
 out:
 	fds[0] = in[0], fds[1] = in[1], fds[2] = out[0], fds[3] = out[1];
 	fds[4] = err[0], fds[5] = err[1], fds[6] = rep[0], fds[7] = rep[1];
 	for (i = 0; i < 8; i++)
 		if (fds[i] >= 0)
 			close(fds[i]);
+	if (master >= 0)
+		close(master);
 	return rc;
 }
 
@@ -374,10 +471,29 @@ strings(json_t *a, int need)
 	return v;
 }
 
+/* An integer option of a request: 0 when absent, -1 when out of range. */
+static int
+int_opt(json_t *req, const char *key, int lo, int hi, int *out)
+{
+	json_t *v = json_object_get(req, key);
+
+	*out = 0;
+	if (v == NULL)
+		return 0;
+	if (!json_is_integer(v) || json_integer_value(v) < lo ||
+	    json_integer_value(v) > hi)
+		return -1;
+	*out = (int)json_integer_value(v);
+	return 0;
+}
+
 static int
 op_exec(struct port *p, uint32_t stream, json_t *req)
 {
-	char **argv = NULL, **envp = NULL;
+	char **argv = NULL, **envp = NULL, home[300] = "HOME=/root", why[256];
+	char *denv[] = { "PATH=/usr/sbin:/usr/bin:/sbin:/bin", home,
+	    "TERM=dumb", NULL };
+	struct spawn_spec s;
 	const char *cwd = NULL;
 	json_t *v;
 	size_t i;
@@ -409,7 +525,26 @@ op_exec(struct port *p, uint32_t stream, json_t *req)
 		}
 		cwd = json_string_value(v);
 	}
-	rc = spawn(p, stream, argv, envp != NULL ? envp : default_env, cwd);
+	memset(&s, 0, sizeof s);
+	s.tty = json_is_true(json_object_get(req, "tty"));
+	s.detach = json_is_true(json_object_get(req, "detach"));
+	if (int_opt(req, "rows", 0, 4096, &s.rows) == -1 ||
+	    int_opt(req, "cols", 0, 4096, &s.cols) == -1) {
+		rc = sd_send_error(p, stream, "bad-input", "rows and cols must "
+		    "be numbers from 0 to 4096");
+		goto out;
+	}
+	if ((v = json_object_get(req, "user")) != NULL &&
+	    sd_user_resolve(v, &s, home, sizeof home, why, sizeof why) == -1) {
+		rc = sd_send_error(p, stream, "bad-input", "%s", why);
+		goto out;
+	}
+	if (s.tty)
+		denv[2] = "TERM=xterm-256color";
+	s.argv = argv;
+	s.envp = envp != NULL ? envp : denv;
+	s.cwd = cwd;
+	rc = spawn(p, stream, &s, json_object_get(req, "argv"));
 out:
 	free(argv);
 	free(envp);
@@ -430,6 +565,31 @@ hello(struct port *p, uint32_t stream, json_t *req)
 	return sd_send_json(p, SP_FR_HELLO, stream,
 	    json_pack("{s:i,s:s,s:O,s:i}", "version", SP_PROTO_VERSION,
 	    "boot_id", boot_id, "nonce", n, "ports", nports));
+}
+
+/* {"op":"signal","signal":N} to the call's process group, or
+ * {"op":"resize","rows":R,"cols":C} of its pty.  No answer: the call's
+ * output and exit tell the rest. */
+static void
+call_control(struct port *p, json_t *j)
+{
+	struct call *c = &p->call;
+	const char *op = json_string_value(json_object_get(j, "op"));
+	struct winsize ws = { 0 };
+	int sig, rows, cols;
+
+	if (strcmp(op, "signal") == 0 && c->pid > 0 && !c->exited &&
+	    int_opt(j, "signal", 1, 64, &sig) == 0 && sig > 0) {
+		if (kill(-c->pid, sig) == -1)
+			kill(c->pid, sig);
+	} else if (strcmp(op, "resize") == 0 && c->master >= 0 &&
+	    int_opt(j, "rows", 1, 4096, &rows) == 0 &&
+	    int_opt(j, "cols", 1, 4096, &cols) == 0 && rows > 0 && cols > 0) {
+		ws.ws_row = rows;
+		ws.ws_col = cols;
+		ioctl(c->master, TIOCSWINSZ, &ws);
+	} else
+		sd_log(p, "stream %u: bad control message", c->stream);
 }
 
 /* One frame from the host; -1 when the host has gone. */
@@ -465,6 +625,14 @@ handle_frame(struct port *p, const struct sp_frame *f)
 		rc = sd_send_error(p, f->stream, "bad-input", "request without op");
 		goto out;
 	}
+	/* A signal or a new window size for the running call; one that
+	 * crossed the call's end on the wire is dropped, as its stdin is. */
+	if (strcmp(json_string_value(op), "signal") == 0 ||
+	    strcmp(json_string_value(op), "resize") == 0) {
+		if (p->call.pid != 0 && f->stream == p->call.stream)
+			call_control(p, j);
+		goto out;
+	}
 	if (p->call.pid != 0) {
 		rc = sd_send_error(p, f->stream, "busy", "a call is running on "
 		    "this port (stream %u)", p->call.stream);
@@ -472,6 +640,9 @@ handle_frame(struct port *p, const struct sp_frame *f)
 	}
 	for (i = 0; i < sizeof ops / sizeof ops[0]; i++)
 		if (strcmp(ops[i].name, json_string_value(op)) == 0) {
+			/* Asking how idle we are is not using the sandbox. */
+			if (ops[i].run != sd_op_activity)
+				sd_activity_touch();
 			rc = ops[i].run(p, f->stream, j);
 			goto out;
 		}
@@ -706,6 +877,7 @@ add_port(const char *path, int listening)
 	p->fd = -1;
 	sp_frame_dec_init(&p->dec);
 	p->call.pidfd = p->call.in = p->call.out = p->call.err = -1;
+	p->call.master = -1;
 	if (listening) {
 		memset(&sa, 0, sizeof sa);
 		sa.sun_family = AF_UNIX;
@@ -832,6 +1004,8 @@ main(int argc, char *argv[])
 	if (getrandom(&seed, sizeof seed, GRND_INSECURE) != sizeof seed)
 		seed = (size_t)time(NULL) ^ (size_t)getpid() << 16;
 	json_object_seed(seed | 1);
+	if (sd_activity_start() == -1)
+		sd_log(NULL, "activity sampler did not start: idle_s counts calls only");
 	if (pthread_create(&t, NULL, sigio_main, NULL) != 0) {
 		sd_log(NULL, "cannot start a thread");
 		return SP_EXIT_TEMP;

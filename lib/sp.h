@@ -181,6 +181,7 @@ struct sp_vm_spec {
 	const char *chan_dir;		/* /run/space/<id>: space.N.sock, console.log */
 	int nports;			/* virtio-serial ports space.0 .. space.N-1 */
 	const char *virt_type;		/* "kvm" or "qemu" */
+	const char *uuid;		/* NULL: libvirt picks one */
 };
 #define SP_PORTS_DEFAULT	8
 #define SP_VIRT_CMDLINE	"console=ttyS0 root=/dev/vda panic=-1 quiet"
@@ -423,6 +424,10 @@ int sp_path_mkdirs(const char *path, mode_t mode, struct sp_err *e);
 /* rm -rf of a directory tree on this filesystem; absent is not an error. */
 int sp_path_remove_tree(const char *path, struct sp_err *e);
 
+/* flock(LOCK_EX) on fd, waiting (wait 1) or not: busy (temp) when taken. */
+int sp_flock(int fd, int wait, struct sp_err *e);
+#define sp_flock_wait(fd, e) sp_flock((fd), 1, (e))
+
 /* A size like 512, 64K, 256M, 8G or 1T (powers of 1024). */
 int sp_size_parse(const char *s, uint64_t *out, struct sp_err *e);
 
@@ -468,6 +473,7 @@ struct sp_create_req {
 	int memory_mib, vcpus;
 	json_t *labels;		/* object of strings, borrowed; may be NULL */
 	int ready_timeout_ms;	/* boot until the daemon says hello */
+	int no_checkpoint;	/* 1: boot cold even when the template is warm */
 };
 /* Creates and boots one sandbox; *out gets {"id","state","template",
  * "create_ms",...}.  On failure everything it made is removed. */
@@ -493,6 +499,26 @@ int sp_sandbox_stop(struct sp_ctx *x, const char *id, int timeout_ms,
 int sp_sandbox_start(struct sp_ctx *x, const char *id, int ready_timeout_ms,
     int *changed, struct sp_err *e);
 
+/* ---- ckpt: a template's booted checkpoint ---- */
+struct sp_ckpt_info {
+	char id[SP_ID_LEN + 1];		/* the id it was booted under */
+	char uuid[37];
+	int memory_mib, vcpus;		/* what it was booted with */
+};
+/* templates/<name>@<digest>.ckpt under root. */
+int sp_ckpt_path(const char *root, const struct sp_template_row *t,
+    char *out, size_t n, struct sp_err *e);
+int sp_ckpt_read(const char *ckpt, struct sp_ckpt_info *ci, struct sp_err *e);
+int sp_ckpt_uuid_new(char out[37], struct sp_err *e);
+/* Rewrites name and uuid (same lengths) in a libvirt save image's header. */
+int sp_ckpt_reidentify(const char *path, const char *old_name,
+    const char *new_name, const char *old_uuid, const char *new_uuid,
+    struct sp_err *e);
+/* Boots the template once and keeps its saved memory state beside it; a
+ * second warm-up (or a concurrent one) finds it made ("reused"). */
+int sp_template_warm(struct sp_ctx *x, const char *ref, int memory_mib,
+    int vcpus, json_t **out, struct sp_err *e);
+
 /* The per-sandbox lock (<root>/locks/sandbox-<id>.lock) every command that
  * acts on a sandbox holds while it does, so space-reconcile can tell a
  * command at work from one that died halfway.  wait 0: busy when taken. */
@@ -516,6 +542,10 @@ int sp_sandbox_dir(const struct sp_ctx *x, const char *id, char *out, size_t n,
 int sp_sandbox_run_dir(const struct sp_ctx *x, const char *id, char *out,
     size_t n, struct sp_err *e);
 void sp_sandbox_domain(const char *id, char out[SP_ID_LEN + 4]);
+/* Tells a booted guest its id (and host name), labels, and a fresh seed
+ * for its random generator (copies of one checkpoint would share it). */
+int sp_sandbox_hand_identity(struct sp_ctx *x, const char *id, json_t *labels,
+    struct sp_err *e);
 /* The run dir QEMU makes the channel sockets in (its group may write). */
 int sp_sandbox_make_run_dir(const char *dir, struct sp_err *e);
 

@@ -33,6 +33,8 @@
 #define FLUSH_MS		5000
 #define OBUF_SIZE		(2 * SP_FRAME_HDR + SP_JSON_MAX)
 #define TOKEN_MAX		31
+#define KILL_GRACE_MS		5000	/* for the EXIT after a timeout */
+#define CTL_MAX			128	/* a control message */
 
 struct sp_chan {
 	int fd;			/* the socket, -1 once closed by an error */
@@ -673,8 +675,39 @@ add_strings(json_t *req, const char *key, char *const *v, struct sp_err *e)
 	return 0;
 }
 
+/* The exec options past argv, env and cwd. */
 static int
-build_req(const struct sp_exec *x, char **out, struct sp_err *e)
+add_opts(json_t *req, const struct sp_exec *x, int detach, struct sp_err *e)
+{
+	char *end;
+	long uid;
+	int r = 0;
+
+	if (x->user != NULL) {
+		errno = 0;
+		uid = strtol(x->user, &end, 10);
+		if (x->user[0] != '\0' && *end == '\0' && errno == 0 &&
+		    uid >= 0 && uid <= INT_MAX)
+			r |= json_object_set_new(req, "user", json_integer(uid));
+		else if (x->user[0] == '\0' ||
+		    json_object_set_new(req, "user", json_string(x->user)) == -1)
+			return sp_err_set(e, "bad-input", 0, "bad user name");
+	}
+	if (x->tty)
+		r |= json_object_set_new(req, "tty", json_true());
+	if (x->tty && x->rows > 0 && x->cols > 0) {
+		r |= json_object_set_new(req, "rows", json_integer(x->rows));
+		r |= json_object_set_new(req, "cols", json_integer(x->cols));
+	}
+	if (detach)
+		r |= json_object_set_new(req, "detach", json_true());
+	if (r != 0)
+		return sp_err_set(e, "nomem", 1, "cannot build a request");
+	return 0;
+}
+
+static int
+build_req(const struct sp_exec *x, int detach, char **out, struct sp_err *e)
 {
 	json_t *req;
 	size_t n;
@@ -695,6 +728,8 @@ build_req(const struct sp_exec *x, char **out, struct sp_err *e)
 		sp_err_set(e, "bad-input", 0, "cwd is not valid UTF-8");
 		goto out;
 	}
+	if (add_opts(req, x, detach, e) == -1)
+		goto out;
 	if ((*out = json_dumps(req, JSON_COMPACT)) == NULL) {
 		sp_err_set(e, "nomem", 1, "cannot build a request");
 		goto out;
@@ -712,21 +747,43 @@ out:
 	return rc;
 }
 
+/* Queues a control message for the call from a record of the caller's. */
+static void
+ctl_add(struct sp_chan *c, uint32_t stream, const struct sp_exec_ctl *r)
+{
+	char m[CTL_MAX];
+	int n;
+
+	if (r->sig > 0 && r->sig <= 64)
+		n = snprintf(m, sizeof m, "{\"op\":\"signal\",\"signal\":%d}",
+		    r->sig);
+	else if (r->sig == 0 && r->rows > 0 && r->rows <= 4096 &&
+	    r->cols > 0 && r->cols <= 4096)
+		n = snprintf(m, sizeof m, "{\"op\":\"resize\",\"rows\":%d,"
+		    "\"cols\":%d}", r->rows, r->cols);
+	else
+		return;
+	out_add(c, SP_FR_REQ, stream, m, n);
+}
+
 int
 sp_chan_exec(struct sp_chan *c, const struct sp_exec *x, int *status,
     struct sp_err *e)
 {
-	struct pollfd pfd[2];
+	static const struct sp_exec_ctl kill9 = { 9, 0, 0 };
+	struct sp_exec_ctl rec;
+	struct pollfd pfd[3];
 	struct sp_frame f;
 	struct call k;
 	char *req = NULL;
+	int64_t deadline = -1;
 	ssize_t n;
-	int in_fd = x->in_fd, r = 0, rc = -1;
+	int in_fd = x->in_fd, r = 0, rc = -1, killed = 0;
 
 	if (c->fd < 0)
 		return sp_err_set(e, "protocol", 0,
 		    "the channel was closed by an earlier error");
-	if (build_req(x, &req, e) == -1)
+	if (build_req(x, 0, &req, e) == -1)
 		return -1;
 	memset(&k, 0, sizeof k);
 	if (++c->stream == 0)
@@ -734,6 +791,8 @@ sp_chan_exec(struct sp_chan *c, const struct sp_exec *x, int *status,
 	k.stream = c->stream;
 	k.out_fd = x->out_fd;
 	k.err_fd = x->err_fd;
+	if (x->timeout_ms > 0)
+		deadline = sp_clock_ms() + x->timeout_ms;
 	out_add(c, SP_FR_REQ, k.stream, req, strlen(req));
 	if (in_fd < 0)
 		out_add(c, SP_FR_STDIN, k.stream, NULL, 0);
@@ -748,13 +807,34 @@ sp_chan_exec(struct sp_chan *c, const struct sp_exec *x, int *status,
 			break;
 		if (r == -1)
 			goto fail;
-		/* Stdin is read only when the queue is empty: the guest
-		 * paces it, and host memory stays one frame. */
+		/* Over time: SIGKILL once (when the queue has room), and a
+		 * guest that does not end the call in the grace time after
+		 * loses the connection, which kills the command too. */
+		if (deadline >= 0 && left_ms(deadline) == 0) {
+			if (killed || c->olen > 0) {
+				if (killed) {
+					sp_err_set(e, "timed-out", 0, "no exit "
+					    "after the timeout's SIGKILL");
+					goto fail;
+				}
+			} else {
+				ctl_add(c, k.stream, &kill9);
+				killed = 1;
+				deadline = sp_clock_ms() + KILL_GRACE_MS;
+				continue;
+			}
+		}
+		/* Stdin and control records are read only when the queue is
+		 * empty: the guest paces them, and host memory stays one
+		 * frame. */
 		pfd[0].fd = c->fd;
 		pfd[0].events = POLLIN | (c->olen > 0 ? POLLOUT : 0);
 		pfd[1].fd = c->olen == 0 ? in_fd : -1;
 		pfd[1].events = POLLIN;
-		if (poll(pfd, 2, -1) == -1) {
+		pfd[2].fd = c->olen == 0 && x->ctl_fd > 0 ? x->ctl_fd : -1;
+		pfd[2].events = POLLIN;
+		if (poll(pfd, 3, deadline >= 0 && (c->olen == 0 || killed) ?
+		    left_ms(deadline) : deadline >= 0 ? 50 : -1) == -1) {
 			if (errno == EINTR)
 				continue;
 			sp_err_sys(e, "io", "poll");
@@ -763,6 +843,11 @@ sp_chan_exec(struct sp_chan *c, const struct sp_exec *x, int *status,
 		if ((pfd[0].revents & (POLLIN | POLLHUP | POLLERR)) &&
 		    chan_read(c, e) == -1)
 			goto fail;
+		if (pfd[2].revents != 0) {
+			if (read(x->ctl_fd, &rec, sizeof rec) == sizeof rec)
+				ctl_add(c, k.stream, &rec);
+			continue;
+		}
 		if (pfd[1].revents != 0) {
 			n = read(in_fd, c->rbuf, SP_FRAME_CHUNK);
 			if (n == -1 && (errno == EINTR || errno == EAGAIN))
@@ -780,6 +865,11 @@ sp_chan_exec(struct sp_chan *c, const struct sp_exec *x, int *status,
 	if (c->ooff > 0 && out_drain(c, sp_clock_ms() + FLUSH_MS, e) == -1)
 		goto fail;
 	c->ooff = c->olen = 0;
+	if (k.done == 1 && killed) {
+		sp_err_set(e, "timed-out", 0, "the command ran over its "
+		    "timeout of %d ms and was killed", x->timeout_ms);
+		goto out;
+	}
 	if (k.done == 1) {
 		*status = k.status;
 		rc = 0;
@@ -789,6 +879,41 @@ fail:
 	close(c->fd);
 	c->fd = -1;
 out:
+	free(req);
+	return rc;
+}
+
+int
+sp_chan_detach(struct sp_chan *c, const struct sp_exec *x, pid_t *pid,
+    struct sp_err *e)
+{
+	struct sp_frame f;
+	uint32_t stream;
+	json_t *j = NULL, *v;
+	char *req = NULL;
+	int rc = -1;
+
+	if (build_req(x, 1, &req, e) == -1)
+		return -1;
+	stream = sp_chan_stream_new(c);
+	if (sp_chan_send(c, SP_FR_REQ, stream, req, strlen(req), 10000,
+	    e) == -1 || sp_chan_recv(c, &f, 10000, e) == -1)
+		goto out;
+	if (f.stream == stream && f.type == SP_FR_ERROR) {
+		sp_chan_error_frame(&f, e);
+		goto out;
+	}
+	if (f.stream != stream || f.type != SP_FR_EXIT ||
+	    sp_frame_json(&f, &j, e) == -1 ||
+	    !json_is_integer(v = json_object_get(j, "pid")) ||
+	    json_integer_value(v) <= 0 || json_integer_value(v) > INT_MAX) {
+		sp_err_set(e, "protocol", 0, "bad answer to a detached exec");
+		goto out;
+	}
+	*pid = (pid_t)json_integer_value(v);
+	rc = 0;
+out:
+	json_decref(j);
 	free(req);
 	return rc;
 }

@@ -583,6 +583,7 @@ run(struct sp_chan *c, char *const argv[], char *const env[], const char *cwd,
 		fflush(fi);
 		rewind(fi);
 	}
+	memset(&x, 0, sizeof x);
 	x.argv = argv;
 	x.env = env;
 	x.cwd = cwd;

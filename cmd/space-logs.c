@@ -1,0 +1,62 @@
+/*
+ * space-logs: the output a detached process of a sandbox left in its guest
+ * daemon's ring buffer (the last MiB), as raw bytes; with -f, and what it
+ * writes after, until it exits.
+ */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "sp.h"
+
+static void
+usage(void)
+{
+	fprintf(stderr, "usage: space-logs ID PID [-f]\n");
+	exit(SP_EXIT_USAGE);
+}
+
+int
+main(int argc, char *argv[])
+{
+	struct sp_chan *c = NULL;
+	struct sp_ctx x;
+	struct sp_err e;
+	const char *id;
+	char *end;
+	long pid;
+	int ch, follow = 0, rc = 0;
+
+	sp_out_init(argv[0]);
+	signal(SIGPIPE, SIG_IGN);
+	if (argc < 3 || argv[1][0] == '-')
+		usage();
+	id = argv[1];
+	pid = strtol(argv[2], &end, 10);
+	if (*end != '\0' || pid <= 0 || pid > 0x7fffffff)
+		usage();
+	argc -= 2;
+	argv += 2;
+	while ((ch = getopt(argc, argv, "f")) != -1)
+		switch (ch) {
+		case 'f':
+			follow = 1;
+			break;
+		default:
+			usage();
+		}
+	if (optind != argc)
+		usage();
+	if (sp_ctx_open(&x, 0, &e) == -1)
+		return sp_out_fail(id, &e);
+	if (sp_chan_open_running(&x, id, &c, 30000, &e) == -1 ||
+	    sp_chan_logs(c, (pid_t)pid, follow, 1, NULL, &e) == -1) {
+		/* The output is the bytes: the error goes to stderr only. */
+		sp_warn("%s: %s", id, e.msg);
+		rc = sp_err_exit(&e);
+	}
+	sp_chan_close(c);
+	sp_ctx_close(&x);
+	return rc;
+}

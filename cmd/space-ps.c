@@ -1,0 +1,52 @@
+/*
+ * space-ps: the processes a sandbox's guest daemon started (running calls,
+ * and detached processes until the table drops them), one JSON line each.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "sp.h"
+
+static void
+usage(void)
+{
+	fprintf(stderr, "usage: space-ps ID\n");
+	exit(SP_EXIT_USAGE);
+}
+
+static int
+show(json_t *proc, void *arg)
+{
+	const char *id = arg;
+	json_t *o;
+
+	/* Each line names its sandbox, so lines of many sandboxes mix. */
+	if ((o = json_deep_copy(proc)) == NULL ||
+	    json_object_set_new(o, "id", json_string(id)) == -1) {
+		json_decref(o);
+		return 0;
+	}
+	sp_out_json(o);
+	return 0;
+}
+
+int
+main(int argc, char *argv[])
+{
+	struct sp_chan *c = NULL;
+	struct sp_ctx x;
+	struct sp_err e;
+	int rc = 0;
+
+	sp_out_init(argv[0]);
+	if (argc != 2 || argv[1][0] == '-')
+		usage();
+	if (sp_ctx_open(&x, 0, &e) == -1)
+		return sp_out_fail(argv[1], &e);
+	if (sp_chan_open_running(&x, argv[1], &c, 30000, &e) == -1 ||
+	    sp_chan_ps(c, show, argv[1], &e) == -1)
+		rc = sp_out_fail(argv[1], &e);
+	sp_chan_close(c);
+	sp_ctx_close(&x);
+	return rc;
+}

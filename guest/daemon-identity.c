@@ -1,0 +1,121 @@
+/*
+ * daemon-identity: the host hands a new sandbox its identity.  A sandbox made
+ * from a template's checkpoint wakes with the checkpoint's memory: its random
+ * generator's state, host name and everything else are the same in every
+ * copy.  The op "identity" makes this copy its own: a fresh seed from the
+ * host is mixed into the kernel's entropy pool and the generator reseeded
+ * (two copies then draw different bytes), the host name set, and the id and
+ * labels written to /run/space/identity.json for the workload.
+ */
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <linux/random.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "daemon.h"
+
+#define SEED_BYTES	32
+#define IDENTITY_DIR	"/run/space"
+#define IDENTITY_FILE	IDENTITY_DIR "/identity.json"
+
+static int
+unhex(const char *s, unsigned char *out, size_t n)
+{
+	size_t i;
+	unsigned int b;
+
+	if (strlen(s) != 2 * n)
+		return -1;
+	for (i = 0; i < n; i++) {
+		if (sscanf(s + 2 * i, "%2x", &b) != 1)
+			return -1;
+		out[i] = (unsigned char)b;
+	}
+	return 0;
+}
+
+/* Mixes seed into the input pool, then rekeys the generator from it. */
+static int
+reseed(const unsigned char *seed, char *why, size_t n)
+{
+	struct {
+		struct rand_pool_info info;
+		unsigned char buf[SEED_BYTES];
+	} r;
+	int fd, rc = -1;
+
+	if ((fd = open("/dev/urandom", O_WRONLY | O_CLOEXEC)) == -1) {
+		snprintf(why, n, "open /dev/urandom: %s", strerror(errno));
+		return -1;
+	}
+	r.info.entropy_count = SEED_BYTES * 8;
+	r.info.buf_size = SEED_BYTES;
+	memcpy(r.buf, seed, SEED_BYTES);
+	if (ioctl(fd, RNDADDENTROPY, &r.info) == -1)
+		snprintf(why, n, "RNDADDENTROPY: %s", strerror(errno));
+	else if (ioctl(fd, RNDRESEEDCRNG) == -1)
+		snprintf(why, n, "RNDRESEEDCRNG: %s", strerror(errno));
+	else
+		rc = 0;
+	explicit_bzero(&r, sizeof r);
+	close(fd);
+	return rc;
+}
+
+/* A host name: 1..63 of [a-z0-9-], not starting or ending with '-'. */
+static int
+hostname_ok(const char *h)
+{
+	size_t n = strlen(h);
+
+	return n >= 1 && n <= 63 && h[0] != '-' && h[n - 1] != '-' &&
+	    strspn(h, "abcdefghijklmnopqrstuvwxyz0123456789-") == n;
+}
+
+/* {"op":"identity","id":ID,"hostname":H,"seed":HEX64,"labels":{...}} */
+int
+sd_op_identity(struct port *p, uint32_t stream, json_t *req)
+{
+	unsigned char seed[SEED_BYTES];
+	const char *id, *host, *hex;
+	char why[256], tmp[64];
+	json_t *labels, *rec;
+	int rc;
+
+	if (json_unpack(req, "{s:s, s:s, s:s}", "id", &id, "hostname", &host,
+	    "seed", &hex) == -1 || strlen(id) > 64 || !hostname_ok(host) ||
+	    unhex(hex, seed, sizeof seed) == -1)
+		return sd_send_error(p, stream, "bad-input", "identity needs id, "
+		    "a host name of [a-z0-9-] and a %d-byte hex seed", SEED_BYTES);
+	labels = json_object_get(req, "labels");
+	if (labels != NULL && !json_is_object(labels))
+		return sd_send_error(p, stream, "bad-input", "labels must be an "
+		    "object");
+	rc = reseed(seed, why, sizeof why);
+	explicit_bzero(seed, sizeof seed);
+	if (rc == -1)
+		return sd_send_error(p, stream, "reseed-failed", "%s", why);
+	if (sethostname(host, strlen(host)) == -1)
+		return sd_send_error(p, stream, "io", "sethostname: %s",
+		    strerror(errno));
+	/* Written whole, then renamed: a reader never sees half of it. */
+	mkdir(IDENTITY_DIR, 0755);
+	snprintf(tmp, sizeof tmp, "%s.%d", IDENTITY_FILE, (int)getpid());
+	rec = json_pack("{s:s, s:s, s:O}", "id", id, "hostname", host, "labels",
+	    labels != NULL ? labels : json_object());
+	rc = rec != NULL ? json_dump_file(rec, tmp, JSON_COMPACT) : -1;
+	json_decref(rec);
+	if (rc == -1 || rename(tmp, IDENTITY_FILE) == -1) {
+		unlink(tmp);
+		return sd_send_error(p, stream, "io", "cannot write %s",
+		    IDENTITY_FILE);
+	}
+	return sd_send_json(p, SP_FR_EXIT, stream, json_pack("{s:i, s:b}",
+	    "status", 0, "reseeded", 1));
+}
