@@ -11,7 +11,7 @@ usage(void)
 {
 	fprintf(stderr, "usage: space-create --template NAME[@DIGEST] [--memory MiB]"
 	    " [--vcpus N]\n           [--label KEY=VALUE]... [-n COUNT]"
-	    " [--timeout SECONDS]\n");
+	    " [--timeout SECONDS] [--cold]\n");
 	exit(SP_EXIT_USAGE);
 }
 
@@ -39,6 +39,7 @@ main(int argc, char *argv[])
 		{ "label", required_argument, NULL, 'l' },
 		{ "count", required_argument, NULL, 'n' },
 		{ "timeout", required_argument, NULL, 'T' },
+		{ "cold", no_argument, NULL, 'C' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -74,6 +75,9 @@ main(int argc, char *argv[])
 			break;
 		case 'n':
 			count = number("-n", optarg, 1, 1000);
+			break;
+		case 'C':
+			r.no_checkpoint = 1;
 			break;
 		case 'T':
 			r.ready_timeout_ms = number("--timeout", optarg, 1, 3600) * 1000;

@@ -1,6 +1,7 @@
 /*
- * space-template: build templates from a root filesystem (import), list them
- * (ls) and remove them (rm).
+ * space-template: build templates from a root filesystem (import), boot one
+ * once and keep its memory state for fast creates (warm), list them (ls) and
+ * remove them (rm).
  */
 #include <getopt.h>
 #include <libgen.h>
@@ -17,6 +18,7 @@ usage(void)
 	fprintf(stderr,
 	    "usage: space-template import --name NAME [--kernel F --initrd F]\n"
 	    "           [--disk-extra SIZE] ROOTFS.tar[.gz|.zst]|DIR\n"
+	    "       space-template warm [--memory MiB] [--vcpus N] NAME[@DIGEST]\n"
 	    "       space-template ls\n"
 	    "       space-template rm [--force] NAME[@DIGEST]...\n");
 	exit(SP_EXIT_USAGE);
@@ -104,17 +106,64 @@ out:
 }
 
 static int
+warm(int argc, char *argv[])
+{
+	static const struct option opts[] = {
+		{ "memory", required_argument, NULL, 'm' },
+		{ "vcpus", required_argument, NULL, 'c' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct sp_ctx x;
+	struct sp_err e;
+	json_t *out;
+	char *end;
+	long mem = 256, vcpus = 1;
+	int ch, rc;
+
+	while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		switch (ch) {
+		case 'm':
+			mem = strtol(optarg, &end, 10);
+			if (*end != '\0' || mem < 64 || mem > 65536)
+				usage();
+			break;
+		case 'c':
+			vcpus = strtol(optarg, &end, 10);
+			if (*end != '\0' || vcpus < 1 || vcpus > 64)
+				usage();
+			break;
+		default:
+			usage();
+		}
+	}
+	argc -= optind;
+	argv += optind;
+	if (argc != 1)
+		usage();
+	if (sp_ctx_open(&x, 1, &e) == -1)
+		return sp_out_fail(NULL, &e);
+	if (sp_template_warm(&x, argv[0], (int)mem, (int)vcpus, &out, &e) == -1)
+		rc = sp_out_fail(NULL, &e);
+	else
+		rc = sp_out_ok(NULL, out);
+	sp_ctx_close(&x);
+	return rc;
+}
+
+static int
 ls1(const struct sp_template_row *t, void *arg)
 {
 	struct sp_ctx *x = arg;
-	char p[SP_PATH_MAX];
+	char p[SP_PATH_MAX], c[SP_PATH_MAX];
 	struct sp_err e;
 
-	if (sp_template_path(x->conf.root, t, p, sizeof p, &e) == -1)
+	if (sp_template_path(x->conf.root, t, p, sizeof p, &e) == -1 ||
+	    sp_ckpt_path(x->conf.root, t, c, sizeof c, &e) == -1)
 		return -1;
-	return sp_out_json(json_pack("{s:s, s:s, s:I, s:I, s:b}", "template",
+	return sp_out_json(json_pack("{s:s, s:s, s:I, s:I, s:b, s:b}", "template",
 	    t->name, "digest", t->digest, "created", (json_int_t)t->created,
-	    "disk_bytes", (json_int_t)t->disk_bytes, "local", sp_subvol_exists(p)));
+	    "disk_bytes", (json_int_t)t->disk_bytes, "local", sp_subvol_exists(p),
+	    "warm", sp_subvol_exists(c)));
 }
 
 static int
@@ -175,7 +224,9 @@ rm1(const char *ref, json_t *rec, void *arg)
 		    t.digest);
 		return sp_out_fail(ref, &e);
 	}
-	if (sp_template_path(c->x.conf.root, &t, p, sizeof p, &e) == -1 ||
+	if (sp_ckpt_path(c->x.conf.root, &t, p, sizeof p, &e) == -1 ||
+	    sp_subvol_delete(p, &e) == -1 ||
+	    sp_template_path(c->x.conf.root, &t, p, sizeof p, &e) == -1 ||
 	    sp_subvol_delete(p, &e) == -1 ||
 	    sp_db_template_delete(c->x.db, t.name, t.digest, &e) == -1)
 		return sp_out_fail(ref, &e);
@@ -216,6 +267,8 @@ main(int argc, char *argv[])
 		usage();
 	if (strcmp(argv[1], "import") == 0)
 		return import(argc - 1, argv + 1);
+	if (strcmp(argv[1], "warm") == 0)
+		return warm(argc - 1, argv + 1);
 	if (strcmp(argv[1], "ls") == 0)
 		return list(argc - 1, argv + 1);
 	if (strcmp(argv[1], "rm") == 0)

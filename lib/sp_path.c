@@ -1,4 +1,5 @@
-/* sp_path: building and making paths, never truncating one silently. */
+/* sp_path: building and making paths (never truncating one silently), sizes,
+ * and the file locks that serialize work on one thing. */
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -6,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -112,5 +114,19 @@ sp_size_parse(const char *s, uint64_t *out, struct sp_err *e)
 	if (shift > 0 && v > (UINT64_MAX >> shift))
 		return sp_err_set(e, "bad-input", 0, "size out of range");
 	*out = (uint64_t)v << shift;
+	return 0;
+}
+
+int
+sp_flock(int fd, int wait, struct sp_err *e)
+{
+	while (flock(fd, LOCK_EX | (wait ? 0 : LOCK_NB)) == -1) {
+		if (errno == EINTR)
+			continue;
+		if (errno == EWOULDBLOCK)
+			return sp_err_set(e, "busy", 1,
+			    "another command is acting on it");
+		return sp_err_sys(e, "io", "lock");
+	}
 	return 0;
 }

@@ -48,16 +48,27 @@ is_off(const char *vstate)
 /* A sandbox left in creating by a dead create: keep it when its guest
  * answers, else remove what was made. */
 static void
-fix_creating(struct pass *p, const char *id, const char *vstate)
+fix_creating(struct pass *p, const struct sp_sandbox_row *r, const char *vstate)
 {
+	const char *id = r->id;
+	json_t *labels;
 	struct sp_err e;
 	int existed, rc;
 
 	if (strcmp(vstate, "running") == 0 &&
 	    sp_chan_wait_ready(p->x->conf.run, id, READY_PROBE_MS, &e) == 0) {
-		rc = sp_db_transition(p->x->db, id, SP_ST_RUNNING, -1, NULL, &e);
-		tell(p, id, "finished-create", "creating", rc, &e);
-		return;
+		/* What the dead create did not do yet: tell the guest who
+		 * it is (a checkpoint's copies share their RNG state). */
+		labels = json_loads(r->labels ? r->labels : "{}", 0, NULL);
+		rc = sp_sandbox_hand_identity(p->x, id, labels, &e);
+		json_decref(labels);
+		if (rc == 0)
+			rc = sp_db_transition(p->x->db, id, SP_ST_RUNNING, -1,
+			    NULL, &e);
+		if (rc == 0) {
+			tell(p, id, "finished-create", "creating", rc, &e);
+			return;
+		}
 	}
 	rc = sp_sandbox_remove(p->x, id, &existed, &e);
 	tell(p, id, "rolled-back-create", "creating", rc, &e);
@@ -120,7 +131,7 @@ one(struct pass *p, const char *id)
 		/* Removing takes the lock itself. */
 		sp_sandbox_unlock(fd);
 		fd = -1;
-		fix_creating(p, id, vstate);
+		fix_creating(p, &r, vstate);
 		break;
 	case SP_ST_DESTROYED:
 		sp_sandbox_unlock(fd);

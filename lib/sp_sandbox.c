@@ -10,7 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -86,13 +86,7 @@ sp_sandbox_lock(const struct sp_ctx *x, const char *id, int wait, int *fd,
 		return -1;
 	if ((*fd = open(p, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600)) == -1)
 		return sp_err_sys(e, "io", "%s", p);
-	while (flock(*fd, LOCK_EX | (wait ? 0 : LOCK_NB)) == -1) {
-		if (errno == EINTR)
-			continue;
-		if (errno == EWOULDBLOCK)
-			sp_err_set(e, "busy", 1, "another command is acting on it");
-		else
-			sp_err_sys(e, "io", "lock %s", p);
+	if (sp_flock(*fd, wait, e) == -1) {
 		close(*fd);
 		*fd = -1;
 		return -1;
@@ -165,6 +159,56 @@ unmake(struct sp_ctx *x, const char *id)
 	remove_locked(x, id, &existed, &ignored);
 }
 
+/*
+ * Tells the new guest who it is: its id (also its host name), its labels, and
+ * a fresh seed for its random generator.  A guest restored from a checkpoint
+ * would otherwise draw the same random bytes as every other copy of it.
+ */
+#define IDENTITY_MS	10000
+
+int
+sp_sandbox_hand_identity(struct sp_ctx *x, const char *id, json_t *labels,
+    struct sp_err *e)
+{
+	unsigned char seed[32];
+	char hex[65];
+	struct sp_chan *c = NULL;
+	struct sp_frame f;
+	json_t *req = NULL;
+	uint32_t stream;
+	size_t i;
+	int rc = -1;
+
+	if (getrandom(seed, sizeof seed, 0) != (ssize_t)sizeof seed)
+		return sp_err_sys(e, "internal", "getrandom");
+	for (i = 0; i < sizeof seed; i++)
+		snprintf(hex + 2 * i, 3, "%02x", seed[i]);
+	explicit_bzero(seed, sizeof seed);
+	req = json_pack("{s:s, s:s, s:s, s:s, s:O}", "op", "identity", "id", id,
+	    "hostname", id, "seed", hex, "labels", labels ? labels : json_object());
+	explicit_bzero(hex, sizeof hex);
+	if (req == NULL)
+		return sp_err_set(e, "internal", 0, "json_pack");
+	if (sp_chan_open(&c, x->conf.run, id, IDENTITY_MS, e) == -1)
+		goto out;
+	stream = sp_chan_stream_new(c);
+	if (sp_chan_send_json(c, SP_FR_REQ, stream, req, IDENTITY_MS, e) == -1 ||
+	    sp_chan_recv(c, &f, IDENTITY_MS, e) == -1)
+		goto out;
+	if (f.type == SP_FR_ERROR)
+		sp_chan_error_frame(&f, e);
+	else if (f.type != SP_FR_EXIT || f.stream != stream)
+		sp_err_set(e, "protocol", 0, "identity: unexpected answer");
+	else
+		rc = 0;
+out:
+	/* The seed went through this object: wipe its text before freeing. */
+	json_object_set_new(req, "seed", json_string(""));
+	json_decref(req);
+	sp_chan_close(c);
+	return rc;
+}
+
 int
 sp_sandbox_create(struct sp_ctx *x, const struct sp_create_req *r, json_t **out,
     struct sp_err *e)
@@ -172,12 +216,15 @@ sp_sandbox_create(struct sp_ctx *x, const struct sp_create_req *r, json_t **out,
 	char dir[SP_PATH_MAX], run[SP_PATH_MAX], tpath[SP_PATH_MAX];
 	char disk[SP_PATH_MAX], kernel[SP_PATH_MAX], initrd[SP_PATH_MAX];
 	char p[SP_PATH_MAX], dom[SP_ID_LEN + 4], *xml = NULL, *labels = NULL;
+	char ckpt[SP_PATH_MAX], sav[SP_PATH_MAX], old[SP_ID_LEN + 4], uuid[37];
 	struct sp_sandbox_row row = { 0 };
 	struct sp_template_row t;
+	struct sp_ckpt_info ci;
 	struct sp_vm_spec spec;
+	struct sp_err ignored;
 	json_t *meta = NULL;
 	int64_t t0 = sp_clock_ms();
-	int rc = -1, inserted = 0, lock = -1;
+	int rc = -1, inserted = 0, lock = -1, warm;
 
 	*out = NULL;
 	if (r->memory_mib < 64 || r->memory_mib > 65536)
@@ -200,6 +247,14 @@ sp_sandbox_create(struct sp_ctx *x, const struct sp_create_req *r, json_t **out,
 	if (!sp_subvol_exists(tpath))
 		return sp_err_set(e, "not-found", 0, "template %s@%.12s is in the DB "
 		    "but not on this node (%s)", t.name, t.digest, tpath);
+	/* The template's booted checkpoint, when it was booted as asked. */
+	if (sp_ckpt_path(x->conf.root, &t, ckpt, sizeof ckpt, e) == -1 ||
+	    sp_path_fmt(sav, sizeof sav, e, "%s/mem.sav", dir) == -1 ||
+	    sp_ckpt_uuid_new(uuid, e) == -1)
+		return -1;
+	warm = !r->no_checkpoint && sp_subvol_exists(ckpt) &&
+	    sp_ckpt_read(ckpt, &ci, &ignored) == 0 &&
+	    ci.memory_mib == r->memory_mib && ci.vcpus == r->vcpus;
 	labels = r->labels ? json_dumps(r->labels, JSON_COMPACT | JSON_SORT_KEYS) :
 	    strdup("{}");
 	if (labels == NULL) {
@@ -220,14 +275,20 @@ sp_sandbox_create(struct sp_ctx *x, const struct sp_create_req *r, json_t **out,
 		goto out;
 	inserted = 1;
 	sp_crashpoint("create-after-row");
-	if (sp_subvol_snapshot(tpath, dir, 0, e) == -1)
+	if (sp_subvol_snapshot(warm ? ckpt : tpath, dir, 0, e) == -1)
 		goto out;
 	sp_crashpoint("create-after-snapshot");
+	sp_sandbox_domain(row.id, dom);
+	if (warm) {
+		sp_sandbox_domain(ci.id, old);
+		if (sp_ckpt_reidentify(sav, old, dom, ci.uuid, uuid, e) == -1)
+			goto out;
+	}
 	if (sp_sandbox_make_run_dir(run, e) == -1)
 		goto out;
-	sp_sandbox_domain(row.id, dom);
 	spec = (struct sp_vm_spec){
-		.name = dom, .memory_mib = r->memory_mib, .vcpus = r->vcpus,
+		.name = dom, .uuid = uuid, .memory_mib = r->memory_mib,
+		.vcpus = r->vcpus,
 		.kernel = kernel, .initrd = initrd, .cmdline = SP_VIRT_CMDLINE,
 		.disk = disk, .chan_dir = run, .nports = SP_PORTS_DEFAULT,
 		.virt_type = x->virt_type,
@@ -247,16 +308,24 @@ sp_sandbox_create(struct sp_ctx *x, const struct sp_create_req *r, json_t **out,
 	if (sp_virt_define(x->virt, xml, e) == -1)
 		goto out;
 	sp_crashpoint("create-after-define");
-	if (sp_virt_start(x->virt, dom, e) == -1)
+	if (warm) {
+		/* The guest goes on from its checkpoint; its memory image has
+		 * done its work and need not stay in the sandbox. */
+		if (sp_virt_restore(x->virt, sav, xml, e) == -1)
+			goto out;
+		unlink(sav);
+	} else if (sp_virt_start(x->virt, dom, e) == -1)
 		goto out;
 	sp_crashpoint("create-after-start");
-	if (sp_chan_wait_ready(x->conf.run, row.id, r->ready_timeout_ms, e) == -1)
+	if (sp_chan_wait_ready(x->conf.run, row.id, r->ready_timeout_ms, e) == -1 ||
+	    sp_sandbox_hand_identity(x, row.id, r->labels, e) == -1)
 		goto out;
 	if (sp_db_transition(x->db, row.id, SP_ST_RUNNING, -1, NULL, e) == -1)
 		goto out;
-	*out = json_pack("{s:s, s:s, s:s, s:s, s:I}", "id", row.id, "state",
-	    "running", "template", row.template, "virt", x->virt_type,
-	    "create_ms", (json_int_t)(sp_clock_ms() - t0));
+	*out = json_pack("{s:s, s:s, s:s, s:s, s:s, s:I}", "id", row.id, "state",
+	    "running", "template", row.template, "virt", x->virt_type, "path",
+	    warm ? "checkpoint" : "cold", "create_ms",
+	    (json_int_t)(sp_clock_ms() - t0));
 	rc = 0;
 out:
 	if (rc == -1 && inserted)

@@ -239,6 +239,10 @@ check_spec(const struct sp_vm_spec *s, struct sp_err *e)
 	if (s->cmdline != NULL && *s->cmdline != '\0' &&
 	    check_str("cmdline", s->cmdline, 0, e) == -1)
 		return -1;
+	if (s->uuid != NULL && (strlen(s->uuid) != 36 ||
+	    strspn(s->uuid, "0123456789abcdef-") != 36))
+		return sp_err_set(e, "bad-input", 0, "vm uuid '%.40s' is not a "
+		    "lowercase UUID", s->uuid);
 	if (s->virt_type == NULL || (strcmp(s->virt_type, "kvm") != 0 &&
 	    strcmp(s->virt_type, "qemu") != 0))
 		return sp_err_set(e, "bad-input", 0,
@@ -272,6 +276,11 @@ write_xml(FILE *f, const struct sp_vm_spec *s)
 	fputs("  <name>", f);
 	xesc(f, s->name);
 	fputs("</name>\n", f);
+	if (s->uuid != NULL) {
+		fputs("  <uuid>", f);
+		xesc(f, s->uuid);
+		fputs("</uuid>\n", f);
+	}
 	fprintf(f, "  <memory unit='MiB'>%d</memory>\n", s->memory_mib);
 	fprintf(f, "  <vcpu placement='static'>%d</vcpu>\n", s->vcpus);
 	fputs("  <os>\n"

@@ -1,0 +1,261 @@
+/*
+ * sp_ckpt: a template's booted checkpoint (DESIGN §4, §10).  The template is
+ * booted once, its daemon answers, and its memory state is saved beside it in
+ * the read-only subvolume templates/<name>@<digest>.ckpt/ (disk.raw, mem.sav,
+ * vmlinuz, initrd.img, ckpt.json).  A sandbox made from it is a snapshot of
+ * that subvolume (nothing copied) restored from mem.sav: a running guest in
+ * the time of a restore instead of a boot.
+ *
+ * libvirt 9 refuses to restore a save image under another UUID, so each copy
+ * of mem.sav is re-identified in place first: its XML header's name and UUID
+ * are rewritten with ones of the same length (ids are fixed-length for this).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "sp.h"
+
+#define SAVE_MAGIC	"LibvirtQemudSave"
+#define SAVE_HDR	(16 + 19 * 4)	/* magic + 19 u32 fields, libvirt 9 */
+#define SAVE_XML_MAX	(1024 * 1024)
+#define WARM_READY_MS	180000
+
+int
+sp_ckpt_path(const char *root, const struct sp_template_row *t, char *out,
+    size_t n, struct sp_err *e)
+{
+	return sp_path_fmt(out, n, e, "%s/templates/%s@%s.ckpt", root, t->name,
+	    t->digest);
+}
+
+int
+sp_ckpt_uuid_new(char out[37], struct sp_err *e)
+{
+	unsigned char r[16];
+
+	if (getrandom(r, sizeof r, 0) != (ssize_t)sizeof r)
+		return sp_err_sys(e, "internal", "getrandom");
+	r[6] = (r[6] & 0x0f) | 0x40;	/* version 4 */
+	r[8] = (r[8] & 0x3f) | 0x80;	/* RFC 4122 variant */
+	snprintf(out, 37, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-"
+	    "%02x%02x%02x%02x%02x%02x", r[0], r[1], r[2], r[3], r[4], r[5], r[6],
+	    r[7], r[8], r[9], r[10], r[11], r[12], r[13], r[14], r[15]);
+	return 0;
+}
+
+/* Replaces every `from` by `to` (same length) in buf[0..n). */
+static int
+replace_all(unsigned char *buf, size_t n, const char *from, const char *to)
+{
+	size_t k = strlen(from), i;
+	int hits = 0;
+
+	for (i = 0; i + k <= n; i++)
+		if (memcmp(buf + i, from, k) == 0) {
+			memcpy(buf + i, to, k);
+			hits++;
+			i += k - 1;
+		}
+	return hits;
+}
+
+static uint32_t
+get_u32(const unsigned char *p)
+{
+	uint32_t v;
+
+	/* libvirt writes its header in host order (x86_64 here). */
+	memcpy(&v, p, sizeof v);
+	return v;
+}
+
+int
+sp_ckpt_reidentify(const char *path, const char *old_name, const char *new_name,
+    const char *old_uuid, const char *new_uuid, struct sp_err *e)
+{
+	unsigned char hdr[SAVE_HDR], *xml = NULL;
+	uint32_t len;
+	int fd, rc = -1;
+
+	if (strlen(old_name) != strlen(new_name) ||
+	    strlen(old_uuid) != strlen(new_uuid))
+		return sp_err_set(e, "internal", 0, "re-identify: lengths differ");
+	if ((fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW)) == -1)
+		return sp_err_sys(e, "io", "%s", path);
+	if (pread(fd, hdr, sizeof hdr, 0) != (ssize_t)sizeof hdr ||
+	    memcmp(hdr, SAVE_MAGIC, 16) != 0) {
+		sp_err_set(e, "bad-state", 0, "%s is not a libvirt save image", path);
+		goto out;
+	}
+	len = get_u32(hdr + 20);
+	if (len == 0 || len > SAVE_XML_MAX) {
+		sp_err_set(e, "bad-state", 0, "%s: XML header of %u bytes", path, len);
+		goto out;
+	}
+	if ((xml = malloc(len)) == NULL) {
+		sp_err_sys(e, "internal", "malloc");
+		goto out;
+	}
+	if (pread(fd, xml, len, SAVE_HDR) != (ssize_t)len) {
+		sp_err_sys(e, "io", "read %s", path);
+		goto out;
+	}
+	if (replace_all(xml, len, old_name, new_name) == 0 ||
+	    replace_all(xml, len, old_uuid, new_uuid) == 0) {
+		sp_err_set(e, "bad-state", 0, "%s: name or uuid not in its header",
+		    path);
+		goto out;
+	}
+	/* Only the header's blocks are written: the rest stays shared. */
+	if (pwrite(fd, xml, len, SAVE_HDR) != (ssize_t)len || fsync(fd) == -1) {
+		sp_err_sys(e, "io", "write %s", path);
+		goto out;
+	}
+	rc = 0;
+out:
+	free(xml);
+	close(fd);
+	return rc;
+}
+
+int
+sp_ckpt_read(const char *ckpt, struct sp_ckpt_info *ci, struct sp_err *e)
+{
+	char p[SP_PATH_MAX];
+	json_error_t je;
+	json_t *j;
+	const char *id, *uuid;
+	int rc = -1;
+
+	if (sp_path_fmt(p, sizeof p, e, "%s/ckpt.json", ckpt) == -1)
+		return -1;
+	if ((j = json_load_file(p, JSON_REJECT_DUPLICATES, &je)) == NULL)
+		return sp_err_set(e, "bad-state", 0, "%s: %s", p, je.text);
+	if (json_unpack(j, "{s:s, s:s, s:i, s:i}", "id", &id, "uuid", &uuid,
+	    "memory_mib", &ci->memory_mib, "vcpus", &ci->vcpus) == -1 ||
+	    !sp_id_valid(id) || strlen(uuid) != 36) {
+		sp_err_set(e, "bad-state", 0, "%s: malformed", p);
+		goto out;
+	}
+	memcpy(ci->id, id, SP_ID_LEN + 1);
+	memcpy(ci->uuid, uuid, 37);
+	rc = 0;
+out:
+	json_decref(j);
+	return rc;
+}
+
+/* Boots the template in dir as domain sp-<id>, waits for its daemon, and
+ * saves its memory to dir/mem.sav (which stops it). */
+static int
+boot_and_save(struct sp_ctx *x, const char *dir, const char *id,
+    const char *uuid, int memory_mib, int vcpus, struct sp_err *e)
+{
+	char run[SP_PATH_MAX], disk[SP_PATH_MAX], kernel[SP_PATH_MAX];
+	char initrd[SP_PATH_MAX], sav[SP_PATH_MAX], dom[SP_ID_LEN + 4];
+	struct sp_vm_spec spec;
+	struct sp_err ignored;
+	char *xml = NULL;
+	int rc = -1;
+
+	sp_sandbox_domain(id, dom);
+	if (sp_sandbox_run_dir(x, id, run, sizeof run, e) == -1 ||
+	    sp_path_fmt(disk, sizeof disk, e, "%s/disk.raw", dir) == -1 ||
+	    sp_path_fmt(kernel, sizeof kernel, e, "%s/vmlinuz", dir) == -1 ||
+	    sp_path_fmt(initrd, sizeof initrd, e, "%s/initrd.img", dir) == -1 ||
+	    sp_path_fmt(sav, sizeof sav, e, "%s/mem.sav", dir) == -1 ||
+	    sp_sandbox_make_run_dir(run, e) == -1)
+		return -1;
+	spec = (struct sp_vm_spec){
+		.name = dom, .uuid = uuid, .memory_mib = memory_mib,
+		.vcpus = vcpus, .kernel = kernel, .initrd = initrd,
+		.cmdline = SP_VIRT_CMDLINE, .disk = disk, .chan_dir = run,
+		.nports = SP_PORTS_DEFAULT, .virt_type = x->virt_type,
+	};
+	if (sp_virt_domain_xml(&spec, &xml, e) == -1 ||
+	    sp_virt_define(x->virt, xml, e) == -1)
+		goto out;
+	if (sp_virt_start(x->virt, dom, e) == -1 ||
+	    sp_chan_wait_ready(x->conf.run, id, WARM_READY_MS, e) == -1 ||
+	    sp_virt_save(x->virt, dom, sav, e) == -1)
+		goto out;
+	rc = 0;
+out:
+	sp_virt_destroy(x->virt, dom, &ignored);
+	sp_virt_undefine(x->virt, dom, &ignored);
+	sp_path_remove_tree(run, &ignored);
+	free(xml);
+	return rc;
+}
+
+int
+sp_template_warm(struct sp_ctx *x, const char *ref, int memory_mib, int vcpus,
+    json_t **out, struct sp_err *e)
+{
+	char tpath[SP_PATH_MAX], ckpt[SP_PATH_MAX], work[SP_PATH_MAX];
+	char lock[SP_PATH_MAX], p[SP_PATH_MAX], id[SP_ID_LEN + 1], uuid[37];
+	struct sp_template_row t;
+	struct sp_err ignored;
+	json_t *info = NULL;
+	int64_t t0 = sp_clock_ms();
+	int fd = -1, rc = -1, reused = 0;
+
+	*out = NULL;
+	if (sp_db_template_get(x->db, ref, &t, e) == -1 || sp_ctx_virt(x, e) == -1)
+		return -1;
+	if (sp_template_path(x->conf.root, &t, tpath, sizeof tpath, e) == -1 ||
+	    sp_ckpt_path(x->conf.root, &t, ckpt, sizeof ckpt, e) == -1 ||
+	    sp_path_fmt(lock, sizeof lock, e, "%s/locks/warm-%s.lock",
+	    x->conf.root, t.digest) == -1)
+		return -1;
+	/* One warm-up per template at a time; the others find it done. */
+	if ((fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0600)) == -1)
+		return sp_err_sys(e, "io", "%s", lock);
+	if (sp_flock_wait(fd, e) == -1)
+		goto out;
+	if (sp_subvol_exists(ckpt)) {
+		reused = 1;
+		goto done;
+	}
+	if (sp_id_new(id, e) == -1 || sp_ckpt_uuid_new(uuid, e) == -1 ||
+	    sp_path_fmt(work, sizeof work, e, "%s/templates/.warming-%s-%s",
+	    x->conf.root, t.digest, id) == -1)
+		goto out;
+	if (sp_subvol_snapshot(tpath, work, 0, e) == -1)
+		goto out;
+	if (boot_and_save(x, work, id, uuid, memory_mib, vcpus, e) == -1)
+		goto fail;
+	info = json_pack("{s:s, s:s, s:i, s:i, s:I, s:s}", "id", id, "uuid", uuid,
+	    "memory_mib", memory_mib, "vcpus", vcpus, "created",
+	    (json_int_t)time(NULL), "template", t.digest);
+	if (sp_path_fmt(p, sizeof p, e, "%s/ckpt.json", work) == -1 ||
+	    json_dump_file(info, p, JSON_INDENT(2)) == -1) {
+		sp_err_set(e, "io", 0, "cannot write %s", p);
+		goto fail;
+	}
+	if (sp_subvol_set_readonly(work, 1, e) == -1)
+		goto fail;
+	if (rename(work, ckpt) == -1) {
+		sp_err_sys(e, "io", "rename %s", work);
+		goto fail;
+	}
+done:
+	*out = json_pack("{s:s, s:s, s:b, s:I}", "template", t.name, "digest",
+	    t.digest, "reused", reused, "ms", (json_int_t)(sp_clock_ms() - t0));
+	rc = 0;
+	goto out;
+fail:
+	sp_subvol_delete(work, &ignored);
+out:
+	json_decref(info);
+	if (fd >= 0)
+		close(fd);
+	return rc;
+}
