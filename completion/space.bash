@@ -19,7 +19,7 @@ _space() {
 		COMPREPLY=($(compgen -W "--loop-size" -- "$cur")) ;;
 	space-template)
 		if [ "$COMP_CWORD" -eq 1 ]; then
-			COMPREPLY=($(compgen -W "import ls rm" -- "$cur"))
+			COMPREPLY=($(compgen -W "import warm ls rm" -- "$cur"))
 			return
 		fi
 		case ${COMP_WORDS[1]}:$prev in
@@ -31,20 +31,52 @@ _space() {
 				COMPREPLY=($(compgen -f -- "$cur"))
 			fi ;;
 		rm:*) COMPREPLY=($(compgen -W "--force $(_space_templates)" -- "$cur")) ;;
+		warm:--memory|warm:--vcpus) ;;
+		warm:*) COMPREPLY=($(compgen -W "--memory --vcpus $(_space_templates)" -- "$cur")) ;;
 		esac ;;
 	space-create)
 		case $prev in
 		--template) COMPREPLY=($(compgen -W "$(_space_templates)" -- "$cur")) ;;
 		--memory|--vcpus|--label|-n|--timeout) ;;
-		*) COMPREPLY=($(compgen -W "--template --memory --vcpus --label -n --timeout" -- "$cur")) ;;
+		*) COMPREPLY=($(compgen -W "--template --memory --vcpus --label -n --timeout --cold" -- "$cur")) ;;
 		esac ;;
 	space-exec)
 		if [ "$COMP_CWORD" -eq 1 ]; then
 			COMPREPLY=($(compgen -W "$(_space_ids)" -- "$cur"))
-		elif [ "$prev" = -w ]; then
+		elif [[ $prev == -[ewu] || $prev == --timeout ]]; then
 			:
 		else
-			COMPREPLY=($(compgen -W "-e -w --" -- "$cur"))
+			COMPREPLY=($(compgen -W "-t -d -e -w -u --timeout --" -- "$cur"))
+		fi ;;
+	space-ps)
+		COMPREPLY=($(compgen -W "$(_space_ids)" -- "$cur")) ;;
+	space-logs|space-kill)
+		if [ "$COMP_CWORD" -eq 1 ]; then
+			COMPREPLY=($(compgen -W "$(_space_ids)" -- "$cur"))
+		elif [ "$prev" = -s ]; then
+			COMPREPLY=($(compgen -W "KILL TERM INT HUP QUIT USR1 USR2 STOP CONT" -- "$cur"))
+		elif [ "$cmd" = space-logs ]; then
+			COMPREPLY=($(compgen -W "-f" -- "$cur"))
+		else
+			COMPREPLY=($(compgen -W "-s" -- "$cur"))
+		fi ;;
+	space-fs)
+		if [ "$COMP_CWORD" -eq 1 ]; then
+			COMPREPLY=($(compgen -W "$(_space_ids)" -- "$cur"))
+		elif [ "$COMP_CWORD" -eq 2 ]; then
+			COMPREPLY=($(compgen -W "ls stat cat write mkdir rm mv" -- "$cur"))
+		else
+			case ${COMP_WORDS[2]} in
+			write) COMPREPLY=($(compgen -W "-a -m" -- "$cur")) ;;
+			mkdir) COMPREPLY=($(compgen -W "-p -m" -- "$cur")) ;;
+			rm) COMPREPLY=($(compgen -W "-r" -- "$cur")) ;;
+			esac
+		fi ;;
+	space-cp)
+		if [[ $cur == *:* ]]; then
+			:
+		else
+			COMPREPLY=($(compgen -f -- "$cur") $(compgen -W "- $(_space_ids | sed 's/$/:/')" -- "$cur"))
 		fi ;;
 	space-ls)
 		case $prev in
@@ -63,4 +95,5 @@ _space() {
 	esac
 }
 complete -F _space space-init space-template space-create space-exec space-ls space-rm \
-	space-pause space-resume space-stop space-start space-reconcile
+	space-pause space-resume space-stop space-start space-reconcile \
+	space-ps space-logs space-kill space-fs space-cp
