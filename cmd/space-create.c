@@ -11,7 +11,7 @@ usage(void)
 {
 	fprintf(stderr, "usage: space-create --template NAME[@DIGEST] [--memory MiB]"
 	    " [--vcpus N]\n           [--label KEY=VALUE]... [-n COUNT]"
-	    " [--timeout SECONDS] [--cold]\n");
+	    " [--timeout SECONDS] [--no-pool] [--cold]\n");
 	exit(SP_EXIT_USAGE);
 }
 
@@ -40,6 +40,7 @@ main(int argc, char *argv[])
 		{ "count", required_argument, NULL, 'n' },
 		{ "timeout", required_argument, NULL, 'T' },
 		{ "cold", no_argument, NULL, 'C' },
+		{ "no-pool", no_argument, NULL, 'P' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -78,6 +79,10 @@ main(int argc, char *argv[])
 			break;
 		case 'C':
 			r.no_checkpoint = 1;
+			r.no_pool = 1;
+			break;
+		case 'P':
+			r.no_pool = 1;
 			break;
 		case 'T':
 			r.ready_timeout_ms = number("--timeout", optarg, 1, 3600) * 1000;

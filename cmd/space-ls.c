@@ -10,7 +10,7 @@ static void
 usage(void)
 {
 	fprintf(stderr, "usage: space-ls [--state STATE] [--idle-over SECONDS] "
-	    "[ID...]\n");
+	    "[--pods] [ID...]\n");
 	exit(SP_EXIT_USAGE);
 }
 
@@ -18,6 +18,7 @@ struct ls {
 	struct sp_ctx x;
 	const char *state;	/* observed state filter, or NULL */
 	long long idle_over;	/* -1, or only those idle at least that long */
+	int pods;		/* also the warm pool's pods */
 	int rc;
 };
 
@@ -68,6 +69,7 @@ main(int argc, char *argv[])
 	static const struct option opts[] = {
 		{ "state", required_argument, NULL, 's' },
 		{ "idle-over", required_argument, NULL, 'i' },
+		{ "pods", no_argument, NULL, 'p' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -86,6 +88,9 @@ main(int argc, char *argv[])
 			}
 			l.state = optarg;
 			break;
+		case 'p':
+			l.pods = 1;
+			break;
 		case 'i':
 			l.idle_over = strtoll(optarg, &end, 10);
 			if (*optarg == '\0' || *end != '\0' || l.idle_over < 0) {
@@ -103,7 +108,8 @@ main(int argc, char *argv[])
 		return sp_out_fail(NULL, &e);
 	if (argc > 0)
 		rc = sp_each(argc, argv, one, &l);
-	else if (sp_db_sandbox_each(l.x.db, -1, show, &l, &e) == -1)
+	else if (sp_db_sandbox_each(l.x.db, l.pods ? SP_DB_WITH_PODS : -1, show,
+	    &l, &e) == -1)
 		rc = sp_out_fail(NULL, &e);
 	else
 		rc = l.rc;

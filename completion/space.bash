@@ -38,7 +38,7 @@ _space() {
 		case $prev in
 		--template) COMPREPLY=($(compgen -W "$(_space_templates)" -- "$cur")) ;;
 		--memory|--vcpus|--label|-n|--timeout) ;;
-		*) COMPREPLY=($(compgen -W "--template --memory --vcpus --label -n --timeout --cold" -- "$cur")) ;;
+		*) COMPREPLY=($(compgen -W "--template --memory --vcpus --label -n --timeout --no-pool --cold" -- "$cur")) ;;
 		esac ;;
 	space-exec)
 		if [ "$COMP_CWORD" -eq 1 ]; then
@@ -80,11 +80,20 @@ _space() {
 		fi ;;
 	space-ls)
 		case $prev in
+		--idle-over) ;;
 		--state) COMPREPLY=($(compgen -W "creating running paused stopped suspending suspended restoring failed recovering destroyed" -- "$cur")) ;;
-		*) COMPREPLY=($(compgen -W "--state $(_space_ids)" -- "$cur")) ;;
+		*) COMPREPLY=($(compgen -W "--state --idle-over --pods $(_space_ids)" -- "$cur")) ;;
 		esac ;;
 	space-rm|space-pause|space-resume)
 		COMPREPLY=($(compgen -W "$(_space_ids)" -- "$cur")) ;;
+	space-pool)
+		if [ "$COMP_CWORD" -eq 1 ]; then
+			COMPREPLY=($(compgen -W "set fill ls" -- "$cur"))
+		elif [ "$prev" = --template ]; then
+			COMPREPLY=($(compgen -W "$(_space_templates)" -- "$cur"))
+		elif [ "${COMP_WORDS[1]}" = set ]; then
+			COMPREPLY=($(compgen -W "--template --size --memory --vcpus" -- "$cur"))
+		fi ;;
 	space-reconcile)
 		COMPREPLY=($(compgen -W "--once --interval" -- "$cur")) ;;
 	space-stop|space-start)
@@ -96,4 +105,4 @@ _space() {
 }
 complete -F _space space-init space-template space-create space-exec space-ls space-rm \
 	space-pause space-resume space-stop space-start space-reconcile \
-	space-ps space-logs space-kill space-fs space-cp
+	space-ps space-logs space-kill space-fs space-cp space-pool

@@ -114,6 +114,7 @@ struct sp_sandbox_row {
 	int memory_mib;
 	int vcpus;
 	char *labels;			/* JSON object text; owned, free with sp_db_row_release */
+	int pod;			/* 1: a warm-pool pod, nobody's sandbox yet */
 };
 void sp_db_row_release(struct sp_sandbox_row *r);
 int sp_db_open(struct sp_db **db, const struct sp_conf *c, struct sp_err *e);
@@ -123,7 +124,9 @@ int sp_db_sandbox_insert(struct sp_db *db, const struct sp_sandbox_row *r,
     struct sp_err *e);
 int sp_db_sandbox_get(struct sp_db *db, const char *id,
     struct sp_sandbox_row *r, struct sp_err *e);	/* not-found */
-/* Calls fn for each row (state filter ignored when < 0). */
+/* Calls fn for each row (state filter ignored when < 0); warm-pool pods
+ * are left out unless state is SP_DB_WITH_PODS. */
+#define SP_DB_WITH_PODS	(-2)
 int sp_db_sandbox_each(struct sp_db *db, int state,
     int (*fn)(const struct sp_sandbox_row *, void *), void *arg,
     struct sp_err *e);
@@ -151,6 +154,29 @@ int sp_db_template_each(struct sp_db *db,
     struct sp_err *e);
 int sp_db_template_delete(struct sp_db *db, const char *name,
     const char *digest, struct sp_err *e);
+/* The warm pool: per template, how many pods to keep. */
+struct sp_pool_row {
+	char template[SP_NAME_MAX + 1];
+	int size, memory_mib, vcpus;
+	int ready;			/* pods waiting now */
+};
+int sp_db_pool_set(struct sp_db *db, const char *template, int size,
+    int memory_mib, int vcpus, struct sp_err *e);
+int sp_db_pool_each(struct sp_db *db,
+    int (*fn)(const struct sp_pool_row *, void *), void *arg,
+    struct sp_err *e);
+/* Makes a sandbox a pod of pool (or, with NULL, no pod). */
+int sp_db_pod_mark(struct sp_db *db, const char *id, const char *pool,
+    struct sp_err *e);
+/* Claims a ready pod of pool for template (name@digest), memory and vcpus
+ * in one statement: it becomes a sandbox with labels, in state creating
+ * until the caller has woken it.  1 and *id, 0 when none is ready. */
+int sp_db_pod_claim(struct sp_db *db, const char *pool, const char *template,
+    int memory_mib, int vcpus, const char *labels, char id[SP_ID_LEN + 1],
+    struct sp_err *e);
+int sp_db_pods_each(struct sp_db *db, const char *pool,
+    int (*fn)(const struct sp_sandbox_row *, void *), void *arg,
+    struct sp_err *e);
 int sp_db_node_upsert(struct sp_db *db, const char *node, const char *root,
     struct sp_err *e);
 
@@ -474,11 +500,21 @@ struct sp_create_req {
 	json_t *labels;		/* object of strings, borrowed; may be NULL */
 	int ready_timeout_ms;	/* boot until the daemon says hello */
 	int no_checkpoint;	/* 1: boot cold even when the template is warm */
+	int no_pool;		/* 1: do not take a warm pod */
+	int pod;		/* 1: make a warm pod (paused, no identity) */
 };
 /* Creates and boots one sandbox; *out gets {"id","state","template",
  * "create_ms",...}.  On failure everything it made is removed. */
 int sp_sandbox_create(struct sp_ctx *x, const struct sp_create_req *r,
     json_t **out, struct sp_err *e);
+/* The warm pool (DESIGN §10): space-pool set keeps the wanted size per
+ * template; fill makes or removes pods until each pool has that many (fn is
+ * told each as JSON, stolen).  Idempotent: what a timer runs. */
+int sp_pool_set(struct sp_ctx *x, const char *template, int size,
+    int memory_mib, int vcpus, struct sp_err *e);
+int sp_pool_fill(struct sp_ctx *x, int (*fn)(json_t *, void *), void *arg,
+    struct sp_err *e);
+
 /* Destroys the VM, deletes subvolumes, run dir and rows; *existed says
  * whether there was anything to remove. */
 int sp_sandbox_remove(struct sp_ctx *x, const char *id, int *existed,

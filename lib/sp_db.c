@@ -48,6 +48,15 @@ static const char *const migrations[] = {
 	"  tag TEXT,"
 	"  state TEXT NOT NULL,"
 	"  PRIMARY KEY (id, snap));",
+	/* 2: the warm pool.  A pod is a sandbox row whose pool names the
+	 * template it waits for; claiming it clears pool. */
+	"ALTER TABLE sandboxes ADD COLUMN pool TEXT;"
+	"CREATE INDEX sandboxes_pool ON sandboxes (pool, state);"
+	"CREATE TABLE pools ("
+	"  template TEXT PRIMARY KEY,"
+	"  size INTEGER NOT NULL,"
+	"  memory_mib INTEGER NOT NULL,"
+	"  vcpus INTEGER NOT NULL);",
 };
 #define NMIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 
@@ -166,7 +175,7 @@ copy_col(char *dst, size_t n, sqlite3_stmt *st, int col)
 }
 
 #define SANDBOX_COLS "id, state, gen, template, node, created, memory_mib, " \
-	"vcpus, labels"
+	"vcpus, labels, pool IS NOT NULL"
 
 static int
 row_from(sqlite3_stmt *st, struct sp_sandbox_row *r)
@@ -185,6 +194,7 @@ row_from(sqlite3_stmt *st, struct sp_sandbox_row *r)
 	r->memory_mib = sqlite3_column_int(st, 6);
 	r->vcpus = sqlite3_column_int(st, 7);
 	labels = sqlite3_column_text(st, 8);
+	r->pod = sqlite3_column_int(st, 9);
 	r->labels = strdup(labels ? (const char *)labels : "{}");
 	return r->labels == NULL ? -1 : 0;
 }
@@ -196,8 +206,9 @@ sp_db_sandbox_insert(struct sp_db *db, const struct sp_sandbox_row *r,
 	sqlite3_stmt *st = NULL;
 	int rc = -1;
 
-	if (sqlite3_prepare_v2(db->h, "INSERT INTO sandboxes (" SANDBOX_COLS
-	    ", updated) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?6)", -1, &st,
+	if (sqlite3_prepare_v2(db->h, "INSERT INTO sandboxes (id, state, gen,"
+	    " template, node, created, memory_mib, vcpus, labels, updated)"
+	    " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?6)", -1, &st,
 	    NULL) != SQLITE_OK)
 		return db_err(db, e, "insert sandbox");
 	sqlite3_bind_text(st, 1, r->id, -1, SQLITE_STATIC);
@@ -261,11 +272,12 @@ sp_db_sandbox_each(struct sp_db *db, int state,
 	int s, rc = 0;
 
 	if (sqlite3_prepare_v2(db->h, "SELECT " SANDBOX_COLS " FROM sandboxes"
-	    " WHERE ?1 IS NULL OR state = ?1 ORDER BY created, id", -1, &st,
-	    NULL) != SQLITE_OK)
+	    " WHERE (?1 IS NULL OR state = ?1) AND (pool IS NULL OR ?2)"
+	    " ORDER BY created, id", -1, &st, NULL) != SQLITE_OK)
 		return db_err(db, e, "list sandboxes");
-	if (state >= 0)
+	if (state >= 0 && state != SP_DB_WITH_PODS)
 		sqlite3_bind_text(st, 1, sp_state_name(state), -1, SQLITE_STATIC);
+	sqlite3_bind_int(st, 2, state == SP_DB_WITH_PODS);
 	while ((s = sqlite3_step(st)) == SQLITE_ROW) {
 		if (row_from(st, &r) == -1) {
 			rc = sp_err_sys(e, "internal", "out of memory");
@@ -505,6 +517,145 @@ sp_db_node_upsert(struct sp_db *db, const char *node, const char *root,
 		rc = 0;
 	else
 		db_err(db, e, "upsert node");
+	sqlite3_finalize(st);
+	return rc;
+}
+
+int
+sp_db_pool_set(struct sp_db *db, const char *template, int size,
+    int memory_mib, int vcpus, struct sp_err *e)
+{
+	sqlite3_stmt *st = NULL;
+	int rc = -1;
+
+	if (sqlite3_prepare_v2(db->h, "INSERT INTO pools (template, size,"
+	    " memory_mib, vcpus) VALUES (?1, ?2, ?3, ?4) ON CONFLICT (template)"
+	    " DO UPDATE SET size = ?2, memory_mib = ?3, vcpus = ?4", -1, &st,
+	    NULL) != SQLITE_OK)
+		return db_err(db, e, "set pool");
+	sqlite3_bind_text(st, 1, template, -1, SQLITE_STATIC);
+	sqlite3_bind_int(st, 2, size);
+	sqlite3_bind_int(st, 3, memory_mib);
+	sqlite3_bind_int(st, 4, vcpus);
+	if (sqlite3_step(st) == SQLITE_DONE)
+		rc = 0;
+	else
+		db_err(db, e, "set pool");
+	sqlite3_finalize(st);
+	return rc;
+}
+
+int
+sp_db_pool_each(struct sp_db *db, int (*fn)(const struct sp_pool_row *, void *),
+    void *arg, struct sp_err *e)
+{
+	struct sp_pool_row p;
+	sqlite3_stmt *st = NULL;
+	int s, rc = 0;
+
+	if (sqlite3_prepare_v2(db->h, "SELECT template, size, memory_mib, vcpus,"
+	    " (SELECT count(*) FROM sandboxes WHERE pool = pools.template AND"
+	    " state = 'paused') FROM pools ORDER BY template", -1, &st,
+	    NULL) != SQLITE_OK)
+		return db_err(db, e, "list pools");
+	while ((s = sqlite3_step(st)) == SQLITE_ROW) {
+		memset(&p, 0, sizeof p);
+		copy_col(p.template, sizeof p.template, st, 0);
+		p.size = sqlite3_column_int(st, 1);
+		p.memory_mib = sqlite3_column_int(st, 2);
+		p.vcpus = sqlite3_column_int(st, 3);
+		p.ready = sqlite3_column_int(st, 4);
+		if (fn(&p, arg) == -1)
+			rc = -1;
+	}
+	if (s != SQLITE_DONE)
+		rc = db_err(db, e, "list pools");
+	sqlite3_finalize(st);
+	return rc;
+}
+
+int
+sp_db_pod_mark(struct sp_db *db, const char *id, const char *pool,
+    struct sp_err *e)
+{
+	sqlite3_stmt *st = NULL;
+	int rc = -1;
+
+	if (sqlite3_prepare_v2(db->h, "UPDATE sandboxes SET pool = ?1 WHERE"
+	    " id = ?2", -1, &st, NULL) != SQLITE_OK)
+		return db_err(db, e, "mark pod");
+	sqlite3_bind_text(st, 1, pool, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 2, id, -1, SQLITE_STATIC);
+	if (sqlite3_step(st) == SQLITE_DONE)
+		rc = 0;
+	else
+		db_err(db, e, "mark pod");
+	sqlite3_finalize(st);
+	return rc;
+}
+
+int
+sp_db_pod_claim(struct sp_db *db, const char *pool, const char *template,
+    int memory_mib, int vcpus, const char *labels, char id[SP_ID_LEN + 1],
+    struct sp_err *e)
+{
+	sqlite3_stmt *st = NULL;
+	int rc = -1;
+
+	/* One statement: of many creates racing for pods, each gets its own.
+	 * It is creating until it has woken and been told who it is. */
+	if (sqlite3_prepare_v2(db->h, "UPDATE sandboxes SET pool = NULL,"
+	    " state = 'creating', gen = gen + 1, updated = ?6, labels = ?5,"
+	    " created = ?6 WHERE id = (SELECT id FROM sandboxes WHERE pool = ?1"
+	    " AND template = ?2 AND memory_mib = ?3 AND vcpus = ?4 AND"
+	    " state = 'paused' ORDER BY created LIMIT 1) RETURNING id", -1, &st,
+	    NULL) != SQLITE_OK)
+		return db_err(db, e, "claim pod");
+	sqlite3_bind_text(st, 1, pool, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 2, template, -1, SQLITE_STATIC);
+	sqlite3_bind_int(st, 3, memory_mib);
+	sqlite3_bind_int(st, 4, vcpus);
+	sqlite3_bind_text(st, 5, labels ? labels : "{}", -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 6, (int64_t)time(NULL));
+	switch (sqlite3_step(st)) {
+	case SQLITE_ROW:
+		copy_col(id, SP_ID_LEN + 1, st, 0);
+		rc = 1;
+		break;
+	case SQLITE_DONE:
+		rc = 0;
+		break;
+	default:
+		db_err(db, e, "claim pod");
+	}
+	sqlite3_finalize(st);
+	return rc;
+}
+
+int
+sp_db_pods_each(struct sp_db *db, const char *pool,
+    int (*fn)(const struct sp_sandbox_row *, void *), void *arg,
+    struct sp_err *e)
+{
+	struct sp_sandbox_row r;
+	sqlite3_stmt *st = NULL;
+	int s, rc = 0;
+
+	if (sqlite3_prepare_v2(db->h, "SELECT " SANDBOX_COLS " FROM sandboxes"
+	    " WHERE pool = ?1 ORDER BY created, id", -1, &st, NULL) != SQLITE_OK)
+		return db_err(db, e, "list pods");
+	sqlite3_bind_text(st, 1, pool, -1, SQLITE_STATIC);
+	while ((s = sqlite3_step(st)) == SQLITE_ROW) {
+		if (row_from(st, &r) == -1) {
+			rc = sp_err_sys(e, "internal", "out of memory");
+			break;
+		}
+		if (fn(&r, arg) == -1)
+			rc = -1;
+		sp_db_row_release(&r);
+	}
+	if (s != SQLITE_DONE && s != SQLITE_ROW)
+		rc = db_err(db, e, "list pods");
 	sqlite3_finalize(st);
 	return rc;
 }

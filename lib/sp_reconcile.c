@@ -55,7 +55,8 @@ fix_creating(struct pass *p, const struct sp_sandbox_row *r, const char *vstate)
 	struct sp_err e;
 	int existed, rc;
 
-	if (strcmp(vstate, "running") == 0 &&
+	/* A pod half made is simply made again by the next fill. */
+	if (!r->pod && strcmp(vstate, "running") == 0 &&
 	    sp_chan_wait_ready(p->x->conf.run, id, READY_PROBE_MS, &e) == 0) {
 		/* What the dead create did not do yet: tell the guest who
 		 * it is (a checkpoint's copies share their RNG state). */

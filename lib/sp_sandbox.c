@@ -209,6 +209,47 @@ out:
 	return rc;
 }
 
+/*
+ * Takes a warm pod of the template, if one is ready: claimed in one DB
+ * statement, resumed, told who it is.  1 with *out when it did, 0 when no pod
+ * was ready (or the one taken would not wake: it is removed), -1 on error.
+ */
+static int
+take_pod(struct sp_ctx *x, const struct sp_create_req *r,
+    const struct sp_template_row *t, int64_t t0, json_t **out,
+    struct sp_err *e)
+{
+	char ref[2 * SP_NAME_MAX + 2], id[SP_ID_LEN + 1], dom[SP_ID_LEN + 4];
+	char *labels;
+	struct sp_err lost;
+	int c, fd, existed;
+
+	snprintf(ref, sizeof ref, "%s@%s", t->name, t->digest);
+	labels = r->labels ? json_dumps(r->labels, JSON_COMPACT | JSON_SORT_KEYS) :
+	    NULL;
+	c = sp_db_pod_claim(x->db, t->name, ref, r->memory_mib, r->vcpus, labels,
+	    id, e);
+	free(labels);
+	if (c <= 0)
+		return c;
+	sp_crashpoint("create-after-claim");
+	sp_sandbox_domain(id, dom);
+	if (sp_sandbox_lock(x, id, 1, &fd, e) == -1)
+		return -1;
+	if (sp_virt_resume(x->virt, dom, &lost) == -1 ||
+	    sp_sandbox_hand_identity(x, id, r->labels, &lost) == -1 ||
+	    sp_db_transition(x->db, id, SP_ST_RUNNING, -1, NULL, &lost) == -1) {
+		sp_sandbox_unlock(fd);
+		sp_sandbox_remove(x, id, &existed, e);
+		return 0;
+	}
+	sp_sandbox_unlock(fd);
+	*out = json_pack("{s:s, s:s, s:s, s:s, s:s, s:I}", "id", id, "state",
+	    "running", "template", ref, "virt", x->virt_type, "path", "pool",
+	    "create_ms", (json_int_t)(sp_clock_ms() - t0));
+	return 1;
+}
+
 int
 sp_sandbox_create(struct sp_ctx *x, const struct sp_create_req *r, json_t **out,
     struct sp_err *e)
@@ -235,6 +276,11 @@ sp_sandbox_create(struct sp_ctx *x, const struct sp_create_req *r, json_t **out,
 		return -1;
 	if (sp_ctx_virt(x, e) == -1)
 		return -1;
+	if (!r->pod && !r->no_pool) {
+		if ((rc = take_pod(x, r, &t, t0, out, e)) != 0)
+			return rc == 1 ? 0 : -1;
+		rc = -1;
+	}
 	if (sp_id_new(row.id, e) == -1)
 		return -1;
 	if (sp_template_path(x->conf.root, &t, tpath, sizeof tpath, e) == -1 ||
@@ -274,6 +320,9 @@ sp_sandbox_create(struct sp_ctx *x, const struct sp_create_req *r, json_t **out,
 	if (sp_db_sandbox_insert(x->db, &row, e) == -1)
 		goto out;
 	inserted = 1;
+	/* A pod is one from its birth, so it never lists as a sandbox. */
+	if (r->pod && sp_db_pod_mark(x->db, row.id, t.name, e) == -1)
+		goto out;
 	sp_crashpoint("create-after-row");
 	if (sp_subvol_snapshot(warm ? ckpt : tpath, dir, 0, e) == -1)
 		goto out;
@@ -317,14 +366,20 @@ sp_sandbox_create(struct sp_ctx *x, const struct sp_create_req *r, json_t **out,
 	} else if (sp_virt_start(x->virt, dom, e) == -1)
 		goto out;
 	sp_crashpoint("create-after-start");
-	if (sp_chan_wait_ready(x->conf.run, row.id, r->ready_timeout_ms, e) == -1 ||
-	    sp_sandbox_hand_identity(x, row.id, r->labels, e) == -1)
+	if (sp_chan_wait_ready(x->conf.run, row.id, r->ready_timeout_ms, e) == -1)
 		goto out;
-	if (sp_db_transition(x->db, row.id, SP_ST_RUNNING, -1, NULL, e) == -1)
+	if (r->pod) {
+		/* A pod waits with its vCPUs stopped, for whoever claims it
+		 * and tells it who it is. */
+		if (sp_virt_pause(x->virt, dom, e) == -1 ||
+		    sp_db_transition(x->db, row.id, SP_ST_PAUSED, -1, NULL, e) == -1)
+			goto out;
+	} else if (sp_sandbox_hand_identity(x, row.id, r->labels, e) == -1 ||
+	    sp_db_transition(x->db, row.id, SP_ST_RUNNING, -1, NULL, e) == -1)
 		goto out;
 	*out = json_pack("{s:s, s:s, s:s, s:s, s:s, s:I}", "id", row.id, "state",
-	    "running", "template", row.template, "virt", x->virt_type, "path",
-	    warm ? "checkpoint" : "cold", "create_ms",
+	    r->pod ? "paused" : "running", "template", row.template, "virt",
+	    x->virt_type, "path", warm ? "checkpoint" : "cold", "create_ms",
 	    (json_int_t)(sp_clock_ms() - t0));
 	rc = 0;
 out:
@@ -494,6 +549,8 @@ sp_sandbox_describe(struct sp_ctx *x, const struct sp_sandbox_row *r,
 	    "disk_exclusive_bytes", excl, "idle_s", idle >= 0 ?
 	    json_integer(idle) : json_null(), "labels", labels ? labels :
 	    json_object(), "gen", (json_int_t)r->gen);
+	if (o != NULL && r->pod)
+		json_object_set_new(o, "pod", json_true());
 	if (o == NULL)
 		return sp_err_set(e, "internal", 0, "json_pack");
 	*out = o;

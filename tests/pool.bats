@@ -1,0 +1,84 @@
+#!/usr/bin/env bats
+# The warm pool: pods made ahead, claimed by creates in one DB statement,
+# refilled idempotently; a pod is nobody's sandbox until claimed.
+load helper
+
+setup_file() {
+	import_minimal
+	space-template warm minimal >/dev/null
+}
+
+teardown_file() {
+	space-pool set --template minimal --size 0 >/dev/null
+	space-pool fill >/dev/null
+	remove_listed "$BATS_FILE_TMPDIR/ids"
+}
+
+@test "fill makes the pods, paused and hidden from space-ls; fill again does nothing" {
+	run space-pool set --template minimal --size 2
+	assert_success
+	run space-pool fill
+	assert_success
+	[ "$(jout -s 'map(select(.action == "made")) | length')" -eq 2 ]
+	jout -se 'map(select(.action == "made")) | all(.state == "paused")'
+	run space-pool ls
+	jout -e '.pool == "minimal" and .size == 2 and .ready == 2'
+	! space-ls | jq -e 'select(.pod)' >/dev/null
+	[ "$(space-ls --pods | jq -s 'map(select(.pod and .vm == "paused")) | length')" -eq 2 ]
+	# space-ls --state paused | space-resume must never wake a pod.
+	! space-ls --state paused | jq -e 'select(.pod)' >/dev/null
+	run space-pool fill
+	assert_success
+	[ "$(jout -s 'map(select(.action == "made")) | length')" -eq 0 ]
+}
+
+@test "a create takes a pod: running, with its own identity and labels" {
+	run space-create --template minimal --label who=pool
+	assert_success
+	jout -r .id >> "$BATS_FILE_TMPDIR/ids"
+	jout -e '.path == "pool" and .state == "running"'
+	echo "# create from the pool: $(jout -r .create_ms) ms" >&3
+	id=$(jout -r .id)
+	run space-exec "$id" -- hostname
+	assert_output "$id"
+	run space-exec "$id" -- cat /run/space/identity.json
+	echo "$output" | jq -e '.labels.who == "pool"'
+	space-ls "$id" | jq -e '.state == "running" and (.pod | not) and .labels.who == "pool"'
+	space-pool ls | jq -e '.ready == 1'
+}
+
+@test "concurrent creates each get their own pod, then fall back" {
+	space-pool fill >/dev/null
+	for i in 1 2 3 4; do
+		space-create --template minimal > "$BATS_TEST_TMPDIR/c$i" &
+	done
+	wait
+	cat "$BATS_TEST_TMPDIR"/c? | jq -r 'select(.ok) | .id' >> "$BATS_FILE_TMPDIR/ids"
+	cat "$BATS_TEST_TMPDIR"/c? | jq -c '{path, create_ms}' | sed 's/^/# /' >&3
+	[ "$(cat "$BATS_TEST_TMPDIR"/c? | jq -s 'map(select(.ok)) | length')" -eq 4 ]
+	[ "$(cat "$BATS_TEST_TMPDIR"/c? | jq -s 'map(select(.path == "pool")) | length')" -eq 2 ]
+	[ "$(cat "$BATS_TEST_TMPDIR"/c? | jq -r .id | sort -u | wc -l)" -eq 4 ]
+}
+
+@test "--no-pool leaves the pods alone; shrinking the pool removes extras" {
+	space-pool fill >/dev/null
+	run space-create --template minimal --no-pool
+	assert_success
+	jout -r .id >> "$BATS_FILE_TMPDIR/ids"
+	jout -e '.path == "checkpoint"'
+	space-pool ls | jq -e '.ready == 2'
+	space-pool set --template minimal --size 1
+	run space-pool fill
+	[ "$(jout -s 'map(select(.action == "removed-extra")) | length')" -eq 1 ]
+	space-pool ls | jq -e '.ready == 1'
+}
+
+@test "space-pool refuses bad input" {
+	run space-pool set --template minimal --size -1
+	[ "$status" -eq 100 ]
+	run space-pool set --template no-such --size 1
+	[ "$status" -eq 1 ]
+	jout -e '.error == "not-found"'
+	run space-pool frob
+	[ "$status" -eq 100 ]
+}
