@@ -1,7 +1,5 @@
 /* space-rm: destroy sandboxes: their VM, subvolumes, run dir and DB rows. */
 #include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 #include <unistd.h>
 
 #include "sp.h"
@@ -22,21 +20,11 @@ int
 main(int argc, char *argv[])
 {
 	struct sp_ctx x;
-	struct sp_err e;
-	int rc;
 
 	sp_out_init(argv[0]);
-	if (argc > 1 && (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0)) {
+	if (getopt(argc, argv, "") != -1) {
 		fprintf(stderr, "usage: space-rm [ID...]   (or ids on stdin)\n");
 		return SP_EXIT_USAGE;
 	}
-	if (argc > 1 && strcmp(argv[1], "--") == 0) {
-		argc--;
-		argv++;
-	}
-	if (sp_ctx_open(&x, 1, &e) == -1)
-		return sp_out_fail(NULL, &e);
-	rc = sp_each(argc - 1, argv + 1, rm1, &x);
-	sp_ctx_close(&x);
-	return rc;
+	return sp_each_sandbox(argc - optind, argv + optind, &x, 1, rm1, &x);
 }

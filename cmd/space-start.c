@@ -39,10 +39,9 @@ main(int argc, char *argv[])
 		{ NULL, 0, NULL, 0 },
 	};
 	struct start s = { .timeout_ms = 180000 };
-	struct sp_err e;
 	char *end;
 	long v;
-	int ch, rc;
+	int ch;
 
 	sp_out_init(argv[0]);
 	while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -53,11 +52,5 @@ main(int argc, char *argv[])
 			usage();
 		s.timeout_ms = (int)v * 1000;
 	}
-	argc -= optind;
-	argv += optind;
-	if (sp_ctx_open(&s.x, 1, &e) == -1)
-		return sp_out_fail(NULL, &e);
-	rc = sp_each(argc, argv, start1, &s);
-	sp_ctx_close(&s.x);
-	return rc;
+	return sp_each_sandbox(argc - optind, argv + optind, &s.x, 1, start1, &s);
 }

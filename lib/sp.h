@@ -54,6 +54,12 @@ typedef int (*sp_item_fn)(const char *id, json_t *rec, void *ctx);
  * Returns the largest status any item returned (0 when all were ok). */
 int sp_each(int argc, char **argv, sp_item_fn fn, void *ctx);
 #define SP_LINE_MAX	65536	/* one stdin line, JSON included */
+/* The body of a command acting on sandbox ids: opens *x (libvirt too when
+ * with_virt; x may sit inside arg), runs fn(id, rec, arg) over the items as
+ * sp_each does, closes *x; returns the exit status. */
+struct sp_ctx;
+int sp_each_sandbox(int argc, char **argv, struct sp_ctx *x, int with_virt,
+    sp_item_fn fn, void *arg);
 
 /* ---- conf: /etc/space/space.conf + SPACE_* environment ---- */
 #define SP_PATH_MAX	4096

@@ -64,20 +64,25 @@ struct verb {
 	int changed, forced;
 };
 
+/* Pause and resume: one move between running and paused, and the VM made
+ * to agree (also when the DB already said so). */
 static int
-pause_locked(struct sp_ctx *x, const char *id, struct verb *v,
+flip(struct sp_ctx *x, const char *id, struct verb *v, int pause,
     struct sp_err *e)
 {
 	char dom[SP_ID_LEN + 4];
 	enum sp_state was;
-	int c;
+	int c, rc;
 
 	if (sp_ctx_virt(x, e) == -1 ||
-	    (c = claim(x, id, T(SP_ST_RUNNING), SP_ST_PAUSED, "pause", &was, e)) == -1)
+	    (c = claim(x, id, T(pause ? SP_ST_RUNNING : SP_ST_PAUSED),
+	    pause ? SP_ST_PAUSED : SP_ST_RUNNING, pause ? "pause" : "resume",
+	    &was, e)) == -1)
 		return -1;
 	sp_sandbox_domain(id, dom);
-	/* Also when the DB already said paused: the VM must agree. */
-	if (sp_virt_pause(x->virt, dom, e) == -1) {
+	rc = pause ? sp_virt_pause(x->virt, dom, e) :
+	    sp_virt_resume(x->virt, dom, e);
+	if (rc == -1) {
 		if (c == 1)
 			unclaim(x, id, was);
 		return -1;
@@ -87,24 +92,17 @@ pause_locked(struct sp_ctx *x, const char *id, struct verb *v,
 }
 
 static int
+pause_locked(struct sp_ctx *x, const char *id, struct verb *v,
+    struct sp_err *e)
+{
+	return flip(x, id, v, 1, e);
+}
+
+static int
 resume_locked(struct sp_ctx *x, const char *id, struct verb *v,
     struct sp_err *e)
 {
-	char dom[SP_ID_LEN + 4];
-	enum sp_state was;
-	int c;
-
-	if (sp_ctx_virt(x, e) == -1 ||
-	    (c = claim(x, id, T(SP_ST_PAUSED), SP_ST_RUNNING, "resume", &was, e)) == -1)
-		return -1;
-	sp_sandbox_domain(id, dom);
-	if (sp_virt_resume(x->virt, dom, e) == -1) {
-		if (c == 1)
-			unclaim(x, id, was);
-		return -1;
-	}
-	v->changed = c;
-	return 0;
+	return flip(x, id, v, 0, e);
 }
 
 /* Waits until the domain is off; 1 when it is, 0 at the deadline. */

@@ -36,6 +36,20 @@ sp_ctx_open(struct sp_ctx *x, int with_virt, struct sp_err *e)
 }
 
 int
+sp_each_sandbox(int argc, char **argv, struct sp_ctx *x, int with_virt,
+    sp_item_fn fn, void *arg)
+{
+	struct sp_err e;
+	int rc;
+
+	if (sp_ctx_open(x, with_virt, &e) == -1)
+		return sp_out_fail(NULL, &e);
+	rc = sp_each(argc, argv, fn, arg);
+	sp_ctx_close(x);
+	return rc;
+}
+
+int
 sp_ctx_virt(struct sp_ctx *x, struct sp_err *e)
 {
 	if (x->virt != NULL)
