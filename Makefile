@@ -8,7 +8,7 @@ PREFIX ?= /usr/local
 DESTDIR ?=
 UNITDIR ?= /etc/systemd/system
 CC ?= cc
-PKGS = libvirt jansson libarchive sqlite3 libsodium libbtrfsutil
+PKGS = libvirt jansson libarchive sqlite3 libsodium libbtrfsutil libcurl
 CFLAGS ?= -O2 -g
 WFLAGS = -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter
 CPPFLAGS += -Ilib

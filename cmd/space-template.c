@@ -1,7 +1,8 @@
 /*
- * space-template: build templates from a root filesystem (import), boot one
- * once and keep its memory state for fast creates (warm), list them (ls) and
- * remove them (rm).
+ * space-template: build templates from a root filesystem (import), or say
+ * where one comes from so the first create builds it (add), boot one once and
+ * keep its memory state for fast creates (warm), list them (ls) and remove
+ * them (rm).
  */
 #include <getopt.h>
 #include <libgen.h>
@@ -18,6 +19,8 @@ usage(void)
 	fprintf(stderr,
 	    "usage: space-template import --name NAME [--kernel F --initrd F]\n"
 	    "           [--disk-extra SIZE] ROOTFS.tar[.gz|.zst]|DIR\n"
+	    "       space-template add --name NAME [--kernel F|URL --initrd F|URL]\n"
+	    "           ROOTFS.tar[.gz|.zst]|URL\n"
 	    "       space-template warm [--memory MiB] [--vcpus N] NAME[@DIGEST]\n"
 	    "       space-template ls\n"
 	    "       space-template rm [--force] NAME[@DIGEST]...\n");
@@ -101,6 +104,88 @@ import(int argc, char *argv[])
 	    t.name, "digest", t.digest, "ref", t.name, "@", t.digest, "disk_bytes",
 	    (json_int_t)t.disk_bytes, "reused", reused));
 out:
+	sp_ctx_close(&x);
+	return rc;
+}
+
+/* A source as stored: a URL as given, a path made absolute (and existing). */
+static int
+source(const char *s, char *out, size_t n, struct sp_err *e)
+{
+	char *abs;
+	int rc;
+
+	if (strncmp(s, "http://", 7) == 0 || strncmp(s, "https://", 8) == 0)
+		return sp_path_fmt(out, n, e, "%s", s);
+	if ((abs = realpath(s, NULL)) == NULL)
+		return sp_err_sys(e, "bad-input", "%s", s);
+	rc = sp_path_fmt(out, n, e, "%s", abs);
+	free(abs);
+	return rc;
+}
+
+/* The kernel and initrd lie beside the root filesystem, path or URL. */
+static int
+sibling(const char *src, const char *file, char *out, size_t n,
+    struct sp_err *e)
+{
+	const char *slash = strrchr(src, '/');
+
+	if (slash == NULL)
+		return sp_path_fmt(out, n, e, "%s", file);
+	return sp_path_fmt(out, n, e, "%.*s/%s", (int)(slash - src), src, file);
+}
+
+static int
+add(int argc, char *argv[])
+{
+	static const struct option opts[] = {
+		{ "name", required_argument, NULL, 'n' },
+		{ "kernel", required_argument, NULL, 'k' },
+		{ "initrd", required_argument, NULL, 'i' },
+		{ NULL, 0, NULL, 0 },
+	};
+	const char *name = NULL, *kernel = NULL, *initrd = NULL;
+	struct sp_source_row r;
+	struct sp_ctx x;
+	struct sp_err e;
+	int ch, rc;
+
+	while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		switch (ch) {
+		case 'n':
+			name = optarg;
+			break;
+		case 'k':
+			kernel = optarg;
+			break;
+		case 'i':
+			initrd = optarg;
+			break;
+		default:
+			usage();
+		}
+	}
+	if (optind != argc - 1 || name == NULL)
+		usage();
+	memset(&r, 0, sizeof r);
+	if (sp_name_check("template name", name, &e) == -1 ||
+	    sp_path_fmt(r.name, sizeof r.name, &e, "%s", name) == -1 ||
+	    source(argv[optind], r.rootfs, sizeof r.rootfs, &e) == -1)
+		return sp_out_fail(NULL, &e);
+	if ((kernel != NULL ? source(kernel, r.kernel, sizeof r.kernel, &e) :
+	    sibling(r.rootfs, "vmlinuz", r.kernel, sizeof r.kernel, &e)) == -1 ||
+	    (initrd != NULL ? source(initrd, r.initrd, sizeof r.initrd, &e) :
+	    sibling(r.rootfs, "initrd.img", r.initrd, sizeof r.initrd, &e)) == -1)
+		return sp_out_fail(NULL, &e);
+	if (sp_ctx_open(&x, 0, &e) == -1)
+		return sp_out_fail(NULL, &e);
+	if (sp_db_source_set(x.db, &r, &e) == -1)
+		rc = sp_out_fail(NULL, &e);
+	else
+		rc = sp_out_ok(NULL, json_pack("{s:s, s:s, s:s, s:s}", "template",
+		    r.name, "rootfs", r.rootfs, "kernel", r.kernel, "initrd",
+		    r.initrd));
 	sp_ctx_close(&x);
 	return rc;
 }
@@ -267,6 +352,8 @@ main(int argc, char *argv[])
 		usage();
 	if (strcmp(argv[1], "import") == 0)
 		return import(argc - 1, argv + 1);
+	if (strcmp(argv[1], "add") == 0)
+		return add(argc - 1, argv + 1);
 	if (strcmp(argv[1], "warm") == 0)
 		return warm(argc - 1, argv + 1);
 	if (strcmp(argv[1], "ls") == 0)

@@ -19,11 +19,17 @@ _space() {
 		COMPREPLY=($(compgen -W "--loop-size" -- "$cur")) ;;
 	space-template)
 		if [ "$COMP_CWORD" -eq 1 ]; then
-			COMPREPLY=($(compgen -W "import warm ls rm" -- "$cur"))
+			COMPREPLY=($(compgen -W "import add warm ls rm" -- "$cur"))
 			return
 		fi
 		case ${COMP_WORDS[1]}:$prev in
-		import:--kernel|import:--initrd) COMPREPLY=($(compgen -f -- "$cur")) ;;
+		import:--kernel|import:--initrd|add:--kernel|add:--initrd) COMPREPLY=($(compgen -f -- "$cur")) ;;
+		add:*)
+			if [[ $cur == -* ]]; then
+				COMPREPLY=($(compgen -W "--name --kernel --initrd" -- "$cur"))
+			else
+				COMPREPLY=($(compgen -f -- "$cur"))
+			fi ;;
 		import:*)
 			if [[ $cur == -* ]]; then
 				COMPREPLY=($(compgen -W "--name --kernel --initrd --disk-extra" -- "$cur"))

@@ -183,6 +183,15 @@ int sp_db_pod_claim(struct sp_db *db, const char *pool, const char *template,
 int sp_db_pods_each(struct sp_db *db, const char *pool,
     int (*fn)(const struct sp_sandbox_row *, void *), void *arg,
     struct sp_err *e);
+/* Where a template comes from: a path or an http(s) URL for each part. */
+struct sp_source_row {
+	char name[SP_NAME_MAX + 1];
+	char rootfs[SP_PATH_MAX], kernel[SP_PATH_MAX], initrd[SP_PATH_MAX];
+};
+int sp_db_source_set(struct sp_db *db, const struct sp_source_row *r,
+    struct sp_err *e);
+int sp_db_source_get(struct sp_db *db, const char *name,
+    struct sp_source_row *r, struct sp_err *e);
 int sp_db_node_upsert(struct sp_db *db, const char *node, const char *root,
     struct sp_err *e);
 
@@ -560,6 +569,15 @@ int sp_ckpt_reidentify(const char *path, const char *old_name,
  * second warm-up (or a concurrent one) finds it made ("reused"). */
 int sp_template_warm(struct sp_ctx *x, const char *ref, int memory_mib,
     int vcpus, json_t **out, struct sp_err *e);
+
+/* ---- source: templates built on first use from where they come from ---- */
+/* Copies a path or an http(s) URL (libcurl; HTTP errors are errors) to dst. */
+int sp_fetch(const char *src, const char *dst, struct sp_err *e);
+/* The template ref, materialized from its registered source when it is not
+ * here yet: concurrent calls for one name fetch and build it once (a lock
+ * per name), the others wait and use it.  *built says who built it. */
+int sp_template_materialize(struct sp_ctx *x, const char *ref,
+    struct sp_template_row *t, int *built, struct sp_err *e);
 
 /* The per-sandbox lock (<root>/locks/sandbox-<id>.lock) every command that
  * acts on a sandbox holds while it does, so space-reconcile can tell a

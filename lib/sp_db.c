@@ -57,6 +57,13 @@ static const char *const migrations[] = {
 	"  size INTEGER NOT NULL,"
 	"  memory_mib INTEGER NOT NULL,"
 	"  vcpus INTEGER NOT NULL);",
+	/* 3: where a template comes from, so a create can materialize it. */
+	"CREATE TABLE template_sources ("
+	"  name TEXT PRIMARY KEY,"
+	"  rootfs TEXT NOT NULL,"
+	"  kernel TEXT NOT NULL,"
+	"  initrd TEXT NOT NULL,"
+	"  added INTEGER NOT NULL);",
 };
 #define NMIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 
@@ -656,6 +663,61 @@ sp_db_pods_each(struct sp_db *db, const char *pool,
 	}
 	if (s != SQLITE_DONE && s != SQLITE_ROW)
 		rc = db_err(db, e, "list pods");
+	sqlite3_finalize(st);
+	return rc;
+}
+
+int
+sp_db_source_set(struct sp_db *db, const struct sp_source_row *r,
+    struct sp_err *e)
+{
+	sqlite3_stmt *st = NULL;
+	int rc = -1;
+
+	if (sqlite3_prepare_v2(db->h, "INSERT INTO template_sources (name, rootfs,"
+	    " kernel, initrd, added) VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (name)"
+	    " DO UPDATE SET rootfs = ?2, kernel = ?3, initrd = ?4, added = ?5",
+	    -1, &st, NULL) != SQLITE_OK)
+		return db_err(db, e, "set source");
+	sqlite3_bind_text(st, 1, r->name, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 2, r->rootfs, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 3, r->kernel, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 4, r->initrd, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 5, (int64_t)time(NULL));
+	if (sqlite3_step(st) == SQLITE_DONE)
+		rc = 0;
+	else
+		db_err(db, e, "set source");
+	sqlite3_finalize(st);
+	return rc;
+}
+
+int
+sp_db_source_get(struct sp_db *db, const char *name, struct sp_source_row *r,
+    struct sp_err *e)
+{
+	sqlite3_stmt *st = NULL;
+	int rc = -1;
+
+	if (sqlite3_prepare_v2(db->h, "SELECT name, rootfs, kernel, initrd FROM"
+	    " template_sources WHERE name = ?1", -1, &st, NULL) != SQLITE_OK)
+		return db_err(db, e, "get source");
+	sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+	switch (sqlite3_step(st)) {
+	case SQLITE_ROW:
+		memset(r, 0, sizeof *r);
+		copy_col(r->name, sizeof r->name, st, 0);
+		copy_col(r->rootfs, sizeof r->rootfs, st, 1);
+		copy_col(r->kernel, sizeof r->kernel, st, 2);
+		copy_col(r->initrd, sizeof r->initrd, st, 3);
+		rc = 0;
+		break;
+	case SQLITE_DONE:
+		sp_err_set(e, "not-found", 0, "no template or source '%s'", name);
+		break;
+	default:
+		db_err(db, e, "get source");
+	}
 	sqlite3_finalize(st);
 	return rc;
 }

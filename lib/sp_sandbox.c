@@ -279,16 +279,17 @@ sp_sandbox_create(struct sp_ctx *x, const struct sp_create_req *r, json_t **out,
 	struct sp_err ignored;
 	json_t *meta = NULL;
 	int64_t t0 = sp_clock_ms();
-	int rc = -1, inserted = 0, lock = -1, warm;
+	int rc = -1, inserted = 0, lock = -1, warm, built;
 
 	*out = NULL;
 	if (r->memory_mib < 64 || r->memory_mib > 65536)
 		return sp_err_set(e, "bad-input", 0, "memory must be 64 to 65536 MiB");
 	if (r->vcpus < 1 || r->vcpus > 64)
 		return sp_err_set(e, "bad-input", 0, "vcpus must be 1 to 64");
-	if (sp_db_template_get(x->db, r->template, &t, e) == -1)
-		return -1;
 	if (sp_ctx_virt(x, e) == -1)
+		return -1;
+	/* Built on first use when only its source is known; once for many. */
+	if (sp_template_materialize(x, r->template, &t, &built, e) == -1)
 		return -1;
 	if (!r->pod && !r->no_pool) {
 		if ((rc = take_pod(x, r, &t, t0, out, e)) != 0)
