@@ -134,3 +134,26 @@ PY
 	run space-exec "$ID" -- echo next
 	assert_output "next"
 }
+
+@test "8 concurrent calls into one sandbox all run at once; a 9th waits for a port" {
+	t0=$(date +%s%N)
+	for i in $(seq 8); do
+		space-exec "$ID" -- sh -c "sleep 4; echo call$i" > "$BATS_TEST_TMPDIR/o$i" &
+	done
+	sleep 1
+	# All 8 ports are taken now: the 9th waits, then runs when one frees.
+	run space-exec "$ID" -- echo ninth
+	t9=$(( ($(date +%s%N) - t0) / 1000000 ))
+	wait
+	t8=$(( ($(date +%s%N) - t0) / 1000000 ))
+	assert_success
+	assert_output ninth
+	for i in $(seq 8); do
+		[ "$(cat "$BATS_TEST_TMPDIR/o$i")" = "call$i" ]
+	done
+	echo "# 8 calls of 4 s done after $t8 ms; the 9th ended after $t9 ms" >&3
+	# Concurrent, not queued: 8 x 4 s took far less than 32 s.
+	[ "$t8" -lt 16000 ]
+	# The 9th could not start before a port was free (~4 s in).
+	[ "$t9" -ge 3500 ]
+}
