@@ -67,7 +67,17 @@ guest: $(GUEST_IMAGE)
 $(GUEST_IMAGE) &: guest/build-image $(GUEST_DAEMON) $(shell find guest/rootfs guest/initramfs -type f)
 	guest/build-image $(GUEST_DAEMON) guest/build
 
-asan: $(ASAN_UNITS)
+# space-exec under ASan/UBSan (LeakSanitizer too), for the hostile-guest test.
+$(B)/asan/bin/%: cmd/%.c $(ASAN_OBJ) lib/sp.h
+	@mkdir -p $(@D)
+	$(CC) $(WFLAGS) $(ASAN_FLAGS) $(CPPFLAGS) -o $@ $< $(ASAN_OBJ) $(LIBS)
+
+# The hostile guest (tests/hostile.bats copies it into a sandbox).
+$(B)/tests/space-hostile: tests/guest/space-hostile.c
+	@mkdir -p $(@D)
+	$(CC) $(WFLAGS) $(CFLAGS) -static -o $@ $< -lpthread
+
+asan: $(ASAN_UNITS) $(B)/asan/bin/space-exec $(B)/tests/space-hostile
 
 # Benchmarks: bench/<name> scripts print JSON lines (DESIGN §14).
 $(B)/bench/%: bench/%.c $(B)/libspace.a lib/sp.h

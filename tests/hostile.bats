@@ -1,0 +1,91 @@
+#!/usr/bin/env bats
+# A hostile guest in a real VM: tests/guest/space-hostile puts the daemon out
+# of the way and answers on each of the 8 ports with a different misbehaviour
+# (see its header).  space-exec, built with ASan/UBSan and LeakSanitizer, must
+# fail each call with a clear error within its bounds, and not crash or leak.
+load helper
+
+setup_file() {
+	import_minimal
+	create > "$BATS_FILE_TMPDIR/ids"
+	export ID=$(head -n 1 "$BATS_FILE_TMPDIR/ids")
+	space-fs "$ID" write -m 755 /root/space-hostile < "$top/build/tests/space-hostile"
+	space-exec "$ID" -- sh -c 'setsid /root/space-hostile </dev/null >/dev/null 2>&1 &'
+	# It waits 1 s, then takes the ports from the daemon it kills.
+	sleep 4
+}
+
+teardown_file() {
+	remove_listed "$BATS_FILE_TMPDIR/ids"
+}
+
+# Runs the ASan space-exec against port $1 (the lower ports held locked, so
+# the client takes that one); sets status, stderr and ms.
+attack() {
+	local port=$1 k pids=()
+	for k in $(seq 0 $((port - 1))); do
+		flock -n "$SPACE_RUN/$ID/space.$k.lock" sleep 120 &
+		pids+=($!)
+	done
+	sleep 0.2
+	local t0=$(date +%s%N)
+	# stdout (port 5 floods it) goes away: the status and stderr tell.
+	run --separate-stderr sh -c 'ASAN_OPTIONS=detect_leaks=1 exec timeout 90 \
+		"$0" "$1" --timeout 3 -- true >/dev/null' \
+		"$top/build/asan/bin/space-exec" "$ID"
+	ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+	[ ${#pids[@]} -eq 0 ] || kill "${pids[@]}" 2>/dev/null
+	wait 2>/dev/null || true
+	echo "# port $port: exit $status after $ms ms: ${stderr:0:160}" >&3
+}
+
+# What every attack must end in: a failure, said clearly, in time, no crash.
+survived() {
+	[ "$status" -ne 0 ]
+	[ "$status" -lt 128 ]			# not killed by a signal
+	[[ "$stderr" == *"space-exec: $ID: "* ]]
+	[[ "$stderr" != *Sanitizer* ]]
+	[[ "$stderr" != *"runtime error"* ]]
+	[ "$ms" -lt 60000 ]
+}
+
+@test "port 0: a frame claiming 2 GiB is refused" {
+	attack 0
+	survived
+	[[ "$stderr" == *protocol* || "$stderr" == *frame* ]]
+}
+
+@test "port 1: a truncated frame, then silence: a timeout" {
+	attack 1
+	survived
+}
+
+@test "port 2: a hello that is not JSON is refused" {
+	attack 2
+	survived
+}
+
+@test "port 3: a flood of random bytes is refused" {
+	attack 3
+	survived
+}
+
+@test "port 4: silence in the middle of a call ends at the call's timeout" {
+	attack 4
+	survived
+}
+
+@test "port 5: an endless flood of output ends at the call's timeout" {
+	attack 5
+	survived
+}
+
+@test "port 6: hellos with the wrong nonce are not taken for an answer" {
+	attack 6
+	survived
+}
+
+@test "port 7: a guest that never answers: a timeout" {
+	attack 7
+	survived
+}
