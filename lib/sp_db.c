@@ -4,6 +4,7 @@
  * (state, gen) inside one IMMEDIATE transaction, so two commands racing on
  * one sandbox cannot both win.
  */
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -82,6 +83,45 @@ exec_sql(struct sp_db *db, const char *sql, struct sp_err *e)
 	if (sqlite3_exec(db->h, sql, NULL, NULL, NULL) != SQLITE_OK)
 		return db_err(db, e, "sql");
 	return 0;
+}
+
+/*
+ * Runs one writing statement with its values bound in order, as types says:
+ * s text, i int, I int64 (a NULL text binds NULL).  For the writers below,
+ * which differ only in their SQL.
+ */
+static int
+write_sql(struct sp_db *db, const char *what, const char *sql,
+    struct sp_err *e, const char *types, ...)
+{
+	sqlite3_stmt *st = NULL;
+	va_list ap;
+	int i, rc = -1;
+
+	if (sqlite3_prepare_v2(db->h, sql, -1, &st, NULL) != SQLITE_OK)
+		return db_err(db, e, what);
+	va_start(ap, types);
+	for (i = 0; types[i] != '\0'; i++) {
+		switch (types[i]) {
+		case 's':
+			sqlite3_bind_text(st, i + 1, va_arg(ap, const char *), -1,
+			    SQLITE_TRANSIENT);
+			break;
+		case 'i':
+			sqlite3_bind_int(st, i + 1, va_arg(ap, int));
+			break;
+		case 'I':
+			sqlite3_bind_int64(st, i + 1, va_arg(ap, int64_t));
+			break;
+		}
+	}
+	va_end(ap);
+	if (sqlite3_step(st) == SQLITE_DONE)
+		rc = 0;
+	else
+		db_err(db, e, what);
+	sqlite3_finalize(st);
+	return rc;
 }
 
 int
@@ -303,19 +343,8 @@ sp_db_sandbox_each(struct sp_db *db, int state,
 int
 sp_db_sandbox_delete(struct sp_db *db, const char *id, struct sp_err *e)
 {
-	sqlite3_stmt *st = NULL;
-	int rc = -1;
-
-	if (sqlite3_prepare_v2(db->h, "DELETE FROM sandboxes WHERE id = ?1", -1,
-	    &st, NULL) != SQLITE_OK)
-		return db_err(db, e, "delete sandbox");
-	sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
-	if (sqlite3_step(st) == SQLITE_DONE)
-		rc = 0;
-	else
-		db_err(db, e, "delete sandbox");
-	sqlite3_finalize(st);
-	return rc;
+	return write_sql(db, "delete sandbox", "DELETE FROM sandboxes WHERE"
+	    " id = ?1", e, "s", id);
 }
 
 int
@@ -380,23 +409,10 @@ int
 sp_db_template_insert(struct sp_db *db, const struct sp_template_row *t,
     struct sp_err *e)
 {
-	sqlite3_stmt *st = NULL;
-	int rc = -1;
-
 	/* Re-importing the same bytes is the same template: keep the first row. */
-	if (sqlite3_prepare_v2(db->h, "INSERT OR IGNORE INTO templates (name, digest,"
-	    " created, disk_bytes) VALUES (?1, ?2, ?3, ?4)", -1, &st, NULL) != SQLITE_OK)
-		return db_err(db, e, "insert template");
-	sqlite3_bind_text(st, 1, t->name, -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 2, t->digest, -1, SQLITE_STATIC);
-	sqlite3_bind_int64(st, 3, t->created);
-	sqlite3_bind_int64(st, 4, t->disk_bytes);
-	if (sqlite3_step(st) == SQLITE_DONE)
-		rc = 0;
-	else
-		db_err(db, e, "insert template");
-	sqlite3_finalize(st);
-	return rc;
+	return write_sql(db, "insert template", "INSERT OR IGNORE INTO templates"
+	    " (name, digest, created, disk_bytes) VALUES (?1, ?2, ?3, ?4)", e,
+	    "ssII", t->name, t->digest, t->created, t->disk_bytes);
 }
 
 static void
@@ -490,66 +506,27 @@ int
 sp_db_template_delete(struct sp_db *db, const char *name, const char *digest,
     struct sp_err *e)
 {
-	sqlite3_stmt *st = NULL;
-	int rc = -1;
-
-	if (sqlite3_prepare_v2(db->h, "DELETE FROM templates WHERE name = ?1 AND"
-	    " digest = ?2", -1, &st, NULL) != SQLITE_OK)
-		return db_err(db, e, "delete template");
-	sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 2, digest, -1, SQLITE_STATIC);
-	if (sqlite3_step(st) == SQLITE_DONE)
-		rc = 0;
-	else
-		db_err(db, e, "delete template");
-	sqlite3_finalize(st);
-	return rc;
+	return write_sql(db, "delete template", "DELETE FROM templates WHERE"
+	    " name = ?1 AND digest = ?2", e, "ss", name, digest);
 }
 
 int
 sp_db_node_upsert(struct sp_db *db, const char *node, const char *root,
     struct sp_err *e)
 {
-	sqlite3_stmt *st = NULL;
-	int rc = -1;
-
-	if (sqlite3_prepare_v2(db->h, "INSERT INTO nodes (name, root, seen)"
+	return write_sql(db, "upsert node", "INSERT INTO nodes (name, root, seen)"
 	    " VALUES (?1, ?2, ?3) ON CONFLICT (name) DO UPDATE SET root = ?2,"
-	    " seen = ?3", -1, &st, NULL) != SQLITE_OK)
-		return db_err(db, e, "upsert node");
-	sqlite3_bind_text(st, 1, node, -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 2, root, -1, SQLITE_STATIC);
-	sqlite3_bind_int64(st, 3, (int64_t)time(NULL));
-	if (sqlite3_step(st) == SQLITE_DONE)
-		rc = 0;
-	else
-		db_err(db, e, "upsert node");
-	sqlite3_finalize(st);
-	return rc;
+	    " seen = ?3", e, "ssI", node, root, (int64_t)time(NULL));
 }
 
 int
 sp_db_pool_set(struct sp_db *db, const char *template, int size,
     int memory_mib, int vcpus, struct sp_err *e)
 {
-	sqlite3_stmt *st = NULL;
-	int rc = -1;
-
-	if (sqlite3_prepare_v2(db->h, "INSERT INTO pools (template, size,"
+	return write_sql(db, "set pool", "INSERT INTO pools (template, size,"
 	    " memory_mib, vcpus) VALUES (?1, ?2, ?3, ?4) ON CONFLICT (template)"
-	    " DO UPDATE SET size = ?2, memory_mib = ?3, vcpus = ?4", -1, &st,
-	    NULL) != SQLITE_OK)
-		return db_err(db, e, "set pool");
-	sqlite3_bind_text(st, 1, template, -1, SQLITE_STATIC);
-	sqlite3_bind_int(st, 2, size);
-	sqlite3_bind_int(st, 3, memory_mib);
-	sqlite3_bind_int(st, 4, vcpus);
-	if (sqlite3_step(st) == SQLITE_DONE)
-		rc = 0;
-	else
-		db_err(db, e, "set pool");
-	sqlite3_finalize(st);
-	return rc;
+	    " DO UPDATE SET size = ?2, memory_mib = ?3, vcpus = ?4", e, "siii",
+	    template, size, memory_mib, vcpus);
 }
 
 int
@@ -585,20 +562,8 @@ int
 sp_db_pod_mark(struct sp_db *db, const char *id, const char *pool,
     struct sp_err *e)
 {
-	sqlite3_stmt *st = NULL;
-	int rc = -1;
-
-	if (sqlite3_prepare_v2(db->h, "UPDATE sandboxes SET pool = ?1 WHERE"
-	    " id = ?2", -1, &st, NULL) != SQLITE_OK)
-		return db_err(db, e, "mark pod");
-	sqlite3_bind_text(st, 1, pool, -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 2, id, -1, SQLITE_STATIC);
-	if (sqlite3_step(st) == SQLITE_DONE)
-		rc = 0;
-	else
-		db_err(db, e, "mark pod");
-	sqlite3_finalize(st);
-	return rc;
+	return write_sql(db, "mark pod", "UPDATE sandboxes SET pool = ?1 WHERE"
+	    " id = ?2", e, "ss", pool, id);
 }
 
 int
@@ -671,25 +636,11 @@ int
 sp_db_source_set(struct sp_db *db, const struct sp_source_row *r,
     struct sp_err *e)
 {
-	sqlite3_stmt *st = NULL;
-	int rc = -1;
-
-	if (sqlite3_prepare_v2(db->h, "INSERT INTO template_sources (name, rootfs,"
-	    " kernel, initrd, added) VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (name)"
-	    " DO UPDATE SET rootfs = ?2, kernel = ?3, initrd = ?4, added = ?5",
-	    -1, &st, NULL) != SQLITE_OK)
-		return db_err(db, e, "set source");
-	sqlite3_bind_text(st, 1, r->name, -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 2, r->rootfs, -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 3, r->kernel, -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 4, r->initrd, -1, SQLITE_STATIC);
-	sqlite3_bind_int64(st, 5, (int64_t)time(NULL));
-	if (sqlite3_step(st) == SQLITE_DONE)
-		rc = 0;
-	else
-		db_err(db, e, "set source");
-	sqlite3_finalize(st);
-	return rc;
+	return write_sql(db, "set source", "INSERT INTO template_sources (name,"
+	    " rootfs, kernel, initrd, added) VALUES (?1, ?2, ?3, ?4, ?5) ON"
+	    " CONFLICT (name) DO UPDATE SET rootfs = ?2, kernel = ?3,"
+	    " initrd = ?4, added = ?5", e, "ssssI", r->name, r->rootfs, r->kernel,
+	    r->initrd, (int64_t)time(NULL));
 }
 
 int
