@@ -176,6 +176,23 @@ stop_locked(struct sp_ctx *x, const char *id, struct verb *v, struct sp_err *e)
 	return 0;
 }
 
+/* A cold boot forgets who the guest was: tell it again, from its record. */
+static int
+identity_again(struct sp_ctx *x, const char *id, struct sp_err *e)
+{
+	struct sp_sandbox_row r;
+	json_t *labels;
+	int rc;
+
+	if (sp_db_sandbox_get(x->db, id, &r, e) == -1)
+		return -1;
+	labels = json_loads(r.labels ? r.labels : "{}", 0, NULL);
+	sp_db_row_release(&r);
+	rc = sp_sandbox_hand_identity(x, id, labels, e);
+	json_decref(labels);
+	return rc;
+}
+
 static int
 start_locked(struct sp_ctx *x, const char *id, struct verb *v,
     struct sp_err *e)
@@ -196,7 +213,8 @@ start_locked(struct sp_ctx *x, const char *id, struct verb *v,
 	if (sp_sandbox_run_dir(x, id, run, sizeof run, e) == -1 ||
 	    sp_sandbox_make_run_dir(run, e) == -1 ||
 	    sp_virt_start(x->virt, dom, e) == -1 ||
-	    sp_chan_wait_ready(x->conf.run, id, v->timeout_ms, e) == -1) {
+	    sp_chan_wait_ready(x->conf.run, id, v->timeout_ms, e) == -1 ||
+	    identity_again(x, id, e) == -1) {
 		sp_virt_destroy(x->virt, dom, &ignored);
 		unclaim(x, id, was);
 		return -1;

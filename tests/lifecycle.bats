@@ -90,6 +90,9 @@ counter() {
 	jout -e '.ok and .state == "running" and .changed == true'
 	run space-exec "$ID" -- cat /root/marker
 	assert_output kept
+	# A cold boot is told again who it is.
+	run space-exec "$ID" -- hostname
+	assert_output "$ID"
 	boot2=$(space-exec "$ID" -- cat /proc/sys/kernel/random/boot_id)
 	[ "$boot1" != "$boot2" ]
 	run space-start "$ID"
