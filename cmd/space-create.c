@@ -10,7 +10,7 @@ static void
 usage(void)
 {
 	fprintf(stderr, "usage: space-create --template NAME[@DIGEST] [--memory MiB]"
-	    " [--vcpus N]\n           [--label KEY=VALUE]... [-n COUNT]"
+	    " [--vcpus N]\n           [--label KEY=VALUE]... [--env NAME=VALUE]... [-n COUNT]"
 	    " [--timeout SECONDS] [--no-pool] [--cold]\n");
 	exit(SP_EXIT_USAGE);
 }
@@ -29,6 +29,23 @@ number(const char *opt, const char *s, long lo, long hi)
 	return (int)v;
 }
 
+/* NAME=VALUE for the guest's environment: a name of [A-Za-z0-9_] not
+ * starting with a digit, a value of valid UTF-8 without control chars. */
+static int
+env_ok(const char *s)
+{
+	size_t n = strspn(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+	    "0123456789_"), i;
+
+	if (n == 0 || s[n] != '=' || (s[0] >= '0' && s[0] <= '9') ||
+	    strlen(s) > 4096 || !sp_utf8_valid(s, strlen(s)))
+		return 0;
+	for (i = 0; s[i] != '\0'; i++)
+		if ((unsigned char)s[i] < 0x20)
+			return 0;
+	return 1;
+}
+
 int
 main(int argc, char *argv[])
 {
@@ -37,6 +54,7 @@ main(int argc, char *argv[])
 		{ "memory", required_argument, NULL, 'm' },
 		{ "vcpus", required_argument, NULL, 'c' },
 		{ "label", required_argument, NULL, 'l' },
+		{ "env", required_argument, NULL, 'e' },
 		{ "count", required_argument, NULL, 'n' },
 		{ "timeout", required_argument, NULL, 'T' },
 		{ "cold", no_argument, NULL, 'C' },
@@ -46,7 +64,7 @@ main(int argc, char *argv[])
 	};
 	struct sp_create_req r = { .memory_mib = 256, .vcpus = 1,
 	    .ready_timeout_ms = 180000 };
-	json_t *labels, *out;
+	json_t *labels, *env, *out;
 	struct sp_ctx x;
 	struct sp_err e;
 	char *eq;
@@ -54,6 +72,7 @@ main(int argc, char *argv[])
 
 	sp_out_init(argv[0]);
 	labels = json_object();
+	env = json_array();
 	while ((ch = getopt_long(argc, argv, "n:h", opts, NULL)) != -1) {
 		switch (ch) {
 		case 't':
@@ -73,6 +92,14 @@ main(int argc, char *argv[])
 			eq = strchr(optarg, '=');
 			*eq = '\0';
 			json_object_set_new(labels, optarg, json_string(eq + 1));
+			break;
+		case 'e':
+			if (!env_ok(optarg) || json_array_size(env) >= 64) {
+				sp_warn("--env: need NAME=VALUE, a name of letters, "
+				    "digits and _, valid UTF-8 (at most 64)");
+				return SP_EXIT_USAGE;
+			}
+			json_array_append_new(env, json_string(optarg));
 			break;
 		case 'n':
 			count = number("-n", optarg, 1, 1000);
@@ -95,6 +122,7 @@ main(int argc, char *argv[])
 	if (argc != 0 || r.template == NULL)
 		usage();
 	r.labels = labels;
+	r.env = json_array_size(env) > 0 ? env : NULL;
 	if (sp_ctx_open(&x, 1, &e) == -1)
 		return sp_out_fail(NULL, &e);
 	for (i = 0; i < count; i++) {
@@ -107,5 +135,6 @@ main(int argc, char *argv[])
 	}
 	sp_ctx_close(&x);
 	json_decref(labels);
+	json_decref(env);
 	return rc;
 }

@@ -4,8 +4,9 @@
  * generator's state, host name and everything else are the same in every
  * copy.  The op "identity" makes this copy its own: a fresh seed from the
  * host is mixed into the kernel's entropy pool and the generator reseeded
- * (two copies then draw different bytes), the host name set, and the id and
- * labels written to /run/space/identity.json for the workload.
+ * (two copies then draw different bytes), the host name set, the id and
+ * labels written to /run/space/identity.json for the workload, and the
+ * sandbox's environment kept for the calls that bring none.
  */
 #include <sys/ioctl.h>
 #include <sys/stat.h>
@@ -13,6 +14,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +23,47 @@
 #include "daemon.h"
 
 #define SEED_BYTES	32
+#define ENV_LEN_MAX	4096
+
+/* The sandbox's environment for calls that bring none: an array never
+ * changed once set, replaced whole, so a caller's reference stays valid. */
+static pthread_mutex_t env_mu = PTHREAD_MUTEX_INITIALIZER;
+static json_t *ident_env;
+
+json_t *
+sd_identity_env(void)
+{
+	json_t *e;
+
+	pthread_mutex_lock(&env_mu);
+	e = json_incref(ident_env);
+	pthread_mutex_unlock(&env_mu);
+	return e;
+}
+
+/* NAME=VALUE, a name of [A-Za-z0-9_], bounded. */
+static int
+env_ok(json_t *env)
+{
+	size_t i, n;
+	json_t *v;
+	const char *s;
+
+	if (env == NULL)
+		return 1;
+	if (!json_is_array(env) || json_array_size(env) > SD_ENV_MAX)
+		return 0;
+	json_array_foreach(env, i, v) {
+		if (!json_is_string(v) || json_string_length(v) > ENV_LEN_MAX)
+			return 0;
+		s = json_string_value(v);
+		n = strspn(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+		    "0123456789_");
+		if (n == 0 || s[n] != '=')
+			return 0;
+	}
+	return 1;
+}
 #define IDENTITY_DIR	"/run/space"
 #define IDENTITY_FILE	IDENTITY_DIR "/identity.json"
 
@@ -85,7 +128,7 @@ sd_op_identity(struct port *p, uint32_t stream, json_t *req)
 	unsigned char seed[SEED_BYTES];
 	const char *id, *host, *hex;
 	char why[256], tmp[64];
-	json_t *labels, *rec;
+	json_t *labels, *rec, *env, *old;
 	int rc;
 
 	if (json_unpack(req, "{s:s, s:s, s:s}", "id", &id, "hostname", &host,
@@ -97,6 +140,10 @@ sd_op_identity(struct port *p, uint32_t stream, json_t *req)
 	if (labels != NULL && !json_is_object(labels))
 		return sd_send_error(p, stream, "bad-input", "labels must be an "
 		    "object");
+	env = json_object_get(req, "env");
+	if (!env_ok(env))
+		return sd_send_error(p, stream, "bad-input", "env must be at most "
+		    "%d strings NAME=VALUE", SD_ENV_MAX);
 	rc = reseed(seed, why, sizeof why);
 	explicit_bzero(seed, sizeof seed);
 	if (rc == -1)
@@ -116,6 +163,11 @@ sd_op_identity(struct port *p, uint32_t stream, json_t *req)
 		return sd_send_error(p, stream, "io", "cannot write %s",
 		    IDENTITY_FILE);
 	}
+	pthread_mutex_lock(&env_mu);
+	old = ident_env;
+	ident_env = env != NULL ? json_deep_copy(env) : NULL;
+	pthread_mutex_unlock(&env_mu);
+	json_decref(old);
 	return sd_send_json(p, SP_FR_EXIT, stream, json_pack("{s:i, s:b}",
 	    "status", 0, "reseeded", 1));
 }

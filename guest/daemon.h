@@ -109,7 +109,10 @@ int fs_rename(struct port *, uint32_t, json_t *);	/* to */
 int tar_out(struct port *, uint32_t, json_t *);		/* name */
 int tar_in(struct port *, uint32_t, json_t *);
 
-/* daemon-identity.c: a new sandbox's id, host name and a fresh RNG seed. */
+/* daemon-identity.c: a new sandbox's id, host name and a fresh RNG seed,
+ * and its environment: a new reference to the array of "K=V" (or NULL). */
+#define SD_ENV_MAX	64
 int sd_op_identity(struct port *p, uint32_t stream, json_t *req);
+json_t *sd_identity_env(void);
 
 #endif

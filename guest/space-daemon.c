@@ -487,12 +487,41 @@ int_opt(json_t *req, const char *key, int lo, int hi, int *out)
 	return 0;
 }
 
+/*
+ * The environment of a call that brings none: the sandbox's own (from its
+ * identity) first, then each default it does not set.  out has room for
+ * SD_ENV_MAX + 4; *ref keeps the strings alive until the caller drops it.
+ */
+static char **
+with_identity_env(char **defaults, char **out, json_t **ref)
+{
+	size_t i, k, n = 0, len;
+	json_t *v;
+	int set;
+
+	if ((*ref = sd_identity_env()) == NULL)
+		return defaults;
+	json_array_foreach(*ref, i, v)
+		out[n++] = (char *)json_string_value(v);
+	for (k = 0; defaults[k] != NULL; k++) {
+		len = strcspn(defaults[k], "=") + 1;
+		for (set = 0, i = 0; i < json_array_size(*ref); i++)
+			set |= strncmp(out[i], defaults[k], len) == 0;
+		if (!set)
+			out[n++] = defaults[k];
+	}
+	out[n] = NULL;
+	return out;
+}
+
 static int
 op_exec(struct port *p, uint32_t stream, json_t *req)
 {
 	char **argv = NULL, **envp = NULL, home[300] = "HOME=/root", why[256];
 	char *denv[] = { "PATH=/usr/sbin:/usr/bin:/sbin:/bin", home,
 	    "TERM=dumb", NULL };
+	char *menv[SD_ENV_MAX + 4];
+	json_t *ienv = NULL;
 	struct spawn_spec s;
 	const char *cwd = NULL;
 	json_t *v;
@@ -542,10 +571,11 @@ op_exec(struct port *p, uint32_t stream, json_t *req)
 	if (s.tty)
 		denv[2] = "TERM=xterm-256color";
 	s.argv = argv;
-	s.envp = envp != NULL ? envp : denv;
+	s.envp = envp != NULL ? envp : with_identity_env(denv, menv, &ienv);
 	s.cwd = cwd;
 	rc = spawn(p, stream, &s, json_object_get(req, "argv"));
 out:
+	json_decref(ienv);
 	free(argv);
 	free(envp);
 	return rc;

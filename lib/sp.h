@@ -121,6 +121,7 @@ struct sp_sandbox_row {
 	int vcpus;
 	char *labels;			/* JSON object text; owned, free with sp_db_row_release */
 	int pod;			/* 1: a warm-pool pod, nobody's sandbox yet */
+	char *env;			/* JSON array of "K=V"; owned like labels */
 };
 void sp_db_row_release(struct sp_sandbox_row *r);
 int sp_db_open(struct sp_db **db, const struct sp_conf *c, struct sp_err *e);
@@ -178,8 +179,8 @@ int sp_db_pod_mark(struct sp_db *db, const char *id, const char *pool,
  * in one statement: it becomes a sandbox with labels, in state creating
  * until the caller has woken it.  1 and *id, 0 when none is ready. */
 int sp_db_pod_claim(struct sp_db *db, const char *pool, const char *template,
-    int memory_mib, int vcpus, const char *labels, char id[SP_ID_LEN + 1],
-    struct sp_err *e);
+    int memory_mib, int vcpus, const char *labels, const char *env,
+    char id[SP_ID_LEN + 1], struct sp_err *e);
 int sp_db_pods_each(struct sp_db *db, const char *pool,
     int (*fn)(const struct sp_sandbox_row *, void *), void *arg,
     struct sp_err *e);
@@ -513,6 +514,7 @@ struct sp_create_req {
 	const char *template;	/* name or name@digest */
 	int memory_mib, vcpus;
 	json_t *labels;		/* object of strings, borrowed; may be NULL */
+	json_t *env;		/* array of "K=V" the guest gives calls, or NULL */
 	int ready_timeout_ms;	/* boot until the daemon says hello */
 	int no_checkpoint;	/* 1: boot cold even when the template is warm */
 	int no_pool;		/* 1: do not take a warm pod */
@@ -602,10 +604,11 @@ int sp_sandbox_dir(const struct sp_ctx *x, const char *id, char *out, size_t n,
 int sp_sandbox_run_dir(const struct sp_ctx *x, const char *id, char *out,
     size_t n, struct sp_err *e);
 void sp_sandbox_domain(const char *id, char out[SP_ID_LEN + 4]);
-/* Tells a booted guest its id (and host name), labels, and a fresh seed
- * for its random generator (copies of one checkpoint would share it). */
+/* Tells a booted guest its id (and host name), labels, environment (for
+ * calls that bring none) and a fresh seed for its random generator (copies
+ * of one checkpoint would share it).  labels and env may be NULL. */
 int sp_sandbox_hand_identity(struct sp_ctx *x, const char *id, json_t *labels,
-    struct sp_err *e);
+    json_t *env, struct sp_err *e);
 /* The run dir QEMU makes the channel sockets in (its group may write). */
 int sp_sandbox_make_run_dir(const char *dir, struct sp_err *e);
 

@@ -65,6 +65,8 @@ static const char *const migrations[] = {
 	"  kernel TEXT NOT NULL,"
 	"  initrd TEXT NOT NULL,"
 	"  added INTEGER NOT NULL);",
+	/* 4: the environment a sandbox's guest gives calls that bring none. */
+	"ALTER TABLE sandboxes ADD COLUMN env TEXT NOT NULL DEFAULT '[]';",
 };
 #define NMIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 
@@ -210,7 +212,8 @@ void
 sp_db_row_release(struct sp_sandbox_row *r)
 {
 	free(r->labels);
-	r->labels = NULL;
+	free(r->env);
+	r->labels = r->env = NULL;
 }
 
 static void
@@ -222,7 +225,7 @@ copy_col(char *dst, size_t n, sqlite3_stmt *st, int col)
 }
 
 #define SANDBOX_COLS "id, state, gen, template, node, created, memory_mib, " \
-	"vcpus, labels, pool IS NOT NULL"
+	"vcpus, labels, pool IS NOT NULL, env"
 
 static int
 row_from(sqlite3_stmt *st, struct sp_sandbox_row *r)
@@ -243,7 +246,9 @@ row_from(sqlite3_stmt *st, struct sp_sandbox_row *r)
 	labels = sqlite3_column_text(st, 8);
 	r->pod = sqlite3_column_int(st, 9);
 	r->labels = strdup(labels ? (const char *)labels : "{}");
-	return r->labels == NULL ? -1 : 0;
+	labels = sqlite3_column_text(st, 10);
+	r->env = strdup(labels ? (const char *)labels : "[]");
+	return r->labels == NULL || r->env == NULL ? -1 : 0;
 }
 
 int
@@ -254,8 +259,8 @@ sp_db_sandbox_insert(struct sp_db *db, const struct sp_sandbox_row *r,
 	int rc = -1;
 
 	if (sqlite3_prepare_v2(db->h, "INSERT INTO sandboxes (id, state, gen,"
-	    " template, node, created, memory_mib, vcpus, labels, updated)"
-	    " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?6)", -1, &st,
+	    " template, node, created, memory_mib, vcpus, labels, updated, env)"
+	    " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?6, ?10)", -1, &st,
 	    NULL) != SQLITE_OK)
 		return db_err(db, e, "insert sandbox");
 	sqlite3_bind_text(st, 1, r->id, -1, SQLITE_STATIC);
@@ -267,6 +272,7 @@ sp_db_sandbox_insert(struct sp_db *db, const struct sp_sandbox_row *r,
 	sqlite3_bind_int(st, 7, r->memory_mib);
 	sqlite3_bind_int(st, 8, r->vcpus);
 	sqlite3_bind_text(st, 9, r->labels ? r->labels : "{}", -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 10, r->env ? r->env : "[]", -1, SQLITE_STATIC);
 	switch (sqlite3_step(st)) {
 	case SQLITE_DONE:
 		rc = 0;
@@ -568,8 +574,8 @@ sp_db_pod_mark(struct sp_db *db, const char *id, const char *pool,
 
 int
 sp_db_pod_claim(struct sp_db *db, const char *pool, const char *template,
-    int memory_mib, int vcpus, const char *labels, char id[SP_ID_LEN + 1],
-    struct sp_err *e)
+    int memory_mib, int vcpus, const char *labels, const char *env,
+    char id[SP_ID_LEN + 1], struct sp_err *e)
 {
 	sqlite3_stmt *st = NULL;
 	int rc = -1;
@@ -578,7 +584,7 @@ sp_db_pod_claim(struct sp_db *db, const char *pool, const char *template,
 	 * It is creating until it has woken and been told who it is. */
 	if (sqlite3_prepare_v2(db->h, "UPDATE sandboxes SET pool = NULL,"
 	    " state = 'creating', gen = gen + 1, updated = ?6, labels = ?5,"
-	    " created = ?6 WHERE id = (SELECT id FROM sandboxes WHERE pool = ?1"
+	    " created = ?6, env = ?7 WHERE id = (SELECT id FROM sandboxes WHERE pool = ?1"
 	    " AND template = ?2 AND memory_mib = ?3 AND vcpus = ?4 AND"
 	    " state = 'paused' ORDER BY created LIMIT 1) RETURNING id", -1, &st,
 	    NULL) != SQLITE_OK)
@@ -589,6 +595,7 @@ sp_db_pod_claim(struct sp_db *db, const char *pool, const char *template,
 	sqlite3_bind_int(st, 4, vcpus);
 	sqlite3_bind_text(st, 5, labels ? labels : "{}", -1, SQLITE_STATIC);
 	sqlite3_bind_int64(st, 6, (int64_t)time(NULL));
+	sqlite3_bind_text(st, 7, env ? env : "[]", -1, SQLITE_STATIC);
 	switch (sqlite3_step(st)) {
 	case SQLITE_ROW:
 		copy_col(id, SP_ID_LEN + 1, st, 0);

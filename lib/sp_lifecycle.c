@@ -181,15 +181,17 @@ static int
 identity_again(struct sp_ctx *x, const char *id, struct sp_err *e)
 {
 	struct sp_sandbox_row r;
-	json_t *labels;
+	json_t *labels, *env;
 	int rc;
 
 	if (sp_db_sandbox_get(x->db, id, &r, e) == -1)
 		return -1;
 	labels = json_loads(r.labels ? r.labels : "{}", 0, NULL);
+	env = json_loads(r.env ? r.env : "[]", 0, NULL);
 	sp_db_row_release(&r);
-	rc = sp_sandbox_hand_identity(x, id, labels, e);
+	rc = sp_sandbox_hand_identity(x, id, labels, env, e);
 	json_decref(labels);
+	json_decref(env);
 	return rc;
 }
 

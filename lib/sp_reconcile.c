@@ -51,7 +51,7 @@ static void
 fix_creating(struct pass *p, const struct sp_sandbox_row *r, const char *vstate)
 {
 	const char *id = r->id;
-	json_t *labels;
+	json_t *labels, *env;
 	struct sp_err e;
 	int existed, rc;
 
@@ -61,8 +61,10 @@ fix_creating(struct pass *p, const struct sp_sandbox_row *r, const char *vstate)
 		/* What the dead create did not do yet: tell the guest who
 		 * it is (a checkpoint's copies share their RNG state). */
 		labels = json_loads(r->labels ? r->labels : "{}", 0, NULL);
-		rc = sp_sandbox_hand_identity(p->x, id, labels, &e);
+		env = json_loads(r->env ? r->env : "[]", 0, NULL);
+		rc = sp_sandbox_hand_identity(p->x, id, labels, env, &e);
 		json_decref(labels);
+		json_decref(env);
 		if (rc == 0)
 			rc = sp_db_transition(p->x->db, id, SP_ST_RUNNING, -1,
 			    NULL, &e);

@@ -182,7 +182,7 @@ unmake(struct sp_ctx *x, const char *id)
 
 int
 sp_sandbox_hand_identity(struct sp_ctx *x, const char *id, json_t *labels,
-    struct sp_err *e)
+    json_t *env, struct sp_err *e)
 {
 	unsigned char seed[32];
 	char hex[65];
@@ -198,8 +198,9 @@ sp_sandbox_hand_identity(struct sp_ctx *x, const char *id, json_t *labels,
 	for (i = 0; i < sizeof seed; i++)
 		snprintf(hex + 2 * i, 3, "%02x", seed[i]);
 	explicit_bzero(seed, sizeof seed);
-	req = json_pack("{s:s, s:s, s:s, s:s, s:O}", "op", "identity", "id", id,
-	    "hostname", id, "seed", hex, "labels", labels ? labels : json_object());
+	req = json_pack("{s:s, s:s, s:s, s:s, s:O, s:O}", "op", "identity", "id",
+	    id, "hostname", id, "seed", hex, "labels", labels ? labels :
+	    json_object(), "env", env ? env : json_array());
 	explicit_bzero(hex, sizeof hex);
 	if (req == NULL)
 		return sp_err_set(e, "internal", 0, "json_pack");
@@ -238,7 +239,7 @@ warm_up(struct sp_ctx *x, const char *id)
 	struct sp_err ignored;
 	int i, status, null;
 
-	sp_sandbox_hand_identity(x, id, NULL, &ignored);
+	sp_sandbox_hand_identity(x, id, NULL, NULL, &ignored);
 	if ((null = open("/dev/null", O_WRONLY | O_CLOEXEC)) == -1)
 		return;
 	xr.out_fd = xr.err_fd = null;
@@ -261,16 +262,18 @@ take_pod(struct sp_ctx *x, const struct sp_create_req *r,
     struct sp_err *e)
 {
 	char ref[2 * SP_NAME_MAX + 2], id[SP_ID_LEN + 1], dom[SP_ID_LEN + 4];
-	char *labels;
+	char *labels, *env;
 	struct sp_err lost;
 	int c, fd, existed;
 
 	snprintf(ref, sizeof ref, "%s@%s", t->name, t->digest);
 	labels = r->labels ? json_dumps(r->labels, JSON_COMPACT | JSON_SORT_KEYS) :
 	    NULL;
+	env = r->env ? json_dumps(r->env, JSON_COMPACT) : NULL;
 	c = sp_db_pod_claim(x->db, t->name, ref, r->memory_mib, r->vcpus, labels,
-	    id, e);
+	    env, id, e);
 	free(labels);
+	free(env);
 	if (c <= 0)
 		return c;
 	sp_crashpoint("create-after-claim");
@@ -278,7 +281,7 @@ take_pod(struct sp_ctx *x, const struct sp_create_req *r,
 	if (sp_sandbox_lock(x, id, 1, &fd, e) == -1)
 		return -1;
 	if (sp_virt_resume(x->virt, dom, &lost) == -1 ||
-	    sp_sandbox_hand_identity(x, id, r->labels, &lost) == -1 ||
+	    sp_sandbox_hand_identity(x, id, r->labels, r->env, &lost) == -1 ||
 	    sp_db_transition(x->db, id, SP_ST_RUNNING, -1, NULL, &lost) == -1) {
 		sp_sandbox_unlock(fd);
 		sp_sandbox_remove(x, id, &existed, e);
@@ -298,7 +301,7 @@ sp_sandbox_create(struct sp_ctx *x, const struct sp_create_req *r, json_t **out,
 	char dir[SP_PATH_MAX], run[SP_PATH_MAX], tpath[SP_PATH_MAX];
 	char disk[SP_PATH_MAX], kernel[SP_PATH_MAX], initrd[SP_PATH_MAX];
 	char p[SP_PATH_MAX], dom[SP_ID_LEN + 4], *xml = NULL, *labels = NULL;
-	char ckpt[SP_PATH_MAX], sav[SP_PATH_MAX], old[SP_ID_LEN + 4], uuid[37];
+	char *envtext = NULL, ckpt[SP_PATH_MAX], sav[SP_PATH_MAX], old[SP_ID_LEN + 4], uuid[37];
 	struct sp_sandbox_row row = { 0 };
 	struct sp_template_row t;
 	struct sp_ckpt_info ci;
@@ -345,7 +348,8 @@ sp_sandbox_create(struct sp_ctx *x, const struct sp_create_req *r, json_t **out,
 	    ci.memory_mib == r->memory_mib && ci.vcpus == r->vcpus;
 	labels = r->labels ? json_dumps(r->labels, JSON_COMPACT | JSON_SORT_KEYS) :
 	    strdup("{}");
-	if (labels == NULL) {
+	envtext = r->env ? json_dumps(r->env, JSON_COMPACT) : strdup("[]");
+	if (labels == NULL || envtext == NULL) {
 		sp_err_set(e, "internal", 0, "out of memory");
 		goto out;
 	}
@@ -357,6 +361,7 @@ sp_sandbox_create(struct sp_ctx *x, const struct sp_create_req *r, json_t **out,
 	row.memory_mib = r->memory_mib;
 	row.vcpus = r->vcpus;
 	row.labels = labels;
+	row.env = envtext;
 	if (sp_sandbox_lock(x, row.id, 1, &lock, e) == -1)
 		goto out;
 	if (sp_db_sandbox_insert(x->db, &row, e) == -1)
@@ -417,7 +422,7 @@ sp_sandbox_create(struct sp_ctx *x, const struct sp_create_req *r, json_t **out,
 		if (sp_virt_pause(x->virt, dom, e) == -1 ||
 		    sp_db_transition(x->db, row.id, SP_ST_PAUSED, -1, NULL, e) == -1)
 			goto out;
-	} else if (sp_sandbox_hand_identity(x, row.id, r->labels, e) == -1 ||
+	} else if (sp_sandbox_hand_identity(x, row.id, r->labels, r->env, e) == -1 ||
 	    sp_db_transition(x->db, row.id, SP_ST_RUNNING, -1, NULL, e) == -1)
 		goto out;
 	*out = json_pack("{s:s, s:s, s:s, s:s, s:s, s:I}", "id", row.id, "state",
@@ -432,6 +437,7 @@ out:
 	json_decref(meta);
 	free(xml);
 	free(labels);
+	free(envtext);
 	return rc;
 }
 

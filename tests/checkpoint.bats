@@ -72,11 +72,13 @@ teardown_file() {
 }
 
 @test "each checkpoint clone gets its own identity and random stream" {
-	run space-create --template minimal -n 2 --label team=infra
+	run space-create --template minimal -n 2 --label team=infra --env PATH=/bin:/sbin --env ROLE=worker
 	assert_success
 	mapfile -t ids < <(jout -r .id)
 	printf '%s\n' "${ids[@]}" >> "$BATS_FILE_TMPDIR/ids"
 	jout -se 'map(.path) == ["checkpoint", "checkpoint"]'
+	run space-exec "${ids[0]}" -- sh -c 'echo "$ROLE $PATH $HOME"'
+	assert_output "worker /bin:/sbin /root"
 	for id in "${ids[@]}"; do
 		run space-exec "$id" -- hostname
 		assert_output "$id"

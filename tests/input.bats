@@ -42,6 +42,10 @@ load helper
 	[ "$status" -eq 100 ]
 	run space-create --template minimal --label 'bad key=x'
 	[ "$status" -eq 100 ]
+	run space-create --template minimal --env '1BAD=x'
+	[ "$status" -eq 100 ]
+	run space-create --template minimal --env 'NOVALUE'
+	[ "$status" -eq 100 ]
 	run space-init --loop-size lots
 	[ "$status" -eq 100 ]
 	run space-template frobnicate

@@ -33,7 +33,7 @@ teardown_file() {
 }
 
 @test "a create takes a pod: running, with its own identity and labels" {
-	run space-create --template minimal --label who=pool
+	run space-create --template minimal --label who=pool --env GREETING=hej
 	assert_success
 	jout -r .id >> "$BATS_FILE_TMPDIR/ids"
 	jout -e '.path == "pool" and .state == "running"'
@@ -44,6 +44,11 @@ teardown_file() {
 	run space-exec "$id" -- cat /run/space/identity.json
 	echo "$output" | jq -e '.labels.who == "pool"'
 	space-ls "$id" | jq -e '.state == "running" and (.pod | not) and .labels.who == "pool"'
+	# The sandbox's environment, for every call that brings none.
+	run space-exec "$id" -- sh -c 'echo "$GREETING $PATH"'
+	assert_output "hej /usr/sbin:/usr/bin:/sbin:/bin"
+	run space-exec "$id" -e OTHER=1 -- sh -c 'echo "${GREETING:-unset}"'
+	assert_output unset
 	space-pool ls | jq -e '.ready == 1'
 }
 

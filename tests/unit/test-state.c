@@ -105,10 +105,10 @@ test_db(void)
 	char id[SP_ID_LEN + 1];
 
 	db = open_db();
-	tap_ok(sp_db_schema_version(db) == 3, "fresh DB migrated to version 3");
+	tap_ok(sp_db_schema_version(db) == 4, "fresh DB migrated to version 4");
 	sp_db_close(db);
 	db = open_db();
-	tap_ok(sp_db_schema_version(db) == 3, "reopening keeps the version");
+	tap_ok(sp_db_schema_version(db) == 4, "reopening keeps the version");
 
 	insert(db, "aaaaaaaaaaaa", SP_ST_RUNNING);
 	tap_ok(sp_db_sandbox_insert(db, &(struct sp_sandbox_row){ .id = "aaaaaaaaaaaa",
