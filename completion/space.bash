@@ -43,8 +43,8 @@ _space() {
 	space-create)
 		case $prev in
 		--template) COMPREPLY=($(compgen -W "$(_space_templates)" -- "$cur")) ;;
-		--memory|--vcpus|--label|-n|--timeout) ;;
-		*) COMPREPLY=($(compgen -W "--template --memory --vcpus --label -n --timeout --no-pool --cold" -- "$cur")) ;;
+		--memory|--vcpus|--label|--env|-n|--timeout) ;;
+		*) COMPREPLY=($(compgen -W "--template --memory --vcpus --label --env -n --timeout --no-pool --cold" -- "$cur")) ;;
 		esac ;;
 	space-exec)
 		if [ "$COMP_CWORD" -eq 1 ]; then
