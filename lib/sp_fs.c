@@ -479,6 +479,20 @@ name_ok(const char *name, struct sp_err *e)
 	return 0;
 }
 
+/* The archive's top entry: name when given (a plain file name), else the
+ * last component of path. */
+static int
+top_name(const char *path, const char *name, char *top, size_t n,
+    struct sp_err *e)
+{
+	if (name == NULL)
+		return base_name(path, top, n, e);
+	if (name_ok(name, e) == -1)
+		return -1;
+	snprintf(top, n, "%s", name);
+	return 0;
+}
+
 static const unsigned char zeros[SP_FRAME_CHUNK];
 
 /* An entry's data from disk to the writer: holes become zeros, which the
@@ -591,13 +605,8 @@ sp_fs_put(struct sp_chan *c, const char *src, const char *dir,
 	sp_err_clear(e);
 	if (sp_fs_path_check(dir, e) == -1)
 		return -1;
-	if (name == NULL) {
-		if (base_name(src, top, sizeof top, e) == -1)
-			return -1;
-	} else if (name_ok(name, e) == -1)
+	if (top_name(src, name, top, sizeof top, e) == -1)
 		return -1;
-	else
-		snprintf(top, sizeof top, "%s", name);
 	if ((w = archive_write_new()) == NULL)
 		return sp_err_set(e, "nomem", 1, "out of memory");
 	archive_write_set_format_pax_restricted(w);
@@ -824,13 +833,8 @@ sp_fs_get(struct sp_chan *c, const char *path, const char *dir,
 	sp_err_clear(e);
 	if (sp_fs_path_check(path, e) == -1)
 		return -1;
-	if (name == NULL) {
-		if (base_name(path, top, sizeof top, e) == -1)
-			return -1;
-	} else if (name_ok(name, e) == -1)
+	if (top_name(path, name, top, sizeof top, e) == -1)
 		return -1;
-	else
-		snprintf(top, sizeof top, "%s", name);
 	if ((rd = archive_read_new()) == NULL)
 		return sp_err_set(e, "nomem", 1, "out of memory");
 	archive_read_support_format_tar(rd);
