@@ -12,7 +12,8 @@ PKGS = libvirt jansson libarchive sqlite3 libsodium libbtrfsutil libcurl
 CFLAGS ?= -O2 -g
 WFLAGS = -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter
 CPPFLAGS += -Ilib
-LIBS = $(shell pkg-config --libs $(PKGS)) -lpthread
+# --as-needed: a command links only the libraries its objects use.
+LIBS = -Wl,--as-needed $(shell pkg-config --libs $(PKGS)) -lpthread
 
 B = build
 LIB_SRC = $(wildcard lib/sp_*.c)

@@ -190,7 +190,7 @@ main(int argc, char *argv[])
 	env[nenv] = NULL;
 	if (sp_id_check(id, &e) == -1)
 		return fail(id, &e);
-	if (sp_ctx_open(&x, 0, &e) == -1)
+	if (sp_ctx_open_db(&x, &e) == -1)
 		return fail(id, &e);
 	if (sp_chan_open_running(&x, id, &c, 30000, &e) == -1) {
 		rc = fail(id, &e);

@@ -30,7 +30,7 @@ open_chan(struct sp_ctx *x, const char *id, struct sp_chan **c,
 	struct sp_sandbox_row row;
 	int rc = -1;
 
-	if (sp_id_check(id, e) == -1 || sp_ctx_open(x, 0, e) == -1)
+	if (sp_id_check(id, e) == -1 || sp_ctx_open_db(x, e) == -1)
 		return -1;
 	if (sp_db_sandbox_get(x->db, id, &row, e) == -1)
 		return -1;

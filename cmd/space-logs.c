@@ -48,7 +48,7 @@ main(int argc, char *argv[])
 		}
 	if (optind != argc)
 		usage();
-	if (sp_ctx_open(&x, 0, &e) == -1)
+	if (sp_ctx_open_db(&x, &e) == -1)
 		return sp_out_fail(id, &e);
 	if (sp_chan_open_running(&x, id, &c, 30000, &e) == -1 ||
 	    sp_chan_logs(c, (pid_t)pid, follow, 1, NULL, &e) == -1) {

@@ -41,7 +41,7 @@ main(int argc, char *argv[])
 	sp_out_init(argv[0]);
 	if (argc != 2 || argv[1][0] == '-')
 		usage();
-	if (sp_ctx_open(&x, 0, &e) == -1)
+	if (sp_ctx_open_db(&x, &e) == -1)
 		return sp_out_fail(argv[1], &e);
 	if (sp_chan_open_running(&x, argv[1], &c, 30000, &e) == -1 ||
 	    sp_chan_ps(c, show, argv[1], &e) == -1)

@@ -504,10 +504,14 @@ struct sp_ctx {
 	struct sp_conf conf;
 	struct sp_db *db;
 	struct sp_virt *virt;	/* NULL until needed */
+	void (*virt_close)(struct sp_virt *);	/* set with virt */
 	char virt_type[16];
 };
 /* Loads the config, opens the DB and, when with_virt, libvirt. */
 int sp_ctx_open(struct sp_ctx *x, int with_virt, struct sp_err *e);
+/* The config and the DB only: what a command that never needs libvirt opens,
+ * so that it does not link libvirt (sp_ctx.c). */
+int sp_ctx_open_db(struct sp_ctx *x, struct sp_err *e);
 void sp_ctx_close(struct sp_ctx *x);
 int sp_ctx_virt(struct sp_ctx *x, struct sp_err *e);	/* opens libvirt lazily */
 struct sp_create_req {

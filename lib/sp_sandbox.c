@@ -20,13 +20,7 @@
 int
 sp_ctx_open(struct sp_ctx *x, int with_virt, struct sp_err *e)
 {
-	memset(x, 0, sizeof *x);
-	if (sp_conf_load(&x->conf, e) == -1)
-		return -1;
-	if (!sp_subvol_is_btrfs(x->conf.root))
-		return sp_err_set(e, "not-initialized", 0,
-		    "%s is not a btrfs filesystem: run space-init first", x->conf.root);
-	if (sp_db_open(&x->db, &x->conf, e) == -1)
+	if (sp_ctx_open_db(x, e) == -1)
 		return -1;
 	if (with_virt && sp_ctx_virt(x, e) == -1) {
 		sp_ctx_close(x);
@@ -56,63 +50,8 @@ sp_ctx_virt(struct sp_ctx *x, struct sp_err *e)
 		return 0;
 	if (sp_virt_open(&x->virt, x->conf.libvirt_uri, e) == -1)
 		return -1;
+	x->virt_close = sp_virt_close;
 	return sp_virt_pick_type(x->virt, x->conf.virt_type, x->virt_type, e);
-}
-
-void
-sp_ctx_close(struct sp_ctx *x)
-{
-	sp_virt_close(x->virt);
-	sp_db_close(x->db);
-	x->virt = NULL;
-	x->db = NULL;
-}
-
-int
-sp_sandbox_dir(const struct sp_ctx *x, const char *id, char *out, size_t n,
-    struct sp_err *e)
-{
-	return sp_path_fmt(out, n, e, "%s/sandboxes/%s", x->conf.root, id);
-}
-
-int
-sp_sandbox_run_dir(const struct sp_ctx *x, const char *id, char *out, size_t n,
-    struct sp_err *e)
-{
-	return sp_path_fmt(out, n, e, "%s/%s", x->conf.run, id);
-}
-
-void
-sp_sandbox_domain(const char *id, char out[SP_ID_LEN + 4])
-{
-	snprintf(out, SP_ID_LEN + 4, "sp-%s", id);
-}
-
-int
-sp_sandbox_lock(const struct sp_ctx *x, const char *id, int wait, int *fd,
-    struct sp_err *e)
-{
-	char p[SP_PATH_MAX];
-
-	*fd = -1;
-	if (sp_path_fmt(p, sizeof p, e, "%s/locks/sandbox-%s.lock", x->conf.root,
-	    id) == -1)
-		return -1;
-	if ((*fd = open(p, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600)) == -1)
-		return sp_err_sys(e, "io", "%s", p);
-	if (sp_flock(*fd, wait, e) == -1) {
-		close(*fd);
-		*fd = -1;
-		return -1;
-	}
-	return 0;
-}
-
-void
-sp_sandbox_unlock(int fd)
-{
-	if (fd >= 0)
-		close(fd);
 }
 
 /*
