@@ -5,6 +5,11 @@ _space_ids() {
 	space-ls 2>/dev/null | sed -n 's/.*"id":"\([a-z2-7]\{12\}\)".*/\1/p'
 }
 
+# Snapshot ids of sandbox $1, from space-snap ls.
+_space_snaps() {
+	space-snap ls "$1" 2>/dev/null | sed -n 's/.*"snap":"\([a-z2-7]\{12\}\)".*/\1/p'
+}
+
 _space_templates() {
 	space-template ls 2>/dev/null | sed -n 's/.*"template":"\([^"]*\)".*/\1/p' | sort -u
 }
@@ -107,8 +112,46 @@ _space() {
 		--timeout) ;;
 		*) COMPREPLY=($(compgen -W "--timeout $(_space_ids)" -- "$cur")) ;;
 		esac ;;
+	space-snap)
+		if [ "$COMP_CWORD" -eq 1 ]; then
+			COMPREPLY=($(compgen -W "ls rm --full --tag $(_space_ids)" -- "$cur"))
+			return
+		fi
+		case ${COMP_WORDS[1]} in
+		ls) COMPREPLY=($(compgen -W "$(_space_ids)" -- "$cur")) ;;
+		rm)
+			if [ "$COMP_CWORD" -eq 2 ]; then
+				COMPREPLY=($(compgen -W "$(_space_ids)" -- "$cur"))
+			else
+				COMPREPLY=($(compgen -W "$(_space_snaps "${COMP_WORDS[2]}")" -- "$cur"))
+			fi ;;
+		*)
+			case $prev in
+			--tag) ;;
+			*) COMPREPLY=($(compgen -W "--full --tag $(_space_ids)" -- "$cur")) ;;
+			esac ;;
+		esac ;;
+	space-rollback)
+		if [ "$COMP_CWORD" -eq 1 ]; then
+			COMPREPLY=($(compgen -W "$(_space_ids)" -- "$cur"))
+		elif [ "$COMP_CWORD" -eq 2 ]; then
+			COMPREPLY=($(compgen -W "$(_space_snaps "${COMP_WORDS[1]}")" -- "$cur"))
+		fi ;;
+	space-fork)
+		if [ "$COMP_CWORD" -eq 1 ]; then
+			COMPREPLY=($(compgen -W "$(_space_ids)" -- "$cur"))
+		elif [ "$prev" = -n ]; then
+			:
+		elif [ "$COMP_CWORD" -eq 2 ]; then
+			COMPREPLY=($(compgen -W "-n $(_space_snaps "${COMP_WORDS[1]}")" -- "$cur"))
+		else
+			COMPREPLY=($(compgen -W "-n" -- "$cur"))
+		fi ;;
+	space-gc)
+		COMPREPLY=($(compgen -W "--dry-run" -- "$cur")) ;;
 	esac
 }
 complete -F _space space-init space-template space-create space-exec space-ls space-rm \
 	space-pause space-resume space-stop space-start space-reconcile \
-	space-ps space-logs space-kill space-fs space-cp space-pool
+	space-ps space-logs space-kill space-fs space-cp space-pool \
+	space-snap space-rollback space-fork space-gc

@@ -71,10 +71,35 @@ struct sp_conf {
 	char node[64];			/* SPACE_NODE, default the host name */
 	char run[SP_PATH_MAX];		/* SPACE_RUN, default /run/space */
 	char virt_type[16];		/* SPACE_VIRT_TYPE: auto | kvm | qemu */
+	char retain[256];		/* SPACE_RETAIN: snapshot tiers */
 };
 /* Reads SPACE_CONF (default /etc/space/space.conf) when it exists, then the
  * environment; every value is validated. */
 int sp_conf_load(struct sp_conf *c, struct sp_err *e);
+
+/* ---- retain: which snapshots the retention tiers keep (DESIGN §7) ---- */
+/* KIND:PERIOD:KEEP, separated by spaces or commas: in each of the KEEP
+ * newest PERIODs (s, m, h, d, w) that hold a snapshot of KIND (disk|full),
+ * the newest snapshot is kept.  A snapshot any tier keeps is kept. */
+#define SP_RETAIN_DEFAULT "disk:5m:12 disk:1h:24 disk:1d:7 full:1h:3"
+#define SP_TIERS_MAX 16
+struct sp_tier {
+	char kind[8];
+	int64_t period_s;
+	int keep;
+};
+/* Parses spec into t[0..max) (*n of them); t may be NULL to only check. */
+int sp_retain_parse(const char *spec, struct sp_tier *t, int max, int *n,
+    struct sp_err *e);
+struct sp_retain_item {
+	const char *kind;
+	int64_t taken;		/* unix seconds */
+	int tagged;		/* kept until removed */
+	int keep;		/* out: 1 when some tier (or the tag) keeps it */
+};
+/* Marks keep on each of items[0..n), in any order. */
+void sp_retain_select(const struct sp_tier *t, int nt,
+    struct sp_retain_item *items, size_t n);
 
 /* ---- id: sandbox ids and user-supplied names ---- */
 #define SP_ID_LEN	12	/* lowercase base32: a-z 2-7 */
@@ -122,12 +147,38 @@ struct sp_sandbox_row {
 	char *labels;			/* JSON object text; owned, free with sp_db_row_release */
 	int pod;			/* 1: a warm-pool pod, nobody's sandbox yet */
 	char *env;			/* JSON array of "K=V"; owned like labels */
+	char *recovered;		/* JSON object or NULL; owned like labels */
 };
 void sp_db_row_release(struct sp_sandbox_row *r);
 int sp_db_open(struct sp_db **db, const struct sp_conf *c, struct sp_err *e);
 void sp_db_close(struct sp_db *db);
 int sp_db_schema_version(struct sp_db *db);
 int sp_db_sandbox_insert(struct sp_db *db, const struct sp_sandbox_row *r,
+    struct sp_err *e);
+/* What a rollback or a recovery did to a sandbox, as a JSON object. */
+int sp_db_sandbox_set_recovered(struct sp_db *db, const char *id,
+    const char *json, struct sp_err *e);
+/* A snapshot (DESIGN §7): state "taking" until it is whole, then "ready". */
+struct sp_snap_row {
+	char id[SP_ID_LEN + 1];
+	char snap[SP_ID_LEN + 1];
+	char kind[8];			/* disk | full */
+	int64_t taken;			/* unix seconds */
+	char tag[SP_NAME_MAX + 1];	/* "" when none */
+	char state[16];
+	int64_t ms, paused_ms;		/* paused_ms -1 for disk snapshots */
+};
+int sp_db_snap_insert(struct sp_db *db, const struct sp_snap_row *r,
+    struct sp_err *e);
+int sp_db_snap_ready(struct sp_db *db, const struct sp_snap_row *r,
+    struct sp_err *e);
+int sp_db_snap_delete(struct sp_db *db, const char *id, const char *snap,
+    struct sp_err *e);
+int sp_db_snap_get(struct sp_db *db, const char *id, const char *snap,
+    struct sp_snap_row *r, struct sp_err *e);	/* not-found */
+/* A sandbox's snapshots (all when id is NULL), oldest first. */
+int sp_db_snap_each(struct sp_db *db, const char *id,
+    int (*fn)(const struct sp_snap_row *, void *), void *arg,
     struct sp_err *e);
 int sp_db_sandbox_get(struct sp_db *db, const char *id,
     struct sp_sandbox_row *r, struct sp_err *e);	/* not-found */
@@ -244,6 +295,12 @@ int sp_virt_undefine(struct sp_virt *v, const char *name, struct sp_err *e);
 int sp_virt_pause(struct sp_virt *v, const char *name, struct sp_err *e);
 int sp_virt_resume(struct sp_virt *v, const char *name, struct sp_err *e);
 int sp_virt_save(struct sp_virt *v, const char *name, const char *path,
+    struct sp_err *e);
+/* The memory state to path, the domain left as it was (running or paused). */
+int sp_virt_save_memory(struct sp_virt *v, const char *name, const char *path,
+    struct sp_err *e);
+/* The domain's UUID as text. */
+int sp_virt_uuid(struct sp_virt *v, const char *name, char out[37],
     struct sp_err *e);
 int sp_virt_restore(struct sp_virt *v, const char *path, const char *xml,
     struct sp_err *e);
@@ -528,6 +585,23 @@ struct sp_create_req {
  * "create_ms",...}.  On failure everything it made is removed. */
 int sp_sandbox_create(struct sp_ctx *x, const struct sp_create_req *r,
     json_t **out, struct sp_err *e);
+struct sp_ckpt_info;
+/* One new sandbox from a subvolume: a template, a template's checkpoint, a
+ * snapshot (space-fork).  With saved, src/mem.sav holds the memory state of
+ * domain sp-<saved->id>, which is re-identified and restored; without, the
+ * VM boots cold.  Returns when its daemon answered and, unless it is a pod
+ * of the pool named, it knows who it is; on failure all it made is gone. */
+struct sp_make {
+	const char *src;
+	const struct sp_ckpt_info *saved;
+	const char *template;	/* name@digest, for the row */
+	int memory_mib, vcpus;
+	json_t *labels, *env;	/* borrowed; may be NULL */
+	const char *pool;	/* a pod of this pool, or NULL */
+	int ready_timeout_ms;
+};
+int sp_sandbox_make(struct sp_ctx *x, const struct sp_make *m,
+    char id[SP_ID_LEN + 1], struct sp_err *e);
 /* The warm pool (DESIGN §10): space-pool set keeps the wanted size per
  * template; fill makes or removes pods until each pool has that many (fn is
  * told each as JSON, stolen).  Idempotent: what a timer runs. */
@@ -575,6 +649,40 @@ int sp_ckpt_reidentify(const char *path, const char *old_name,
  * second warm-up (or a concurrent one) finds it made ("reused"). */
 int sp_template_warm(struct sp_ctx *x, const char *ref, int memory_mib,
     int vcpus, json_t **out, struct sp_err *e);
+
+/* ---- snap: snapshots, rollback, fork, retention (DESIGN §7) ---- */
+/* A disk snapshot, or with full a checkpoint of disk and memory; *out gets
+ * its JSON line.  Tag (may be NULL) keeps it from space-gc. */
+int sp_snap_take(struct sp_ctx *x, const char *id, int full, const char *tag,
+    json_t **out, struct sp_err *e);
+/* A sandbox's snapshots, oldest first, as JSON lines given to fn. */
+int sp_snap_list(struct sp_ctx *x, const char *id,
+    int (*fn)(json_t *, void *), void *arg, struct sp_err *e);
+/* Idempotent: *removed says whether there was anything. */
+int sp_snap_remove(struct sp_ctx *x, const char *id, const char *snap,
+    int *removed, struct sp_err *e);
+/* Keeps the state now as a snapshot, then puts the sandbox on snap: restored
+ * from its memory (full) or booted on its disk; running after. */
+int sp_snap_rollback(struct sp_ctx *x, const char *id, const char *snap,
+    json_t **out, struct sp_err *e);
+/* For reconcile, the sandbox's lock held: a failed sandbox goes back to its
+ * newest full checkpoint; a recovering one finishes the move its record
+ * names.  *snap gets the snapshot. */
+int sp_snap_recover_locked(struct sp_ctx *x, const struct sp_sandbox_row *sb,
+    char snap[SP_ID_LEN + 1], struct sp_err *e);
+/* count new sandboxes from snap, or (snap NULL) from a snapshot taken now:
+ * full when the source runs.  One JSON line per fork to fn. */
+int sp_snap_fork(struct sp_ctx *x, const char *id, const char *snap,
+    int count, int (*fn)(json_t *, void *), void *arg, struct sp_err *e);
+/* Deletes the ready snapshots no tier of SPACE_RETAIN keeps (dry_run: only
+ * tells); one JSON line per snapshot to fn. */
+int sp_snap_gc(struct sp_ctx *x, int dry_run, int (*fn)(json_t *, void *),
+    void *arg, struct sp_err *e);
+/* Clears snapshots a dead command left "taking" (rows and subvolumes). */
+int sp_snap_drop_unfinished(struct sp_ctx *x, int (*fn)(json_t *, void *),
+    void *arg, struct sp_err *e);
+/* Deletes snapshots/<id>/ and every snapshot in it. */
+int sp_snap_remove_all(struct sp_ctx *x, const char *id, struct sp_err *e);
 
 /* ---- source: templates built on first use from where they come from ---- */
 /* Copies a path or an http(s) URL (libcurl; HTTP errors are errors) to dst. */

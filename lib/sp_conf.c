@@ -28,6 +28,7 @@ static const struct key keys[] = {
 	K("SPACE_NODE", node),
 	K("SPACE_RUN", run),
 	K("SPACE_VIRT_TYPE", virt_type),
+	K("SPACE_RETAIN", retain),
 };
 #define NKEYS (sizeof keys / sizeof keys[0])
 
@@ -137,7 +138,7 @@ check(struct sp_conf *c, struct sp_err *e)
 	    strcmp(c->virt_type, "qemu") != 0)
 		return sp_err_set(e, "bad-input", 0,
 		    "SPACE_VIRT_TYPE must be auto, kvm or qemu");
-	return 0;
+	return sp_retain_parse(c->retain, NULL, 0, NULL, e);
 }
 
 int
@@ -174,6 +175,8 @@ sp_conf_load(struct sp_conf *c, struct sp_err *e)
 		strcpy(c->run, "/run/space");
 	if (c->virt_type[0] == '\0')
 		strcpy(c->virt_type, "auto");
+	if (c->retain[0] == '\0')
+		strcpy(c->retain, SP_RETAIN_DEFAULT);
 	if (c->node[0] == '\0' && gethostname(c->node, sizeof c->node - 1) == -1)
 		strcpy(c->node, "localhost");
 	return check(c, e);

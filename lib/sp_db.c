@@ -67,6 +67,12 @@ static const char *const migrations[] = {
 	"  added INTEGER NOT NULL);",
 	/* 4: the environment a sandbox's guest gives calls that bring none. */
 	"ALTER TABLE sandboxes ADD COLUMN env TEXT NOT NULL DEFAULT '[]';",
+	/* 5: snapshots say what they cost; a sandbox says when it was rolled
+	 * back or recovered, and to which snapshot (a JSON object). */
+	"ALTER TABLE snapshots ADD COLUMN ms INTEGER NOT NULL DEFAULT 0;"
+	"ALTER TABLE snapshots ADD COLUMN paused_ms INTEGER;"
+	"CREATE INDEX snapshots_taken ON snapshots (id, taken);"
+	"ALTER TABLE sandboxes ADD COLUMN recovered TEXT;",
 };
 #define NMIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 
@@ -213,7 +219,8 @@ sp_db_row_release(struct sp_sandbox_row *r)
 {
 	free(r->labels);
 	free(r->env);
-	r->labels = r->env = NULL;
+	free(r->recovered);
+	r->labels = r->env = r->recovered = NULL;
 }
 
 static void
@@ -225,7 +232,7 @@ copy_col(char *dst, size_t n, sqlite3_stmt *st, int col)
 }
 
 #define SANDBOX_COLS "id, state, gen, template, node, created, memory_mib, " \
-	"vcpus, labels, pool IS NOT NULL, env"
+	"vcpus, labels, pool IS NOT NULL, env, recovered"
 
 static int
 row_from(sqlite3_stmt *st, struct sp_sandbox_row *r)
@@ -248,6 +255,9 @@ row_from(sqlite3_stmt *st, struct sp_sandbox_row *r)
 	r->labels = strdup(labels ? (const char *)labels : "{}");
 	labels = sqlite3_column_text(st, 10);
 	r->env = strdup(labels ? (const char *)labels : "[]");
+	if ((labels = sqlite3_column_text(st, 11)) != NULL &&
+	    (r->recovered = strdup((const char *)labels)) == NULL)
+		return -1;
 	return r->labels == NULL || r->env == NULL ? -1 : 0;
 }
 
@@ -349,6 +359,10 @@ sp_db_sandbox_each(struct sp_db *db, int state,
 int
 sp_db_sandbox_delete(struct sp_db *db, const char *id, struct sp_err *e)
 {
+	/* Its snapshots' rows go with it (their subvolumes went first). */
+	if (write_sql(db, "delete snapshots", "DELETE FROM snapshots WHERE"
+	    " id = ?1", e, "s", id) == -1)
+		return -1;
 	return write_sql(db, "delete sandbox", "DELETE FROM sandboxes WHERE"
 	    " id = ?1", e, "s", id);
 }
@@ -676,6 +690,112 @@ sp_db_source_get(struct sp_db *db, const char *name, struct sp_source_row *r,
 	default:
 		db_err(db, e, "get source");
 	}
+	sqlite3_finalize(st);
+	return rc;
+}
+
+int
+sp_db_sandbox_set_recovered(struct sp_db *db, const char *id, const char *json,
+    struct sp_err *e)
+{
+	return write_sql(db, "set recovered", "UPDATE sandboxes SET recovered"
+	    " = ?2 WHERE id = ?1", e, "ss", id, json);
+}
+
+/* ---- snapshots ---- */
+
+#define SNAP_COLS "id, snap, kind, taken, tag, state, ms, paused_ms"
+
+static void
+snap_from(sqlite3_stmt *st, struct sp_snap_row *r)
+{
+	memset(r, 0, sizeof *r);
+	copy_col(r->id, sizeof r->id, st, 0);
+	copy_col(r->snap, sizeof r->snap, st, 1);
+	copy_col(r->kind, sizeof r->kind, st, 2);
+	r->taken = sqlite3_column_int64(st, 3);
+	copy_col(r->tag, sizeof r->tag, st, 4);
+	copy_col(r->state, sizeof r->state, st, 5);
+	r->ms = sqlite3_column_int64(st, 6);
+	r->paused_ms = sqlite3_column_type(st, 7) == SQLITE_NULL ? -1 :
+	    sqlite3_column_int64(st, 7);
+}
+
+int
+sp_db_snap_insert(struct sp_db *db, const struct sp_snap_row *r,
+    struct sp_err *e)
+{
+	return write_sql(db, "insert snapshot", "INSERT INTO snapshots (id,"
+	    " snap, kind, taken, tag, state) VALUES (?1, ?2, ?3, ?4,"
+	    " NULLIF(?5, ''), ?6)", e, "sssIss", r->id, r->snap, r->kind,
+	    r->taken, r->tag, r->state);
+}
+
+int
+sp_db_snap_ready(struct sp_db *db, const struct sp_snap_row *r,
+    struct sp_err *e)
+{
+	return write_sql(db, "snapshot ready", "UPDATE snapshots SET state ="
+	    " 'ready', ms = ?3, paused_ms = NULLIF(?4, -1) WHERE id = ?1 AND"
+	    " snap = ?2", e, "ssII", r->id, r->snap, r->ms, r->paused_ms);
+}
+
+int
+sp_db_snap_delete(struct sp_db *db, const char *id, const char *snap,
+    struct sp_err *e)
+{
+	return write_sql(db, "delete snapshot", "DELETE FROM snapshots WHERE"
+	    " id = ?1 AND snap = ?2", e, "ss", id, snap);
+}
+
+int
+sp_db_snap_get(struct sp_db *db, const char *id, const char *snap,
+    struct sp_snap_row *r, struct sp_err *e)
+{
+	sqlite3_stmt *st = NULL;
+	int rc = -1;
+
+	if (sqlite3_prepare_v2(db->h, "SELECT " SNAP_COLS " FROM snapshots"
+	    " WHERE id = ?1 AND snap = ?2", -1, &st, NULL) != SQLITE_OK)
+		return db_err(db, e, "get snapshot");
+	sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 2, snap, -1, SQLITE_STATIC);
+	switch (sqlite3_step(st)) {
+	case SQLITE_ROW:
+		snap_from(st, r);
+		rc = 0;
+		break;
+	case SQLITE_DONE:
+		sp_err_set(e, "not-found", 0, "no snapshot %s of %s", snap, id);
+		break;
+	default:
+		db_err(db, e, "get snapshot");
+	}
+	sqlite3_finalize(st);
+	return rc;
+}
+
+int
+sp_db_snap_each(struct sp_db *db, const char *id,
+    int (*fn)(const struct sp_snap_row *, void *), void *arg, struct sp_err *e)
+{
+	struct sp_snap_row r;
+	sqlite3_stmt *st = NULL;
+	int s, rc = 0;
+
+	if (sqlite3_prepare_v2(db->h, "SELECT " SNAP_COLS " FROM snapshots"
+	    " WHERE ?1 IS NULL OR id = ?1 ORDER BY id, taken, rowid", -1, &st,
+	    NULL) != SQLITE_OK)
+		return db_err(db, e, "list snapshots");
+	if (id != NULL)
+		sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+	while ((s = sqlite3_step(st)) == SQLITE_ROW) {
+		snap_from(st, &r);
+		if (fn(&r, arg) == -1)
+			rc = -1;
+	}
+	if (s != SQLITE_DONE && s != SQLITE_ROW)
+		rc = db_err(db, e, "list snapshots");
 	sqlite3_finalize(st);
 	return rc;
 }

@@ -77,6 +77,40 @@ fix_creating(struct pass *p, const struct sp_sandbox_row *r, const char *vstate)
 	tell(p, id, "rolled-back-create", "creating", rc, &e);
 }
 
+/*
+ * A failed sandbox comes back from its newest full checkpoint, disk rolled
+ * back to the same instant; one cut short in recovering finishes its move.
+ * Without a checkpoint it stays failed, and is told once per pass.
+ */
+static void
+recover(struct pass *p, const char *id)
+{
+	char snap[SP_ID_LEN + 1] = "";
+	struct sp_sandbox_row r;
+	struct sp_err e;
+	const char *from;
+	json_t *o;
+	int rc;
+
+	if (sp_db_sandbox_get(p->x->db, id, &r, &e) == -1)
+		return;
+	from = sp_state_name(r.state);
+	rc = sp_snap_recover_locked(p->x, &r, snap, &e);
+	if (rc == -1 && r.state == SP_ST_FAILED && strcmp(e.code, "not-found") == 0) {
+		sp_db_row_release(&r);
+		return;
+	}
+	o = json_pack("{s:s, s:b, s:s, s:s, s:s}", "id", id, "ok", rc == 0,
+	    "action", "recovered", "from", from, "snap", snap);
+	if (rc == -1) {
+		json_object_set_new(o, "error", json_string(e.code));
+		json_object_set_new(o, "msg", json_string(e.msg));
+		p->failed = 1;
+	}
+	p->fn(o, p->arg);
+	sp_db_row_release(&r);
+}
+
 /* Drives the VM to what the row says, for the states a verb claims first. */
 static void
 fix_live(struct pass *p, const struct sp_sandbox_row *r, const char *vstate)
@@ -98,6 +132,8 @@ fix_live(struct pass *p, const struct sp_sandbox_row *r, const char *vstate)
 		/* The VM is gone while the row says it lives: QEMU died. */
 		rc = sp_db_transition(p->x->db, r->id, SP_ST_FAILED, r->gen, NULL, &e);
 		tell(p, r->id, "marked-failed", from, rc, &e);
+		if (rc == 0)
+			recover(p, r->id);
 		return;
 	}
 	if (r->state == SP_ST_RUNNING && strcmp(vstate, "paused") == 0) {
@@ -147,9 +183,12 @@ one(struct pass *p, const char *id)
 	case SP_ST_STOPPED:
 		fix_live(p, &r, vstate);
 		break;
+	case SP_ST_FAILED:
+	case SP_ST_RECOVERING:
+		recover(p, id);
+		break;
 	default:
-		/* failed waits for recovery; the suspend states for their
-		 * own commands. */
+		/* The suspend states wait for their own commands. */
 		break;
 	}
 out:
@@ -237,10 +276,13 @@ orphans(struct pass *p, const struct ids *known)
 	struct sp_err e;
 	size_t i;
 	DIR *dp;
-	int existed, rc;
+	int existed, rc, k;
 
-	if (sp_path_fmt(dir, sizeof dir, &e, "%s/sandboxes", p->x->conf.root) == 0 &&
-	    (dp = opendir(dir)) != NULL) {
+	for (k = 0; k < 2; k++) {
+		if (sp_path_fmt(dir, sizeof dir, &e, "%s/%s", p->x->conf.root,
+		    k == 0 ? "sandboxes" : "snapshots") == -1 ||
+		    (dp = opendir(dir)) == NULL)
+			continue;
 		while ((d = readdir(dp)) != NULL)
 			if (sp_id_valid(d->d_name) && !has_id(known, d->d_name) &&
 			    !has_id(&w.found, d->d_name))
@@ -273,6 +315,8 @@ sp_reconcile_once(struct sp_ctx *x, int (*fn)(json_t *, void *), void *arg,
 	}
 	for (i = 0; i < known.n; i++)
 		one(&p, known.v[i]);
+	if (sp_snap_drop_unfinished(x, fn, arg, e) == -1)
+		p.failed = 1;
 	orphans(&p, &known);
 	free(known.v);
 	if (p.failed)

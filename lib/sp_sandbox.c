@@ -237,18 +237,14 @@ int
 sp_sandbox_create(struct sp_ctx *x, const struct sp_create_req *r, json_t **out,
     struct sp_err *e)
 {
-	char dir[SP_PATH_MAX], run[SP_PATH_MAX], tpath[SP_PATH_MAX];
-	char disk[SP_PATH_MAX], kernel[SP_PATH_MAX], initrd[SP_PATH_MAX];
-	char p[SP_PATH_MAX], dom[SP_ID_LEN + 4], *xml = NULL, *labels = NULL;
-	char *envtext = NULL, ckpt[SP_PATH_MAX], sav[SP_PATH_MAX], old[SP_ID_LEN + 4], uuid[37];
-	struct sp_sandbox_row row = { 0 };
+	char tpath[SP_PATH_MAX], ckpt[SP_PATH_MAX], ref[2 * SP_NAME_MAX + 2];
+	char id[SP_ID_LEN + 1];
 	struct sp_template_row t;
 	struct sp_ckpt_info ci;
-	struct sp_vm_spec spec;
+	struct sp_make m;
 	struct sp_err ignored;
-	json_t *meta = NULL;
 	int64_t t0 = sp_clock_ms();
-	int rc = -1, inserted = 0, lock = -1, warm, built;
+	int rc, warm, built;
 
 	*out = NULL;
 	if (r->memory_mib < 64 || r->memory_mib > 65536)
@@ -263,42 +259,71 @@ sp_sandbox_create(struct sp_ctx *x, const struct sp_create_req *r, json_t **out,
 	if (!r->pod && !r->no_pool) {
 		if ((rc = take_pod(x, r, &t, t0, out, e)) != 0)
 			return rc == 1 ? 0 : -1;
-		rc = -1;
 	}
-	if (sp_id_new(row.id, e) == -1)
-		return -1;
 	if (sp_template_path(x->conf.root, &t, tpath, sizeof tpath, e) == -1 ||
-	    sp_sandbox_dir(x, row.id, dir, sizeof dir, e) == -1 ||
-	    sp_sandbox_run_dir(x, row.id, run, sizeof run, e) == -1 ||
-	    sp_path_fmt(disk, sizeof disk, e, "%s/disk.raw", dir) == -1 ||
-	    sp_path_fmt(kernel, sizeof kernel, e, "%s/vmlinuz", dir) == -1 ||
-	    sp_path_fmt(initrd, sizeof initrd, e, "%s/initrd.img", dir) == -1)
+	    sp_ckpt_path(x->conf.root, &t, ckpt, sizeof ckpt, e) == -1)
 		return -1;
 	if (!sp_subvol_exists(tpath))
 		return sp_err_set(e, "not-found", 0, "template %s@%.12s is in the DB "
 		    "but not on this node (%s)", t.name, t.digest, tpath);
 	/* The template's booted checkpoint, when it was booted as asked. */
-	if (sp_ckpt_path(x->conf.root, &t, ckpt, sizeof ckpt, e) == -1 ||
-	    sp_path_fmt(sav, sizeof sav, e, "%s/mem.sav", dir) == -1 ||
-	    sp_ckpt_uuid_new(uuid, e) == -1)
-		return -1;
 	warm = !r->no_checkpoint && sp_subvol_exists(ckpt) &&
 	    sp_ckpt_read(ckpt, &ci, &ignored) == 0 &&
 	    ci.memory_mib == r->memory_mib && ci.vcpus == r->vcpus;
-	labels = r->labels ? json_dumps(r->labels, JSON_COMPACT | JSON_SORT_KEYS) :
+	snprintf(ref, sizeof ref, "%s@%s", t.name, t.digest);
+	m = (struct sp_make){
+		.src = warm ? ckpt : tpath, .saved = warm ? &ci : NULL,
+		.template = ref, .memory_mib = r->memory_mib, .vcpus = r->vcpus,
+		.labels = r->labels, .env = r->env,
+		.pool = r->pod ? t.name : NULL,
+		.ready_timeout_ms = r->ready_timeout_ms,
+	};
+	if (sp_sandbox_make(x, &m, id, e) == -1)
+		return -1;
+	*out = json_pack("{s:s, s:s, s:s, s:s, s:s, s:I}", "id", id, "state",
+	    r->pod ? "paused" : "running", "template", ref, "virt",
+	    x->virt_type, "path", warm ? "checkpoint" : "cold", "create_ms",
+	    (json_int_t)(sp_clock_ms() - t0));
+	return 0;
+}
+
+int
+sp_sandbox_make(struct sp_ctx *x, const struct sp_make *m,
+    char id[SP_ID_LEN + 1], struct sp_err *e)
+{
+	char dir[SP_PATH_MAX], run[SP_PATH_MAX];
+	char disk[SP_PATH_MAX], kernel[SP_PATH_MAX], initrd[SP_PATH_MAX];
+	char p[SP_PATH_MAX], dom[SP_ID_LEN + 4], *xml = NULL, *labels = NULL;
+	char *envtext = NULL, sav[SP_PATH_MAX], old[SP_ID_LEN + 4], uuid[37];
+	struct sp_sandbox_row row = { 0 };
+	struct sp_vm_spec spec;
+	json_t *meta = NULL;
+	int rc = -1, inserted = 0, lock = -1;
+
+	if (sp_ctx_virt(x, e) == -1 || sp_id_new(row.id, e) == -1)
+		return -1;
+	if (sp_sandbox_dir(x, row.id, dir, sizeof dir, e) == -1 ||
+	    sp_sandbox_run_dir(x, row.id, run, sizeof run, e) == -1 ||
+	    sp_path_fmt(disk, sizeof disk, e, "%s/disk.raw", dir) == -1 ||
+	    sp_path_fmt(kernel, sizeof kernel, e, "%s/vmlinuz", dir) == -1 ||
+	    sp_path_fmt(initrd, sizeof initrd, e, "%s/initrd.img", dir) == -1 ||
+	    sp_path_fmt(sav, sizeof sav, e, "%s/mem.sav", dir) == -1 ||
+	    sp_ckpt_uuid_new(uuid, e) == -1)
+		return -1;
+	labels = m->labels ? json_dumps(m->labels, JSON_COMPACT | JSON_SORT_KEYS) :
 	    strdup("{}");
-	envtext = r->env ? json_dumps(r->env, JSON_COMPACT) : strdup("[]");
+	envtext = m->env ? json_dumps(m->env, JSON_COMPACT) : strdup("[]");
 	if (labels == NULL || envtext == NULL) {
 		sp_err_set(e, "internal", 0, "out of memory");
 		goto out;
 	}
 	/* The row comes first, in state creating, so a crash leaves a trace. */
 	row.state = SP_ST_CREATING;
-	snprintf(row.template, sizeof row.template, "%s@%s", t.name, t.digest);
+	snprintf(row.template, sizeof row.template, "%s", m->template);
 	snprintf(row.node, sizeof row.node, "%s", x->conf.node);
 	row.created = (int64_t)time(NULL);
-	row.memory_mib = r->memory_mib;
-	row.vcpus = r->vcpus;
+	row.memory_mib = m->memory_mib;
+	row.vcpus = m->vcpus;
 	row.labels = labels;
 	row.env = envtext;
 	if (sp_sandbox_lock(x, row.id, 1, &lock, e) == -1)
@@ -307,23 +332,24 @@ sp_sandbox_create(struct sp_ctx *x, const struct sp_create_req *r, json_t **out,
 		goto out;
 	inserted = 1;
 	/* A pod is one from its birth, so it never lists as a sandbox. */
-	if (r->pod && sp_db_pod_mark(x->db, row.id, t.name, e) == -1)
+	if (m->pool != NULL && sp_db_pod_mark(x->db, row.id, m->pool, e) == -1)
 		goto out;
 	sp_crashpoint("create-after-row");
-	if (sp_subvol_snapshot(warm ? ckpt : tpath, dir, 0, e) == -1)
+	if (sp_subvol_snapshot(m->src, dir, 0, e) == -1)
 		goto out;
 	sp_crashpoint("create-after-snapshot");
 	sp_sandbox_domain(row.id, dom);
-	if (warm) {
-		sp_sandbox_domain(ci.id, old);
-		if (sp_ckpt_reidentify(sav, old, dom, ci.uuid, uuid, e) == -1)
+	if (m->saved != NULL) {
+		sp_sandbox_domain(m->saved->id, old);
+		if (sp_ckpt_reidentify(sav, old, dom, m->saved->uuid, uuid, e) == -1)
 			goto out;
-	}
+	} else
+		unlink(sav);	/* a disk snapshot of a checkpoint has one */
 	if (sp_sandbox_make_run_dir(run, e) == -1)
 		goto out;
 	spec = (struct sp_vm_spec){
-		.name = dom, .uuid = uuid, .memory_mib = r->memory_mib,
-		.vcpus = r->vcpus,
+		.name = dom, .uuid = uuid, .memory_mib = m->memory_mib,
+		.vcpus = m->vcpus,
 		.kernel = kernel, .initrd = initrd, .cmdline = SP_VIRT_CMDLINE,
 		.disk = disk, .chan_dir = run, .nports = SP_PORTS_DEFAULT,
 		.virt_type = x->virt_type,
@@ -336,14 +362,14 @@ sp_sandbox_create(struct sp_ctx *x, const struct sp_create_req *r, json_t **out,
 	meta = json_pack("{s:s, s:s, s:s, s:I, s:i, s:i, s:O}", "id", row.id,
 	    "template", row.template, "node", row.node, "created",
 	    (json_int_t)row.created, "memory_mib", row.memory_mib, "vcpus",
-	    row.vcpus, "labels", r->labels ? r->labels : json_object());
+	    row.vcpus, "labels", m->labels ? m->labels : json_object());
 	if (meta == NULL || sp_path_fmt(p, sizeof p, e, "%s/sandbox.json", dir) == -1 ||
 	    write_json(p, meta, e) == -1)
 		goto out;
 	if (sp_virt_define(x->virt, xml, e) == -1)
 		goto out;
 	sp_crashpoint("create-after-define");
-	if (warm) {
+	if (m->saved != NULL) {
 		/* The guest goes on from its checkpoint; its memory image has
 		 * done its work and need not stay in the sandbox. */
 		if (sp_virt_restore(x->virt, sav, xml, e) == -1)
@@ -352,22 +378,19 @@ sp_sandbox_create(struct sp_ctx *x, const struct sp_create_req *r, json_t **out,
 	} else if (sp_virt_start(x->virt, dom, e) == -1)
 		goto out;
 	sp_crashpoint("create-after-start");
-	if (sp_chan_wait_ready(x->conf.run, row.id, r->ready_timeout_ms, e) == -1)
+	if (sp_chan_wait_ready(x->conf.run, row.id, m->ready_timeout_ms, e) == -1)
 		goto out;
-	if (r->pod) {
+	if (m->pool != NULL) {
 		/* A pod waits with its vCPUs stopped, for whoever claims it
 		 * and tells it who it is. */
 		warm_up(x, row.id);
 		if (sp_virt_pause(x->virt, dom, e) == -1 ||
 		    sp_db_transition(x->db, row.id, SP_ST_PAUSED, -1, NULL, e) == -1)
 			goto out;
-	} else if (sp_sandbox_hand_identity(x, row.id, r->labels, r->env, e) == -1 ||
+	} else if (sp_sandbox_hand_identity(x, row.id, m->labels, m->env, e) == -1 ||
 	    sp_db_transition(x->db, row.id, SP_ST_RUNNING, -1, NULL, e) == -1)
 		goto out;
-	*out = json_pack("{s:s, s:s, s:s, s:s, s:s, s:I}", "id", row.id, "state",
-	    r->pod ? "paused" : "running", "template", row.template, "virt",
-	    x->virt_type, "path", warm ? "checkpoint" : "cold", "create_ms",
-	    (json_int_t)(sp_clock_ms() - t0));
+	memcpy(id, row.id, SP_ID_LEN + 1);
 	rc = 0;
 out:
 	if (rc == -1 && inserted)
@@ -399,7 +422,7 @@ remove_locked(struct sp_ctx *x, const char *id, int *existed,
     struct sp_err *e)
 {
 	char dir[SP_PATH_MAX], run[SP_PATH_MAX], snaps[SP_PATH_MAX];
-	char dom[SP_ID_LEN + 4], vstate[16];
+	char tmp[SP_PATH_MAX], dom[SP_ID_LEN + 4], vstate[16];
 	struct sp_sandbox_row row;
 	struct sp_err ge;
 	int in_db;
@@ -412,7 +435,9 @@ remove_locked(struct sp_ctx *x, const char *id, int *existed,
 	if (sp_sandbox_dir(x, id, dir, sizeof dir, e) == -1 ||
 	    sp_sandbox_run_dir(x, id, run, sizeof run, e) == -1 ||
 	    sp_path_fmt(snaps, sizeof snaps, e, "%s/snapshots/%s", x->conf.root,
-	    id) == -1)
+	    id) == -1 ||
+	    sp_path_fmt(tmp, sizeof tmp, e, "%s/sandboxes/.%s.rollback",
+	    x->conf.root, id) == -1)
 		return -1;
 	in_db = sp_db_sandbox_get(x->db, id, &row, &ge) == 0;
 	if (!in_db && strcmp(ge.code, "not-found") != 0) {
@@ -441,10 +466,8 @@ remove_locked(struct sp_ctx *x, const char *id, int *existed,
 	sp_crashpoint("remove-after-vm");
 	if (sp_subvol_exists(dir) || access(snaps, F_OK) == 0)
 		*existed = 1;
-	if (sp_subvol_delete(dir, e) == -1)
-		return -1;
-	if (access(snaps, F_OK) == 0 && (sp_subvol_delete(snaps, e) == -1 &&
-	    sp_path_remove_tree(snaps, e) == -1))
+	if (sp_subvol_delete(dir, e) == -1 || sp_subvol_delete(tmp, e) == -1 ||
+	    sp_snap_remove_all(x, id, e) == -1)
 		return -1;
 	if (sp_path_remove_tree(run, e) == -1)
 		return -1;
@@ -510,7 +533,7 @@ sp_sandbox_describe(struct sp_ctx *x, const struct sp_sandbox_row *r,
     json_t **out, struct sp_err *e)
 {
 	char dir[SP_PATH_MAX], dom[SP_ID_LEN + 4], vstate[16];
-	json_t *labels, *o, *excl;
+	json_t *labels, *o, *excl, *rec;
 	uint64_t bytes;
 	struct sp_err ve;
 	long long idle;
@@ -539,6 +562,10 @@ sp_sandbox_describe(struct sp_ctx *x, const struct sp_sandbox_row *r,
 	    json_object(), "gen", (json_int_t)r->gen);
 	if (o != NULL && r->pod)
 		json_object_set_new(o, "pod", json_true());
+	/* The last rollback or recovery: {"snap","kind","at","why"}. */
+	if (o != NULL && r->recovered != NULL &&
+	    (rec = json_loads(r->recovered, 0, NULL)) != NULL)
+		json_object_set_new(o, "recovered", rec);
 	if (o == NULL)
 		return sp_err_set(e, "internal", 0, "json_pack");
 	*out = o;

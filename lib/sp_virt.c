@@ -671,12 +671,83 @@ out:
 	return rc;
 }
 
-/* xml (may be NULL) replaces the saved domain XML, e.g. to change paths. */
+/*
+ * Writes the memory state of a running or paused domain to path and leaves
+ * it as it was: a memory-only external snapshot without metadata, whose file
+ * virDomainRestore takes like a save image (DESIGN §7).  Paused first, the
+ * disk can be snapshotted at the same instant.
+ */
+int
+sp_virt_save_memory(struct sp_virt *v, const char *name, const char *path,
+    struct sp_err *e)
+{
+	virDomainSnapshotPtr snap = NULL;
+	virDomainPtr dom = NULL;
+	char *xml = NULL;
+	size_t n;
+	FILE *f;
+	int rc = -1;
+
+	if (lookup(v, "save memory", name, &dom, e) == -1)
+		goto out;
+	if ((f = open_memstream(&xml, &n)) == NULL) {
+		sp_err_sys(e, "internal", "open_memstream");
+		goto out;
+	}
+	fputs("<domainsnapshot>\n  <memory snapshot='external' file='", f);
+	xesc(f, path);
+	fputs("'/>\n  <disks><disk name='vda' snapshot='no'/></disks>\n"
+	    "</domainsnapshot>\n", f);
+	if (fclose(f) != 0) {
+		sp_err_sys(e, "internal", "snapshot XML");
+		goto out;
+	}
+	snap = virDomainSnapshotCreateXML(dom, xml,
+	    VIR_DOMAIN_SNAPSHOT_CREATE_NO_METADATA);
+	if (snap == NULL) {
+		virt_err(e, "save memory", name);
+		goto out;
+	}
+	rc = 0;
+out:
+	if (snap != NULL)
+		virDomainSnapshotFree(snap);
+	if (dom != NULL)
+		virDomainFree(dom);
+	free(xml);
+	return rc;
+}
+
+int
+sp_virt_uuid(struct sp_virt *v, const char *name, char out[37],
+    struct sp_err *e)
+{
+	char buf[VIR_UUID_STRING_BUFLEN];
+	virDomainPtr dom = NULL;
+	int rc = -1;
+
+	if (lookup(v, "uuid", name, &dom, e) == -1)
+		return -1;
+	if (virDomainGetUUIDString(dom, buf) == -1)
+		virt_err(e, "uuid", name);
+	else if (strlen(buf) != 36)
+		sp_err_set(e, "internal", 0, "%s: odd uuid", name);
+	else {
+		memcpy(out, buf, 37);
+		rc = 0;
+	}
+	virDomainFree(dom);
+	return rc;
+}
+
+/* xml (may be NULL) replaces the saved domain XML, e.g. to change paths;
+ * the domain comes back running. */
 int
 sp_virt_restore(struct sp_virt *v, const char *path, const char *xml,
     struct sp_err *e)
 {
-	if (virDomainRestoreFlags(v->conn, path, xml, 0) == -1)
+	/* Running, also when saved paused (a full checkpoint pauses). */
+	if (virDomainRestoreFlags(v->conn, path, xml, VIR_DOMAIN_SAVE_RUNNING) == -1)
 		return virt_err(e, "restore", path);
 	return 0;
 }

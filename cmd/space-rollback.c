@@ -1,0 +1,30 @@
+/*
+ * space-rollback: puts a sandbox back on one of its snapshots.  What it was
+ * just before is kept as a snapshot first (its id is "saved"), so a rollback
+ * can be rolled back.
+ */
+#include <stdio.h>
+#include <unistd.h>
+
+#include "sp.h"
+
+int
+main(int argc, char *argv[])
+{
+	struct sp_ctx x;
+	struct sp_err e;
+	json_t *o;
+	int rc;
+
+	sp_out_init(argv[0]);
+	if (getopt(argc, argv, "") != -1 || argc - optind != 2) {
+		fprintf(stderr, "usage: space-rollback ID SNAP\n");
+		return SP_EXIT_USAGE;
+	}
+	if (sp_ctx_open(&x, 1, &e) == -1)
+		return sp_out_fail(NULL, &e);
+	rc = sp_snap_rollback(&x, argv[optind], argv[optind + 1], &o, &e) == -1 ?
+	    sp_out_fail(argv[optind], &e) : sp_out_json(o);
+	sp_ctx_close(&x);
+	return rc;
+}

@@ -1,0 +1,142 @@
+/*
+ * sp_retain: retention by tiers (DESIGN §7).  A tier "disk:1h:24" keeps, of a
+ * sandbox's disk snapshots, the newest one in each of the 24 newest hours
+ * that hold one; a snapshot that any tier keeps, or that has a tag, stays.
+ * Periods count only where snapshots exist, so a sandbox that sat idle for a
+ * week still has its last ones.  Pure: space-gc and the tests give the times.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sp.h"
+
+static int
+parse_period(const char *s, int64_t *out)
+{
+	char *end;
+	long long v;
+	int64_t unit;
+
+	errno = 0;
+	v = strtoll(s, &end, 10);
+	if (errno != 0 || end == s || v <= 0 || v > 100000)
+		return -1;
+	switch (*end) {
+	case 's': unit = 1; break;
+	case 'm': unit = 60; break;
+	case 'h': unit = 3600; break;
+	case 'd': unit = 86400; break;
+	case 'w': unit = 7 * 86400; break;
+	default: return -1;
+	}
+	if (end[1] != '\0')
+		return -1;
+	*out = v * unit;
+	return 0;
+}
+
+int
+sp_retain_parse(const char *spec, struct sp_tier *t, int max, int *n,
+    struct sp_err *e)
+{
+	char buf[256], *save = NULL, *tok, *kind, *period, *keep, *end;
+	const char *orig;
+	struct sp_tier one;
+	int count = 0;
+	long k;
+
+	if (strlen(spec) >= sizeof buf)
+		return sp_err_set(e, "bad-input", 0, "SPACE_RETAIN is too long");
+	strcpy(buf, spec);
+	for (tok = strtok_r(buf, " ,\t", &save); tok != NULL;
+	    tok = strtok_r(NULL, " ,\t", &save)) {
+		kind = tok;
+		if ((period = strchr(kind, ':')) == NULL ||
+		    (keep = strchr(period + 1, ':')) == NULL)
+			goto bad;
+		*period++ = '\0';
+		*keep++ = '\0';
+		if (strcmp(kind, "disk") != 0 && strcmp(kind, "full") != 0)
+			goto bad;
+		errno = 0;
+		k = strtol(keep, &end, 10);
+		if (errno != 0 || end == keep || *end != '\0' || k < 1 ||
+		    k > 100000 || parse_period(period, &one.period_s) == -1)
+			goto bad;
+		if (count == SP_TIERS_MAX)
+			return sp_err_set(e, "bad-input", 0, "SPACE_RETAIN: at "
+			    "most %d tiers", SP_TIERS_MAX);
+		snprintf(one.kind, sizeof one.kind, "%s", kind);
+		one.keep = (int)k;
+		if (t != NULL && count < max)
+			t[count] = one;
+		count++;
+	}
+	/* No tier would leave space-gc free to delete every untagged one. */
+	if (count == 0)
+		return sp_err_set(e, "bad-input", 0, "SPACE_RETAIN: no tier");
+	if (n != NULL)
+		*n = count < max ? count : max;
+	return 0;
+bad:
+	/* The ':' in buf are cut by now: quote the tier from spec. */
+	orig = spec + (tok - buf);
+	return sp_err_set(e, "bad-input", 0, "SPACE_RETAIN: \"%.*s\" is not "
+	    "KIND:PERIOD:KEEP (disk|full, a number with s/m/h/d/w, a count "
+	    "from 1)", (int)strcspn(orig, " ,\t"), orig);
+}
+
+static int
+newest_first(const void *a, const void *b)
+{
+	const struct sp_retain_item *x = *(struct sp_retain_item *const *)a;
+	const struct sp_retain_item *y = *(struct sp_retain_item *const *)b;
+
+	return (x->taken < y->taken) - (x->taken > y->taken);
+}
+
+/* Periods start at the epoch; negative times are floored, not truncated,
+ * without negating taken, which overflows for the oldest times. */
+static int64_t
+bucket(int64_t taken, int64_t period)
+{
+	return taken / period - (taken % period < 0);
+}
+
+void
+sp_retain_select(const struct sp_tier *t, int nt,
+    struct sp_retain_item *items, size_t n)
+{
+	struct sp_retain_item **by;
+	int64_t last;
+	size_t i;
+	int k, seen;
+
+	for (i = 0; i < n; i++)
+		items[i].keep = items[i].tagged;
+	if (n == 0 || (by = calloc(n, sizeof *by)) == NULL) {
+		/* Without memory nothing is known to be spare: keep all. */
+		for (i = 0; i < n; i++)
+			items[i].keep = 1;
+		return;
+	}
+	for (i = 0; i < n; i++)
+		by[i] = &items[i];
+	qsort(by, n, sizeof *by, newest_first);
+	for (k = 0; k < nt; k++) {
+		seen = 0;
+		last = 0;
+		for (i = 0; i < n && seen <= t[k].keep; i++) {
+			if (strcmp(by[i]->kind, t[k].kind) != 0)
+				continue;
+			if (seen > 0 && bucket(by[i]->taken, t[k].period_s) == last)
+				continue;
+			last = bucket(by[i]->taken, t[k].period_s);
+			if (++seen <= t[k].keep)
+				by[i]->keep = 1;
+		}
+	}
+	free(by);
+}

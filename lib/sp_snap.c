@@ -1,0 +1,786 @@
+/*
+ * sp_snap: snapshots, rollback, fork, retention and crash recovery (DESIGN §7).
+ *
+ * A disk snapshot is a read-only btrfs snapshot of sandboxes/<id>, taken
+ * while the guest runs (crash-consistent: ext4's journal recovers it as after
+ * a power cut).  A full checkpoint pauses the vCPUs (QEMU drains and flushes
+ * the disk), snapshots the subvolume, writes the memory state into it
+ * (mem.sav, with ckpt.json naming the domain it came from), resumes, then
+ * makes the snapshot read-only: disk and memory of one instant.  Both live in
+ * snapshots/<id>/<snap>/ with a DB row that is "taking" until whole.
+ *
+ * A rollback replaces the sandbox's subvolume with a writable snapshot of the
+ * chosen one and restores the VM from its memory (full) or boots it (disk).
+ * The sandbox is "recovering" meanwhile, with the target in its record, so a
+ * rollback cut short is done again by reconcile: every step starts from the
+ * immutable snapshot, so doing it twice ends in the same place.  Crash
+ * recovery is the same move to the newest full checkpoint.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "sp.h"
+
+#define BOOT_READY_MS	180000
+#define RESTORE_READY_MS 60000
+#define FORK_MAX	64
+
+static int
+snap_dir(const struct sp_ctx *x, const char *id, const char *snap, char *out,
+    size_t n, struct sp_err *e)
+{
+	if (snap == NULL)
+		return sp_path_fmt(out, n, e, "%s/snapshots/%s", x->conf.root, id);
+	return sp_path_fmt(out, n, e, "%s/snapshots/%s/%s", x->conf.root, id,
+	    snap);
+}
+
+/* The clock for `taken`: SPACE_NOW (unix seconds) when set, for tests of
+ * retention; else the real one. */
+static int
+now_s(int64_t *out, struct sp_err *e)
+{
+	const char *v = getenv("SPACE_NOW");
+	char *end;
+	long long t;
+
+	if (v == NULL || *v == '\0') {
+		*out = (int64_t)time(NULL);
+		return 0;
+	}
+	errno = 0;
+	t = strtoll(v, &end, 10);
+	if (errno != 0 || end == v || *end != '\0' || t < 0)
+		return sp_err_set(e, "bad-input", 0, "SPACE_NOW must be unix "
+		    "seconds");
+	*out = t;
+	return 0;
+}
+
+static json_t *
+describe(const struct sp_snap_row *r, const char *dir)
+{
+	uint64_t excl = 0;
+	struct sp_err ignored;
+	json_t *o;
+
+	o = json_pack("{s:s, s:b, s:s, s:s, s:I, s:s, s:I}", "id", r->id, "ok", 1,
+	    "snap", r->snap, "kind", r->kind, "taken", (json_int_t)r->taken,
+	    "state", r->state, "ms", (json_int_t)r->ms);
+	if (o == NULL)
+		return NULL;
+	if (r->tag[0] != '\0')
+		json_object_set_new(o, "tag", json_string(r->tag));
+	if (r->paused_ms >= 0)
+		json_object_set_new(o, "paused_ms", json_integer(r->paused_ms));
+	json_object_set_new(o, "exclusive_bytes",
+	    sp_subvol_exclusive_bytes(dir, &excl, &ignored) == 0 ?
+	    json_integer((json_int_t)excl) : json_null());
+	return o;
+}
+
+/* ckpt.json of a full checkpoint: what sp_ckpt_read reads, as for a
+ * template's checkpoint, so a fork re-identifies it the same way. */
+static int
+write_ckpt_info(const char *dir, const char *id, const char *uuid,
+    const struct sp_sandbox_row *sb, int64_t taken, struct sp_err *e)
+{
+	char p[SP_PATH_MAX];
+	json_t *j;
+	int rc;
+
+	if (sp_path_fmt(p, sizeof p, e, "%s/ckpt.json", dir) == -1)
+		return -1;
+	j = json_pack("{s:s, s:s, s:i, s:i, s:I, s:s}", "id", id, "uuid", uuid,
+	    "memory_mib", sb->memory_mib, "vcpus", sb->vcpus, "created",
+	    (json_int_t)taken, "template", sb->template);
+	rc = j != NULL && json_dump_file(j, p, JSON_INDENT(2)) == 0 ? 0 :
+	    sp_err_set(e, "io", 0, "cannot write %s", p);
+	json_decref(j);
+	return rc;
+}
+
+/* Pause, snapshot, memory, resume: the guest is stopped only for the middle
+ * two.  *paused_ms is how long it was. */
+static int
+take_full(struct sp_ctx *x, const struct sp_sandbox_row *sb, const char *src,
+    const char *dst, int64_t taken, int64_t *paused_ms, struct sp_err *e)
+{
+	char dom[SP_ID_LEN + 4], vstate[16], sav[SP_PATH_MAX], uuid[37];
+	struct sp_err lost;
+	int64_t t0;
+	int was_running, rc = -1;
+
+	sp_sandbox_domain(sb->id, dom);
+	if (sp_ctx_virt(x, e) == -1 ||
+	    sp_virt_state(x->virt, dom, vstate, e) == -1 ||
+	    sp_virt_uuid(x->virt, dom, uuid, e) == -1 ||
+	    sp_path_fmt(sav, sizeof sav, e, "%s/mem.sav", dst) == -1)
+		return -1;
+	was_running = strcmp(vstate, "running") == 0;
+	if (!was_running && strcmp(vstate, "paused") != 0)
+		return sp_err_set(e, "bad-state", 0, "a full checkpoint needs a "
+		    "running or paused VM; it is %s", vstate);
+	t0 = sp_clock_ms();
+	if (was_running && sp_virt_pause(x->virt, dom, e) == -1)
+		return -1;
+	if (sp_subvol_snapshot(src, dst, 0, e) == 0 &&
+	    sp_virt_save_memory(x->virt, dom, sav, e) == 0)
+		rc = 0;
+	sp_crashpoint("snap-full-paused");
+	if (was_running && sp_virt_resume(x->virt, dom, rc == 0 ? e : &lost) == -1)
+		rc = -1;
+	*paused_ms = was_running ? sp_clock_ms() - t0 : 0;
+	if (rc == 0 && (write_ckpt_info(dst, sb->id, uuid, sb, taken, e) == -1 ||
+	    sp_subvol_set_readonly(dst, 1, e) == -1))
+		rc = -1;
+	return rc;
+}
+
+/* Takes one snapshot of a sandbox whose lock the caller holds; *out (may be
+ * NULL) gets its JSON line, r its row. */
+static int
+take_locked(struct sp_ctx *x, const char *id, int full, const char *tag,
+    struct sp_snap_row *r, json_t **out, struct sp_err *e)
+{
+	char src[SP_PATH_MAX], dst[SP_PATH_MAX], parent[SP_PATH_MAX];
+	struct sp_sandbox_row sb;
+	struct sp_err ignored;
+	int64_t t0 = sp_clock_ms();
+	int rc = -1;
+
+	if (sp_db_sandbox_get(x->db, id, &sb, e) == -1)
+		return -1;
+	memset(r, 0, sizeof *r);
+	if (sb.pod) {
+		sp_err_set(e, "not-found", 0, "no such sandbox");
+		goto out;
+	}
+	if (sb.state != SP_ST_RUNNING && sb.state != SP_ST_PAUSED &&
+	    (full || (sb.state != SP_ST_STOPPED && sb.state != SP_ST_FAILED))) {
+		sp_err_set(e, "bad-state", 0, "cannot take a %s snapshot of a "
+		    "sandbox that is %s", full ? "full" : "disk",
+		    sp_state_name(sb.state));
+		goto out;
+	}
+	if (tag != NULL && sp_name_check("tag", tag, e) == -1)
+		goto out;
+	memcpy(r->id, id, SP_ID_LEN + 1);
+	snprintf(r->kind, sizeof r->kind, "%s", full ? "full" : "disk");
+	snprintf(r->tag, sizeof r->tag, "%s", tag != NULL ? tag : "");
+	snprintf(r->state, sizeof r->state, "taking");
+	r->paused_ms = -1;
+	if (sp_id_new(r->snap, e) == -1 || now_s(&r->taken, e) == -1 ||
+	    sp_sandbox_dir(x, id, src, sizeof src, e) == -1 ||
+	    snap_dir(x, id, NULL, parent, sizeof parent, e) == -1 ||
+	    snap_dir(x, id, r->snap, dst, sizeof dst, e) == -1 ||
+	    sp_path_mkdirs(parent, 0700, e) == -1)
+		goto out;
+	/* The row first: a crash leaves a "taking" row reconcile clears. */
+	if (sp_db_snap_insert(x->db, r, e) == -1)
+		goto out;
+	sp_crashpoint("snap-after-row");
+	if (full ? take_full(x, &sb, src, dst, r->taken, &r->paused_ms, e) :
+	    sp_subvol_snapshot(src, dst, 1, e)) {
+		sp_subvol_delete(dst, &ignored);
+		sp_db_snap_delete(x->db, id, r->snap, &ignored);
+		goto out;
+	}
+	r->ms = sp_clock_ms() - t0;
+	if (sp_db_snap_ready(x->db, r, e) == -1)
+		goto out;
+	snprintf(r->state, sizeof r->state, "ready");
+	if (out != NULL && (*out = describe(r, dst)) == NULL) {
+		sp_err_set(e, "internal", 0, "out of memory");
+		goto out;
+	}
+	rc = 0;
+out:
+	sp_db_row_release(&sb);
+	return rc;
+}
+
+int
+sp_snap_take(struct sp_ctx *x, const char *id, int full, const char *tag,
+    json_t **out, struct sp_err *e)
+{
+	struct sp_snap_row r;
+	int fd, rc;
+
+	*out = NULL;
+	if (sp_id_check(id, e) == -1 || sp_sandbox_lock(x, id, 1, &fd, e) == -1)
+		return -1;
+	rc = take_locked(x, id, full, tag, &r, out, e);
+	sp_sandbox_unlock(fd);
+	return rc;
+}
+
+struct list {
+	struct sp_ctx *x;
+	int (*fn)(json_t *, void *);
+	void *arg;
+};
+
+static int
+list_one(const struct sp_snap_row *r, void *arg)
+{
+	struct list *l = arg;
+	char dir[SP_PATH_MAX];
+	struct sp_err e;
+	json_t *o;
+
+	if (snap_dir(l->x, r->id, r->snap, dir, sizeof dir, &e) == -1 ||
+	    (o = describe(r, dir)) == NULL)
+		return -1;
+	return l->fn(o, l->arg);
+}
+
+int
+sp_snap_list(struct sp_ctx *x, const char *id, int (*fn)(json_t *, void *),
+    void *arg, struct sp_err *e)
+{
+	struct sp_sandbox_row sb;
+	struct list l = { x, fn, arg };
+
+	if (sp_id_check(id, e) == -1 || sp_db_sandbox_get(x->db, id, &sb, e) == -1)
+		return -1;
+	sp_db_row_release(&sb);
+	return sp_db_snap_each(x->db, id, list_one, &l, e);
+}
+
+static int
+remove_locked(struct sp_ctx *x, const char *id, const char *snap, int *removed,
+    struct sp_err *e)
+{
+	char dir[SP_PATH_MAX];
+	struct sp_snap_row r;
+	struct sp_err ge;
+	int in_db;
+
+	*removed = 0;
+	if (!sp_id_valid(snap))
+		return sp_err_set(e, "bad-input", 0, "\"%.40s\" is not a snapshot "
+		    "id", snap);
+	if (snap_dir(x, id, snap, dir, sizeof dir, e) == -1)
+		return -1;
+	in_db = sp_db_snap_get(x->db, id, snap, &r, &ge) == 0;
+	if (!in_db && strcmp(ge.code, "not-found") != 0) {
+		*e = ge;
+		return -1;
+	}
+	*removed = in_db || sp_subvol_exists(dir);
+	if (sp_subvol_delete(dir, e) == -1)
+		return -1;
+	return in_db ? sp_db_snap_delete(x->db, id, snap, e) : 0;
+}
+
+int
+sp_snap_remove(struct sp_ctx *x, const char *id, const char *snap,
+    int *removed, struct sp_err *e)
+{
+	struct sp_sandbox_row sb;
+	int fd, rc;
+
+	*removed = 0;
+	if (sp_id_check(id, e) == -1 || sp_db_sandbox_get(x->db, id, &sb, e) == -1)
+		return -1;
+	sp_db_row_release(&sb);
+	if (sp_sandbox_lock(x, id, 1, &fd, e) == -1)
+		return -1;
+	rc = remove_locked(x, id, snap, removed, e);
+	sp_sandbox_unlock(fd);
+	return rc;
+}
+
+/* ---- rollback and recovery ---- */
+
+/* The target of a rollback under way, from the sandbox's record. */
+static int
+recovery_target(const struct sp_sandbox_row *sb, char snap[SP_ID_LEN + 1],
+    struct sp_err *e)
+{
+	json_t *j = sb->recovered ? json_loads(sb->recovered, 0, NULL) : NULL;
+	const char *s = NULL;
+	int rc = -1;
+
+	if (j != NULL && json_unpack(j, "{s:s}", "snap", &s) == 0 &&
+	    sp_id_valid(s)) {
+		memcpy(snap, s, SP_ID_LEN + 1);
+		rc = 0;
+	} else
+		sp_err_set(e, "bad-state", 0, "%s is recovering but its record "
+		    "names no snapshot", sb->id);
+	json_decref(j);
+	return rc;
+}
+
+/*
+ * Puts the sandbox (state recovering, lock held) on snapshot snap and brings
+ * its VM up: restored from the memory of a full checkpoint, booted on a disk
+ * snapshot.  Then it is told its identity again (a restored memory replays
+ * its RNG) and is running.
+ */
+static int
+finish_recovery(struct sp_ctx *x, const struct sp_sandbox_row *sb,
+    const char *snap, struct sp_err *e)
+{
+	char dir[SP_PATH_MAX], tmp[SP_PATH_MAX], src[SP_PATH_MAX];
+	char sav[SP_PATH_MAX], p[SP_PATH_MAX], dom[SP_ID_LEN + 4];
+	struct sp_snap_row r;
+	json_t *labels, *env;
+	char *xml = NULL;
+	size_t n;
+	FILE *f;
+	int rc = -1, full;
+
+	if (sp_ctx_virt(x, e) == -1 ||
+	    sp_db_snap_get(x->db, sb->id, snap, &r, e) == -1)
+		return -1;
+	if (strcmp(r.state, "ready") != 0)
+		return sp_err_set(e, "bad-state", 0, "snapshot %s is %s", snap,
+		    r.state);
+	full = strcmp(r.kind, "full") == 0;
+	sp_sandbox_domain(sb->id, dom);
+	if (sp_sandbox_dir(x, sb->id, dir, sizeof dir, e) == -1 ||
+	    sp_path_fmt(tmp, sizeof tmp, e, "%s/sandboxes/.%s.rollback",
+	    x->conf.root, sb->id) == -1 ||
+	    snap_dir(x, sb->id, snap, src, sizeof src, e) == -1 ||
+	    sp_path_fmt(sav, sizeof sav, e, "%s/mem.sav", dir) == -1 ||
+	    sp_path_fmt(p, sizeof p, e, "%s/domain.xml", dir) == -1)
+		return -1;
+	if (!sp_subvol_exists(src))
+		return sp_err_set(e, "not-found", 0, "snapshot %s has no "
+		    "subvolume (%s)", snap, src);
+	/* Off with the VM, then swap the disk for a copy of the snapshot. */
+	if (sp_virt_destroy(x->virt, dom, e) == -1 ||
+	    sp_subvol_delete(tmp, e) == -1 ||
+	    sp_subvol_snapshot(src, tmp, 0, e) == -1)
+		return -1;
+	sp_crashpoint("rollback-after-copy");
+	if (sp_subvol_delete(dir, e) == -1)
+		return -1;
+	if (rename(tmp, dir) == -1)
+		return sp_err_sys(e, "io", "rename %s", tmp);
+	sp_crashpoint("rollback-after-swap");
+	if (full) {
+		if ((f = fopen(p, "re")) == NULL)
+			return sp_err_sys(e, "io", "%s", p);
+		xml = malloc(1 << 20);
+		n = xml ? fread(xml, 1, (1 << 20) - 1, f) : 0;
+		fclose(f);
+		if (xml == NULL || n == 0) {
+			free(xml);
+			return sp_err_set(e, "io", 0, "cannot read %s", p);
+		}
+		xml[n] = '\0';
+		rc = sp_virt_restore(x->virt, sav, xml, e);
+		free(xml);
+		if (rc == -1)
+			return -1;
+		unlink(sav);
+	} else {
+		unlink(sav);	/* a disk snapshot of a checkpoint may hold one */
+		if (sp_virt_start(x->virt, dom, e) == -1)
+			return -1;
+	}
+	if (sp_chan_wait_ready(x->conf.run, sb->id, full ? RESTORE_READY_MS :
+	    BOOT_READY_MS, e) == -1)
+		return -1;
+	labels = json_loads(sb->labels ? sb->labels : "{}", 0, NULL);
+	env = json_loads(sb->env ? sb->env : "[]", 0, NULL);
+	rc = sp_sandbox_hand_identity(x, sb->id, labels, env, e);
+	json_decref(labels);
+	json_decref(env);
+	if (rc == -1)
+		return -1;
+	return sp_db_transition(x->db, sb->id, SP_ST_RUNNING, -1, NULL, e);
+}
+
+/* Moves a sandbox (lock held) into recovering towards snap, recording why. */
+static int
+begin_recovery(struct sp_ctx *x, const struct sp_sandbox_row *sb,
+    const struct sp_snap_row *r, const char *why, const char *saved,
+    struct sp_err *e)
+{
+	char *text;
+	json_t *j;
+	int rc;
+
+	j = json_pack("{s:s, s:s, s:I, s:s}", "snap", r->snap, "kind", r->kind,
+	    "at", (json_int_t)time(NULL), "why", why);
+	if (j != NULL && saved != NULL)
+		json_object_set_new(j, "saved", json_string(saved));
+	text = j ? json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+	json_decref(j);
+	if (text == NULL)
+		return sp_err_set(e, "internal", 0, "out of memory");
+	/* The target goes in before the state, so recovering always has one. */
+	rc = sp_db_sandbox_set_recovered(x->db, sb->id, text, e);
+	free(text);
+	if (rc == -1)
+		return -1;
+	return sp_db_transition(x->db, sb->id, SP_ST_RECOVERING, sb->gen, NULL, e);
+}
+
+int
+sp_snap_rollback(struct sp_ctx *x, const char *id, const char *snap,
+    json_t **out, struct sp_err *e)
+{
+	struct sp_snap_row r, before;
+	struct sp_sandbox_row sb;
+	int64_t t0 = sp_clock_ms();
+	int fd, rc = -1, have_sb = 0;
+
+	*out = NULL;
+	if (sp_id_check(id, e) == -1)
+		return -1;
+	if (!sp_id_valid(snap))
+		return sp_err_set(e, "bad-input", 0, "\"%.40s\" is not a snapshot "
+		    "id", snap);
+	if (sp_ctx_virt(x, e) == -1 || sp_sandbox_lock(x, id, 1, &fd, e) == -1)
+		return -1;
+	if (sp_db_snap_get(x->db, id, snap, &r, e) == -1)
+		goto out;
+	if (strcmp(r.state, "ready") != 0) {
+		sp_err_set(e, "bad-state", 0, "snapshot %s is %s", snap, r.state);
+		goto out;
+	}
+	if (sp_db_sandbox_get(x->db, id, &sb, e) == -1)
+		goto out;
+	have_sb = 1;
+	if (sb.pod || (sb.state != SP_ST_RUNNING && sb.state != SP_ST_PAUSED &&
+	    sb.state != SP_ST_STOPPED)) {
+		sp_err_set(e, "bad-state", 0, "cannot roll back a sandbox that "
+		    "is %s", sb.pod ? "a pod" : sp_state_name(sb.state));
+		goto out;
+	}
+	/* What is there now is kept, so the rollback can be undone. */
+	if (take_locked(x, id, sb.state != SP_ST_STOPPED, NULL, &before, NULL,
+	    e) == -1)
+		goto out;
+	sp_db_row_release(&sb);
+	if (sp_db_sandbox_get(x->db, id, &sb, e) == -1) {
+		have_sb = 0;
+		goto out;
+	}
+	if (begin_recovery(x, &sb, &r, "rollback", before.snap, e) == -1)
+		goto out;
+	sp_crashpoint("rollback-after-claim");
+	if (finish_recovery(x, &sb, snap, e) == -1)
+		goto out;
+	*out = json_pack("{s:s, s:b, s:s, s:s, s:s, s:s, s:I}", "id", id, "ok", 1,
+	    "snap", snap, "kind", r.kind, "saved", before.snap, "state",
+	    "running", "ms", (json_int_t)(sp_clock_ms() - t0));
+	rc = 0;
+out:
+	if (have_sb)
+		sp_db_row_release(&sb);
+	sp_sandbox_unlock(fd);
+	return rc;
+}
+
+struct newest {
+	char snap[SP_ID_LEN + 1];
+	int found;
+};
+
+static int
+newest_full(const struct sp_snap_row *r, void *arg)
+{
+	struct newest *n = arg;
+
+	/* Rows come oldest first: the last ready full one wins. */
+	if (strcmp(r->kind, "full") == 0 && strcmp(r->state, "ready") == 0) {
+		memcpy(n->snap, r->snap, SP_ID_LEN + 1);
+		n->found = 1;
+	}
+	return 0;
+}
+
+int
+sp_snap_recover_locked(struct sp_ctx *x, const struct sp_sandbox_row *sb,
+    char snap[SP_ID_LEN + 1], struct sp_err *e)
+{
+	struct newest n = { "", 0 };
+	struct sp_sandbox_row now;
+	struct sp_snap_row r;
+	int rc;
+
+	if (sb->state == SP_ST_RECOVERING) {
+		/* Cut short: the record says where it was going. */
+		if (recovery_target(sb, snap, e) == -1)
+			return -1;
+		return finish_recovery(x, sb, snap, e);
+	}
+	if (sb->state != SP_ST_FAILED)
+		return sp_err_set(e, "bad-state", 0, "only a failed sandbox is "
+		    "recovered; it is %s", sp_state_name(sb->state));
+	if (sp_db_snap_each(x->db, sb->id, newest_full, &n, e) == -1)
+		return -1;
+	if (!n.found)
+		return sp_err_set(e, "not-found", 0, "no full checkpoint to "
+		    "recover from");
+	memcpy(snap, n.snap, SP_ID_LEN + 1);
+	if (sp_db_snap_get(x->db, sb->id, snap, &r, e) == -1 ||
+	    begin_recovery(x, sb, &r, "crash", NULL, e) == -1 ||
+	    sp_db_sandbox_get(x->db, sb->id, &now, e) == -1)
+		return -1;
+	rc = finish_recovery(x, &now, snap, e);
+	sp_db_row_release(&now);
+	return rc;
+}
+
+/* ---- fork ---- */
+
+int
+sp_snap_fork(struct sp_ctx *x, const char *id, const char *snap, int count,
+    int (*fn)(json_t *, void *), void *arg, struct sp_err *e)
+{
+	char src[SP_PATH_MAX], newid[SP_ID_LEN + 1];
+	struct sp_sandbox_row sb;
+	struct sp_snap_row r;
+	struct sp_ckpt_info ci;
+	struct sp_make m;
+	json_t *labels = NULL, *env = NULL, *o;
+	int64_t t0;
+	int fd, i, rc = -1, full;
+
+	if (sp_id_check(id, e) == -1)
+		return -1;
+	if (count < 1 || count > FORK_MAX)
+		return sp_err_set(e, "bad-input", 0, "count must be 1 to %d",
+		    FORK_MAX);
+	if (snap != NULL && !sp_id_valid(snap))
+		return sp_err_set(e, "bad-input", 0, "\"%.40s\" is not a snapshot "
+		    "id", snap);
+	if (sp_ctx_virt(x, e) == -1 || sp_db_sandbox_get(x->db, id, &sb, e) == -1)
+		return -1;
+	if (sb.pod) {
+		sp_db_row_release(&sb);
+		return sp_err_set(e, "not-found", 0, "no such sandbox");
+	}
+	/* The source's state now, or the snapshot named. */
+	if (snap == NULL) {
+		if (sp_sandbox_lock(x, id, 1, &fd, e) == -1)
+			goto out;
+		rc = take_locked(x, id, sb.state == SP_ST_RUNNING ||
+		    sb.state == SP_ST_PAUSED, NULL, &r, NULL, e);
+		sp_sandbox_unlock(fd);
+		if (rc == -1)
+			goto out;
+		rc = -1;
+	} else if (sp_db_snap_get(x->db, id, snap, &r, e) == -1)
+		goto out;
+	if (strcmp(r.state, "ready") != 0) {
+		sp_err_set(e, "bad-state", 0, "snapshot %s is %s", r.snap, r.state);
+		goto out;
+	}
+	full = strcmp(r.kind, "full") == 0;
+	if (snap_dir(x, id, r.snap, src, sizeof src, e) == -1 ||
+	    (full && sp_ckpt_read(src, &ci, e) == -1))
+		goto out;
+	labels = json_loads(sb.labels ? sb.labels : "{}", 0, NULL);
+	env = json_loads(sb.env ? sb.env : "[]", 0, NULL);
+	m = (struct sp_make){
+		.src = src, .saved = full ? &ci : NULL, .template = sb.template,
+		.memory_mib = sb.memory_mib, .vcpus = sb.vcpus,
+		.labels = labels, .env = env,
+		.ready_timeout_ms = full ? RESTORE_READY_MS : BOOT_READY_MS,
+	};
+	rc = 0;
+	for (i = 0; i < count; i++) {
+		t0 = sp_clock_ms();
+		if (sp_sandbox_make(x, &m, newid, e) == -1) {
+			rc = -1;
+			break;
+		}
+		o = json_pack("{s:s, s:b, s:s, s:s, s:s, s:s, s:I}", "id", newid,
+		    "ok", 1, "from", id, "snap", r.snap, "kind", r.kind, "state",
+		    "running", "ms", (json_int_t)(sp_clock_ms() - t0));
+		if (o == NULL || fn(o, arg) == -1) {
+			rc = sp_err_set(e, "internal", 0, "cannot tell fork %s",
+			    newid);
+			break;
+		}
+	}
+out:
+	json_decref(labels);
+	json_decref(env);
+	sp_db_row_release(&sb);
+	return rc;
+}
+
+/* ---- retention ---- */
+
+struct gc_rows {
+	struct sp_snap_row *v;
+	size_t n, cap;
+};
+
+/* Ready snapshots only: "taking" ones are reconcile's. */
+static int
+gc_collect(const struct sp_snap_row *r, void *arg)
+{
+	struct gc_rows *g = arg;
+	struct sp_snap_row *nv;
+
+	if (strcmp(r->state, "ready") != 0)
+		return 0;
+	if (g->n == g->cap) {
+		g->cap = g->cap ? 2 * g->cap : 64;
+		if ((nv = realloc(g->v, g->cap * sizeof *nv)) == NULL)
+			return -1;
+		g->v = nv;
+	}
+	g->v[g->n++] = *r;
+	return 0;
+}
+
+/* Applies the tiers to rows[0..n), one sandbox's ready snapshots. */
+static int
+gc_sandbox(struct sp_ctx *x, const struct sp_tier *t, int nt,
+    struct sp_snap_row *rows, size_t n, int dry_run,
+    int (*fn)(json_t *, void *), void *arg, struct sp_err *e)
+{
+	struct sp_retain_item *items;
+	struct sp_err re;
+	json_t *o;
+	size_t i;
+	int fd, removed, rc = 0;
+
+	if ((items = calloc(n, sizeof *items)) == NULL)
+		return sp_err_set(e, "internal", 0, "out of memory");
+	for (i = 0; i < n; i++) {
+		items[i].kind = rows[i].kind;
+		items[i].taken = rows[i].taken;
+		items[i].tagged = rows[i].tag[0] != '\0';
+	}
+	sp_retain_select(t, nt, items, n);
+	/* A sandbox busy with a command is left for the next pass. */
+	if (!dry_run && sp_sandbox_lock(x, rows[0].id, 0, &fd, &re) == -1) {
+		free(items);
+		return 0;
+	}
+	for (i = 0; i < n; i++) {
+		if (items[i].keep)
+			continue;
+		removed = 0;
+		if (!dry_run && remove_locked(x, rows[i].id, rows[i].snap,
+		    &removed, &re) == -1) {
+			o = json_pack("{s:s, s:b, s:s, s:s, s:s}", "id", rows[i].id,
+			    "ok", 0, "snap", rows[i].snap, "error", re.code,
+			    "msg", re.msg);
+			rc = -1;
+		} else
+			o = json_pack("{s:s, s:b, s:s, s:s, s:I, s:b}", "id",
+			    rows[i].id, "ok", 1, "snap", rows[i].snap, "kind",
+			    rows[i].kind, "taken", (json_int_t)rows[i].taken,
+			    "deleted", !dry_run && removed);
+		if (o != NULL)
+			fn(o, arg);
+	}
+	if (!dry_run)
+		sp_sandbox_unlock(fd);
+	free(items);
+	return rc;
+}
+
+int
+sp_snap_gc(struct sp_ctx *x, int dry_run, int (*fn)(json_t *, void *),
+    void *arg, struct sp_err *e)
+{
+	struct sp_tier t[SP_TIERS_MAX];
+	struct gc_rows g = { 0 };
+	size_t i, j;
+	int nt, rc = 0;
+
+	if (sp_retain_parse(x->conf.retain, t, SP_TIERS_MAX, &nt, e) == -1)
+		return -1;
+	if (sp_db_snap_each(x->db, NULL, gc_collect, &g, e) == -1) {
+		free(g.v);
+		return -1;
+	}
+	/* Rows come grouped by sandbox. */
+	for (i = 0; i < g.n; i = j) {
+		for (j = i; j < g.n && strcmp(g.v[j].id, g.v[i].id) == 0; j++)
+			;
+		if (gc_sandbox(x, t, nt, g.v + i, j - i, dry_run, fn, arg, e) == -1)
+			rc = -1;
+	}
+	free(g.v);
+	if (rc == -1)
+		sp_err_set(e, "partial", 0, "some snapshots could not be deleted");
+	return rc;
+}
+
+/* ---- for reconcile and remove ---- */
+
+/* Clears what a snapshot cut short left: its row and its subvolume. */
+static int
+drop_taking(const struct sp_snap_row *r, void *arg)
+{
+	struct list *l = arg;
+	struct sp_err e;
+	json_t *o;
+	int fd, removed, rc;
+
+	if (strcmp(r->state, "taking") != 0)
+		return 0;
+	/* Still being taken by a live command: not ours. */
+	if (sp_sandbox_lock(l->x, r->id, 0, &fd, &e) == -1)
+		return 0;
+	rc = remove_locked(l->x, r->id, r->snap, &removed, &e);
+	sp_sandbox_unlock(fd);
+	o = json_pack("{s:s, s:b, s:s, s:s}", "id", r->id, "ok", rc == 0,
+	    "action", "dropped-snapshot", "snap", r->snap);
+	if (o != NULL && rc == -1) {
+		json_object_set_new(o, "error", json_string(e.code));
+		json_object_set_new(o, "msg", json_string(e.msg));
+	}
+	if (o != NULL)
+		l->fn(o, l->arg);
+	return rc;
+}
+
+int
+sp_snap_drop_unfinished(struct sp_ctx *x, int (*fn)(json_t *, void *),
+    void *arg, struct sp_err *e)
+{
+	struct list l = { x, fn, arg };
+
+	return sp_db_snap_each(x->db, NULL, drop_taking, &l, e);
+}
+
+int
+sp_snap_remove_all(struct sp_ctx *x, const char *id, struct sp_err *e)
+{
+	char dir[SP_PATH_MAX], p[SP_PATH_MAX];
+	struct dirent *d;
+	DIR *dp;
+	int rc = 0;
+
+	if (snap_dir(x, id, NULL, dir, sizeof dir, e) == -1)
+		return -1;
+	if ((dp = opendir(dir)) == NULL)
+		return errno == ENOENT ? 0 : sp_err_sys(e, "io", "%s", dir);
+	while ((d = readdir(dp)) != NULL) {
+		if (strcmp(d->d_name, ".") == 0 || strcmp(d->d_name, "..") == 0)
+			continue;
+		if (sp_path_fmt(p, sizeof p, e, "%s/%s", dir, d->d_name) == -1 ||
+		    sp_subvol_delete(p, e) == -1) {
+			rc = -1;
+			break;
+		}
+	}
+	closedir(dp);
+	if (rc == 0 && rmdir(dir) == -1 && errno != ENOENT)
+		rc = sp_err_sys(e, "io", "rmdir %s", dir);
+	return rc;
+}
