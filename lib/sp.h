@@ -176,8 +176,9 @@ int sp_db_snap_delete(struct sp_db *db, const char *id, const char *snap,
     struct sp_err *e);
 int sp_db_snap_get(struct sp_db *db, const char *id, const char *snap,
     struct sp_snap_row *r, struct sp_err *e);	/* not-found */
-/* A sandbox's snapshots (all when id is NULL), oldest first. */
-int sp_db_snap_each(struct sp_db *db, const char *id,
+/* A sandbox's snapshots (all when id is NULL; only those of sandboxes of
+ * node when it is not NULL), oldest first. */
+int sp_db_snap_each(struct sp_db *db, const char *id, const char *node,
     int (*fn)(const struct sp_snap_row *, void *), void *arg,
     struct sp_err *e);
 int sp_db_sandbox_get(struct sp_db *db, const char *id,

@@ -776,7 +776,7 @@ sp_db_snap_get(struct sp_db *db, const char *id, const char *snap,
 }
 
 int
-sp_db_snap_each(struct sp_db *db, const char *id,
+sp_db_snap_each(struct sp_db *db, const char *id, const char *node,
     int (*fn)(const struct sp_snap_row *, void *), void *arg, struct sp_err *e)
 {
 	struct sp_snap_row r;
@@ -784,11 +784,14 @@ sp_db_snap_each(struct sp_db *db, const char *id,
 	int s, rc = 0;
 
 	if (sqlite3_prepare_v2(db->h, "SELECT " SNAP_COLS " FROM snapshots"
-	    " WHERE ?1 IS NULL OR id = ?1 ORDER BY id, taken, rowid", -1, &st,
-	    NULL) != SQLITE_OK)
+	    " WHERE (?1 IS NULL OR id = ?1) AND (?2 IS NULL OR id IN"
+	    " (SELECT id FROM sandboxes WHERE node = ?2))"
+	    " ORDER BY id, taken, rowid", -1, &st, NULL) != SQLITE_OK)
 		return db_err(db, e, "list snapshots");
 	if (id != NULL)
 		sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+	if (node != NULL)
+		sqlite3_bind_text(st, 2, node, -1, SQLITE_STATIC);
 	while ((s = sqlite3_step(st)) == SQLITE_ROW) {
 		snap_from(st, &r);
 		if (fn(&r, arg) == -1)

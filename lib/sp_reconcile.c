@@ -80,7 +80,7 @@ fix_creating(struct pass *p, const struct sp_sandbox_row *r, const char *vstate)
 /*
  * A failed sandbox comes back from its newest full checkpoint, disk rolled
  * back to the same instant; one cut short in recovering finishes its move.
- * Without a checkpoint it stays failed, and is told once per pass.
+ * Without a checkpoint it stays failed, and nothing is told.
  */
 static void
 recover(struct pass *p, const char *id)

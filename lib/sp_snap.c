@@ -252,7 +252,7 @@ sp_snap_list(struct sp_ctx *x, const char *id, int (*fn)(json_t *, void *),
 	if (sp_id_check(id, e) == -1 || sp_db_sandbox_get(x->db, id, &sb, e) == -1)
 		return -1;
 	sp_db_row_release(&sb);
-	return sp_db_snap_each(x->db, id, list_one, &l, e);
+	return sp_db_snap_each(x->db, id, NULL, list_one, &l, e);
 }
 
 static int
@@ -456,14 +456,15 @@ sp_snap_rollback(struct sp_ctx *x, const char *id, const char *snap,
 		goto out;
 	have_sb = 1;
 	if (sb.pod || (sb.state != SP_ST_RUNNING && sb.state != SP_ST_PAUSED &&
-	    sb.state != SP_ST_STOPPED)) {
+	    sb.state != SP_ST_STOPPED && sb.state != SP_ST_FAILED)) {
 		sp_err_set(e, "bad-state", 0, "cannot roll back a sandbox that "
 		    "is %s", sb.pod ? "a pod" : sp_state_name(sb.state));
 		goto out;
 	}
-	/* What is there now is kept, so the rollback can be undone. */
-	if (take_locked(x, id, sb.state != SP_ST_STOPPED, NULL, &before, NULL,
-	    e) == -1)
+	/* What is there now is kept, so the rollback can be undone: with its
+	 * memory when the VM runs. */
+	if (take_locked(x, id, sb.state == SP_ST_RUNNING ||
+	    sb.state == SP_ST_PAUSED, NULL, &before, NULL, e) == -1)
 		goto out;
 	sp_db_row_release(&sb);
 	if (sp_db_sandbox_get(x->db, id, &sb, e) == -1) {
@@ -510,7 +511,7 @@ sp_snap_recover_locked(struct sp_ctx *x, const struct sp_sandbox_row *sb,
 {
 	struct newest n = { "", 0 };
 	struct sp_sandbox_row now;
-	struct sp_snap_row r;
+	struct sp_snap_row r, crashed;
 	int rc;
 
 	if (sb->state == SP_ST_RECOVERING) {
@@ -522,14 +523,21 @@ sp_snap_recover_locked(struct sp_ctx *x, const struct sp_sandbox_row *sb,
 	if (sb->state != SP_ST_FAILED)
 		return sp_err_set(e, "bad-state", 0, "only a failed sandbox is "
 		    "recovered; it is %s", sp_state_name(sb->state));
-	if (sp_db_snap_each(x->db, sb->id, newest_full, &n, e) == -1)
+	if (sp_db_snap_each(x->db, sb->id, NULL, newest_full, &n, e) == -1)
 		return -1;
 	if (!n.found)
 		return sp_err_set(e, "not-found", 0, "no full checkpoint to "
 		    "recover from");
 	memcpy(snap, n.snap, SP_ID_LEN + 1);
-	if (sp_db_snap_get(x->db, sb->id, snap, &r, e) == -1 ||
-	    begin_recovery(x, sb, &r, "crash", NULL, e) == -1 ||
+	/* The disk as the crash left it is kept: what was written after the
+	 * checkpoint is not lost, only set aside. */
+	if (take_locked(x, sb->id, 0, NULL, &crashed, NULL, e) == -1 ||
+	    sp_db_sandbox_get(x->db, sb->id, &now, e) == -1)
+		return -1;
+	rc = sp_db_snap_get(x->db, sb->id, snap, &r, e) == -1 ||
+	    begin_recovery(x, &now, &r, "crash", crashed.snap, e) == -1 ? -1 : 0;
+	sp_db_row_release(&now);
+	if (rc == -1 ||
 	    sp_db_sandbox_get(x->db, sb->id, &now, e) == -1)
 		return -1;
 	rc = finish_recovery(x, &now, snap, e);
@@ -703,7 +711,7 @@ sp_snap_gc(struct sp_ctx *x, int dry_run, int (*fn)(json_t *, void *),
 
 	if (sp_retain_parse(x->conf.retain, t, SP_TIERS_MAX, &nt, e) == -1)
 		return -1;
-	if (sp_db_snap_each(x->db, NULL, gc_collect, &g, e) == -1) {
+	if (sp_db_snap_each(x->db, NULL, x->conf.node, gc_collect, &g, e) == -1) {
 		free(g.v);
 		return -1;
 	}
@@ -755,7 +763,7 @@ sp_snap_drop_unfinished(struct sp_ctx *x, int (*fn)(json_t *, void *),
 {
 	struct list l = { x, fn, arg };
 
-	return sp_db_snap_each(x->db, NULL, drop_taking, &l, e);
+	return sp_db_snap_each(x->db, NULL, x->conf.node, drop_taking, &l, e);
 }
 
 int
