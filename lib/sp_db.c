@@ -176,6 +176,7 @@ fail:
 int
 sp_db_open(struct sp_db **dbp, const struct sp_conf *c, struct sp_err *e)
 {
+	int persist = 1;
 	struct sp_db *db;
 	const char *path;
 
@@ -193,6 +194,10 @@ sp_db_open(struct sp_db **dbp, const struct sp_conf *c, struct sp_err *e)
 	}
 	/* Commands of many processes share the file: wait for each other. */
 	sqlite3_busy_timeout(db->h, 10000);
+	/* The WAL stays when the last command closes: else each command
+	 * makes it anew (a sync of the file and of the directory) and
+	 * checkpoints and deletes it on the way out, ~10 ms per command. */
+	sqlite3_file_control(db->h, "main", SQLITE_FCNTL_PERSIST_WAL, &persist);
 	if (exec_sql(db, "PRAGMA journal_mode = WAL; PRAGMA foreign_keys = ON;"
 	    "PRAGMA synchronous = NORMAL", e) == -1)
 		goto fail;
