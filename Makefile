@@ -32,9 +32,10 @@ GUEST_LIBS = -larchive -lacl -lnettle -lxml2 -licuuc -licudata -llzma -lzstd -lb
 GUEST_DAEMON = $(B)/guest/space-daemon
 GUEST_IMAGE = guest/build/rootfs.tar.zst guest/build/vmlinuz guest/build/initrd.img
 
-all: $(B)/libspace.a $(CMDS) $(GUEST_DAEMON) $(UNITS) $(BENCH_C:bench/%.c=$(B)/bench/%)
+all: $(B)/libspace.a $(CMDS) $(GUEST_DAEMON) $(UNITS) $(BENCH_C:bench/%.c=$(B)/bench/%) \
+    $(B)/tests/kms-test
 
-$(B)/lib/%.o: lib/%.c lib/sp.h
+$(B)/lib/%.o: lib/%.c lib/sp.h lib/sp_store.h lib/sp_crypt.h
 	@mkdir -p $(@D)
 	$(CC) $(WFLAGS) $(CFLAGS) $(CPPFLAGS) -c -o $@ $<
 
@@ -55,7 +56,7 @@ $(B)/tests/%: tests/unit/%.c $(B)/libspace.a lib/sp.h
 	@mkdir -p $(@D)
 	$(CC) $(WFLAGS) $(CFLAGS) $(CPPFLAGS) -o $@ $< $(B)/libspace.a $(LIBS)
 
-$(B)/asan/lib/%.o: lib/%.c lib/sp.h
+$(B)/asan/lib/%.o: lib/%.c lib/sp.h lib/sp_store.h lib/sp_crypt.h
 	@mkdir -p $(@D)
 	$(CC) $(WFLAGS) $(ASAN_FLAGS) $(CPPFLAGS) -c -o $@ $<
 
@@ -72,6 +73,11 @@ $(GUEST_IMAGE) &: guest/build-image $(GUEST_DAEMON) $(shell find guest/rootfs gu
 $(B)/asan/bin/%: cmd/%.c $(ASAN_OBJ) lib/sp.h
 	@mkdir -p $(@D)
 	$(CC) $(WFLAGS) $(ASAN_FLAGS) $(CPPFLAGS) -o $@ $< $(ASAN_OBJ) $(LIBS)
+
+# The test KMS program test-crypt and tests/suspend.bats run for cmd: keys.
+$(B)/tests/kms-test: tests/kms/kms-test.c
+	@mkdir -p $(@D)
+	$(CC) $(WFLAGS) $(CFLAGS) -o $@ $< $(shell pkg-config --libs libsodium)
 
 # The hostile guest (tests/hostile.bats copies it into a sandbox).
 $(B)/tests/space-hostile: tests/guest/space-hostile.c

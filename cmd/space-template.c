@@ -23,7 +23,9 @@ usage(void)
 	    "           ROOTFS.tar[.gz|.zst]|URL\n"
 	    "       space-template warm [--memory MiB] [--vcpus N] NAME[@DIGEST]\n"
 	    "       space-template ls\n"
-	    "       space-template rm [--force] NAME[@DIGEST]...\n");
+	    "       space-template rm [--force] NAME[@DIGEST]...\n"
+	    "       space-template push NAME[@DIGEST]...\n"
+	    "       space-template pull NAME@DIGEST...\n");
 	exit(SP_EXIT_USAGE);
 }
 
@@ -344,6 +346,47 @@ rm(int argc, char *argv[])
 	return rc;
 }
 
+/* push and pull: full send streams through the object store (SPACE_STORE). */
+struct transfer {
+	struct sp_ctx x;
+	struct sp_store *s;
+	int push;
+};
+
+static int
+transfer1(const char *ref, json_t *rec, void *arg)
+{
+	struct transfer *t = arg;
+	struct sp_err e;
+	json_t *out;
+
+	if ((t->push ? sp_template_push(&t->x, t->s, ref, &out, &e) :
+	    sp_template_pull(&t->x, t->s, ref, &out, &e)) == -1)
+		return sp_out_fail(NULL, &e);
+	return sp_out_ok(NULL, out);
+}
+
+static int
+transfer(int argc, char *argv[], int push)
+{
+	struct transfer t = { .push = push };
+	struct sp_err e;
+	int rc;
+
+	if (argc < 2)
+		usage();
+	if (sp_ctx_open(&t.x, 0, &e) == -1)
+		return sp_out_fail(NULL, &e);
+	if (sp_store_open(&t.s, t.x.conf.store, &e) == -1) {
+		sp_ctx_close(&t.x);
+		return sp_out_fail(NULL, &e);
+	}
+	rc = sp_each(argc - 1, argv + 1, transfer1, &t);
+	sp_store_close(t.s);
+	sp_ctx_close(&t.x);
+	return rc;
+}
+
 int
 main(int argc, char *argv[])
 {
@@ -360,5 +403,7 @@ main(int argc, char *argv[])
 		return list(argc - 1, argv + 1);
 	if (strcmp(argv[1], "rm") == 0)
 		return rm(argc - 1, argv + 1);
+	if (strcmp(argv[1], "push") == 0 || strcmp(argv[1], "pull") == 0)
+		return transfer(argc - 1, argv + 1, strcmp(argv[1], "push") == 0);
 	usage();
 }

@@ -72,6 +72,8 @@ struct sp_conf {
 	char run[SP_PATH_MAX];		/* SPACE_RUN, default /run/space */
 	char virt_type[16];		/* SPACE_VIRT_TYPE: auto | kvm | qemu */
 	char retain[256];		/* SPACE_RETAIN: snapshot tiers */
+	char kms[SP_PATH_MAX];		/* SPACE_KMS: key service of tenants
+					 * without one of their own */
 };
 /* Reads SPACE_CONF (default /etc/space/space.conf) when it exists, then the
  * environment; every value is validated. */
@@ -167,6 +169,7 @@ struct sp_snap_row {
 	char tag[SP_NAME_MAX + 1];	/* "" when none */
 	char state[16];
 	int64_t ms, paused_ms;		/* paused_ms -1 for disk snapshots */
+	char remote[16];		/* "", "uploading" or "restorable" */
 };
 int sp_db_snap_insert(struct sp_db *db, const struct sp_snap_row *r,
     struct sp_err *e);
@@ -176,6 +179,25 @@ int sp_db_snap_delete(struct sp_db *db, const char *id, const char *snap,
     struct sp_err *e);
 int sp_db_snap_get(struct sp_db *db, const char *id, const char *snap,
     struct sp_snap_row *r, struct sp_err *e);	/* not-found */
+/* Deletes the rows of id's snapshots that are not in the object store. */
+int sp_db_snap_drop_local(struct sp_db *db, const char *id, struct sp_err *e);
+/* Where a snapshot's upload is: NULL, "uploading", "restorable". */
+int sp_db_snap_set_remote(struct sp_db *db, const char *id, const char *snap,
+    const char *remote, struct sp_err *e);
+/* Puts a sandbox on node, with what that node is to do (want, may be NULL:
+ * nothing; "running": restore it). */
+int sp_db_sandbox_place(struct sp_db *db, const char *id, const char *node,
+    const char *want, struct sp_err *e);
+int sp_db_sandbox_want(struct sp_db *db, const char *id, char *out, size_t n,
+    struct sp_err *e);
+/* The key service each tenant's data keys are wrapped by (space-key). */
+int sp_db_tenant_key_set(struct sp_db *db, const char *tenant,
+    const char *keyref, struct sp_err *e);
+int sp_db_tenant_key_get(struct sp_db *db, const char *tenant, char *out,
+    size_t n, struct sp_err *e);	/* not-found */
+int sp_db_tenant_key_each(struct sp_db *db,
+    int (*fn)(const char *tenant, const char *keyref, int64_t updated, void *),
+    void *arg, struct sp_err *e);
 /* A sandbox's snapshots (all when id is NULL; only those of sandboxes of
  * node when it is not NULL), oldest first. */
 int sp_db_snap_each(struct sp_db *db, const char *id, const char *node,
@@ -258,9 +280,14 @@ int sp_subvol_snapshot(const char *src, const char *dst, int readonly,
 int sp_subvol_delete(const char *path, struct sp_err *e);
 int sp_subvol_set_readonly(const char *path, int readonly, struct sp_err *e);
 int sp_subvol_exists(const char *path);				/* 1 or 0 */
+int sp_subvol_readonly(const char *path);			/* 1 or 0 */
 /* Bytes of data extents under path that no other file or subvolume shares
  * (FIEMAP, as `btrfs filesystem du` counts "exclusive"). */
 int sp_subvol_exclusive_bytes(const char *path, uint64_t *out,
+    struct sp_err *e);
+/* The UUID a send stream against this subvolume names: its received_uuid
+ * when it was received (*received 1), else its own UUID. */
+int sp_subvol_lineage(const char *path, char out[37], int *received,
     struct sp_err *e);
 
 /* ---- virt: libvirt ---- */
@@ -303,8 +330,11 @@ int sp_virt_save_memory(struct sp_virt *v, const char *name, const char *path,
 /* The domain's UUID as text. */
 int sp_virt_uuid(struct sp_virt *v, const char *name, char out[37],
     struct sp_err *e);
+/* Restores a save image (xml, may be NULL, replaces its domain XML, e.g.
+ * for other paths); with name, the domain named is made to run also when
+ * the image was saved paused. */
 int sp_virt_restore(struct sp_virt *v, const char *path, const char *xml,
-    struct sp_err *e);
+    const char *name, struct sp_err *e);
 /* Every domain's name, to fn; a non-zero return from fn stops. */
 int sp_virt_list(struct sp_virt *v, int (*fn)(const char *, void *),
     void *arg, struct sp_err *e);
@@ -542,6 +572,13 @@ void sp_crashpoint(const char *name);
 /* Runs argv[0] (PATH search) and waits; a non-zero exit is an error whose
  * message carries the tail of its stderr. */
 int sp_proc_run(char *const argv[], struct sp_err *e);
+/* argv with stdin from in, stdout to out (-1: /dev/null), stderr appended
+ * to err_path (NULL: /dev/null); then sp_proc_wait, whose error carries the
+ * tail of err_path. */
+int sp_proc_spawn(char *const argv[], int in, int out, const char *err_path,
+    pid_t *pid, struct sp_err *e);
+int sp_proc_wait(pid_t pid, const char *what, const char *err_path,
+    struct sp_err *e);
 
 /* ---- node: this node's storage and services ---- */
 struct sp_node_info {
@@ -656,6 +693,9 @@ int sp_template_warm(struct sp_ctx *x, const char *ref, int memory_mib,
  * its JSON line.  Tag (may be NULL) keeps it from space-gc. */
 int sp_snap_take(struct sp_ctx *x, const char *id, int full, const char *tag,
     json_t **out, struct sp_err *e);
+/* The same, the sandbox's lock held by the caller; r gets the row. */
+int sp_snap_take_locked(struct sp_ctx *x, const char *id, int full,
+    const char *tag, struct sp_snap_row *r, json_t **out, struct sp_err *e);
 /* A sandbox's snapshots, oldest first, as JSON lines given to fn. */
 int sp_snap_list(struct sp_ctx *x, const char *id,
     int (*fn)(json_t *, void *), void *arg, struct sp_err *e);
@@ -724,5 +764,65 @@ int sp_sandbox_hand_identity(struct sp_ctx *x, const char *id, json_t *labels,
     json_t *env, struct sp_err *e);
 /* The run dir QEMU makes the channel sockets in (its group may write). */
 int sp_sandbox_make_run_dir(const char *dir, struct sp_err *e);
+
+/* ---- remote: moving things to and from the object store (DESIGN §8) ---- */
+struct sp_store;
+/* $SPACE_ROOT/tmp/name (the directory made). */
+int sp_remote_tmp(const struct sp_ctx *x, const char *name, char *out,
+    size_t n, struct sp_err *e);
+/* SHA-256 (hex) and size of a file. */
+int sp_remote_hash(const char *path, char hex[65], uint64_t *size,
+    struct sp_err *e);
+/* A JSON object to key (stolen) / from key (bounded to 64 KiB, "corrupt"
+ * when it is not one). */
+int sp_remote_put_json(struct sp_store *s, const struct sp_ctx *x,
+    const char *key, json_t *j, struct sp_err *e);
+int sp_remote_get_json(struct sp_store *s, const struct sp_ctx *x,
+    const char *key, json_t **out, struct sp_err *e);
+/* The key service of a sandbox's tenant (its label "tenant", else
+ * "default"): the tenant's row of space-key, else SPACE_KMS, whose default
+ * key file is made on first use. */
+int sp_remote_keyref(struct sp_ctx *x, const struct sp_sandbox_row *sb,
+    char tenant[SP_NAME_MAX + 1], char *keyref, size_t n, struct sp_err *e);
+/* `btrfs send [-p parent] subvol` | zstd [| encrypted with key] > out_path. */
+int sp_remote_send(const struct sp_ctx *x, const char *parent,
+    const char *subvol, const unsigned char *key, const char *out_path,
+    struct sp_err *e);
+/* in_path [| decrypted with key] | unzstd | `btrfs receive dir`. */
+int sp_remote_receive(const struct sp_ctx *x, const char *in_path,
+    const unsigned char *key, const char *dir, struct sp_err *e);
+/* A file up, with its size and SHA-256; down, checked against them
+ * ("corrupt" when it differs). */
+int sp_remote_upload(struct sp_store *s, const char *path, const char *key,
+    uint64_t *size, char hex[65], struct sp_err *e);
+int sp_remote_download(struct sp_store *s, const char *key, const char *path,
+    uint64_t size, const char *hex, struct sp_err *e);
+/* This node gets template t of the given lineage if it lacks it. */
+int sp_remote_lineage(struct sp_ctx *x, struct sp_store *s,
+    const struct sp_template_row *t, const char *lineage, int *pulled,
+    uint64_t *bytes, struct sp_err *e);
+/* space-template push NAME / pull NAME@DIGEST: full send streams. */
+int sp_template_push(struct sp_ctx *x, struct sp_store *s, const char *ref,
+    json_t **out, struct sp_err *e);
+int sp_template_pull(struct sp_ctx *x, struct sp_store *s, const char *ref,
+    json_t **out, struct sp_err *e);
+
+/* ---- suspend: sandboxes to the object store and back (DESIGN §8) ---- */
+int sp_suspend(struct sp_ctx *x, const char *id, int keep_local, json_t **out,
+    struct sp_err *e);
+/* node NULL or this node: restore here; else ask that node (its reconcile). */
+int sp_restore(struct sp_ctx *x, const char *id, const char *node,
+    json_t **out, struct sp_err *e);
+/* For reconcile, the lock held: restores a sandbox placed on this node. */
+int sp_restore_locked(struct sp_ctx *x, const char *id, json_t **out,
+    struct sp_err *e);
+/* space-key rotate: re-wraps the data keys of the tenant's restorable
+ * snapshots with keyref (no data moves) and makes it the tenant's key. */
+int sp_key_rotate(struct sp_ctx *x, const char *tenant, const char *keyref,
+    int (*fn)(json_t *, void *), void *arg, struct sp_err *e);
+
+/* Object store and encryption (DESIGN §8), in headers of their own. */
+#include "sp_store.h"
+#include "sp_crypt.h"
 
 #endif

@@ -29,6 +29,7 @@ static const struct key keys[] = {
 	K("SPACE_RUN", run),
 	K("SPACE_VIRT_TYPE", virt_type),
 	K("SPACE_RETAIN", retain),
+	K("SPACE_KMS", kms),
 };
 #define NKEYS (sizeof keys / sizeof keys[0])
 
@@ -179,6 +180,12 @@ sp_conf_load(struct sp_conf *c, struct sp_err *e)
 		strcpy(c->virt_type, "auto");
 	if (c->retain[0] == '\0')
 		strcpy(c->retain, SP_RETAIN_DEFAULT);
+	if (c->kms[0] == '\0') {
+		n = snprintf(c->kms, sizeof c->kms, "file:%s/keys/default.key",
+		    c->root);
+		if (n < 0 || (size_t)n >= sizeof c->kms)
+			return sp_err_set(e, "bad-input", 0, "SPACE_ROOT too long");
+	}
 	if (c->node[0] == '\0' && gethostname(c->node, sizeof c->node - 1) == -1)
 		strcpy(c->node, "localhost");
 	return check(c, e);

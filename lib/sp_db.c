@@ -73,6 +73,16 @@ static const char *const migrations[] = {
 	"ALTER TABLE snapshots ADD COLUMN paused_ms INTEGER;"
 	"CREATE INDEX snapshots_taken ON snapshots (id, taken);"
 	"ALTER TABLE sandboxes ADD COLUMN recovered TEXT;",
+	/* 6: suspend to the object store.  A snapshot's remote says where
+	 * its upload is ('uploading', then 'restorable' once its manifest
+	 * landed); a sandbox's want asks the node it names to restore it;
+	 * a tenant's data keys are wrapped by the key service it names. */
+	"ALTER TABLE snapshots ADD COLUMN remote TEXT;"
+	"ALTER TABLE sandboxes ADD COLUMN want TEXT;"
+	"CREATE TABLE tenant_keys ("
+	"  tenant TEXT PRIMARY KEY,"
+	"  keyref TEXT NOT NULL,"
+	"  updated INTEGER NOT NULL);",
 };
 #define NMIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 
@@ -709,7 +719,8 @@ sp_db_sandbox_set_recovered(struct sp_db *db, const char *id, const char *json,
 
 /* ---- snapshots ---- */
 
-#define SNAP_COLS "id, snap, kind, taken, tag, state, ms, paused_ms"
+#define SNAP_COLS "id, snap, kind, taken, tag, state, ms, paused_ms, " \
+	"IFNULL(remote, '')"
 
 static void
 snap_from(sqlite3_stmt *st, struct sp_snap_row *r)
@@ -724,6 +735,7 @@ snap_from(sqlite3_stmt *st, struct sp_snap_row *r)
 	r->ms = sqlite3_column_int64(st, 6);
 	r->paused_ms = sqlite3_column_type(st, 7) == SQLITE_NULL ? -1 :
 	    sqlite3_column_int64(st, 7);
+	copy_col(r->remote, sizeof r->remote, st, 8);
 }
 
 int
@@ -806,4 +818,101 @@ sp_db_snap_each(struct sp_db *db, const char *id, const char *node,
 		rc = db_err(db, e, "list snapshots");
 	sqlite3_finalize(st);
 	return rc;
+}
+
+int
+sp_db_snap_set_remote(struct sp_db *db, const char *id, const char *snap,
+    const char *remote, struct sp_err *e)
+{
+	return write_sql(db, "snapshot remote", "UPDATE snapshots SET remote ="
+	    " NULLIF(?3, '') WHERE id = ?1 AND snap = ?2", e, "sss", id, snap,
+	    remote ? remote : "");
+}
+
+int
+sp_db_sandbox_place(struct sp_db *db, const char *id, const char *node,
+    const char *want, struct sp_err *e)
+{
+	return write_sql(db, "place sandbox", "UPDATE sandboxes SET node = ?2,"
+	    " want = NULLIF(?3, '') WHERE id = ?1", e, "sss", id, node,
+	    want ? want : "");
+}
+
+int
+sp_db_sandbox_want(struct sp_db *db, const char *id, char *out, size_t n,
+    struct sp_err *e)
+{
+	sqlite3_stmt *st = NULL;
+	int rc = -1;
+
+	if (sqlite3_prepare_v2(db->h, "SELECT IFNULL(want, '') FROM sandboxes"
+	    " WHERE id = ?1", -1, &st, NULL) != SQLITE_OK)
+		return db_err(db, e, "get want");
+	sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+	if (sqlite3_step(st) == SQLITE_ROW) {
+		copy_col(out, n, st, 0);
+		rc = 0;
+	} else
+		sp_err_set(e, "not-found", 0, "no such sandbox");
+	sqlite3_finalize(st);
+	return rc;
+}
+
+int
+sp_db_tenant_key_set(struct sp_db *db, const char *tenant, const char *keyref,
+    struct sp_err *e)
+{
+	return write_sql(db, "set tenant key", "INSERT INTO tenant_keys (tenant,"
+	    " keyref, updated) VALUES (?1, ?2, ?3) ON CONFLICT (tenant) DO"
+	    " UPDATE SET keyref = ?2, updated = ?3", e, "ssI", tenant, keyref,
+	    (int64_t)time(NULL));
+}
+
+int
+sp_db_tenant_key_get(struct sp_db *db, const char *tenant, char *out,
+    size_t n, struct sp_err *e)
+{
+	sqlite3_stmt *st = NULL;
+	int rc = -1;
+
+	if (sqlite3_prepare_v2(db->h, "SELECT keyref FROM tenant_keys WHERE"
+	    " tenant = ?1", -1, &st, NULL) != SQLITE_OK)
+		return db_err(db, e, "get tenant key");
+	sqlite3_bind_text(st, 1, tenant, -1, SQLITE_STATIC);
+	if (sqlite3_step(st) == SQLITE_ROW) {
+		copy_col(out, n, st, 0);
+		rc = 0;
+	} else
+		sp_err_set(e, "not-found", 0, "no key for tenant %s", tenant);
+	sqlite3_finalize(st);
+	return rc;
+}
+
+int
+sp_db_tenant_key_each(struct sp_db *db,
+    int (*fn)(const char *tenant, const char *keyref, int64_t updated, void *),
+    void *arg, struct sp_err *e)
+{
+	sqlite3_stmt *st = NULL;
+	int s, rc = 0;
+
+	if (sqlite3_prepare_v2(db->h, "SELECT tenant, keyref, updated FROM"
+	    " tenant_keys ORDER BY tenant", -1, &st, NULL) != SQLITE_OK)
+		return db_err(db, e, "list tenant keys");
+	while ((s = sqlite3_step(st)) == SQLITE_ROW)
+		if (fn((const char *)sqlite3_column_text(st, 0),
+		    (const char *)sqlite3_column_text(st, 1),
+		    sqlite3_column_int64(st, 2), arg) == -1)
+			rc = -1;
+	if (s != SQLITE_DONE && s != SQLITE_ROW)
+		rc = db_err(db, e, "list tenant keys");
+	sqlite3_finalize(st);
+	return rc;
+}
+
+int
+sp_db_snap_drop_local(struct sp_db *db, const char *id, struct sp_err *e)
+{
+	return write_sql(db, "drop local snapshots", "DELETE FROM snapshots"
+	    " WHERE id = ?1 AND remote IS NULL", e, "s", id);
 }

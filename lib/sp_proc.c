@@ -94,3 +94,66 @@ sp_crashpoint(const char *name)
 	if (at != NULL && strcmp(at, name) == 0)
 		raise(SIGKILL);
 }
+
+/*
+ * Starts argv with stdin from in and stdout to out (-1: /dev/null) and its
+ * stderr to err_path (for the reason when it fails); *pid for
+ * sp_proc_wait.  The caller closes its own copies of in and out.
+ */
+int
+sp_proc_spawn(char *const argv[], int in, int out, const char *err_path,
+    pid_t *pid, struct sp_err *e)
+{
+	posix_spawn_file_actions_t fa;
+
+	posix_spawn_file_actions_init(&fa);
+	if (in >= 0)
+		posix_spawn_file_actions_adddup2(&fa, in, 0);
+	else
+		posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+	if (out >= 0)
+		posix_spawn_file_actions_adddup2(&fa, out, 1);
+	else
+		posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+	posix_spawn_file_actions_addopen(&fa, 2, err_path ? err_path :
+	    "/dev/null", O_WRONLY | O_CREAT | O_APPEND, 0600);
+	errno = posix_spawnp(pid, argv[0], &fa, NULL, argv, environ);
+	posix_spawn_file_actions_destroy(&fa);
+	if (errno != 0)
+		return sp_err_sys(e, "internal", "run %s", argv[0]);
+	return 0;
+}
+
+/* Waits for pid; an error names what and the tail of err_path (may be NULL). */
+int
+sp_proc_wait(pid_t pid, const char *what, const char *err_path,
+    struct sp_err *e)
+{
+	char tail[TAIL + 1] = "";
+	ssize_t n;
+	off_t end;
+	int status, fd;
+
+	while (waitpid(pid, &status, 0) == -1)
+		if (errno != EINTR)
+			return sp_err_sys(e, "internal", "wait %s", what);
+	if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
+		return 0;
+	if (err_path != NULL && (fd = open(err_path, O_RDONLY | O_CLOEXEC)) >= 0) {
+		end = lseek(fd, 0, SEEK_END);
+		if (end > TAIL)
+			lseek(fd, end - TAIL, SEEK_SET);
+		else
+			lseek(fd, 0, SEEK_SET);
+		if ((n = read(fd, tail, TAIL)) > 0)
+			tail[n] = '\0';
+		close(fd);
+		while (n > 0 && (tail[n - 1] == '\n' || tail[n - 1] == ' '))
+			tail[--n] = '\0';
+	}
+	if (WIFEXITED(status))
+		return sp_err_set(e, "io", 0, "%s exited %d: %s", what,
+		    WEXITSTATUS(status), tail);
+	return sp_err_set(e, "io", 0, "%s killed by signal %d", what,
+	    WTERMSIG(status));
+}

@@ -111,6 +111,25 @@ recover(struct pass *p, const char *id)
 	sp_db_row_release(&r);
 }
 
+/* A suspended sandbox placed on this node to run (space-restore --node), or
+ * a restore cut short here, is restored here. */
+static void
+restore_here(struct pass *p, const struct sp_sandbox_row *r)
+{
+	char want[16];
+	struct sp_err e;
+	json_t *o = NULL;
+	int rc;
+
+	if (r->state == SP_ST_SUSPENDED &&
+	    (sp_db_sandbox_want(p->x->db, r->id, want, sizeof want, &e) == -1 ||
+	    strcmp(want, "running") != 0))
+		return;
+	rc = sp_restore_locked(p->x, r->id, &o, &e);
+	json_decref(o);
+	tell(p, r->id, "restored", sp_state_name(r->state), rc, &e);
+}
+
 /* Drives the VM to what the row says, for the states a verb claims first. */
 static void
 fix_live(struct pass *p, const struct sp_sandbox_row *r, const char *vstate)
@@ -186,6 +205,10 @@ one(struct pass *p, const char *id)
 	case SP_ST_FAILED:
 	case SP_ST_RECOVERING:
 		recover(p, id);
+		break;
+	case SP_ST_SUSPENDED:
+	case SP_ST_RESTORING:
+		restore_here(p, &r);
 		break;
 	default:
 		/* The suspend states wait for their own commands. */
@@ -271,6 +294,7 @@ static void
 orphans(struct pass *p, const struct ids *known)
 {
 	struct orphan_walk w = { p, known, { 0 } };
+	struct sp_sandbox_row r;
 	char dir[SP_PATH_MAX];
 	struct dirent *d;
 	struct sp_err e;
@@ -292,6 +316,12 @@ orphans(struct pass *p, const struct ids *known)
 	if (sp_virt_list(p->x->virt, orphan_domain, &w, &e) == -1)
 		tell(p, "", "list-domains", "", -1, &e);
 	for (i = 0; i < w.found.n; i++) {
+		/* What another node now runs (a restore moved it) is that
+		 * node's: its row must not go with our leftovers. */
+		if (sp_db_sandbox_get(p->x->db, w.found.v[i], &r, &e) == 0) {
+			sp_db_row_release(&r);
+			continue;
+		}
 		rc = sp_sandbox_remove(p->x, w.found.v[i], &existed, &e);
 		tell(p, w.found.v[i], "removed-orphan", "none", rc, &e);
 	}
@@ -309,7 +339,8 @@ sp_reconcile_once(struct sp_ctx *x, int (*fn)(json_t *, void *), void *arg,
 
 	if (sp_ctx_virt(x, e) == -1)
 		return -1;
-	if (sp_db_sandbox_each(x->db, -1, collect_row, walk, e) == -1) {
+	/* Pods too: their subvolumes and VMs are not orphans. */
+	if (sp_db_sandbox_each(x->db, SP_DB_WITH_PODS, collect_row, walk, e) == -1) {
 		free(known.v);
 		return -1;
 	}

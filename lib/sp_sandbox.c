@@ -372,7 +372,7 @@ sp_sandbox_make(struct sp_ctx *x, const struct sp_make *m,
 	if (m->saved != NULL) {
 		/* The guest goes on from its checkpoint; its memory image has
 		 * done its work and need not stay in the sandbox. */
-		if (sp_virt_restore(x->virt, sav, xml, e) == -1)
+		if (sp_virt_restore(x->virt, sav, xml, dom, e) == -1)
 			goto out;
 		unlink(sav);
 	} else if (sp_virt_start(x->virt, dom, e) == -1)

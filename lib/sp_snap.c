@@ -163,7 +163,9 @@ take_locked(struct sp_ctx *x, const char *id, int full, const char *tag,
 		sp_err_set(e, "not-found", 0, "no such sandbox");
 		goto out;
 	}
+	/* Suspending: the checkpoint space-suspend takes of a paused VM. */
 	if (sb.state != SP_ST_RUNNING && sb.state != SP_ST_PAUSED &&
+	    sb.state != SP_ST_SUSPENDING &&
 	    (full || (sb.state != SP_ST_STOPPED && sb.state != SP_ST_FAILED))) {
 		sp_err_set(e, "bad-state", 0, "cannot take a %s snapshot of a "
 		    "sandbox that is %s", full ? "full" : "disk",
@@ -205,6 +207,13 @@ take_locked(struct sp_ctx *x, const char *id, int full, const char *tag,
 out:
 	sp_db_row_release(&sb);
 	return rc;
+}
+
+int
+sp_snap_take_locked(struct sp_ctx *x, const char *id, int full,
+    const char *tag, struct sp_snap_row *r, json_t **out, struct sp_err *e)
+{
+	return take_locked(x, id, full, tag, r, out, e);
 }
 
 int
@@ -332,13 +341,10 @@ finish_recovery(struct sp_ctx *x, const struct sp_sandbox_row *sb,
     const char *snap, struct sp_err *e)
 {
 	char dir[SP_PATH_MAX], tmp[SP_PATH_MAX], src[SP_PATH_MAX];
-	char sav[SP_PATH_MAX], p[SP_PATH_MAX], dom[SP_ID_LEN + 4];
+	char sav[SP_PATH_MAX], dom[SP_ID_LEN + 4];
 	struct sp_snap_row r;
 	json_t *labels, *env;
-	char *xml = NULL;
-	size_t n;
-	FILE *f;
-	int rc = -1, full;
+	int rc, full;
 
 	if (sp_ctx_virt(x, e) == -1 ||
 	    sp_db_snap_get(x->db, sb->id, snap, &r, e) == -1)
@@ -352,8 +358,7 @@ finish_recovery(struct sp_ctx *x, const struct sp_sandbox_row *sb,
 	    sp_path_fmt(tmp, sizeof tmp, e, "%s/sandboxes/.%s.rollback",
 	    x->conf.root, sb->id) == -1 ||
 	    snap_dir(x, sb->id, snap, src, sizeof src, e) == -1 ||
-	    sp_path_fmt(sav, sizeof sav, e, "%s/mem.sav", dir) == -1 ||
-	    sp_path_fmt(p, sizeof p, e, "%s/domain.xml", dir) == -1)
+	    sp_path_fmt(sav, sizeof sav, e, "%s/mem.sav", dir) == -1)
 		return -1;
 	if (!sp_subvol_exists(src))
 		return sp_err_set(e, "not-found", 0, "snapshot %s has no "
@@ -370,19 +375,8 @@ finish_recovery(struct sp_ctx *x, const struct sp_sandbox_row *sb,
 		return sp_err_sys(e, "io", "rename %s", tmp);
 	sp_crashpoint("rollback-after-swap");
 	if (full) {
-		if ((f = fopen(p, "re")) == NULL)
-			return sp_err_sys(e, "io", "%s", p);
-		xml = malloc(1 << 20);
-		n = xml ? fread(xml, 1, (1 << 20) - 1, f) : 0;
-		fclose(f);
-		if (xml == NULL || n == 0) {
-			free(xml);
-			return sp_err_set(e, "io", 0, "cannot read %s", p);
-		}
-		xml[n] = '\0';
-		rc = sp_virt_restore(x->virt, sav, xml, e);
-		free(xml);
-		if (rc == -1)
+		/* The image's own XML is this sandbox's: same name, same paths. */
+		if (sp_virt_restore(x->virt, sav, NULL, dom, e) == -1)
 			return -1;
 		unlink(sav);
 	} else {
@@ -632,14 +626,15 @@ struct gc_rows {
 	size_t n, cap;
 };
 
-/* Ready snapshots only: "taking" ones are reconcile's. */
+/* Ready snapshots only: "taking" ones are reconcile's, and one in the
+ * object store (suspend's) stays while it is there. */
 static int
 gc_collect(const struct sp_snap_row *r, void *arg)
 {
 	struct gc_rows *g = arg;
 	struct sp_snap_row *nv;
 
-	if (strcmp(r->state, "ready") != 0)
+	if (strcmp(r->state, "ready") != 0 || r->remote[0] != '\0')
 		return 0;
 	if (g->n == g->cap) {
 		g->cap = g->cap ? 2 * g->cap : 64;

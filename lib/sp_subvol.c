@@ -392,3 +392,35 @@ out:
 	free(fm);
 	return ret;
 }
+
+/* A subvolume's lineage: the UUID of the subvolume it was received from
+ * (btrfs receive sets received_uuid), else its own.  A send stream made
+ * against a parent names the parent's lineage; receive finds it by that. */
+int
+sp_subvol_lineage(const char *path, char out[37], int *received,
+    struct sp_err *e)
+{
+	struct btrfs_util_subvolume_info info;
+	enum btrfs_util_error err;
+	static const uint8_t zero[16];
+	const uint8_t *u;
+
+	err = btrfs_util_subvolume_info(path, 0, &info);
+	if (err != BTRFS_UTIL_OK)
+		return bterr(e, err, "subvolume info", path);
+	*received = memcmp(info.received_uuid, zero, 16) != 0;
+	u = *received ? info.received_uuid : info.uuid;
+	snprintf(out, 37, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-"
+	    "%02x%02x%02x%02x%02x%02x", u[0], u[1], u[2], u[3], u[4], u[5],
+	    u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13], u[14], u[15]);
+	return 0;
+}
+
+int
+sp_subvol_readonly(const char *path)
+{
+	bool ro = false;
+
+	return btrfs_util_get_subvolume_read_only(path, &ro) == BTRFS_UTIL_OK &&
+	    ro;
+}

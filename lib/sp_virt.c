@@ -744,12 +744,26 @@ sp_virt_uuid(struct sp_virt *v, const char *name, char out[37],
  * the domain comes back running. */
 int
 sp_virt_restore(struct sp_virt *v, const char *path, const char *xml,
-    struct sp_err *e)
+    const char *name, struct sp_err *e)
 {
-	/* Running, also when saved paused (a full checkpoint pauses). */
-	if (virDomainRestoreFlags(v->conn, path, xml, VIR_DOMAIN_SAVE_RUNNING) == -1)
+	virDomainPtr dom;
+	int st, reason, rc = 0;
+
+	if (virDomainRestoreFlags(v->conn, path, xml, 0) == -1)
 		return virt_err(e, "restore", path);
-	return 0;
+	if (name == NULL)
+		return 0;
+	/* Running, also when it was saved paused (a full checkpoint pauses
+	 * first).  VIR_DOMAIN_SAVE_RUNNING would say so, but not every
+	 * driver takes it (the test driver does not). */
+	if (lookup(v, "restore", name, &dom, e) == -1)
+		return -1;
+	if (virDomainGetState(dom, &st, &reason, 0) == -1)
+		rc = virt_err(e, "restore", name);
+	else if (st == VIR_DOMAIN_PAUSED && virDomainResume(dom) == -1)
+		rc = virt_err(e, "resume", name);
+	virDomainFree(dom);
+	return rc;
 }
 
 /* A version number of libvirt's, major * 1000000 + minor * 1000 + micro. */

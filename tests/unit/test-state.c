@@ -106,10 +106,10 @@ test_db(void)
 	char id[SP_ID_LEN + 1];
 
 	db = open_db();
-	tap_ok(sp_db_schema_version(db) == 5, "fresh DB migrated to version 5");
+	tap_ok(sp_db_schema_version(db) == 6, "fresh DB migrated to version 6");
 	sp_db_close(db);
 	db = open_db();
-	tap_ok(sp_db_schema_version(db) == 5, "reopening keeps the version");
+	tap_ok(sp_db_schema_version(db) == 6, "reopening keeps the version");
 
 	insert(db, "aaaaaaaaaaaa", SP_ST_RUNNING);
 	tap_ok(sp_db_sandbox_insert(db, &(struct sp_sandbox_row){ .id = "aaaaaaaaaaaa",

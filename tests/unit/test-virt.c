@@ -363,9 +363,14 @@ test_domain(void)
 	ok(sp_virt_save(v, dom, save, &e) == 0 &&
 	    sp_virt_state(v, dom, st, &e) == 0 && strcmp(st, "shutoff") == 0,
 	    "save stops it");
-	ok(sp_virt_restore(v, save, NULL, &e) == 0 &&
+	ok(sp_virt_restore(v, save, NULL, dom, &e) == 0 &&
 	    sp_virt_state(v, dom, st, &e) == 0 && strcmp(st, "running") == 0,
 	    "restore brings it back running");
+	unlink(save);
+	ok(sp_virt_pause(v, dom, &e) == 0 && sp_virt_save(v, dom, save, &e) == 0 &&
+	    sp_virt_restore(v, save, NULL, dom, &e) == 0 &&
+	    sp_virt_state(v, dom, st, &e) == 0 && strcmp(st, "running") == 0,
+	    "an image saved paused comes back running when named");
 	unlink(save);
 
 	ok(sp_virt_destroy(v, dom, &e) == 0 &&

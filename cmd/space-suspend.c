@@ -1,0 +1,50 @@
+/*
+ * space-suspend: sandboxes to the object store (SPACE_STORE).  Paused, a full
+ * checkpoint, only what differs from the template sent up, encrypted with a
+ * key of the tenant's; then their VM and (unless --keep-local) this node's
+ * copy are released.  Running it again after a failure finishes the job.
+ */
+#include <getopt.h>
+#include <stdio.h>
+
+#include "sp.h"
+
+struct suspend {
+	struct sp_ctx x;
+	int keep_local;
+};
+
+static int
+suspend1(const char *id, json_t *rec, void *arg)
+{
+	struct suspend *s = arg;
+	struct sp_err e;
+	json_t *out;
+
+	if (sp_suspend(&s->x, id, s->keep_local, &out, &e) == -1)
+		return sp_out_fail(id, &e);
+	return sp_out_json(out);
+}
+
+int
+main(int argc, char *argv[])
+{
+	static const struct option opts[] = {
+		{ "keep-local", no_argument, NULL, 'k' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct suspend s = { .keep_local = 0 };
+	int ch;
+
+	sp_out_init("space-suspend");
+	while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		if (ch != 'k') {
+			fprintf(stderr, "usage: space-suspend [--keep-local] [ID...]"
+			    "   (or ids on stdin)\n");
+			return SP_EXIT_USAGE;
+		}
+		s.keep_local = 1;
+	}
+	return sp_each_sandbox(argc - optind, argv + optind, &s.x, 1, suspend1,
+	    &s);
+}

@@ -1,0 +1,1788 @@
+/*
+ * sp_store: the object store (DESIGN §8).  file://DIR keeps each object as a
+ * file, written beside its place and renamed into it whole.  s3://BUCKET
+ * speaks the S3 REST API through libcurl, which signs each request (AWS
+ * SigV4); we send the SHA-256 of every body.  Both stream: a put holds at
+ * most one part in memory, a get writes what arrives as it arrives.
+ *
+ * List responses are read by a small scanner of the few elements we need,
+ * strictly bounded by the size of the page, instead of libxml2: its headers
+ * want an include path this project's Makefile does not pass.
+ */
+#include <sys/stat.h>
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <curl/curl.h>
+#include <sodium.h>
+
+#include "sp.h"
+
+#define COPY_BUF	(1024 * 1024)		/* file backend copies */
+#define PREFIX_MAX	256			/* of an s3:// URL */
+#define URL_MAX		16384
+#define TOKEN_MAX	4096			/* a list continuation token */
+#define ETAG_MAX	128
+#define PARTS_MAX	10000			/* S3's limit */
+#define PAGE_MAX	(8 * 1024 * 1024)	/* one list page */
+#define SMALL_MAX	(64 * 1024)		/* any other response body */
+#define ERRBODY_MAX	(16 * 1024)		/* what we keep of an error */
+#define BACKOFF_CAP_MS	10000
+
+enum { STORE_FILE, STORE_S3 };
+
+struct sp_store {
+	int kind;
+	char dir[SP_PATH_MAX];		/* file: the root, no trailing '/' */
+	/* s3 */
+	char prefix[PREFIX_MAX + 2];	/* "" or "a/b/" */
+	char base[1024];		/* the URL an object's name follows */
+	size_t list_len;		/* the bucket's URL: base[0..list_len) */
+	char sigv4[64];			/* aws:amz:REGION:s3 */
+	char access_key[256], secret_key[256];
+	char token_hdr[4096];		/* "x-amz-security-token: ..." or "" */
+	size_t part_size;
+	long retry_ms, timeout_s;
+	int list_max;
+	CURL *h;
+};
+
+/* ---- keys ---- */
+
+static int
+key_valid(const char *key, size_t max)
+{
+	const unsigned char *p;
+	size_t n = 0, comp = 0;
+
+	for (p = (const unsigned char *)key; *p != '\0'; p++) {
+		if (++n > max)
+			return 0;
+		if (*p == '/') {
+			if (comp == 0)
+				return 0;
+			comp = 0;
+			continue;
+		}
+		if (*p <= ' ' || *p >= 0x7f || (comp == 0 && *p == '.'))
+			return 0;
+		if (++comp > SP_STORE_NAME_MAX)
+			return 0;
+	}
+	return comp > 0;
+}
+
+/* A copy of s fit for a message: printable, cut short. */
+static const char *
+shown(const char *s, char *buf, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i + 1 < n && s[i] != '\0'; i++)
+		buf[i] = s[i] >= ' ' && s[i] < 0x7f ? s[i] : '?';
+	buf[i] = '\0';
+	return buf;
+}
+
+int
+sp_store_key_check(const char *key, struct sp_err *e)
+{
+	char b[80];
+
+	if (key == NULL || !key_valid(key, SP_STORE_KEY_MAX))
+		return sp_err_set(e, "bad-input", 0, "bad object key \"%s\"",
+		    key != NULL ? shown(key, b, sizeof b) : "");
+	return 0;
+}
+
+/* A list prefix: "" or printable, and its part before the last '/' a key. */
+static int
+prefix_check(const char *prefix, struct sp_err *e)
+{
+	char dir[SP_STORE_KEY_MAX + 1], b[80];
+	const char *slash = strrchr(prefix, '/');
+	const unsigned char *p;
+
+	for (p = (const unsigned char *)prefix; *p != '\0'; p++)
+		if (*p <= ' ' || *p >= 0x7f)
+			break;
+	if (*p != '\0' || p - (const unsigned char *)prefix > SP_STORE_KEY_MAX)
+		goto bad;
+	if (slash == NULL)
+		return 0;
+	memcpy(dir, prefix, (size_t)(slash - prefix));
+	dir[slash - prefix] = '\0';
+	if (key_valid(dir, SP_STORE_KEY_MAX))
+		return 0;
+bad:
+	return sp_err_set(e, "bad-input", 0, "bad list prefix \"%s\"",
+	    shown(prefix, b, sizeof b));
+}
+
+/* ---- plain I/O ---- */
+
+static int
+write_all(int fd, const void *buf, size_t n)
+{
+	const char *p = buf;
+	ssize_t w;
+
+	while (n > 0) {
+		if ((w = write(fd, p, n)) == -1) {
+			if (errno == EINTR)
+				continue;
+			return -1;
+		}
+		p += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+/* Reads fd until buf is full or at EOF; *got says how much came. */
+static int
+fill(int fd, unsigned char *buf, size_t cap, size_t *got, struct sp_err *e)
+{
+	size_t n = 0;
+	ssize_t r;
+
+	while (n < cap) {
+		if ((r = read(fd, buf + n, cap - n)) == -1) {
+			if (errno == EINTR)
+				continue;
+			*got = n;
+			return sp_err_sys(e, "io", "read the object to store");
+		}
+		if (r == 0)
+			break;
+		n += (size_t)r;
+	}
+	*got = n;
+	return 0;
+}
+
+/* ---- file:// ---- */
+
+static int
+file_path(struct sp_store *s, const char *key, char *out, size_t n,
+    struct sp_err *e)
+{
+	return sp_path_fmt(out, n, e, "%s/%s", s->dir, key);
+}
+
+/* Makes the directory a key's file goes in. */
+static int
+file_mkparent(const char *path, struct sp_err *e)
+{
+	char dir[SP_PATH_MAX];
+	char *slash;
+
+	if (sp_path_fmt(dir, sizeof dir, e, "%s", path) == -1)
+		return -1;
+	if ((slash = strrchr(dir, '/')) == NULL || slash == dir)
+		return 0;
+	*slash = '\0';
+	return sp_path_mkdirs(dir, 0700, e);
+}
+
+/* fsync of the directory holding path, so that a rename in it lasts. */
+static int
+file_sync_parent(const char *path, struct sp_err *e)
+{
+	char dir[SP_PATH_MAX];
+	char *slash;
+	int fd, rc = 0;
+
+	if (sp_path_fmt(dir, sizeof dir, e, "%s", path) == -1)
+		return -1;
+	slash = strrchr(dir, '/');
+	if (slash == dir)
+		slash[1] = '\0';
+	else
+		*slash = '\0';
+	if ((fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) == -1)
+		return sp_err_sys(e, "io", "open %s", dir);
+	if (fsync(fd) == -1)
+		rc = sp_err_sys(e, "io", "fsync %s", dir);
+	close(fd);
+	return rc;
+}
+
+/* Writes path's sibling .NAME.tmp-XXXXXX, then renames it into place: a
+ * reader sees the old object or the new one, never a part. */
+static int
+file_put(struct sp_store *s, const char *key, int fd, uint64_t *bytes,
+    struct sp_err *e)
+{
+	char path[SP_PATH_MAX], tmp[SP_PATH_MAX];
+	const char *name;
+	unsigned char *buf = NULL;
+	uint64_t total = 0;
+	size_t got;
+	int out = -1, tries, rc = -1;
+
+	if (file_path(s, key, path, sizeof path, e) == -1)
+		return -1;
+	name = strrchr(path, '/') + 1;
+	if (sp_path_fmt(tmp, sizeof tmp, e, "%.*s.%s.tmp-XXXXXX",
+	    (int)(name - path), path, name) == -1)
+		return -1;
+	/* A delete may remove the (empty) directory between the two steps. */
+	for (tries = 0; out == -1; tries++) {
+		if (file_mkparent(path, e) == -1)
+			return -1;
+		memcpy(tmp + strlen(tmp) - 6, "XXXXXX", 6);
+		if ((out = mkostemp(tmp, O_CLOEXEC)) == -1 &&
+		    (errno != ENOENT || tries == 3))
+			return sp_err_sys(e, "io", "create %s", tmp);
+	}
+	if ((buf = malloc(COPY_BUF)) == NULL) {
+		sp_err_set(e, "nomem", 1, "put %s: no memory", key);
+		goto out;
+	}
+	for (;;) {
+		if (fill(fd, buf, COPY_BUF, &got, e) == -1)
+			goto out;
+		if (got == 0)
+			break;
+		if (write_all(out, buf, got) == -1) {
+			sp_err_sys(e, "io", "write %s", tmp);
+			goto out;
+		}
+		total += got;
+	}
+	if (fsync(out) == -1) {
+		sp_err_sys(e, "io", "fsync %s", tmp);
+		goto out;
+	}
+	if (close(out) == -1) {
+		out = -1;
+		sp_err_sys(e, "io", "close %s", tmp);
+		goto out;
+	}
+	out = -1;
+	if (rename(tmp, path) == -1) {
+		sp_err_sys(e, "io", "rename to %s", path);
+		goto out;
+	}
+	if (file_sync_parent(path, e) == -1)
+		goto out;
+	if (bytes != NULL)
+		*bytes = total;
+	rc = 0;
+out:
+	free(buf);
+	if (out != -1)
+		close(out);
+	if (rc == -1)
+		unlink(tmp);
+	return rc;
+}
+
+/* Opens the object's file: not-found unless it is a regular file. */
+static int
+file_open(struct sp_store *s, const char *key, const char *what,
+    struct stat *st, struct sp_err *e)
+{
+	char path[SP_PATH_MAX];
+	int fd;
+
+	if (file_path(s, key, path, sizeof path, e) == -1)
+		return -1;
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)) == -1) {
+		if (errno == ENOENT || errno == ENOTDIR || errno == ELOOP)
+			return sp_err_set(e, "not-found", 0, "%s %s: no such "
+			    "object", what, key);
+		return sp_err_sys(e, "io", "%s %s", what, key);
+	}
+	if (fstat(fd, st) == -1 || !S_ISREG(st->st_mode)) {
+		close(fd);
+		return sp_err_set(e, "not-found", 0, "%s %s: no such object",
+		    what, key);
+	}
+	return fd;
+}
+
+static int
+file_get(struct sp_store *s, const char *key, int fd, uint64_t *bytes,
+    struct sp_err *e)
+{
+	unsigned char *buf = NULL;
+	struct stat st;
+	size_t got;
+	int in, rc = -1;
+
+	if ((in = file_open(s, key, "get", &st, e)) == -1)
+		return -1;
+	if ((buf = malloc(COPY_BUF)) == NULL) {
+		sp_err_set(e, "nomem", 1, "get %s: no memory", key);
+		goto out;
+	}
+	for (;;) {
+		if (fill(in, buf, COPY_BUF, &got, e) == -1)
+			goto out;
+		if (got == 0)
+			break;
+		if (write_all(fd, buf, got) == -1) {
+			sp_err_sys(e, "io", "get %s: write", key);
+			goto out;
+		}
+		*bytes += got;
+	}
+	rc = 0;
+out:
+	free(buf);
+	close(in);
+	return rc;
+}
+
+static int
+file_head(struct sp_store *s, const char *key, uint64_t *size,
+    struct sp_err *e)
+{
+	struct stat st;
+	int fd;
+
+	if ((fd = file_open(s, key, "head", &st, e)) == -1)
+		return -1;
+	close(fd);
+	*size = (uint64_t)st.st_size;
+	return 0;
+}
+
+static int
+file_delete(struct sp_store *s, const char *key, struct sp_err *e)
+{
+	char path[SP_PATH_MAX];
+	char *slash;
+	size_t root = strlen(s->dir);
+
+	if (file_path(s, key, path, sizeof path, e) == -1)
+		return -1;
+	if (unlink(path) == -1 && errno != ENOENT && errno != ENOTDIR &&
+	    errno != EISDIR)
+		return sp_err_sys(e, "io", "delete %s", key);
+	/* Directories the key made and nothing else uses go too. */
+	while ((slash = strrchr(path, '/')) != NULL &&
+	    (size_t)(slash - path) > root) {
+		*slash = '\0';
+		if (rmdir(path) == -1)
+			break;
+	}
+	return 0;
+}
+
+struct walk {
+	char key[SP_STORE_KEY_MAX + 2];
+	const char *prefix;
+	int (*fn)(const char *, uint64_t, void *);
+	void *arg;
+	int stop;
+};
+
+struct entry {
+	char *name;
+	int dir;
+	uint64_t size;
+};
+
+/* Whether a and b agree over the length of the shorter. */
+static int
+prefixes_meet(const char *a, const char *b)
+{
+	size_t la = strlen(a), lb = strlen(b);
+
+	return strncmp(a, b, la < lb ? la : lb) == 0;
+}
+
+/* Byte order of the keys: a directory sorts as its name with a '/'. */
+static int
+entry_cmp(const void *a, const void *b)
+{
+	const struct entry *x = a, *y = b;
+	const unsigned char *p = (const unsigned char *)x->name;
+	const unsigned char *q = (const unsigned char *)y->name;
+	int c, d;
+
+	for (;; p++, q++) {
+		c = *p != '\0' ? *p : x->dir ? '/' : 0;
+		d = *q != '\0' ? *q : y->dir ? '/' : 0;
+		if (c != d || c == 0 || c == '/')
+			return c - d;
+	}
+}
+
+/* The keys under directory dfd (its key so far in w->key, len bytes). */
+static int
+file_walk(struct walk *w, int dfd, size_t len, struct sp_err *e)
+{
+	struct entry *v = NULL, *nv;
+	size_t n = 0, cap = 0, i, nl;
+	struct dirent *d;
+	struct stat st;
+	DIR *dir;
+	int sub, rc = -1;
+
+	if ((dir = fdopendir(dfd)) == NULL) {
+		close(dfd);
+		return sp_err_sys(e, "io", "list: opendir");
+	}
+	while ((errno = 0, d = readdir(dir)) != NULL) {
+		if (d->d_name[0] == '.')
+			continue;	/* ., .., and a put's temporary files */
+		if (fstatat(dfd, d->d_name, &st, AT_SYMLINK_NOFOLLOW) == -1)
+			continue;	/* deleted meanwhile */
+		if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode))
+			continue;
+		nl = strlen(d->d_name);
+		if (!key_valid(d->d_name, SP_STORE_NAME_MAX) ||
+		    len + nl + 1 > SP_STORE_KEY_MAX)
+			continue;	/* no key can name it */
+		if (n == cap) {
+			cap = cap ? 2 * cap : 64;
+			if ((nv = realloc(v, cap * sizeof *v)) == NULL) {
+				sp_err_set(e, "nomem", 1, "list: no memory");
+				goto out;
+			}
+			v = nv;
+		}
+		if ((v[n].name = strdup(d->d_name)) == NULL) {
+			sp_err_set(e, "nomem", 1, "list: no memory");
+			goto out;
+		}
+		v[n].dir = S_ISDIR(st.st_mode);
+		v[n++].size = (uint64_t)st.st_size;
+	}
+	if (errno != 0) {
+		sp_err_sys(e, "io", "list: readdir");
+		goto out;
+	}
+	if (n > 0)
+		qsort(v, n, sizeof *v, entry_cmp);
+	for (i = 0; i < n && !w->stop; i++) {
+		nl = strlen(v[i].name);
+		memcpy(w->key + len, v[i].name, nl + 1);
+		if (v[i].dir) {
+			/* Only into directories the prefix may reach. */
+			w->key[len + nl] = '/';
+			w->key[len + nl + 1] = '\0';
+			if (!prefixes_meet(w->key, w->prefix))
+				continue;
+			sub = openat(dfd, v[i].name, O_RDONLY | O_DIRECTORY |
+			    O_NOFOLLOW | O_CLOEXEC);
+			if (sub == -1)
+				continue;
+			if (file_walk(w, sub, len + nl + 1, e) == -1)
+				goto out;
+		} else if (strncmp(w->key, w->prefix, strlen(w->prefix)) == 0 &&
+		    key_valid(w->key, SP_STORE_KEY_MAX) &&
+		    w->fn(w->key, v[i].size, w->arg) != 0)
+			w->stop = 1;
+	}
+	rc = 0;
+out:
+	for (i = 0; i < n; i++)
+		free(v[i].name);
+	free(v);
+	closedir(dir);
+	return rc;
+}
+
+static int
+file_list(struct sp_store *s, const char *prefix,
+    int (*fn)(const char *, uint64_t, void *), void *arg, struct sp_err *e)
+{
+	char path[SP_PATH_MAX];
+	const char *slash = strrchr(prefix, '/');
+	size_t len = slash != NULL ? (size_t)(slash - prefix) + 1 : 0;
+	struct walk w;
+	int dfd;
+
+	/* Start in the deepest directory the prefix names whole. */
+	if (sp_path_fmt(path, sizeof path, e, "%s/%.*s", s->dir, (int)len,
+	    prefix) == -1)
+		return -1;
+	if ((dfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) == -1) {
+		if (errno == ENOENT || errno == ENOTDIR)
+			return 0;
+		return sp_err_sys(e, "io", "list %s", prefix);
+	}
+	memcpy(w.key, prefix, len);
+	w.key[len] = '\0';
+	w.prefix = prefix;
+	w.fn = fn;
+	w.arg = arg;
+	w.stop = 0;
+	return file_walk(&w, dfd, len, e);
+}
+
+/* ---- a bounded scanner of the XML S3 answers with ---- */
+
+struct xml_tok {
+	int end;			/* </name> */
+	const char *name;
+	size_t nlen;
+	const char *text;		/* what follows, up to the next '<' */
+	size_t tlen;
+};
+
+static int
+xml_namec(char c)
+{
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+	    (c >= '0' && c <= '9') || c == '_' || c == '-' || c == '.' ||
+	    c == ':';
+}
+
+/* The next tag at or after *pos: 1, 0 at the end, -1 when it is not the
+ * plain XML S3 sends (no DOCTYPE, no CDATA, nothing left open). */
+static int
+xml_next(const char *p, size_t n, size_t *pos, struct xml_tok *t)
+{
+	const char *end;
+	size_t i = *pos;
+	char q = 0;
+
+	for (;;) {
+		while (i < n && p[i] != '<')
+			i++;
+		if (i >= n) {
+			*pos = n;
+			return 0;
+		}
+		if (i + 1 < n && p[i + 1] == '?')
+			end = memmem(p + i, n - i, "?>", 2);
+		else if (n - i >= 4 && memcmp(p + i, "<!--", 4) == 0)
+			end = memmem(p + i, n - i, "-->", 3);
+		else
+			break;
+		if (end == NULL)
+			return -1;
+		i = (size_t)(end - p) + 2;
+	}
+	if (++i < n && p[i] == '/') {
+		t->end = 1;
+		i++;
+	} else
+		t->end = 0;
+	t->name = p + i;
+	while (i < n && xml_namec(p[i]))
+		i++;
+	t->nlen = (size_t)(p + i - t->name);
+	if (t->nlen == 0)
+		return -1;
+	for (; i < n && (q != 0 || p[i] != '>'); i++) {
+		if (q != 0 && p[i] == q)
+			q = 0;
+		else if (q == 0 && (p[i] == '"' || p[i] == '\''))
+			q = p[i];
+	}
+	if (i >= n)
+		return -1;
+	t->text = p + ++i;
+	while (i < n && p[i] != '<')
+		i++;
+	t->tlen = (size_t)(p + i - t->text);
+	*pos = (size_t)(t->text - p);
+	return 1;
+}
+
+static int
+xml_is(const struct xml_tok *t, const char *name)
+{
+	return t->nlen == strlen(name) && memcmp(t->name, name, t->nlen) == 0;
+}
+
+/* Text with the five entities and character references decoded; -1 when
+ * it does not fit out or holds what our keys cannot (beyond ASCII). */
+static int
+xml_unescape(const char *s, size_t n, char *out, size_t outn)
+{
+	static const struct { const char *name; char c; } ents[] = {
+		{ "amp", '&' }, { "lt", '<' }, { "gt", '>' }, { "quot", '"' },
+		{ "apos", '\'' },
+	};
+	const char *semi;
+	size_t i = 0, o = 0, k, el;
+	unsigned long v;
+	char c, *endp, num[16];
+
+	while (i < n) {
+		if (s[i] != '&') {
+			c = s[i++];
+			goto put;
+		}
+		if ((semi = memchr(s + i, ';', n - i < 12 ? n - i : 12)) == NULL)
+			return -1;
+		el = (size_t)(semi - s) - i - 1;
+		for (k = 0; k < sizeof ents / sizeof ents[0]; k++)
+			if (el == strlen(ents[k].name) &&
+			    memcmp(s + i + 1, ents[k].name, el) == 0)
+				break;
+		if (k < sizeof ents / sizeof ents[0])
+			c = ents[k].c;
+		else {
+			if (el < 2 || s[i + 1] != '#')
+				return -1;
+			memcpy(num, s + i + 2, el - 1);
+			num[el - 1] = '\0';
+			errno = 0;
+			v = num[0] == 'x' ? strtoul(num + 1, &endp, 16) :
+			    strtoul(num, &endp, 10);
+			if (errno != 0 || *endp != '\0' || v == 0 || v > 0x7f)
+				return -1;
+			c = (char)v;
+		}
+		i = (size_t)(semi - s) + 1;
+put:
+		if (o + 1 >= outn)
+			return -1;
+		out[o++] = c;
+	}
+	out[o] = '\0';
+	return 0;
+}
+
+/* The text of the first element called name; -1 when there is none. */
+static int
+xml_leaf(const char *p, size_t n, const char *name, char *out, size_t outn)
+{
+	struct xml_tok t;
+	size_t pos = 0;
+
+	while (xml_next(p, n, &pos, &t) == 1)
+		if (!t.end && xml_is(&t, name))
+			return xml_unescape(t.text, t.tlen, out, outn);
+	return -1;
+}
+
+/* Whether the document's first element is name. */
+static int
+xml_root(const char *p, size_t n, const char *name)
+{
+	struct xml_tok t;
+	size_t pos = 0;
+
+	return xml_next(p, n, &pos, &t) == 1 && !t.end && xml_is(&t, name);
+}
+
+/* ---- s3:// requests ---- */
+
+struct xfer {
+	CURL *h;
+	const char *method;		/* GET HEAD PUT POST DELETE */
+	const char *url;
+	const unsigned char *body;	/* PUT and POST */
+	size_t body_len, body_off;
+	const char *content_type;	/* or NULL */
+	int fd;				/* a 2xx body goes there, or -1 */
+	size_t max;			/* else it is kept, up to max bytes */
+	/* the answer */
+	long code;
+	int tries;
+	uint64_t written;		/* to fd, over all the tries */
+	int werr;			/* errno of a failed write to fd */
+	char *buf;
+	size_t len, cap;
+	int over;			/* the body was longer than max */
+	char etag[ETAG_MAX];		/* of this answer */
+	char want[ETAG_MAX];		/* of the object a resumed get reads */
+	curl_off_t length;		/* Content-Length */
+	char cerr[CURL_ERROR_SIZE];
+};
+
+static void
+xfer_release(struct xfer *x)
+{
+	free(x->buf);
+	x->buf = NULL;
+}
+
+static size_t
+on_body(char *p, size_t size, size_t nmemb, void *arg)
+{
+	struct xfer *x = arg;
+	size_t n = size * nmemb, keep;
+	long code = 0;
+	char *nb;
+
+	curl_easy_getinfo(x->h, CURLINFO_RESPONSE_CODE, &code);
+	if (x->fd >= 0 && code / 100 == 2) {
+		if (write_all(x->fd, p, n) == -1) {
+			x->werr = errno;
+			return 0;
+		}
+		x->written += n;
+		return n;
+	}
+	keep = x->max - x->len < n ? x->max - x->len : n;
+	if (keep < n)
+		x->over = 1;
+	if (x->len + keep + 1 > x->cap) {
+		size_t cap = x->cap ? x->cap : 4096;
+
+		while (cap < x->len + keep + 1)
+			cap *= 2;
+		if ((nb = realloc(x->buf, cap)) == NULL)
+			return 0;
+		x->buf = nb;
+		x->cap = cap;
+	}
+	memcpy(x->buf + x->len, p, keep);
+	x->len += keep;
+	x->buf[x->len] = '\0';
+	return n;
+}
+
+static size_t
+on_header(char *p, size_t size, size_t nmemb, void *arg)
+{
+	struct xfer *x = arg;
+	size_t n = size * nmemb, i = 5, j;
+
+	if (n >= 5 && memcmp(p, "HTTP/", 5) == 0)
+		x->etag[0] = '\0';
+	else if (n > 5 && strncasecmp(p, "etag:", 5) == 0) {
+		while (i < n && (p[i] == ' ' || p[i] == '\t'))
+			i++;
+		j = n;
+		while (j > i && (p[j - 1] == '\r' || p[j - 1] == '\n' ||
+		    p[j - 1] == ' '))
+			j--;
+		if (j - i < sizeof x->etag) {
+			memcpy(x->etag, p + i, j - i);
+			x->etag[j - i] = '\0';
+		}
+	}
+	return n;
+}
+
+static size_t
+on_read(char *p, size_t size, size_t nmemb, void *arg)
+{
+	struct xfer *x = arg;
+	size_t n = size * nmemb;
+
+	if (n > x->body_len - x->body_off)
+		n = x->body_len - x->body_off;
+	memcpy(p, x->body + x->body_off, n);
+	x->body_off += n;
+	return n;
+}
+
+/* libcurl rewinds an upload when it resends it on a fresh connection. */
+static int
+on_seek(void *arg, curl_off_t off, int origin)
+{
+	struct xfer *x = arg;
+
+	if (origin != SEEK_SET || off < 0 || (uint64_t)off > x->body_len)
+		return CURL_SEEKFUNC_FAIL;
+	x->body_off = (size_t)off;
+	return CURL_SEEKFUNC_OK;
+}
+
+/* One try of x; the HTTP status in x->code. */
+static CURLcode
+s3_once(struct sp_store *s, struct xfer *x, const char *sha_hdr)
+{
+	struct curl_slist *hd = NULL, *t;
+	char line[ETAG_MAX + 32];
+	CURLcode r = CURLE_OUT_OF_MEMORY;
+	CURL *h = s->h;
+
+	curl_easy_reset(h);
+	x->h = h;
+	x->code = 0;
+	x->len = 0;
+	x->over = 0;
+	x->werr = 0;
+	x->body_off = 0;
+	x->etag[0] = '\0';
+	x->length = -1;
+	x->cerr[0] = '\0';
+	if ((hd = curl_slist_append(NULL, sha_hdr)) == NULL)
+		goto out;
+	if (s->token_hdr[0] != '\0') {
+		if ((t = curl_slist_append(hd, s->token_hdr)) == NULL)
+			goto out;
+		hd = t;
+	}
+	if (x->content_type != NULL) {
+		snprintf(line, sizeof line, "Content-Type: %s", x->content_type);
+		if ((t = curl_slist_append(hd, line)) == NULL)
+			goto out;
+		hd = t;
+	}
+	/* A get cut short goes on where it stopped, from the same object. */
+	if (x->written > 0) {
+		curl_easy_setopt(h, CURLOPT_RESUME_FROM_LARGE,
+		    (curl_off_t)x->written);
+		if (x->want[0] != '\0') {
+			snprintf(line, sizeof line, "If-Match: %s", x->want);
+			if ((t = curl_slist_append(hd, line)) == NULL)
+				goto out;
+			hd = t;
+		}
+	}
+	curl_easy_setopt(h, CURLOPT_URL, x->url);
+	curl_easy_setopt(h, CURLOPT_HTTPHEADER, hd);
+	curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(h, CURLOPT_ERRORBUFFER, x->cerr);
+	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, s->timeout_s < 10 ?
+	    s->timeout_s : 10L);
+	curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1024L);
+	curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, s->timeout_s);
+	curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
+	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
+	curl_easy_setopt(h, CURLOPT_WRITEDATA, x);
+	curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
+	curl_easy_setopt(h, CURLOPT_HEADERDATA, x);
+	if (s->access_key[0] != '\0') {
+		curl_easy_setopt(h, CURLOPT_AWS_SIGV4, s->sigv4);
+		curl_easy_setopt(h, CURLOPT_USERNAME, s->access_key);
+		curl_easy_setopt(h, CURLOPT_PASSWORD, s->secret_key);
+	}
+	if (strcmp(x->method, "HEAD") == 0)
+		curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
+	else if (strcmp(x->method, "PUT") == 0) {
+		curl_easy_setopt(h, CURLOPT_UPLOAD, 1L);
+		curl_easy_setopt(h, CURLOPT_READFUNCTION, on_read);
+		curl_easy_setopt(h, CURLOPT_READDATA, x);
+		curl_easy_setopt(h, CURLOPT_SEEKFUNCTION, on_seek);
+		curl_easy_setopt(h, CURLOPT_SEEKDATA, x);
+		curl_easy_setopt(h, CURLOPT_INFILESIZE_LARGE,
+		    (curl_off_t)x->body_len);
+	} else if (strcmp(x->method, "POST") == 0) {
+		curl_easy_setopt(h, CURLOPT_POST, 1L);
+		curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE,
+		    (curl_off_t)x->body_len);
+		curl_easy_setopt(h, CURLOPT_POSTFIELDS,
+		    x->body != NULL ? (const char *)x->body : "");
+	} else if (strcmp(x->method, "DELETE") == 0)
+		curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, "DELETE");
+	r = curl_easy_perform(h);
+	curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &x->code);
+	curl_easy_getinfo(h, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &x->length);
+out:
+	curl_slist_free_all(hd);
+	return r;
+}
+
+/* Failures a new try may cure: the network, the server's timeouts. */
+static int
+curl_transient(CURLcode r)
+{
+	switch (r) {
+	case CURLE_COULDNT_RESOLVE_HOST:
+	case CURLE_COULDNT_CONNECT:
+	case CURLE_OPERATION_TIMEDOUT:
+	case CURLE_SEND_ERROR:
+	case CURLE_RECV_ERROR:
+	case CURLE_GOT_NOTHING:
+	case CURLE_PARTIAL_FILE:
+	case CURLE_SSL_CONNECT_ERROR:
+	case CURLE_HTTP2:
+	case CURLE_HTTP2_STREAM:
+		return 1;
+	default:
+		return 0;
+	}
+}
+
+static int
+http_transient(long code)
+{
+	return code >= 500 || code == 429;
+}
+
+static void
+backoff(struct sp_store *s, int try)
+{
+	long ms = s->retry_ms;
+	struct timespec ts;
+
+	while (try-- > 0 && ms < BACKOFF_CAP_MS)
+		ms *= 2;
+	if (ms > BACKOFF_CAP_MS)
+		ms = BACKOFF_CAP_MS;
+	/* Half of it, and up to as much again at random: tries spread out. */
+	ms = ms / 2 + (ms > 1 ? (long)randombytes_uniform((uint32_t)(ms / 2 + 1)) : 0);
+	ts.tv_sec = ms / 1000;
+	ts.tv_nsec = (ms % 1000) * 1000000L;
+	while (nanosleep(&ts, &ts) == -1 && errno == EINTR)
+		;
+}
+
+/* The error an HTTP answer means (with S3's code and message). */
+static int
+http_err(const struct xfer *x, const char *what, const char *key,
+    struct sp_err *e)
+{
+	char code[64] = "", msg[256] = "", b1[64], b2[256], tries[32] = "";
+	const char *tok = "io";
+
+	if (x->buf != NULL) {
+		if (xml_leaf(x->buf, x->len, "Code", code, sizeof code) == -1)
+			code[0] = '\0';
+		if (xml_leaf(x->buf, x->len, "Message", msg, sizeof msg) == -1)
+			msg[0] = '\0';
+	}
+	if (x->code == 404)
+		tok = "not-found";
+	else if (x->code == 401 || x->code == 403)
+		tok = "denied";
+	if (x->tries > 1)
+		snprintf(tries, sizeof tries, " after %d tries", x->tries);
+	return sp_err_set(e, tok, http_transient(x->code),
+	    "%s %s: HTTP %ld%s%s%s%s%s%s", what, key, x->code,
+	    code[0] ? " " : "", shown(code, b1, sizeof b1),
+	    msg[0] ? " (" : "", msg[0] ? shown(msg, b2, sizeof b2) : "",
+	    msg[0] ? ")" : "", tries);
+}
+
+/* Runs x until it has an answer that is not transient, at most
+ * 1 + SP_STORE_RETRIES times.  0 with any HTTP status in x->code (a
+ * transient one when the tries ran out); -1 when it got no answer. */
+static int
+s3_call(struct sp_store *s, struct xfer *x, const char *what,
+    const char *key, struct sp_err *e)
+{
+	unsigned char sum[crypto_hash_sha256_BYTES];
+	char hex[2 * sizeof sum + 1], sha_hdr[sizeof hex + 32];
+	CURLcode r;
+
+	crypto_hash_sha256(sum, x->body != NULL ? x->body : (const unsigned
+	    char *)"", x->body_len);
+	sodium_bin2hex(hex, sizeof hex, sum, sizeof sum);
+	snprintf(sha_hdr, sizeof sha_hdr, "x-amz-content-sha256: %s", hex);
+	for (x->tries = 1;; x->tries++) {
+		r = s3_once(s, x, sha_hdr);
+		if (x->werr != 0) {
+			errno = x->werr;
+			return sp_err_sys(e, "io", "%s %s: write", what, key);
+		}
+		/* The object the first bytes came from is the one to finish. */
+		if (x->want[0] == '\0' && x->written > 0)
+			snprintf(x->want, sizeof x->want, "%s", x->etag);
+		if (r == CURLE_OK && !http_transient(x->code))
+			return 0;
+		if (r != CURLE_OK && !curl_transient(r))
+			break;
+		if (x->tries > SP_STORE_RETRIES)
+			break;
+		/* A transient answer mid-body: what came stays written. */
+		backoff(s, x->tries - 1);
+	}
+	if (r == CURLE_OK)
+		return 0;
+	return sp_err_set(e, "io", curl_transient(r), "%s %s: %s (%d tr%s)",
+	    what, key, x->cerr[0] ? x->cerr : curl_easy_strerror(r), x->tries,
+	    x->tries == 1 ? "y" : "ies");
+}
+
+/* base + URI-encoded name (every byte but A-Za-z0-9-._~ and '/'), once: the
+ * canonical form SigV4 signs for S3. */
+static int
+url_enc(char *out, size_t n, size_t *len, const char *s, int keep_slash)
+{
+	static const char hexd[] = "0123456789ABCDEF";
+	const unsigned char *p;
+	size_t o = *len;
+
+	for (p = (const unsigned char *)s; *p != '\0'; p++) {
+		if ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+		    (*p >= '0' && *p <= '9') || *p == '-' || *p == '.' ||
+		    *p == '_' || *p == '~' || (keep_slash && *p == '/')) {
+			if (o + 1 >= n)
+				return -1;
+			out[o++] = (char)*p;
+		} else {
+			if (o + 3 >= n)
+				return -1;
+			out[o++] = '%';
+			out[o++] = hexd[*p >> 4];
+			out[o++] = hexd[*p & 15];
+		}
+	}
+	out[o] = '\0';
+	*len = o;
+	return 0;
+}
+
+static int
+url_add(char *out, size_t n, size_t *len, const char *s)
+{
+	size_t l = strlen(s);
+
+	if (*len + l + 1 > n)
+		return -1;
+	memcpy(out + *len, s, l + 1);
+	*len += l;
+	return 0;
+}
+
+/* The URL of key, with query (already in canonical order) or NULL. */
+static int
+s3_url(struct sp_store *s, const char *key, const char *query, char *out,
+    size_t n, struct sp_err *e)
+{
+	size_t len = 0;
+
+	if (url_add(out, n, &len, s->base) == -1 ||
+	    url_enc(out, n, &len, s->prefix, 1) == -1 ||
+	    url_enc(out, n, &len, key, 1) == -1 ||
+	    (query != NULL && (url_add(out, n, &len, "?") == -1 ||
+	    url_add(out, n, &len, query) == -1)))
+		return sp_err_set(e, "bad-input", 0, "URL of %s too long", key);
+	return 0;
+}
+
+static int
+s3_simple(struct sp_store *s, const char *method, const char *key,
+    const char *query, struct xfer *x, struct sp_err *e)
+{
+	char url[URL_MAX];
+
+	if (s3_url(s, key, query, url, sizeof url, e) == -1)
+		return -1;
+	x->method = method;
+	x->url = url;
+	return s3_call(s, x, method[0] == 'H' ? "head" : method[0] == 'D' ?
+	    "delete" : method[0] == 'G' ? "get" : "put", key, e);
+}
+
+static int
+s3_head(struct sp_store *s, const char *key, uint64_t *size, struct sp_err *e)
+{
+	struct xfer x = { .fd = -1, .max = ERRBODY_MAX };
+	int rc = -1;
+
+	if (s3_simple(s, "HEAD", key, NULL, &x, e) == -1)
+		goto out;
+	if (x.code / 100 != 2) {
+		http_err(&x, "head", key, e);
+		goto out;
+	}
+	if (x.length < 0) {
+		sp_err_set(e, "io", 0, "head %s: no Content-Length", key);
+		goto out;
+	}
+	*size = (uint64_t)x.length;
+	rc = 0;
+out:
+	xfer_release(&x);
+	return rc;
+}
+
+static int
+s3_get(struct sp_store *s, const char *key, int fd, uint64_t *bytes,
+    struct sp_err *e)
+{
+	struct xfer x = { .fd = fd, .max = ERRBODY_MAX };
+	int rc = -1;
+
+	if (s3_simple(s, "GET", key, NULL, &x, e) == -1)
+		goto out;
+	if (x.code / 100 != 2) {
+		http_err(&x, "get", key, e);
+		goto out;
+	}
+	rc = 0;
+out:
+	*bytes = x.written;
+	xfer_release(&x);
+	return rc;
+}
+
+static int
+s3_delete(struct sp_store *s, const char *key, struct sp_err *e)
+{
+	struct xfer x = { .fd = -1, .max = ERRBODY_MAX };
+	int rc = -1;
+
+	if (s3_simple(s, "DELETE", key, NULL, &x, e) == -1)
+		goto out;
+	if (x.code / 100 != 2 && x.code != 404) {
+		http_err(&x, "delete", key, e);
+		goto out;
+	}
+	rc = 0;
+out:
+	xfer_release(&x);
+	return rc;
+}
+
+/* One PUT of a body in memory. */
+static int
+s3_put_once(struct sp_store *s, const char *key, const unsigned char *buf,
+    size_t len, struct sp_err *e)
+{
+	struct xfer x = { .fd = -1, .max = ERRBODY_MAX, .body = buf,
+	    .body_len = len };
+	int rc = -1;
+
+	if (s3_simple(s, "PUT", key, NULL, &x, e) == -1)
+		goto out;
+	if (x.code / 100 != 2) {
+		http_err(&x, "put", key, e);
+		goto out;
+	}
+	rc = 0;
+out:
+	xfer_release(&x);
+	return rc;
+}
+
+struct upload {
+	char id[1024];			/* UploadId, URI-encoded */
+	char (*etags)[ETAG_MAX];
+	int parts;
+};
+
+static int
+mp_start(struct sp_store *s, const char *key, struct upload *u,
+    struct sp_err *e)
+{
+	struct xfer x = { .fd = -1, .max = SMALL_MAX,
+	    .content_type = "application/octet-stream" };
+	char url[URL_MAX], id[sizeof u->id / 3];
+	size_t len = 0;
+	int rc = -1;
+
+	if (s3_url(s, key, "uploads=", url, sizeof url, e) == -1)
+		return -1;
+	x.method = "POST";
+	x.url = url;
+	if (s3_call(s, &x, "put", key, e) == -1)
+		goto out;
+	if (x.code / 100 != 2) {
+		http_err(&x, "put", key, e);
+		goto out;
+	}
+	if (x.over || xml_leaf(x.buf, x.len, "UploadId", id, sizeof id) == -1 ||
+	    id[0] == '\0' || url_enc(u->id, sizeof u->id, &len, id, 0) == -1) {
+		sp_err_set(e, "io", 0, "put %s: no UploadId in the answer to "
+		    "starting a multipart upload", key);
+		goto out;
+	}
+	rc = 0;
+out:
+	xfer_release(&x);
+	return rc;
+}
+
+static int
+mp_part(struct sp_store *s, const char *key, struct upload *u,
+    const unsigned char *buf, size_t len, struct sp_err *e)
+{
+	struct xfer x = { .fd = -1, .max = ERRBODY_MAX, .body = buf,
+	    .body_len = len };
+	char url[URL_MAX], query[sizeof u->id + 64];
+	char (*etags)[ETAG_MAX];
+	const char *p;
+	int rc = -1;
+
+	if (u->parts == PARTS_MAX)
+		return sp_err_set(e, "io", 0, "put %s: over %d parts of %zu "
+		    "bytes (SPACE_S3_PART_MIB)", key, PARTS_MAX, s->part_size);
+	snprintf(query, sizeof query, "partNumber=%d&uploadId=%s",
+	    u->parts + 1, u->id);
+	if (s3_url(s, key, query, url, sizeof url, e) == -1)
+		return -1;
+	if ((etags = realloc(u->etags, (size_t)(u->parts + 1) *
+	    sizeof *etags)) == NULL)
+		return sp_err_set(e, "nomem", 1, "put %s: no memory", key);
+	u->etags = etags;
+	x.method = "PUT";
+	x.url = url;
+	if (s3_call(s, &x, "put", key, e) == -1)
+		goto out;
+	if (x.code / 100 != 2) {
+		http_err(&x, "put", key, e);
+		goto out;
+	}
+	/* It goes back in the XML that completes the upload. */
+	for (p = x.etag; *p > ' ' && *p < 0x7f && *p != '<' && *p != '&'; p++)
+		;
+	if (x.etag[0] == '\0' || *p != '\0') {
+		sp_err_set(e, "io", 0, "put %s: part %d has no usable ETag",
+		    key, u->parts + 1);
+		goto out;
+	}
+	memcpy(etags[u->parts++], x.etag, sizeof x.etag);
+	rc = 0;
+out:
+	xfer_release(&x);
+	return rc;
+}
+
+static int
+mp_complete(struct sp_store *s, const char *key, struct upload *u,
+    uint64_t total, struct sp_err *e)
+{
+	struct xfer x = { .fd = -1, .max = SMALL_MAX,
+	    .content_type = "application/xml" };
+	char url[URL_MAX], query[sizeof u->id + 16];
+	size_t cap = 128 + (size_t)u->parts * (64 + ETAG_MAX), len;
+	uint64_t size;
+	char *xml;
+	int i, round, retried = 0, rc = -1;
+
+	snprintf(query, sizeof query, "uploadId=%s", u->id);
+	if (s3_url(s, key, query, url, sizeof url, e) == -1)
+		return -1;
+	if ((xml = malloc(cap)) == NULL)
+		return sp_err_set(e, "nomem", 1, "put %s: no memory", key);
+	len = (size_t)snprintf(xml, cap, "<CompleteMultipartUpload>");
+	for (i = 0; i < u->parts; i++)
+		len += (size_t)snprintf(xml + len, cap - len, "<Part><PartNumber>"
+		    "%d</PartNumber><ETag>%s</ETag></Part>", i + 1, u->etags[i]);
+	len += (size_t)snprintf(xml + len, cap - len,
+	    "</CompleteMultipartUpload>");
+	x.method = "POST";
+	x.url = url;
+	x.body = (unsigned char *)xml;
+	x.body_len = len;
+	for (round = 1;; round++) {
+		if (s3_call(s, &x, "put", key, e) == -1)
+			goto out;
+		retried |= x.tries > 1 || round > 1;
+		/* S3 may say 200 and then fail in the body: a retry helps. */
+		if (x.code / 100 != 2 || !xml_root(x.buf, x.len, "Error"))
+			break;
+		x.code = 500;
+		if (round > SP_STORE_RETRIES)
+			break;
+		backoff(s, round - 1);
+	}
+	/* An answer lost after the upload completed: the object is there. */
+	if (x.code == 404 && retried && s3_head(s, key, &size, e) == 0 &&
+	    size == total)
+		x.code = 200;
+	if (x.code / 100 != 2) {
+		http_err(&x, "put", key, e);
+		goto out;
+	}
+	rc = 0;
+out:
+	free(xml);
+	xfer_release(&x);
+	return rc;
+}
+
+/* Best effort: the parts of a failed upload should not linger (billed). */
+static void
+mp_abort(struct sp_store *s, const char *key, struct upload *u)
+{
+	struct xfer x = { .fd = -1, .max = ERRBODY_MAX };
+	char query[sizeof u->id + 16];
+	struct sp_err ignored;
+
+	snprintf(query, sizeof query, "uploadId=%s", u->id);
+	s3_simple(s, "DELETE", key, query, &x, &ignored);
+	xfer_release(&x);
+}
+
+static int
+s3_put(struct sp_store *s, const char *key, int fd, uint64_t *bytes,
+    struct sp_err *e)
+{
+	struct upload u = { .etags = NULL, .parts = 0 };
+	unsigned char *buf;
+	uint64_t total = 0;
+	size_t len;
+	int started = 0, rc = -1;
+
+	if ((buf = malloc(s->part_size)) == NULL)
+		return sp_err_set(e, "nomem", 1, "put %s: no memory for a part "
+		    "of %zu bytes", key, s->part_size);
+	if (fill(fd, buf, s->part_size, &len, e) == -1)
+		goto out;
+	if (len < s->part_size) {
+		if (s3_put_once(s, key, buf, len, e) == -1)
+			goto out;
+		total = len;
+	} else {
+		if (mp_start(s, key, &u, e) == -1)
+			goto out;
+		started = 1;
+		for (;;) {
+			if (mp_part(s, key, &u, buf, len, e) == -1)
+				goto out;
+			total += len;
+			if (len < s->part_size)
+				break;
+			if (fill(fd, buf, s->part_size, &len, e) == -1)
+				goto out;
+			if (len == 0)
+				break;
+		}
+		if (mp_complete(s, key, &u, total, e) == -1)
+			goto out;
+	}
+	if (bytes != NULL)
+		*bytes = total;
+	rc = 0;
+out:
+	if (rc == -1 && started)
+		mp_abort(s, key, &u);
+	free(u.etags);
+	free(buf);
+	return rc;
+}
+
+struct page {
+	int truncated;
+	char token[TOKEN_MAX];
+	int stop;
+};
+
+/* Calls fn for each object of one ListObjectsV2 page. */
+static int
+s3_page(struct sp_store *s, const char *p, size_t n, struct page *pg,
+    int (*fn)(const char *, uint64_t, void *), void *arg, struct sp_err *e)
+{
+	char key[PREFIX_MAX + SP_STORE_KEY_MAX + 8], num[24];
+	size_t pos = 0, pl = strlen(s->prefix);
+	int r, in = 0, have_key = 0, have_size = 0;
+	struct xml_tok t;
+	uint64_t size = 0;
+	char *endp;
+
+	pg->truncated = 0;
+	pg->token[0] = '\0';
+	if (!xml_root(p, n, "ListBucketResult"))
+		return sp_err_set(e, "io", 0, "list: not a ListBucketResult");
+	while ((r = xml_next(p, n, &pos, &t)) == 1) {
+		if (xml_is(&t, "Contents")) {
+			if (!t.end) {
+				in = 1;
+				have_key = have_size = 0;
+				continue;
+			}
+			if (!in || !have_key || !have_size)
+				return sp_err_set(e, "io", 0, "list: an entry "
+				    "without Key or Size");
+			in = 0;
+			if (strncmp(key, s->prefix, pl) != 0 ||
+			    !key_valid(key + pl, SP_STORE_KEY_MAX))
+				continue;	/* not one of ours */
+			if (fn(key + pl, size, arg) != 0) {
+				pg->stop = 1;
+				return 0;
+			}
+		} else if (t.end)
+			continue;
+		else if (in && xml_is(&t, "Key")) {
+			/* A key we cannot take is skipped like a foreign one. */
+			if (xml_unescape(t.text, t.tlen, key, sizeof key) == -1)
+				snprintf(key, sizeof key, "/");
+			have_key = 1;
+		} else if (in && xml_is(&t, "Size")) {
+			if (xml_unescape(t.text, t.tlen, num, sizeof num) == -1 ||
+			    num[0] < '0' || num[0] > '9')
+				return sp_err_set(e, "io", 0, "list: bad Size");
+			errno = 0;
+			size = strtoull(num, &endp, 10);
+			if (errno != 0 || *endp != '\0')
+				return sp_err_set(e, "io", 0, "list: bad Size");
+			have_size = 1;
+		} else if (!in && xml_is(&t, "IsTruncated"))
+			pg->truncated = t.tlen == 4 && memcmp(t.text, "true", 4) == 0;
+		else if (!in && xml_is(&t, "NextContinuationToken")) {
+			if (xml_unescape(t.text, t.tlen, pg->token,
+			    sizeof pg->token) == -1)
+				return sp_err_set(e, "io", 0, "list: bad "
+				    "continuation token");
+		}
+	}
+	if (r == -1 || in)
+		return sp_err_set(e, "io", 0, "list: malformed XML");
+	if (pg->truncated && pg->token[0] == '\0')
+		return sp_err_set(e, "io", 0, "list: truncated without a "
+		    "continuation token");
+	return 0;
+}
+
+static int
+s3_list(struct sp_store *s, const char *prefix,
+    int (*fn)(const char *, uint64_t, void *), void *arg, struct sp_err *e)
+{
+	char url[URL_MAX], full[PREFIX_MAX + SP_STORE_KEY_MAX + 8], max[16];
+	struct page *pg;
+	struct xfer x = { .fd = -1, .max = PAGE_MAX };
+	size_t len;
+	int rc = -1;
+
+	if ((pg = calloc(1, sizeof *pg)) == NULL)
+		return sp_err_set(e, "nomem", 1, "list: no memory");
+	snprintf(full, sizeof full, "%s%s", s->prefix, prefix);
+	snprintf(max, sizeof max, "%d", s->list_max);
+	do {
+		/* The query in SigV4's canonical order: sorted, encoded. */
+		len = 0;
+		if (url_add(url, sizeof url, &len, s->base) == -1)
+			goto toolong;
+		len = s->list_len;
+		if (url_add(url, sizeof url, &len, "?") == -1 ||
+		    (pg->token[0] != '\0' &&
+		    (url_add(url, sizeof url, &len, "continuation-token=") == -1 ||
+		    url_enc(url, sizeof url, &len, pg->token, 0) == -1 ||
+		    url_add(url, sizeof url, &len, "&") == -1)) ||
+		    url_add(url, sizeof url, &len, "list-type=2&max-keys=") == -1 ||
+		    url_add(url, sizeof url, &len, max) == -1 ||
+		    url_add(url, sizeof url, &len, "&prefix=") == -1 ||
+		    url_enc(url, sizeof url, &len, full, 0) == -1)
+			goto toolong;
+		x.method = "GET";
+		x.url = url;
+		if (s3_call(s, &x, "list", prefix, e) == -1)
+			goto out;
+		if (x.code / 100 != 2) {
+			http_err(&x, "list", prefix, e);
+			goto out;
+		}
+		if (x.over) {
+			sp_err_set(e, "io", 0, "list %s: a page over %d bytes",
+			    prefix, PAGE_MAX);
+			goto out;
+		}
+		if (s3_page(s, x.buf != NULL ? x.buf : "", x.len, pg, fn, arg,
+		    e) == -1)
+			goto out;
+	} while (pg->truncated && !pg->stop);
+	rc = 0;
+	goto out;
+toolong:
+	sp_err_set(e, "bad-input", 0, "list %s: URL too long", prefix);
+out:
+	xfer_release(&x);
+	free(pg);
+	return rc;
+}
+
+/* ---- opening ---- */
+
+static const char *
+env(const char *name)
+{
+	const char *v = getenv(name);
+
+	return v != NULL && v[0] != '\0' ? v : NULL;
+}
+
+static int
+env_long(const char *name, long dflt, long min, long max, long *out,
+    struct sp_err *e)
+{
+	const char *v = env(name);
+	char *end;
+
+	if (v == NULL) {
+		*out = dflt;
+		return 0;
+	}
+	errno = 0;
+	*out = strtol(v, &end, 10);
+	if (errno != 0 || *end != '\0' || *out < min || *out > max)
+		return sp_err_set(e, "bad-input", 0, "%s must be a number "
+		    "from %ld to %ld", name, min, max);
+	return 0;
+}
+
+/* A value fit for an HTTP header: printable ASCII, bounded. */
+static int
+header_safe(const char *v, size_t max)
+{
+	size_t n = 0;
+
+	for (; *v != '\0'; v++)
+		if (++n >= max || *v < ' ' || *v >= 0x7f)
+			return 0;
+	return 1;
+}
+
+/* SPACE_S3_ENDPOINT, "http(s)://HOST[:PORT]": *scheme_len is how long the
+ * "http(s)://" is, host what follows, without a trailing '/'. */
+static int
+endpoint_parse(const char *ep, char *out, size_t n, size_t *scheme_len,
+    struct sp_err *e)
+{
+	size_t l;
+	const char *p;
+
+	if (strncmp(ep, "http://", 7) == 0)
+		*scheme_len = 7;
+	else if (strncmp(ep, "https://", 8) == 0)
+		*scheme_len = 8;
+	else
+		goto bad;
+	l = strlen(ep);
+	while (l > *scheme_len && ep[l - 1] == '/')
+		l--;
+	if (l == *scheme_len || l >= n)
+		goto bad;
+	for (p = ep + *scheme_len; p < ep + l; p++)
+		if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+		    (*p >= '0' && *p <= '9') || *p == '.' || *p == '-' ||
+		    *p == ':' || *p == '[' || *p == ']'))
+			goto bad;
+	memcpy(out, ep, l);
+	out[l] = '\0';
+	return 0;
+bad:
+	return sp_err_set(e, "bad-input", 0, "SPACE_S3_ENDPOINT must be "
+	    "http(s)://HOST[:PORT]");
+}
+
+static int
+bucket_valid(const char *b, size_t n)
+{
+	size_t i;
+
+	if (n < 3 || n > 63)
+		return 0;
+	for (i = 0; i < n; i++)
+		if (!((b[i] >= 'a' && b[i] <= 'z') || (b[i] >= '0' &&
+		    b[i] <= '9') || b[i] == '.' || b[i] == '-'))
+			return 0;
+	return b[0] != '.' && b[0] != '-' && b[n - 1] != '.' && b[n - 1] != '-';
+}
+
+static int
+s3_open(struct sp_store *s, const char *rest, struct sp_err *e)
+{
+	char ep[512], bucket[64], defep[128];
+	const char *slash, *region, *v, *mode, *host;
+	size_t bl, pl, scheme = 0;
+	long part_mib, list_max;
+	int virt;
+
+	slash = strchr(rest, '/');
+	bl = slash != NULL ? (size_t)(slash - rest) : strlen(rest);
+	if (!bucket_valid(rest, bl))
+		return sp_err_set(e, "bad-input", 0, "bad bucket in the store "
+		    "URL (s3://BUCKET[/PREFIX])");
+	memcpy(bucket, rest, bl);
+	bucket[bl] = '\0';
+	if (slash != NULL && slash[1] != '\0') {
+		pl = strlen(slash + 1);
+		while (pl > 0 && slash[pl] == '/')
+			pl--;
+		if (pl > PREFIX_MAX)
+			return sp_err_set(e, "bad-input", 0, "store prefix "
+			    "over %d bytes", PREFIX_MAX);
+		memcpy(s->prefix, slash + 1, pl);
+		s->prefix[pl] = '\0';
+		if (!key_valid(s->prefix, PREFIX_MAX))
+			return sp_err_set(e, "bad-input", 0, "bad prefix in "
+			    "the store URL");
+		s->prefix[pl] = '/';
+		s->prefix[pl + 1] = '\0';
+	}
+	if ((region = env("AWS_REGION")) == NULL &&
+	    (region = env("AWS_DEFAULT_REGION")) == NULL)
+		region = "us-east-1";
+	if (strlen(region) > 32 || strspn(region,
+	    "abcdefghijklmnopqrstuvwxyz0123456789-") != strlen(region))
+		return sp_err_set(e, "bad-input", 0, "bad AWS_REGION");
+	snprintf(s->sigv4, sizeof s->sigv4, "aws:amz:%s:s3", region);
+	if ((v = env("SPACE_S3_ENDPOINT")) == NULL)
+		snprintf(defep, sizeof defep, "https://s3.%s.amazonaws.com",
+		    region);
+	if (endpoint_parse(v != NULL ? v : defep, ep, sizeof ep, &scheme, e) == -1)
+		return -1;
+	mode = env("SPACE_S3_ADDRESSING");
+	if (mode == NULL)
+		virt = v == NULL;
+	else if (strcmp(mode, "path") == 0 || strcmp(mode, "virtual") == 0)
+		virt = mode[0] == 'v';
+	else
+		return sp_err_set(e, "bad-input", 0, "SPACE_S3_ADDRESSING must "
+		    "be path or virtual");
+	host = ep + scheme;
+	if (virt && (strchr(bucket, '.') != NULL || host[0] == '[' ||
+	    strspn(host, "0123456789.:") == strlen(host)))
+		return sp_err_set(e, "bad-input", 0, "virtual-host addressing "
+		    "needs a host name and a bucket without dots");
+	if (virt)
+		snprintf(s->base, sizeof s->base, "%.*s%s.%s/", (int)scheme, ep,
+		    bucket, host);
+	else
+		snprintf(s->base, sizeof s->base, "%s/%s/", ep, bucket);
+	/* The bucket itself: "/bucket" path-style, "/" virtual. */
+	s->list_len = strlen(s->base) - (virt ? 0 : 1);
+	if ((v = env("AWS_ACCESS_KEY_ID")) != NULL) {
+		if (!header_safe(v, sizeof s->access_key) ||
+		    strchr(v, ':') != NULL)
+			return sp_err_set(e, "bad-input", 0, "bad "
+			    "AWS_ACCESS_KEY_ID");
+		snprintf(s->access_key, sizeof s->access_key, "%s", v);
+		if ((v = env("AWS_SECRET_ACCESS_KEY")) == NULL ||
+		    !header_safe(v, sizeof s->secret_key))
+			return sp_err_set(e, "bad-input", 0, "AWS_ACCESS_KEY_ID "
+			    "without a valid AWS_SECRET_ACCESS_KEY");
+		snprintf(s->secret_key, sizeof s->secret_key, "%s", v);
+	}
+	if ((v = env("AWS_SESSION_TOKEN")) != NULL) {
+		if (!header_safe(v, sizeof s->token_hdr - 32))
+			return sp_err_set(e, "bad-input", 0, "bad "
+			    "AWS_SESSION_TOKEN");
+		snprintf(s->token_hdr, sizeof s->token_hdr,
+		    "x-amz-security-token: %s", v);
+	}
+	if (env_long("SPACE_S3_PART_MIB", 8, 5, 1024, &part_mib, e) == -1 ||
+	    env_long("SPACE_S3_RETRY_MS", 100, 0, 60000, &s->retry_ms, e) == -1 ||
+	    env_long("SPACE_S3_TIMEOUT_S", 30, 1, 3600, &s->timeout_s, e) == -1 ||
+	    env_long("SPACE_S3_LIST_MAX", 1000, 1, 1000, &list_max, e) == -1)
+		return -1;
+	s->part_size = (size_t)part_mib << 20;
+	s->list_max = (int)list_max;
+	if (sodium_init() < 0)
+		return sp_err_set(e, "internal", 0, "sodium_init failed");
+	if ((s->h = curl_easy_init()) == NULL)
+		return sp_err_set(e, "nomem", 1, "curl_easy_init failed");
+	return 0;
+}
+
+int
+sp_store_open(struct sp_store **sp, const char *url, struct sp_err *e)
+{
+	struct sp_store *s;
+	size_t l;
+	int rc;
+
+	*sp = NULL;
+	if ((s = calloc(1, sizeof *s)) == NULL)
+		return sp_err_set(e, "nomem", 1, "store: no memory");
+	if (url != NULL && strncmp(url, "file://", 7) == 0) {
+		s->kind = STORE_FILE;
+		l = strlen(url + 7);
+		while (l > 0 && url[7 + l - 1] == '/')
+			l--;
+		if (url[7] != '/')
+			rc = sp_err_set(e, "bad-input", 0, "file:// store needs "
+			    "an absolute path");
+		else if (l + SP_STORE_KEY_MAX + 32 > sizeof s->dir)
+			rc = sp_err_set(e, "bad-input", 0, "file:// store path "
+			    "too long");
+		else {
+			memcpy(s->dir, url + 7, l);
+			s->dir[l] = '\0';
+			rc = 0;
+		}
+	} else if (url != NULL && strncmp(url, "s3://", 5) == 0) {
+		s->kind = STORE_S3;
+		rc = s3_open(s, url + 5, e);
+	} else
+		rc = sp_err_set(e, "bad-input", 0, "store URL must be file://DIR "
+		    "or s3://BUCKET[/PREFIX]");
+	if (rc == -1) {
+		sp_store_close(s);
+		return -1;
+	}
+	*sp = s;
+	return 0;
+}
+
+void
+sp_store_close(struct sp_store *s)
+{
+	if (s == NULL)
+		return;
+	if (s->h != NULL)
+		curl_easy_cleanup(s->h);
+	explicit_bzero(s->secret_key, sizeof s->secret_key);
+	explicit_bzero(s->token_hdr, sizeof s->token_hdr);
+	free(s);
+}
+
+/* ---- the interface ---- */
+
+int
+sp_store_put(struct sp_store *s, const char *key, int fd, uint64_t *bytes,
+    struct sp_err *e)
+{
+	if (sp_store_key_check(key, e) == -1)
+		return -1;
+	if (s->kind == STORE_FILE)
+		return file_put(s, key, fd, bytes, e);
+	return s3_put(s, key, fd, bytes, e);
+}
+
+/* SIGPIPE is held off meanwhile: a reader of fd gone away is an EPIPE
+ * error here and not the death of the caller. */
+int
+sp_store_get(struct sp_store *s, const char *key, int fd, uint64_t *bytes,
+    struct sp_err *e)
+{
+	struct timespec zero = { 0, 0 };
+	sigset_t pipeset, old, pend;
+	uint64_t ignored;
+	int was_pending, rc;
+
+	if (bytes == NULL)
+		bytes = &ignored;
+	*bytes = 0;
+	if (sp_store_key_check(key, e) == -1)
+		return -1;
+	sigemptyset(&pipeset);
+	sigaddset(&pipeset, SIGPIPE);
+	sigpending(&pend);
+	was_pending = sigismember(&pend, SIGPIPE);
+	pthread_sigmask(SIG_BLOCK, &pipeset, &old);
+	if (s->kind == STORE_FILE)
+		rc = file_get(s, key, fd, bytes, e);
+	else
+		rc = s3_get(s, key, fd, bytes, e);
+	if (!was_pending)
+		sigtimedwait(&pipeset, NULL, &zero);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	return rc;
+}
+
+int
+sp_store_head(struct sp_store *s, const char *key, uint64_t *size,
+    struct sp_err *e)
+{
+	if (sp_store_key_check(key, e) == -1)
+		return -1;
+	if (s->kind == STORE_FILE)
+		return file_head(s, key, size, e);
+	return s3_head(s, key, size, e);
+}
+
+int
+sp_store_delete(struct sp_store *s, const char *key, struct sp_err *e)
+{
+	if (sp_store_key_check(key, e) == -1)
+		return -1;
+	if (s->kind == STORE_FILE)
+		return file_delete(s, key, e);
+	return s3_delete(s, key, e);
+}
+
+int
+sp_store_list(struct sp_store *s, const char *prefix,
+    int (*fn)(const char *, uint64_t, void *), void *arg, struct sp_err *e)
+{
+	if (prefix == NULL)
+		prefix = "";
+	if (prefix_check(prefix, e) == -1)
+		return -1;
+	if (s->kind == STORE_FILE)
+		return file_list(s, prefix, fn, arg, e);
+	return s3_list(s, prefix, fn, arg, e);
+}

@@ -1,0 +1,565 @@
+/*
+ * sp_suspend: suspend a sandbox to the object store, restore it on any node
+ * (DESIGN §8); the transfers themselves are sp_remote.c's.
+ *
+ * Suspend, holding the sandbox's lock, each step safe to do again:
+ *   1. running/paused -> suspending (a rerun finds it suspending)
+ *   2. VM paused; a full checkpoint, its row marked remote 'uploading' (a
+ *      rerun reuses it)
+ *   3. the template's lineage pushed if the store lacks it
+ *   4. send -p template | zstd | encrypt (a fresh data key) -> upload
+ *   5. manifest.json, last
+ *   6. the row 'restorable', then the sandbox 'suspended'
+ *   7. the VM and (unless kept) the node's copy released
+ * A snapshot is restorable only when its row says so and its manifest, read
+ * back, checks; the artifact is checked against the manifest before a byte
+ * of it is applied.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <sodium.h>
+
+#include "sp.h"
+
+#define WRAPPED_MAX	SP_CRYPT_WRAPPED_MAX
+#define RESTORE_READY_MS 60000
+
+static int
+snap_key(const char *id, const char *snap, const char *file, char *out,
+    size_t n, struct sp_err *e)
+{
+	return sp_path_fmt(out, n, e, "sandboxes/%s/%s/%s", id, snap, file);
+}
+
+struct find_remote {
+	const char *want;
+	struct sp_snap_row r;
+	int found;
+};
+
+static int
+find_remote(const struct sp_snap_row *r, void *arg)
+{
+	struct find_remote *f = arg;
+
+	/* Oldest first: the last one that matches is the newest. */
+	if (strcmp(r->remote, f->want) == 0 && strcmp(r->kind, "full") == 0) {
+		f->r = *r;
+		f->found = 1;
+	}
+	return 0;
+}
+
+/* The newest full snapshot of id whose remote is want. */
+static int
+remote_snap(struct sp_ctx *x, const char *id, const char *want,
+    struct sp_snap_row *r, struct sp_err *e)
+{
+	struct find_remote f;
+
+	memset(&f, 0, sizeof f);
+	f.want = want;
+	if (sp_db_snap_each(x->db, id, NULL, find_remote, &f, e) == -1)
+		return -1;
+	if (!f.found)
+		return 0;
+	*r = f.r;
+	return 1;
+}
+
+/* Deletes what this node holds of a sandbox: its VM, its subvolume, its
+ * snapshots' subvolumes; rows of snapshots not in the store go too. */
+static int
+release_local(struct sp_ctx *x, const char *id, int keep_local,
+    struct sp_err *e)
+{
+	char dom[SP_ID_LEN + 4], dir[SP_PATH_MAX], run[SP_PATH_MAX];
+
+	sp_sandbox_domain(id, dom);
+	if (sp_virt_destroy(x->virt, dom, e) == -1 ||
+	    sp_virt_undefine(x->virt, dom, e) == -1)
+		return -1;
+	if (keep_local)
+		return 0;
+	if (sp_sandbox_dir(x, id, dir, sizeof dir, e) == -1 ||
+	    sp_sandbox_run_dir(x, id, run, sizeof run, e) == -1 ||
+	    sp_subvol_delete(dir, e) == -1 ||
+	    sp_snap_remove_all(x, id, e) == -1 ||
+	    sp_path_remove_tree(run, e) == -1)
+		return -1;
+	return sp_db_snap_drop_local(x->db, id, e);
+}
+
+static int
+suspend_locked(struct sp_ctx *x, struct sp_store *s, const char *id,
+    int keep_local, json_t **out, struct sp_err *e)
+{
+	char tenant[SP_NAME_MAX + 1], keyref[SP_PATH_MAX], wrapped[WRAPPED_MAX];
+	char tref[2 * SP_NAME_MAX + 2], tpath[SP_PATH_MAX], lineage[37];
+	char sdir[SP_PATH_MAX], tmp[SP_PATH_MAX], key[SP_PATH_MAX];
+	char mkey[SP_PATH_MAX], hex[65], dom[SP_ID_LEN + 4];
+	unsigned char dk[32];
+	struct sp_sandbox_row sb;
+	struct sp_template_row t;
+	struct sp_snap_row r;
+	json_t *pushed = NULL, *labels = NULL, *env = NULL;
+	int64_t t0 = sp_clock_ms();
+	uint64_t size = 0;
+	int rc = -1, have, received;
+
+	if (sp_db_sandbox_get(x->db, id, &sb, e) == -1)
+		return -1;
+	if (sb.state == SP_ST_SUSPENDED) {
+		*out = json_pack("{s:s, s:b, s:s, s:b}", "id", id, "ok", 1, "state",
+		    "suspended", "changed", 0);
+		rc = 0;
+		goto out;
+	}
+	if (sb.pod || (sb.state != SP_ST_RUNNING && sb.state != SP_ST_PAUSED &&
+	    sb.state != SP_ST_SUSPENDING)) {
+		sp_err_set(e, "bad-state", 0, "cannot suspend a sandbox that is %s",
+		    sb.pod ? "a pod" : sp_state_name(sb.state));
+		goto out;
+	}
+	if (sb.state != SP_ST_SUSPENDING &&
+	    sp_db_transition(x->db, id, SP_ST_SUSPENDING, sb.gen, NULL, e) == -1)
+		goto out;
+	sp_crashpoint("suspend-after-claim");
+	/* The checkpoint: this suspend's, when a rerun finds one. */
+	sp_sandbox_domain(id, dom);
+	if ((have = remote_snap(x, id, "uploading", &r, e)) == -1)
+		goto out;
+	if (!have) {
+		json_t *o = NULL;
+
+		if (sp_virt_pause(x->virt, dom, e) == -1 ||
+		    sp_snap_take_locked(x, id, 1, "suspend", &r, &o, e) == -1)
+			goto out;
+		json_decref(o);
+		if (sp_db_snap_set_remote(x->db, id, r.snap, "uploading", e) == -1)
+			goto out;
+	}
+	sp_crashpoint("suspend-after-checkpoint");
+	/* The template's lineage, which the delta is sent against. */
+	if (sp_db_template_get(x->db, sb.template, &t, e) == -1 ||
+	    sp_template_path(x->conf.root, &t, tpath, sizeof tpath, e) == -1 ||
+	    sp_subvol_lineage(tpath, lineage, &received, e) == -1)
+		goto out;
+	snprintf(tref, sizeof tref, "%s@%s", t.name, t.digest);
+	if (sp_template_push(x, s, tref, &pushed, e) == -1)
+		goto out;
+	sp_crashpoint("suspend-after-template");
+	if (sp_remote_keyref(x, &sb, tenant, keyref, sizeof keyref, e) == -1)
+		goto out;
+	sp_crypt_data_key(dk);
+	if (sp_crypt_wrap(keyref, dk, wrapped, sizeof wrapped, e) == -1)
+		goto wipe;
+	if (sp_path_fmt(sdir, sizeof sdir, e, "%s/snapshots/%s/%s",
+	    x->conf.root, id, r.snap) == -1 ||
+	    sp_remote_tmp(x, "suspend.delta", tmp, sizeof tmp, e) == -1 ||
+	    snap_key(id, r.snap, "delta.zst.enc", key, sizeof key, e) == -1 ||
+	    snap_key(id, r.snap, "manifest.json", mkey, sizeof mkey, e) == -1)
+		goto wipe;
+	if (sp_remote_send(x, tpath, sdir, dk, tmp, e) == -1)
+		goto wipe;
+	sp_crashpoint("suspend-before-upload");
+	rc = sp_remote_upload(s, tmp, key, &size, hex, e);
+	unlink(tmp);
+	if (rc == -1)
+		goto wipe;
+	rc = -1;
+	sp_crashpoint("suspend-after-upload");
+	labels = json_loads(sb.labels ? sb.labels : "{}", 0, NULL);
+	env = json_loads(sb.env ? sb.env : "[]", 0, NULL);
+	if (sp_remote_put_json(s, x, mkey, json_pack("{s:i, s:s, s:s, s:s, s:s, "
+	    "s:s, s:I, s:i, s:i, s:o, s:o, s:{s:s, s:s, s:s}, "
+	    "s:[{s:s, s:s, s:I, s:s}]}",
+	    "version", 1, "id", id, "snap", r.snap, "node", x->conf.node,
+	    "template", tref, "lineage", lineage, "taken", (json_int_t)r.taken,
+	    "memory_mib", sb.memory_mib, "vcpus", sb.vcpus,
+	    "labels", labels ? labels : json_object(),
+	    "env", env ? env : json_array(),
+	    "key", "tenant", tenant, "kms", keyref, "wrapped", wrapped,
+	    "artifacts", "name", "delta", "key", key, "bytes", (json_int_t)size,
+	    "sha256", hex), e) == -1)
+		goto wipe;
+	sp_crashpoint("suspend-after-manifest");
+	if (sp_db_snap_set_remote(x->db, id, r.snap, "restorable", e) == -1)
+		goto wipe;
+	sp_crashpoint("suspend-after-restorable");
+	if (sp_db_transition(x->db, id, SP_ST_SUSPENDED, -1, NULL, e) == -1)
+		goto wipe;
+	sp_crashpoint("suspend-after-suspended");
+	if (release_local(x, id, keep_local, e) == -1)
+		goto wipe;
+	*out = json_pack("{s:s, s:b, s:s, s:s, s:b, s:I, s:I, s:I}", "id", id,
+	    "ok", 1, "snap", r.snap, "state", "suspended", "changed", 1,
+	    "bytes_uploaded", (json_int_t)size, "template_bytes_uploaded",
+	    json_integer_value(json_object_get(pushed, "bytes_uploaded")),
+	    "ms", (json_int_t)(sp_clock_ms() - t0));
+	rc = 0;
+wipe:
+	sodium_memzero(dk, sizeof dk);
+out:
+	json_decref(pushed);
+	sp_db_row_release(&sb);
+	return rc;
+}
+
+int
+sp_suspend(struct sp_ctx *x, const char *id, int keep_local, json_t **out,
+    struct sp_err *e)
+{
+	struct sp_store *s = NULL;
+	int fd, rc;
+
+	*out = NULL;
+	if (sp_id_check(id, e) == -1 || sp_ctx_virt(x, e) == -1 ||
+	    sp_store_open(&s, x->conf.store, e) == -1)
+		return -1;
+	if (sp_sandbox_lock(x, id, 1, &fd, e) == -1) {
+		sp_store_close(s);
+		return -1;
+	}
+	rc = suspend_locked(x, s, id, keep_local, out, e);
+	sp_sandbox_unlock(fd);
+	sp_store_close(s);
+	return rc;
+}
+
+/* ---- restore ---- */
+
+/* The manifest of id's snapshot, read back and checked. */
+static int
+read_manifest(struct sp_ctx *x, struct sp_store *s, const char *id,
+    const char *snap, json_t **m, struct sp_err *e)
+{
+	char mkey[SP_PATH_MAX];
+	const char *mid, *msnap, *tref, *lin, *wrapped, *kms, *akey, *hex;
+	json_int_t bytes;
+	json_t *a;
+	int version;
+
+	if (snap_key(id, snap, "manifest.json", mkey, sizeof mkey, e) == -1)
+		return -1;
+	if (sp_remote_get_json(s, x, mkey, m, e) == -1) {
+		if (strcmp(e->code, "not-found") == 0)
+			sp_err_set(e, "not-restorable", 0, "snapshot %s of %s has "
+			    "no manifest in the store", snap, id);
+		return -1;
+	}
+	if (json_unpack(*m, "{s:i, s:s, s:s, s:s, s:s, s:{s:s, s:s}, s:o}",
+	    "version", &version, "id", &mid, "snap", &msnap, "template", &tref,
+	    "lineage", &lin, "key", "wrapped", &wrapped, "kms", &kms,
+	    "artifacts", &a) == -1 || version != 1 || strcmp(mid, id) != 0 ||
+	    strcmp(msnap, snap) != 0 || strlen(lin) != 36 ||
+	    !json_is_array(a) || json_array_size(a) != 1 ||
+	    json_unpack(json_array_get(a, 0), "{s:s, s:I, s:s}", "key", &akey,
+	    "bytes", &bytes, "sha256", &hex) == -1 || bytes < 0 ||
+	    strlen(hex) != 64) {
+		json_decref(*m);
+		*m = NULL;
+		return sp_err_set(e, "corrupt", 0, "%s: not a manifest of %s/%s",
+		    mkey, id, snap);
+	}
+	return 0;
+}
+
+/* The domain of a restored sandbox, with this node's paths. */
+static int
+define_here(struct sp_ctx *x, const char *id, const char *dir,
+    const struct sp_ckpt_info *ci, char **xml, struct sp_err *e)
+{
+	char run[SP_PATH_MAX], disk[SP_PATH_MAX], kernel[SP_PATH_MAX];
+	char initrd[SP_PATH_MAX], dom[SP_ID_LEN + 4], p[SP_PATH_MAX];
+	struct sp_vm_spec spec;
+	FILE *f;
+
+	sp_sandbox_domain(id, dom);
+	if (sp_sandbox_run_dir(x, id, run, sizeof run, e) == -1 ||
+	    sp_path_fmt(disk, sizeof disk, e, "%s/disk.raw", dir) == -1 ||
+	    sp_path_fmt(kernel, sizeof kernel, e, "%s/vmlinuz", dir) == -1 ||
+	    sp_path_fmt(initrd, sizeof initrd, e, "%s/initrd.img", dir) == -1 ||
+	    sp_path_fmt(p, sizeof p, e, "%s/domain.xml", dir) == -1 ||
+	    sp_sandbox_make_run_dir(run, e) == -1)
+		return -1;
+	spec = (struct sp_vm_spec){
+		.name = dom, .uuid = ci->uuid, .memory_mib = ci->memory_mib,
+		.vcpus = ci->vcpus, .kernel = kernel, .initrd = initrd,
+		.cmdline = SP_VIRT_CMDLINE, .disk = disk, .chan_dir = run,
+		.nports = SP_PORTS_DEFAULT, .virt_type = x->virt_type,
+	};
+	if (sp_virt_domain_xml(&spec, xml, e) == -1)
+		return -1;
+	if ((f = fopen(p, "we")) == NULL || fputs(*xml, f) == EOF ||
+	    fclose(f) != 0)
+		return sp_err_sys(e, "io", "%s", p);
+	return sp_virt_define(x->virt, *xml, e);
+}
+
+static int
+restore_locked_store(struct sp_ctx *x, struct sp_store *s, const char *id,
+    json_t **out, struct sp_err *e)
+{
+	char sdir[SP_PATH_MAX], parent[SP_PATH_MAX], dir[SP_PATH_MAX];
+	char tmp[SP_PATH_MAX], sav[SP_PATH_MAX], dom[SP_ID_LEN + 4];
+	const char *tref, *lin, *wrapped, *kms, *akey, *hex;
+	unsigned char dk[32];
+	struct sp_sandbox_row sb;
+	struct sp_template_row t;
+	struct sp_snap_row r;
+	struct sp_ckpt_info ci;
+	struct sp_err lost;
+	json_t *m = NULL, *labels = NULL, *env = NULL;
+	json_int_t bytes;
+	int64_t t0 = sp_clock_ms();
+	uint64_t tbytes = 0;
+	char *xml = NULL;
+	int rc = -1, have, pulled, local;
+
+	if (sp_db_sandbox_get(x->db, id, &sb, e) == -1)
+		return -1;
+	if (sb.state == SP_ST_RUNNING && strcmp(sb.node, x->conf.node) == 0) {
+		*out = json_pack("{s:s, s:b, s:s, s:s, s:b}", "id", id, "ok", 1,
+		    "state", "running", "node", x->conf.node, "changed", 0);
+		rc = 0;
+		goto out;
+	}
+	if (sb.state != SP_ST_SUSPENDED && sb.state != SP_ST_RESTORING) {
+		sp_err_set(e, "bad-state", 0, "cannot restore a sandbox that is "
+		    "%s", sp_state_name(sb.state));
+		goto out;
+	}
+	if ((have = remote_snap(x, id, "restorable", &r, e)) == -1)
+		goto out;
+	if (!have) {
+		sp_err_set(e, "not-restorable", 0, "%s has no restorable "
+		    "snapshot", id);
+		goto out;
+	}
+	/* Checked before anything changes: a bad manifest leaves it be. */
+	if (read_manifest(x, s, id, r.snap, &m, e) == -1)
+		goto out;
+	json_unpack(m, "{s:s, s:s, s:{s:s, s:s}, s:[{s:s, s:I, s:s}]}",
+	    "template", &tref, "lineage", &lin, "key", "wrapped", &wrapped,
+	    "kms", &kms, "artifacts", "key", &akey, "bytes", &bytes, "sha256",
+	    &hex);
+	if (sp_crypt_unwrap(kms, wrapped, dk, e) == -1)
+		goto out;
+	if (sb.state == SP_ST_SUSPENDED &&
+	    sp_db_transition(x->db, id, SP_ST_RESTORING, sb.gen, NULL, e) == -1)
+		goto wipe;
+	if (sp_db_sandbox_place(x->db, id, x->conf.node, NULL, e) == -1)
+		goto wipe;
+	sp_crashpoint("restore-after-claim");
+	if (sp_db_template_get(x->db, tref, &t, e) == -1 ||
+	    sp_remote_lineage(x, s, &t, lin, &pulled, &tbytes, e) == -1)
+		goto back;
+	if (sp_path_fmt(parent, sizeof parent, e, "%s/snapshots/%s",
+	    x->conf.root, id) == -1 ||
+	    sp_path_fmt(sdir, sizeof sdir, e, "%s/%s", parent, r.snap) == -1 ||
+	    sp_sandbox_dir(x, id, dir, sizeof dir, e) == -1 ||
+	    sp_path_fmt(sav, sizeof sav, e, "%s/mem.sav", dir) == -1 ||
+	    sp_remote_tmp(x, "restore.delta", tmp, sizeof tmp, e) == -1)
+		goto back;
+	/* Kept here by suspend --keep-local: nothing to download. */
+	local = sp_subvol_exists(sdir) && sp_ckpt_read(sdir, &ci, &lost) == 0;
+	if (!local) {
+		if (sp_subvol_delete(sdir, e) == -1 ||
+		    sp_path_mkdirs(parent, 0700, e) == -1 ||
+		    sp_remote_download(s, akey, tmp, (uint64_t)bytes, hex, e) == -1)
+			goto back;
+		sp_crashpoint("restore-after-download");
+		rc = sp_remote_receive(x, tmp, dk, parent, e);
+		unlink(tmp);
+		if (rc == -1) {
+			sp_subvol_delete(sdir, &lost);
+			goto back;
+		}
+		rc = -1;
+		if (sp_ckpt_read(sdir, &ci, e) == -1)
+			goto back;
+	} else
+		bytes = 0;
+	sp_crashpoint("restore-after-receive");
+	sp_sandbox_domain(id, dom);
+	if (sp_virt_destroy(x->virt, dom, e) == -1 ||
+	    sp_subvol_delete(dir, e) == -1 ||
+	    sp_subvol_snapshot(sdir, dir, 0, e) == -1 ||
+	    define_here(x, id, dir, &ci, &xml, e) == -1 ||
+	    sp_virt_restore(x->virt, sav, xml, dom, e) == -1)
+		goto back;
+	unlink(sav);
+	if (sp_chan_wait_ready(x->conf.run, id, RESTORE_READY_MS, e) == -1)
+		goto back;
+	labels = json_loads(sb.labels ? sb.labels : "{}", 0, NULL);
+	env = json_loads(sb.env ? sb.env : "[]", 0, NULL);
+	if (sp_sandbox_hand_identity(x, id, labels, env, e) == -1 ||
+	    sp_db_transition(x->db, id, SP_ST_RUNNING, -1, NULL, e) == -1)
+		goto back;
+	*out = json_pack("{s:s, s:b, s:s, s:s, s:s, s:b, s:I, s:I, s:I}", "id",
+	    id, "ok", 1, "snap", r.snap, "state", "running", "node",
+	    x->conf.node, "changed", 1, "bytes_downloaded", bytes,
+	    "template_bytes_downloaded", (json_int_t)tbytes, "ms",
+	    (json_int_t)(sp_clock_ms() - t0));
+	rc = 0;
+	goto wipe;
+back:
+	/* What failed here is undone; the store still has it all. */
+	sp_virt_destroy(x->virt, dom, &lost);
+	sp_virt_undefine(x->virt, dom, &lost);
+	sp_subvol_delete(dir, &lost);
+	sp_db_transition(x->db, id, SP_ST_SUSPENDED, -1, NULL, &lost);
+wipe:
+	sodium_memzero(dk, sizeof dk);
+out:
+	free(xml);
+	json_decref(labels);
+	json_decref(env);
+	json_decref(m);
+	sp_db_row_release(&sb);
+	return rc;
+}
+
+int
+sp_restore_locked(struct sp_ctx *x, const char *id, json_t **out,
+    struct sp_err *e)
+{
+	struct sp_store *s = NULL;
+	int rc;
+
+	*out = NULL;
+	if (sp_ctx_virt(x, e) == -1 || sp_store_open(&s, x->conf.store, e) == -1)
+		return -1;
+	rc = restore_locked_store(x, s, id, out, e);
+	sp_store_close(s);
+	return rc;
+}
+
+int
+sp_restore(struct sp_ctx *x, const char *id, const char *node, json_t **out,
+    struct sp_err *e)
+{
+	struct sp_sandbox_row sb;
+	int fd, rc;
+
+	*out = NULL;
+	if (sp_id_check(id, e) == -1)
+		return -1;
+	if (node != NULL && strcmp(node, x->conf.node) != 0) {
+		/* Another node's: its reconcile pass restores it there. */
+		if (sp_name_check("node", node, e) == -1 ||
+		    sp_db_sandbox_get(x->db, id, &sb, e) == -1)
+			return -1;
+		rc = sb.state == SP_ST_SUSPENDED ? 0 : -1;
+		sp_db_row_release(&sb);
+		if (rc == -1)
+			return sp_err_set(e, "bad-state", 0, "only a suspended "
+			    "sandbox is restored elsewhere");
+		if (sp_db_sandbox_place(x->db, id, node, "running", e) == -1)
+			return -1;
+		*out = json_pack("{s:s, s:b, s:s, s:s, s:b}", "id", id, "ok", 1,
+		    "state", "suspended", "node", node, "queued", 1);
+		return 0;
+	}
+	if (sp_sandbox_lock(x, id, 1, &fd, e) == -1)
+		return -1;
+	rc = sp_restore_locked(x, id, out, e);
+	sp_sandbox_unlock(fd);
+	return rc;
+}
+
+/* ---- key rotation ---- */
+
+struct rotate {
+	struct sp_ctx *x;
+	struct sp_store *s;
+	const char *tenant, *keyref;
+	int (*fn)(json_t *, void *);
+	void *arg;
+	int failed;
+};
+
+static int
+rotate_one(const struct sp_snap_row *r, void *arg)
+{
+	struct rotate *ro = arg;
+	char mkey[SP_PATH_MAX], wrapped[WRAPPED_MAX];
+	const char *old, *kms, *tenant;
+	unsigned char dk[32];
+	struct sp_err e;
+	json_t *m = NULL, *o;
+	int rc = -1;
+
+	if (strcmp(r->remote, "restorable") != 0)
+		return 0;
+	if (read_manifest(ro->x, ro->s, r->id, r->snap, &m, &e) == -1)
+		goto tell;
+	if (json_unpack(m, "{s:{s:s, s:s, s:s}}", "key", "tenant", &tenant,
+	    "wrapped", &old, "kms", &kms) == -1) {
+		sp_err_set(&e, "corrupt", 0, "manifest without a tenant");
+		goto tell;
+	}
+	if (strcmp(tenant, ro->tenant) != 0) {
+		json_decref(m);
+		return 0;
+	}
+	if (sp_crypt_unwrap(kms, old, dk, &e) == -1)
+		goto tell;
+	rc = sp_crypt_wrap(ro->keyref, dk, wrapped, sizeof wrapped, &e);
+	sodium_memzero(dk, sizeof dk);
+	if (rc == -1)
+		goto tell;
+	json_object_set_new(json_object_get(m, "key"), "wrapped",
+	    json_string(wrapped));
+	json_object_set_new(json_object_get(m, "key"), "kms",
+	    json_string(ro->keyref));
+	rc = snap_key(r->id, r->snap, "manifest.json", mkey, sizeof mkey, &e) == -1 ?
+	    -1 : sp_remote_put_json(ro->s, ro->x, mkey, json_incref(m), &e);
+tell:
+	if (rc == -1) {
+		ro->failed = 1;
+		o = json_pack("{s:s, s:b, s:s, s:s, s:s}", "id", r->id, "ok", 0,
+		    "snap", r->snap, "error", e.code, "msg", e.msg);
+	} else
+		o = json_pack("{s:s, s:b, s:s, s:b}", "id", r->id, "ok", 1,
+		    "snap", r->snap, "rewrapped", 1);
+	if (o != NULL)
+		ro->fn(o, ro->arg);
+	json_decref(m);
+	return 0;
+}
+
+int
+sp_key_rotate(struct sp_ctx *x, const char *tenant, const char *keyref,
+    int (*fn)(json_t *, void *), void *arg, struct sp_err *e)
+{
+	struct rotate ro = { x, NULL, tenant, keyref, fn, arg, 0 };
+	unsigned char probe[32];
+	char wrapped[WRAPPED_MAX];
+	int rc;
+
+	if (sp_name_check("tenant", tenant, e) == -1)
+		return -1;
+	/* The new key must work before anything is wrapped with it. */
+	sp_crypt_data_key(probe);
+	rc = sp_crypt_wrap(keyref, probe, wrapped, sizeof wrapped, e) == -1 ||
+	    sp_crypt_unwrap(keyref, wrapped, probe, e) == -1 ? -1 : 0;
+	sodium_memzero(probe, sizeof probe);
+	if (rc == -1 || sp_store_open(&ro.s, x->conf.store, e) == -1)
+		return -1;
+	rc = sp_db_snap_each(x->db, NULL, NULL, rotate_one, &ro, e);
+	sp_store_close(ro.s);
+	if (rc == -1)
+		return -1;
+	if (ro.failed)
+		return sp_err_set(e, "partial", 0, "some snapshots keep their "
+		    "old key; the tenant's key is unchanged");
+	return sp_db_tenant_key_set(x->db, tenant, keyref, e);
+}
