@@ -116,6 +116,11 @@ suspend_locked(struct sp_ctx *x, struct sp_store *s, const char *id,
 	if (sp_db_sandbox_get(x->db, id, &sb, e) == -1)
 		return -1;
 	if (sb.state == SP_ST_SUSPENDED) {
+		/* Done; what a suspend cut short after its last DB step left
+		 * here is released now. */
+		if (strcmp(sb.node, x->conf.node) == 0 &&
+		    release_local(x, id, keep_local, e) == -1)
+			goto out;
 		*out = json_pack("{s:s, s:b, s:s, s:b}", "id", id, "ok", 1, "state",
 		    "suspended", "changed", 0);
 		rc = 0;
@@ -131,8 +136,15 @@ suspend_locked(struct sp_ctx *x, struct sp_store *s, const char *id,
 	    sp_db_transition(x->db, id, SP_ST_SUSPENDING, sb.gen, NULL, e) == -1)
 		goto out;
 	sp_crashpoint("suspend-after-claim");
-	/* The checkpoint: this suspend's, when a rerun finds one. */
+	/* The checkpoint: this suspend's, when a rerun finds one; one that
+	 * is restorable already only waits for the last steps. */
 	sp_sandbox_domain(id, dom);
+	if (sb.state == SP_ST_SUSPENDING &&
+	    (have = remote_snap(x, id, "restorable", &r, e)) != 0) {
+		if (have == -1)
+			goto out;
+		goto finish;
+	}
 	if ((have = remote_snap(x, id, "uploading", &r, e)) == -1)
 		goto out;
 	if (!have) {
@@ -193,6 +205,7 @@ suspend_locked(struct sp_ctx *x, struct sp_store *s, const char *id,
 	if (sp_db_snap_set_remote(x->db, id, r.snap, "restorable", e) == -1)
 		goto wipe;
 	sp_crashpoint("suspend-after-restorable");
+finish:
 	if (sp_db_transition(x->db, id, SP_ST_SUSPENDED, -1, NULL, e) == -1)
 		goto wipe;
 	sp_crashpoint("suspend-after-suspended");
@@ -403,6 +416,10 @@ restore_locked_store(struct sp_ctx *x, struct sp_store *s, const char *id,
 	if (sp_sandbox_hand_identity(x, id, labels, env, e) == -1 ||
 	    sp_db_transition(x->db, id, SP_ST_RUNNING, -1, NULL, e) == -1)
 		goto back;
+	/* It runs on from here: that snapshot is history now, not what a
+	 * later suspend of it left (the store keeps its objects). */
+	if (sp_db_snap_set_remote(x->db, id, r.snap, "restored", e) == -1)
+		goto wipe;
 	*out = json_pack("{s:s, s:b, s:s, s:s, s:s, s:b, s:I, s:I, s:I}", "id",
 	    id, "ok", 1, "snap", r.snap, "state", "running", "node",
 	    x->conf.node, "changed", 1, "bytes_downloaded", bytes,
@@ -493,11 +510,24 @@ rotate_one(const struct sp_snap_row *r, void *arg)
 	char mkey[SP_PATH_MAX], wrapped[WRAPPED_MAX];
 	const char *old, *kms, *tenant;
 	unsigned char dk[32];
+	struct sp_sandbox_row sb;
 	struct sp_err e;
-	json_t *m = NULL, *o;
-	int rc = -1;
+	json_t *m = NULL, *o, *labels;
+	int rc = -1, mine;
 
-	if (strcmp(r->remote, "restorable") != 0)
+	if (strcmp(r->remote, "restorable") != 0 &&
+	    strcmp(r->remote, "restored") != 0)
+		return 0;
+	/* Only this tenant's sandboxes (their label), before any download. */
+	if (sp_db_sandbox_get(ro->x->db, r->id, &sb, &e) == -1)
+		return 0;
+	labels = json_loads(sb.labels ? sb.labels : "{}", 0, NULL);
+	mine = strcmp(json_string_value(json_object_get(labels, "tenant")) ?
+	    json_string_value(json_object_get(labels, "tenant")) : "default",
+	    ro->tenant) == 0;
+	json_decref(labels);
+	sp_db_row_release(&sb);
+	if (!mine)
 		return 0;
 	if (read_manifest(ro->x, ro->s, r->id, r->snap, &m, &e) == -1)
 		goto tell;
