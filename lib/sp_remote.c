@@ -26,8 +26,10 @@
  *   sandboxes/<id>/<snap>/{delta.zst.enc,manifest.json}
  */
 #include <errno.h>
-#include <signal.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -326,10 +328,72 @@ out:
 }
 
 /* Uploads the file at path to key; *size and hex its size and SHA-256. */
+/*
+ * Progress of a long transfer on stderr, when stderr is a terminal: a thread
+ * looks every 200 ms at how far the transfer got (the offset an upload read
+ * its file to, the size a download wrote) and redraws one line.
+ */
+struct progress {
+	const char *what;
+	int fd, download, on;
+	uint64_t total;
+	atomic_int stop;
+	pthread_t thread;
+};
+
+static uint64_t
+progress_at(const struct progress *p)
+{
+	struct stat st;
+	off_t o;
+
+	if (p->download)
+		return fstat(p->fd, &st) == 0 ? (uint64_t)st.st_size : 0;
+	o = lseek(p->fd, 0, SEEK_CUR);
+	return o > 0 ? (uint64_t)o : 0;
+}
+
+static void *
+progress_run(void *arg)
+{
+	struct progress *p = arg;
+
+	while (!atomic_load(&p->stop)) {
+		usleep(200000);
+		fprintf(stderr, "\r%s: %s %.1f of %.1f MiB  ", sp_out_prog(),
+		    p->what, progress_at(p) / 1048576.0, p->total / 1048576.0);
+	}
+	return NULL;
+}
+
+static void
+progress_start(struct progress *p, const char *what, int fd, uint64_t total,
+    int download)
+{
+	*p = (struct progress){ .what = what, .fd = fd, .download = download,
+	    .total = total };
+	atomic_init(&p->stop, 0);
+	/* Small transfers are over before a line would help. */
+	p->on = isatty(2) && total >= 8 * 1048576 &&
+	    pthread_create(&p->thread, NULL, progress_run, p) == 0;
+}
+
+static void
+progress_stop(struct progress *p)
+{
+	if (!p->on)
+		return;
+	atomic_store(&p->stop, 1);
+	pthread_join(p->thread, NULL);
+	fprintf(stderr, "\r%s: %s %.1f MiB, done%20s\n", sp_out_prog(), p->what,
+	    progress_at(p) / 1048576.0, "");
+}
+
 int
 sp_remote_upload(struct sp_store *s, const char *path, const char *key,
     uint64_t *size, char hex[65], struct sp_err *e)
 {
+	struct progress pr;
 	uint64_t bytes;
 	int fd, rc;
 
@@ -337,7 +401,9 @@ sp_remote_upload(struct sp_store *s, const char *path, const char *key,
 		return -1;
 	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) == -1)
 		return sp_err_sys(e, "io", "%s", path);
+	progress_start(&pr, "uploading", fd, *size, 0);
 	rc = sp_store_put(s, key, fd, &bytes, e);
+	progress_stop(&pr);
 	close(fd);
 	if (rc == 0 && bytes != *size)
 		rc = sp_err_set(e, "io", 1, "%s: stored %llu of %llu bytes", key,
@@ -350,13 +416,16 @@ int
 sp_remote_download(struct sp_store *s, const char *key, const char *path,
     uint64_t size, const char *hex, struct sp_err *e)
 {
+	struct progress pr;
 	char got[65];
 	uint64_t bytes, n;
 	int fd, rc;
 
 	if ((fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600)) == -1)
 		return sp_err_sys(e, "io", "%s", path);
+	progress_start(&pr, "downloading", fd, size, 1);
 	rc = sp_store_get(s, key, fd, &bytes, e);
+	progress_stop(&pr);
 	close(fd);
 	if (rc == -1)
 		return -1;
