@@ -14,6 +14,58 @@ _space_templates() {
 	space-template ls 2>/dev/null | sed -n 's/.*"template":"\([^"]*\)".*/\1/p' | sort -u
 }
 
+# Sandbox ids in one of the states given ($1 a regex alternation: running|paused).
+_space_ids_in() {
+	space-ls 2>/dev/null | grep -E "\"state\":\"($1)\"" |
+	    sed -n 's/.*"id":"\([a-z2-7]\{12\}\)".*/\1/p'
+}
+
+# NAME@DIGEST of every template the DB knows (pull wants the digest in full).
+_space_template_refs() {
+	space-template ls 2>/dev/null |
+	    sed -n 's/.*"template":"\([^"]*\)","digest":"\([0-9a-f]*\)".*/\1@\2/p'
+}
+
+# Node names the sandboxes' records carry.
+_space_nodes() {
+	space-ls 2>/dev/null | sed -n 's/.*"node":"\([^"]*\)".*/\1/p' | sort -u
+}
+
+_space_tenants() {
+	space-key ls 2>/dev/null | sed -n 's/.*"tenant":"\([^"]*\)".*/\1/p'
+}
+
+# A key reference: file:PATH or cmd:PROGRAM.  Bash splits words at ':' when
+# COMP_WORDBREAKS holds it (the default), so "file:/x" may arrive as
+# "file" ":" "/x"; either way only the part after the colon is completed.
+_space_keyref() {
+	local cur=$1 prev=$2 prev2=$3 kind= rest
+	if [ "$cur" = : ]; then
+		kind=$prev rest=
+	elif [ "$prev" = : ]; then
+		kind=$prev2 rest=$cur
+	elif [[ $cur == file:* || $cur == cmd:* ]]; then
+		kind=${cur%%:*} rest=${cur#*:}
+	fi
+	case $kind in
+	file)
+		if [[ $COMP_WORDBREAKS == *:* && $cur != file:* ]]; then
+			COMPREPLY=($(compgen -f -- "$rest"))
+		else
+			COMPREPLY=($(compgen -f -- "$rest" | sed 's/^/file:/'))
+		fi ;;
+	cmd)
+		if [[ $COMP_WORDBREAKS == *:* && $cur != cmd:* ]]; then
+			COMPREPLY=($(compgen -c -- "$rest" | sort -u))
+		else
+			COMPREPLY=($(compgen -c -- "$rest" | sort -u | sed 's/^/cmd:/'))
+		fi ;;
+	*)
+		COMPREPLY=($(compgen -W "file: cmd:" -- "$cur"))
+		compopt -o nospace 2>/dev/null ;;
+	esac
+}
+
 _space() {
 	local cur prev cmd
 	cur=${COMP_WORDS[COMP_CWORD]}
@@ -24,7 +76,7 @@ _space() {
 		COMPREPLY=($(compgen -W "--loop-size" -- "$cur")) ;;
 	space-template)
 		if [ "$COMP_CWORD" -eq 1 ]; then
-			COMPREPLY=($(compgen -W "import add warm ls rm" -- "$cur"))
+			COMPREPLY=($(compgen -W "import add warm ls rm push pull" -- "$cur"))
 			return
 		fi
 		case ${COMP_WORDS[1]}:$prev in
@@ -44,6 +96,8 @@ _space() {
 		rm:*) COMPREPLY=($(compgen -W "--force $(_space_templates)" -- "$cur")) ;;
 		warm:--memory|warm:--vcpus) ;;
 		warm:*) COMPREPLY=($(compgen -W "--memory --vcpus $(_space_templates)" -- "$cur")) ;;
+		push:*) COMPREPLY=($(compgen -W "$(_space_templates)" -- "$cur")) ;;
+		pull:*) COMPREPLY=($(compgen -W "$(_space_template_refs)" -- "$cur")) ;;
 		esac ;;
 	space-create)
 		case $prev in
@@ -149,9 +203,27 @@ _space() {
 		fi ;;
 	space-gc)
 		COMPREPLY=($(compgen -W "--dry-run" -- "$cur")) ;;
+	space-suspend)
+		COMPREPLY=($(compgen -W "--keep-local $(_space_ids_in 'running|paused')" -- "$cur")) ;;
+	space-restore)
+		case $prev in
+		--node) COMPREPLY=($(compgen -W "$(_space_nodes)" -- "$cur")) ;;
+		*) COMPREPLY=($(compgen -W "--node $(_space_ids_in 'suspended|restoring')" -- "$cur")) ;;
+		esac ;;
+	space-key)
+		if [ "$COMP_CWORD" -eq 1 ]; then
+			COMPREPLY=($(compgen -W "set ls rotate" -- "$cur"))
+		elif [ "${COMP_WORDS[1]}" = set ] || [ "${COMP_WORDS[1]}" = rotate ]; then
+			if [ "$COMP_CWORD" -eq 2 ]; then
+				COMPREPLY=($(compgen -W "$(_space_tenants)" -- "$cur"))
+			else
+				_space_keyref "$cur" "$prev" "${COMP_WORDS[COMP_CWORD-2]}"
+			fi
+		fi ;;
 	esac
 }
 complete -F _space space-init space-template space-create space-exec space-ls space-rm \
 	space-pause space-resume space-stop space-start space-reconcile \
 	space-ps space-logs space-kill space-fs space-cp space-pool \
-	space-snap space-rollback space-fork space-gc
+	space-snap space-rollback space-fork space-gc \
+	space-suspend space-restore space-key

@@ -797,10 +797,11 @@ int sp_remote_upload(struct sp_store *s, const char *path, const char *key,
     uint64_t *size, char hex[65], struct sp_err *e);
 int sp_remote_download(struct sp_store *s, const char *key, const char *path,
     uint64_t size, const char *hex, struct sp_err *e);
-/* This node gets template t of the given lineage if it lacks it. */
+/* This node gets template t of the given lineage if it lacks it; base gets
+ * the subvolume that deltas of that lineage are received onto. */
 int sp_remote_lineage(struct sp_ctx *x, struct sp_store *s,
-    const struct sp_template_row *t, const char *lineage, int *pulled,
-    uint64_t *bytes, struct sp_err *e);
+    const struct sp_template_row *t, const char *lineage, char *base,
+    size_t nbase, int *pulled, uint64_t *bytes, struct sp_err *e);
 /* space-template push NAME / pull NAME@DIGEST: full send streams. */
 int sp_template_push(struct sp_ctx *x, struct sp_store *s, const char *ref,
     json_t **out, struct sp_err *e);

@@ -512,8 +512,8 @@ sp_template_push(struct sp_ctx *x, struct sp_store *s, const char *ref,
  */
 int
 sp_remote_lineage(struct sp_ctx *x, struct sp_store *s,
-    const struct sp_template_row *t, const char *lineage, int *pulled,
-    uint64_t *bytes, struct sp_err *e)
+    const struct sp_template_row *t, const char *lineage, char *base,
+    size_t nbase, int *pulled, uint64_t *bytes, struct sp_err *e)
 {
 	char tpath[SP_PATH_MAX], have[37], key[SP_PATH_MAX], mkey[SP_PATH_MAX];
 	char tmp[SP_PATH_MAX], dir[SP_PATH_MAX], got[SP_PATH_MAX];
@@ -536,7 +536,7 @@ sp_remote_lineage(struct sp_ctx *x, struct sp_store *s,
 	 * (set last); it is made again. */
 	if (sp_subvol_exists(keep) && (sp_subvol_lineage(keep, have, &received,
 	    e) == -1 || (received && strcmp(have, lineage) == 0)))
-		return received ? 0 : -1;
+		return received ? sp_path_fmt(base, nbase, e, "%s", keep) : -1;
 	if (sp_subvol_exists(keep) && sp_subvol_delete(keep, e) == -1)
 		return -1;
 	own = sp_subvol_exists(tpath);
@@ -554,7 +554,7 @@ sp_remote_lineage(struct sp_ctx *x, struct sp_store *s,
 	 * take deltas either: it gets a received copy in lineages/ too.
 	 */
 	if (own && received && strcmp(have, lineage) == 0)
-		return 0;
+		return sp_path_fmt(base, nbase, e, "%s", tpath);
 	if (template_key(t, lineage, "stream.zst", key, sizeof key, e) == -1 ||
 	    template_key(t, lineage, "manifest.json", mkey, sizeof mkey, e) == -1 ||
 	    sp_remote_get_json(s, x, mkey, &m, e) == -1)
@@ -583,7 +583,8 @@ sp_remote_lineage(struct sp_ctx *x, struct sp_store *s,
 	*bytes = (uint64_t)size;
 	*pulled = 1;
 	/* The DB may know it already (a shared DB): the insert is idempotent. */
-	rc = own ? 0 : sp_db_template_insert(x->db, t, e);
+	rc = sp_path_fmt(base, nbase, e, "%s", got) == -1 ? -1 :
+	    own ? 0 : sp_db_template_insert(x->db, t, e);
 out:
 	json_decref(m);
 	return rc;
@@ -619,7 +620,7 @@ int
 sp_template_pull(struct sp_ctx *x, struct sp_store *s, const char *ref,
     json_t **out, struct sp_err *e)
 {
-	char name[SP_NAME_MAX + 1], prefix[SP_PATH_MAX], *at;
+	char name[SP_NAME_MAX + 1], prefix[SP_PATH_MAX], base[SP_PATH_MAX], *at;
 	struct sp_template_row t = { 0 };
 	int64_t t0 = sp_clock_ms();
 	struct first_lineage l = { "", 0 };
@@ -653,7 +654,8 @@ sp_template_pull(struct sp_ctx *x, struct sp_store *s, const char *ref,
 		return -1;
 	if (l.n == 0)
 		return sp_err_set(e, "not-found", 0, "the store has no %s", ref);
-	rc = sp_remote_lineage(x, s, &t, l.v, &pulled, &bytes, e);
+	rc = sp_remote_lineage(x, s, &t, l.v, base, sizeof base, &pulled,
+	    &bytes, e);
 	if (rc == 0)
 		*out = json_pack("{s:s, s:s, s:s, s:b, s:I, s:I}", "template",
 		    t.name, "digest", t.digest, "lineage", l.v, "pulled", pulled,

@@ -47,7 +47,7 @@ struct sp_store {
 	/* s3 */
 	char prefix[PREFIX_MAX + 2];	/* "" or "a/b/" */
 	char base[1024];		/* the URL an object's name follows */
-	size_t list_len;		/* the bucket's URL: base[0..list_len) */
+	size_t list_len;		/* the bucket: base[0..list_len) */
 	char sigv4[64];			/* aws:amz:REGION:s3 */
 	char access_key[256], secret_key[256];
 	char token_hdr[4096];		/* "x-amz-security-token: ..." or "" */
@@ -151,7 +151,8 @@ write_all(int fd, const void *buf, size_t n)
 
 /* Reads fd until buf is full or at EOF; *got says how much came. */
 static int
-fill(int fd, unsigned char *buf, size_t cap, size_t *got, struct sp_err *e)
+fill(int fd, unsigned char *buf, size_t cap, size_t *got, const char *what,
+    const char *key, struct sp_err *e)
 {
 	size_t n = 0;
 	ssize_t r;
@@ -161,7 +162,7 @@ fill(int fd, unsigned char *buf, size_t cap, size_t *got, struct sp_err *e)
 			if (errno == EINTR)
 				continue;
 			*got = n;
-			return sp_err_sys(e, "io", "read the object to store");
+			return sp_err_sys(e, "io", "%s %s: read", what, key);
 		}
 		if (r == 0)
 			break;
@@ -251,7 +252,7 @@ file_put(struct sp_store *s, const char *key, int fd, uint64_t *bytes,
 		goto out;
 	}
 	for (;;) {
-		if (fill(fd, buf, COPY_BUF, &got, e) == -1)
+		if (fill(fd, buf, COPY_BUF, &got, "put", key, e) == -1)
 			goto out;
 		if (got == 0)
 			break;
@@ -329,7 +330,7 @@ file_get(struct sp_store *s, const char *key, int fd, uint64_t *bytes,
 		goto out;
 	}
 	for (;;) {
-		if (fill(in, buf, COPY_BUF, &got, e) == -1)
+		if (fill(in, buf, COPY_BUF, &got, "get", key, e) == -1)
 			goto out;
 		if (got == 0)
 			break;
@@ -445,8 +446,9 @@ file_walk(struct walk *w, int dfd, size_t len, struct sp_err *e)
 		if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode))
 			continue;
 		nl = strlen(d->d_name);
+		/* Keys under a directory take a '/' and a byte more. */
 		if (!key_valid(d->d_name, SP_STORE_NAME_MAX) ||
-		    len + nl + 1 > SP_STORE_KEY_MAX)
+		    len + nl + (S_ISDIR(st.st_mode) ? 2 : 0) > SP_STORE_KEY_MAX)
 			continue;	/* no key can name it */
 		if (n == cap) {
 			cap = cap ? 2 * cap : 64;
@@ -622,7 +624,8 @@ xml_unescape(const char *s, size_t n, char *out, size_t outn)
 			c = s[i++];
 			goto put;
 		}
-		if ((semi = memchr(s + i, ';', n - i < 12 ? n - i : 12)) == NULL)
+		semi = memchr(s + i, ';', n - i < 12 ? n - i : 12);
+		if (semi == NULL)
 			return -1;
 		el = (size_t)(semi - s) - i - 1;
 		for (k = 0; k < sizeof ents / sizeof ents[0]; k++)
@@ -819,7 +822,8 @@ s3_once(struct sp_store *s, struct xfer *x, const char *sha_hdr)
 		hd = t;
 	}
 	if (x->content_type != NULL) {
-		snprintf(line, sizeof line, "Content-Type: %s", x->content_type);
+		snprintf(line, sizeof line, "Content-Type: %s",
+		    x->content_type);
 		if ((t = curl_slist_append(hd, line)) == NULL)
 			goto out;
 		hd = t;
@@ -917,8 +921,10 @@ backoff(struct sp_store *s, int try)
 		ms *= 2;
 	if (ms > BACKOFF_CAP_MS)
 		ms = BACKOFF_CAP_MS;
-	/* Half of it, and up to as much again at random: tries spread out. */
-	ms = ms / 2 + (ms > 1 ? (long)randombytes_uniform((uint32_t)(ms / 2 + 1)) : 0);
+	/* Half of it, and up to as much again at random: clients that failed
+	 * together do not all come back together. */
+	if (ms > 1)
+		ms = ms / 2 + (long)randombytes_uniform((uint32_t)(ms / 2 + 1));
 	ts.tv_sec = ms / 1000;
 	ts.tv_nsec = (ms % 1000) * 1000000L;
 	while (nanosleep(&ts, &ts) == -1 && errno == EINTR)
@@ -982,7 +988,7 @@ s3_call(struct sp_store *s, struct xfer *x, const char *what,
 			break;
 		if (x->tries > SP_STORE_RETRIES)
 			break;
-		/* A transient answer mid-body: what came stays written. */
+		/* What a get wrote stays written; the next try resumes. */
 		backoff(s, x->tries - 1);
 	}
 	if (r == CURLE_OK)
@@ -1247,8 +1253,9 @@ mp_complete(struct sp_store *s, const char *key, struct upload *u,
 		return sp_err_set(e, "nomem", 1, "put %s: no memory", key);
 	len = (size_t)snprintf(xml, cap, "<CompleteMultipartUpload>");
 	for (i = 0; i < u->parts; i++)
-		len += (size_t)snprintf(xml + len, cap - len, "<Part><PartNumber>"
-		    "%d</PartNumber><ETag>%s</ETag></Part>", i + 1, u->etags[i]);
+		len += (size_t)snprintf(xml + len, cap - len, "<Part>"
+		    "<PartNumber>%d</PartNumber><ETag>%s</ETag></Part>", i + 1,
+		    u->etags[i]);
 	len += (size_t)snprintf(xml + len, cap - len,
 	    "</CompleteMultipartUpload>");
 	x.method = "POST";
@@ -1308,7 +1315,7 @@ s3_put(struct sp_store *s, const char *key, int fd, uint64_t *bytes,
 	if ((buf = malloc(s->part_size)) == NULL)
 		return sp_err_set(e, "nomem", 1, "put %s: no memory for a part "
 		    "of %zu bytes", key, s->part_size);
-	if (fill(fd, buf, s->part_size, &len, e) == -1)
+	if (fill(fd, buf, s->part_size, &len, "put", key, e) == -1)
 		goto out;
 	if (len < s->part_size) {
 		if (s3_put_once(s, key, buf, len, e) == -1)
@@ -1324,7 +1331,8 @@ s3_put(struct sp_store *s, const char *key, int fd, uint64_t *bytes,
 			total += len;
 			if (len < s->part_size)
 				break;
-			if (fill(fd, buf, s->part_size, &len, e) == -1)
+			if (fill(fd, buf, s->part_size, &len, "put", key,
+			    e) == -1)
 				goto out;
 			if (len == 0)
 				break;
@@ -1386,13 +1394,14 @@ s3_page(struct sp_store *s, const char *p, size_t n, struct page *pg,
 		} else if (t.end)
 			continue;
 		else if (in && xml_is(&t, "Key")) {
-			/* A key we cannot take is skipped like a foreign one. */
+			/* A key we cannot take is skipped, like a foreign
+			 * one. */
 			if (xml_unescape(t.text, t.tlen, key, sizeof key) == -1)
 				snprintf(key, sizeof key, "/");
 			have_key = 1;
 		} else if (in && xml_is(&t, "Size")) {
-			if (xml_unescape(t.text, t.tlen, num, sizeof num) == -1 ||
-			    num[0] < '0' || num[0] > '9')
+			if (xml_unescape(t.text, t.tlen, num,
+			    sizeof num) == -1 || num[0] < '0' || num[0] > '9')
 				return sp_err_set(e, "io", 0, "list: bad Size");
 			errno = 0;
 			size = strtoull(num, &endp, 10);
@@ -1400,7 +1409,8 @@ s3_page(struct sp_store *s, const char *p, size_t n, struct page *pg,
 				return sp_err_set(e, "io", 0, "list: bad Size");
 			have_size = 1;
 		} else if (!in && xml_is(&t, "IsTruncated"))
-			pg->truncated = t.tlen == 4 && memcmp(t.text, "true", 4) == 0;
+			pg->truncated = t.tlen == 4 &&
+			    memcmp(t.text, "true", 4) == 0;
 		else if (!in && xml_is(&t, "NextContinuationToken")) {
 			if (xml_unescape(t.text, t.tlen, pg->token,
 			    sizeof pg->token) == -1)
@@ -1416,38 +1426,50 @@ s3_page(struct sp_store *s, const char *p, size_t n, struct page *pg,
 	return 0;
 }
 
+/* The URL of a list page, its query in SigV4's canonical order: sorted,
+ * every value encoded. */
+static int
+list_url(struct sp_store *s, const char *prefix, const char *token,
+    char *url, size_t n)
+{
+	char fixed[64];
+	size_t len = 0;
+
+	if (url_add(url, n, &len, s->base) == -1)
+		return -1;
+	len = s->list_len;
+	snprintf(fixed, sizeof fixed, "list-type=2&max-keys=%d&prefix=",
+	    s->list_max);
+	if (url_add(url, n, &len, "?") == -1 || (token[0] != '\0' &&
+	    (url_add(url, n, &len, "continuation-token=") == -1 ||
+	    url_enc(url, n, &len, token, 0) == -1 ||
+	    url_add(url, n, &len, "&") == -1)))
+		return -1;
+	if (url_add(url, n, &len, fixed) == -1 ||
+	    url_enc(url, n, &len, s->prefix, 0) == -1 ||
+	    url_enc(url, n, &len, prefix, 0) == -1)
+		return -1;
+	return 0;
+}
+
 static int
 s3_list(struct sp_store *s, const char *prefix,
     int (*fn)(const char *, uint64_t, void *), void *arg, struct sp_err *e)
 {
-	char url[URL_MAX], full[PREFIX_MAX + SP_STORE_KEY_MAX + 8], max[16];
+	struct xfer x = { .fd = -1, .max = PAGE_MAX, .method = "GET" };
+	char url[URL_MAX];
 	struct page *pg;
-	struct xfer x = { .fd = -1, .max = PAGE_MAX };
-	size_t len;
 	int rc = -1;
 
 	if ((pg = calloc(1, sizeof *pg)) == NULL)
 		return sp_err_set(e, "nomem", 1, "list: no memory");
-	snprintf(full, sizeof full, "%s%s", s->prefix, prefix);
-	snprintf(max, sizeof max, "%d", s->list_max);
+	x.url = url;
 	do {
-		/* The query in SigV4's canonical order: sorted, encoded. */
-		len = 0;
-		if (url_add(url, sizeof url, &len, s->base) == -1)
-			goto toolong;
-		len = s->list_len;
-		if (url_add(url, sizeof url, &len, "?") == -1 ||
-		    (pg->token[0] != '\0' &&
-		    (url_add(url, sizeof url, &len, "continuation-token=") == -1 ||
-		    url_enc(url, sizeof url, &len, pg->token, 0) == -1 ||
-		    url_add(url, sizeof url, &len, "&") == -1)) ||
-		    url_add(url, sizeof url, &len, "list-type=2&max-keys=") == -1 ||
-		    url_add(url, sizeof url, &len, max) == -1 ||
-		    url_add(url, sizeof url, &len, "&prefix=") == -1 ||
-		    url_enc(url, sizeof url, &len, full, 0) == -1)
-			goto toolong;
-		x.method = "GET";
-		x.url = url;
+		if (list_url(s, prefix, pg->token, url, sizeof url) == -1) {
+			sp_err_set(e, "bad-input", 0, "list %s: URL too long",
+			    prefix);
+			goto out;
+		}
 		if (s3_call(s, &x, "list", prefix, e) == -1)
 			goto out;
 		if (x.code / 100 != 2) {
@@ -1464,9 +1486,6 @@ s3_list(struct sp_store *s, const char *prefix,
 			goto out;
 	} while (pg->truncated && !pg->stop);
 	rc = 0;
-	goto out;
-toolong:
-	sp_err_set(e, "bad-input", 0, "list %s: URL too long", prefix);
 out:
 	xfer_release(&x);
 	free(pg);
@@ -1602,7 +1621,8 @@ s3_open(struct sp_store *s, const char *rest, struct sp_err *e)
 	if ((v = env("SPACE_S3_ENDPOINT")) == NULL)
 		snprintf(defep, sizeof defep, "https://s3.%s.amazonaws.com",
 		    region);
-	if (endpoint_parse(v != NULL ? v : defep, ep, sizeof ep, &scheme, e) == -1)
+	if (endpoint_parse(v != NULL ? v : defep, ep, sizeof ep, &scheme,
+	    e) == -1)
 		return -1;
 	mode = env("SPACE_S3_ADDRESSING");
 	if (mode == NULL)
@@ -1632,8 +1652,9 @@ s3_open(struct sp_store *s, const char *rest, struct sp_err *e)
 		snprintf(s->access_key, sizeof s->access_key, "%s", v);
 		if ((v = env("AWS_SECRET_ACCESS_KEY")) == NULL ||
 		    !header_safe(v, sizeof s->secret_key))
-			return sp_err_set(e, "bad-input", 0, "AWS_ACCESS_KEY_ID "
-			    "without a valid AWS_SECRET_ACCESS_KEY");
+			return sp_err_set(e, "bad-input", 0,
+			    "AWS_ACCESS_KEY_ID without a valid "
+			    "AWS_SECRET_ACCESS_KEY");
 		snprintf(s->secret_key, sizeof s->secret_key, "%s", v);
 	}
 	if ((v = env("AWS_SESSION_TOKEN")) != NULL) {
@@ -1644,8 +1665,10 @@ s3_open(struct sp_store *s, const char *rest, struct sp_err *e)
 		    "x-amz-security-token: %s", v);
 	}
 	if (env_long("SPACE_S3_PART_MIB", 8, 5, 1024, &part_mib, e) == -1 ||
-	    env_long("SPACE_S3_RETRY_MS", 100, 0, 60000, &s->retry_ms, e) == -1 ||
-	    env_long("SPACE_S3_TIMEOUT_S", 30, 1, 3600, &s->timeout_s, e) == -1 ||
+	    env_long("SPACE_S3_RETRY_MS", 100, 0, 60000, &s->retry_ms,
+	    e) == -1 ||
+	    env_long("SPACE_S3_TIMEOUT_S", 30, 1, 3600, &s->timeout_s,
+	    e) == -1 ||
 	    env_long("SPACE_S3_LIST_MAX", 1000, 1, 1000, &list_max, e) == -1)
 		return -1;
 	s->part_size = (size_t)part_mib << 20;
@@ -1673,8 +1696,8 @@ sp_store_open(struct sp_store **sp, const char *url, struct sp_err *e)
 		while (l > 0 && url[7 + l - 1] == '/')
 			l--;
 		if (url[7] != '/')
-			rc = sp_err_set(e, "bad-input", 0, "file:// store needs "
-			    "an absolute path");
+			rc = sp_err_set(e, "bad-input", 0, "file:// store "
+			    "needs an absolute path");
 		else if (l + SP_STORE_KEY_MAX + 32 > sizeof s->dir)
 			rc = sp_err_set(e, "bad-input", 0, "file:// store path "
 			    "too long");
@@ -1687,8 +1710,8 @@ sp_store_open(struct sp_store **sp, const char *url, struct sp_err *e)
 		s->kind = STORE_S3;
 		rc = s3_open(s, url + 5, e);
 	} else
-		rc = sp_err_set(e, "bad-input", 0, "store URL must be file://DIR "
-		    "or s3://BUCKET[/PREFIX]");
+		rc = sp_err_set(e, "bad-input", 0, "store URL must be "
+		    "file://DIR or s3://BUCKET[/PREFIX]");
 	if (rc == -1) {
 		sp_store_close(s);
 		return -1;

@@ -18,14 +18,18 @@
  * Keys are 1..SP_STORE_KEY_MAX bytes of printable ASCII without spaces,
  * made of '/'-separated components that are never empty, never longer than
  * SP_STORE_NAME_MAX and never start with '.' (so no "..", no hidden files,
- * and no clash with the temporary files of a put).  Anything else is
- * bad-input.
+ * and no clash with a put's temporary file, .NAME.tmp-XXXXXX beside the
+ * object).  Anything else is bad-input.  file:// keeps keys as paths, so
+ * it cannot hold both "a/b" and "a/b/c"; S3 can.
  *
  * Errors: not-found (no such key), denied (HTTP 401/403), bad-input (a bad
  * URL, key or setting), io (temp=1 when the failure was transient: HTTP
  * 5xx, 429, a lost connection or a timeout, still there after the retries).
  * Every S3 request is retried up to SP_STORE_RETRIES times with exponential
  * backoff and jitter; secrets never appear in a message.
+ *
+ * A store is for one thread at a time (S3: one libcurl handle, whose
+ * connection is kept between calls).
  */
 #ifndef SP_STORE_H
 #define SP_STORE_H
@@ -49,14 +53,18 @@ int sp_store_key_check(const char *key, struct sp_err *e);
 /* Reads fd to EOF (a pipe is fine: the size need not be known) and stores
  * it under key, replacing what was there.  Atomic: until it returns 0 the
  * key shows its old object, or none; a failed put leaves nothing behind.
- * Memory stays bounded: an S3 object smaller than a part goes as one PUT,
- * a larger one as a multipart upload (aborted on failure).  *bytes (may be
- * NULL) gets the size stored. */
+ * file:// writes a temporary file, fsyncs it, renames it into place and
+ * fsyncs the directory.  S3 memory stays bounded by one part: an object
+ * smaller than a part goes as one PUT, a larger one as a multipart upload
+ * of at most 10000 parts (78 GiB with 8 MiB parts), aborted on failure.
+ * *bytes (may be NULL) gets the size stored. */
 int sp_store_put(struct sp_store *s, const char *key, int fd, uint64_t *bytes,
     struct sp_err *e);
 /* Writes the object to fd as it arrives (a pipe is fine); not-found when
- * there is none.  A transfer cut short is resumed where it stopped.  *bytes
- * (may be NULL) gets the bytes written, also on failure. */
+ * there is none.  An S3 transfer cut short is resumed where it stopped (a
+ * Range request, If-Match the first answer's ETag).  A reader of fd that
+ * went away is an io error (EPIPE), not a SIGPIPE.  *bytes (may be NULL)
+ * gets the bytes written, also on failure. */
 int sp_store_get(struct sp_store *s, const char *key, int fd, uint64_t *bytes,
     struct sp_err *e);
 /* The object's size; not-found when there is none. */

@@ -73,6 +73,55 @@ remote_snap(struct sp_ctx *x, const char *id, const char *want,
 	return 1;
 }
 
+/*
+ * The subvolume a sandbox's disk descends from is what its deltas are best
+ * sent against (shared extents are not sent): the template, unless a restore
+ * put it on a received copy of the template's lineage (lineages/), which the
+ * restore notes in the sandbox's file "base".  Forks and snapshots carry it.
+ */
+#define BASE_FILE "base"
+
+static int
+write_base(const char *dir, const char *base, struct sp_err *e)
+{
+	char p[SP_PATH_MAX];
+	FILE *f;
+
+	if (sp_path_fmt(p, sizeof p, e, "%s/" BASE_FILE, dir) == -1)
+		return -1;
+	if ((f = fopen(p, "we")) == NULL || fprintf(f, "%s\n", base) < 0 ||
+	    fclose(f) != 0)
+		return sp_err_sys(e, "io", "%s", p);
+	return 0;
+}
+
+/* The base a snapshot names, if it still is a subvolume of that lineage. */
+static int
+read_base(const struct sp_ctx *x, const char *sdir, const char *lineage,
+    char *out, size_t n)
+{
+	char p[SP_PATH_MAX], have[37];
+	struct sp_err e;
+	size_t k;
+	int received;
+	FILE *f;
+
+	if (sp_path_fmt(p, sizeof p, &e, "%s/" BASE_FILE, sdir) == -1 ||
+	    (f = fopen(p, "re")) == NULL)
+		return -1;
+	k = fgets(out, (int)n, f) != NULL ? strlen(out) : 0;
+	fclose(f);
+	if (k == 0 || out[k - 1] != '\n')
+		return -1;
+	out[k - 1] = '\0';
+	if (strncmp(out, x->conf.root, strlen(x->conf.root)) != 0 ||
+	    strstr(out, "/../") != NULL || !sp_subvol_exists(out) ||
+	    sp_subvol_lineage(out, have, &received, &e) == -1 ||
+	    strcmp(have, lineage) != 0)
+		return -1;
+	return 0;
+}
+
 /* Deletes what this node holds of a sandbox: its VM, its subvolume, its
  * snapshots' subvolumes; rows of snapshots not in the store go too. */
 static int
@@ -102,6 +151,7 @@ suspend_locked(struct sp_ctx *x, struct sp_store *s, const char *id,
 {
 	char tenant[SP_NAME_MAX + 1], keyref[SP_PATH_MAX], wrapped[WRAPPED_MAX];
 	char tref[2 * SP_NAME_MAX + 2], tpath[SP_PATH_MAX], lineage[37];
+	char parent[SP_PATH_MAX];
 	char sdir[SP_PATH_MAX], tmp[SP_PATH_MAX], key[SP_PATH_MAX];
 	char mkey[SP_PATH_MAX], hex[65], dom[SP_ID_LEN + 4];
 	unsigned char dk[32];
@@ -124,6 +174,11 @@ suspend_locked(struct sp_ctx *x, struct sp_store *s, const char *id,
 		*out = json_pack("{s:s, s:b, s:s, s:b}", "id", id, "ok", 1, "state",
 		    "suspended", "changed", 0);
 		rc = 0;
+		goto out;
+	}
+	if (strcmp(sb.node, x->conf.node) != 0) {
+		sp_err_set(e, "bad-state", 0, "%s is on node %s, not this one (%s)",
+		    id, sb.node, x->conf.node);
 		goto out;
 	}
 	if (sb.pod || (sb.state != SP_ST_RUNNING && sb.state != SP_ST_PAUSED &&
@@ -163,6 +218,10 @@ suspend_locked(struct sp_ctx *x, struct sp_store *s, const char *id,
 	    sp_template_path(x->conf.root, &t, tpath, sizeof tpath, e) == -1 ||
 	    sp_subvol_lineage(tpath, lineage, &received, e) == -1)
 		goto out;
+	if (sp_path_fmt(sdir, sizeof sdir, e, "%s/snapshots/%s/%s",
+	    x->conf.root, id, r.snap) == -1 ||
+	    read_base(x, sdir, lineage, parent, sizeof parent) == -1)
+		snprintf(parent, sizeof parent, "%s", tpath);
 	snprintf(tref, sizeof tref, "%s@%s", t.name, t.digest);
 	if (sp_template_push(x, s, tref, &pushed, e) == -1)
 		goto out;
@@ -172,13 +231,11 @@ suspend_locked(struct sp_ctx *x, struct sp_store *s, const char *id,
 	sp_crypt_data_key(dk);
 	if (sp_crypt_wrap(keyref, dk, wrapped, sizeof wrapped, e) == -1)
 		goto wipe;
-	if (sp_path_fmt(sdir, sizeof sdir, e, "%s/snapshots/%s/%s",
-	    x->conf.root, id, r.snap) == -1 ||
-	    sp_remote_tmp(x, "suspend.delta", tmp, sizeof tmp, e) == -1 ||
+	if (sp_remote_tmp(x, "suspend.delta", tmp, sizeof tmp, e) == -1 ||
 	    snap_key(id, r.snap, "delta.zst.enc", key, sizeof key, e) == -1 ||
 	    snap_key(id, r.snap, "manifest.json", mkey, sizeof mkey, e) == -1)
 		goto wipe;
-	if (sp_remote_send(x, tpath, sdir, dk, tmp, e) == -1)
+	if (sp_remote_send(x, parent, sdir, dk, tmp, e) == -1)
 		goto wipe;
 	sp_crashpoint("suspend-before-upload");
 	rc = sp_remote_upload(s, tmp, key, &size, hex, e);
@@ -322,6 +379,7 @@ restore_locked_store(struct sp_ctx *x, struct sp_store *s, const char *id,
 {
 	char sdir[SP_PATH_MAX], parent[SP_PATH_MAX], dir[SP_PATH_MAX];
 	char tmp[SP_PATH_MAX], sav[SP_PATH_MAX], dom[SP_ID_LEN + 4];
+	char base[SP_PATH_MAX];
 	const char *tref, *lin, *wrapped, *kms, *akey, *hex;
 	unsigned char dk[32];
 	struct sp_sandbox_row sb;
@@ -342,6 +400,11 @@ restore_locked_store(struct sp_ctx *x, struct sp_store *s, const char *id,
 		*out = json_pack("{s:s, s:b, s:s, s:s, s:b}", "id", id, "ok", 1,
 		    "state", "running", "node", x->conf.node, "changed", 0);
 		rc = 0;
+		goto out;
+	}
+	if (sb.state == SP_ST_RESTORING && strcmp(sb.node, x->conf.node) != 0) {
+		sp_err_set(e, "bad-state", 0, "%s is being restored on node %s",
+		    id, sb.node);
 		goto out;
 	}
 	if (sb.state != SP_ST_SUSPENDED && sb.state != SP_ST_RESTORING) {
@@ -372,7 +435,8 @@ restore_locked_store(struct sp_ctx *x, struct sp_store *s, const char *id,
 		goto wipe;
 	sp_crashpoint("restore-after-claim");
 	if (sp_db_template_get(x->db, tref, &t, e) == -1 ||
-	    sp_remote_lineage(x, s, &t, lin, &pulled, &tbytes, e) == -1)
+	    sp_remote_lineage(x, s, &t, lin, base, sizeof base, &pulled,
+	    &tbytes, e) == -1)
 		goto back;
 	if (sp_path_fmt(parent, sizeof parent, e, "%s/snapshots/%s",
 	    x->conf.root, id) == -1 ||
@@ -405,6 +469,7 @@ restore_locked_store(struct sp_ctx *x, struct sp_store *s, const char *id,
 	if (sp_virt_destroy(x->virt, dom, e) == -1 ||
 	    sp_subvol_delete(dir, e) == -1 ||
 	    sp_subvol_snapshot(sdir, dir, 0, e) == -1 ||
+	    write_base(dir, base, e) == -1 ||
 	    define_here(x, id, dir, &ci, &xml, e) == -1 ||
 	    sp_virt_restore(x->virt, sav, xml, dom, e) == -1)
 		goto back;

@@ -104,6 +104,20 @@ objects() {
 	on_b space-ls "$id" | jq -e --arg n "$NODE_B" '.state == "running" and .node == $n'
 }
 
+@test "space-template push and pull: once per lineage, then nothing to do" {
+	digest=$(space-template ls | jq -r 'select(.template == "minimal" and .local) | .digest' | tail -n 1)
+	run space-template push "minimal@$digest"
+	assert_success
+	jout -e '.ok and .pushed == false and (.lineage | length) == 36'
+	lineage=$(jout -r .lineage)
+	# Node B received it with the first restore: same lineage, nothing to pull.
+	run on_b space-template pull "minimal@$digest"
+	assert_success
+	jout -e --arg l "$lineage" '.ok and .pulled == false and .lineage == $l'
+	run space-template pull "minimal@nothex"
+	[ "$status" -eq 100 ]
+}
+
 @test "space-restore --node: the named node's reconcile pass restores it there" {
 	id=$(own)
 	space-exec "$id" -- sh -c 'echo moved > /root/where; sync'
