@@ -158,7 +158,7 @@ suspend_locked(struct sp_ctx *x, struct sp_store *s, const char *id,
 	struct sp_sandbox_row sb;
 	struct sp_template_row t;
 	struct sp_snap_row r;
-	json_t *pushed = NULL, *labels = NULL, *env = NULL;
+	json_t *pushed = NULL;
 	int64_t t0 = sp_clock_ms();
 	uint64_t size = 0;
 	int rc = -1, have, received;
@@ -244,16 +244,14 @@ suspend_locked(struct sp_ctx *x, struct sp_store *s, const char *id,
 		goto wipe;
 	rc = -1;
 	sp_crashpoint("suspend-after-upload");
-	labels = json_loads(sb.labels ? sb.labels : "{}", 0, NULL);
-	env = json_loads(sb.env ? sb.env : "[]", 0, NULL);
+	/* Plain text: no labels, no env (which may hold secrets); those
+	 * stay in the DB row. */
 	if (sp_remote_put_json(s, x, mkey, json_pack("{s:i, s:s, s:s, s:s, s:s, "
-	    "s:s, s:I, s:i, s:i, s:o, s:o, s:{s:s, s:s, s:s}, "
+	    "s:s, s:I, s:i, s:i, s:{s:s, s:s, s:s}, "
 	    "s:[{s:s, s:s, s:I, s:s}]}",
 	    "version", 1, "id", id, "snap", r.snap, "node", x->conf.node,
 	    "template", tref, "lineage", lineage, "taken", (json_int_t)r.taken,
 	    "memory_mib", sb.memory_mib, "vcpus", sb.vcpus,
-	    "labels", labels ? labels : json_object(),
-	    "env", env ? env : json_array(),
 	    "key", "tenant", tenant, "kms", keyref, "wrapped", wrapped,
 	    "artifacts", "name", "delta", "key", key, "bytes", (json_int_t)size,
 	    "sha256", hex), e) == -1)
