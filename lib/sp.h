@@ -817,6 +817,8 @@ int sp_restore(struct sp_ctx *x, const char *id, const char *node,
 /* For reconcile, the lock held: restores a sandbox placed on this node. */
 int sp_restore_locked(struct sp_ctx *x, const char *id, json_t **out,
     struct sp_err *e);
+/* Deletes from the object store what id's snapshots put there (space-rm). */
+int sp_remote_forget(struct sp_ctx *x, const char *id, struct sp_err *e);
 /* space-key rotate: re-wraps the data keys of the tenant's restorable
  * snapshots with keyref (no data moves) and makes it the tenant's key. */
 int sp_key_rotate(struct sp_ctx *x, const char *tenant, const char *keyref,

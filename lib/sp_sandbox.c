@@ -471,6 +471,11 @@ remove_locked(struct sp_ctx *x, const char *id, int *existed,
 		return -1;
 	if (sp_path_remove_tree(run, e) == -1)
 		return -1;
+	/* What a suspend put in the object store goes too; when the store
+	 * does not answer, the row stays destroyed and the next try (or
+	 * reconcile) finishes. */
+	if (in_db && sp_remote_forget(x, id, e) == -1)
+		return -1;
 	return sp_db_sandbox_delete(x->db, id, e);
 }
 

@@ -656,3 +656,48 @@ sp_key_rotate(struct sp_ctx *x, const char *tenant, const char *keyref,
 		    "old key; the tenant's key is unchanged");
 	return sp_db_tenant_key_set(x->db, tenant, keyref, e);
 }
+
+/* ---- forgetting ---- */
+
+struct forget {
+	struct sp_ctx *x;
+	struct sp_store *s;	/* opened at the first snapshot in the store */
+	struct sp_err *e;
+	int failed;
+};
+
+static int
+forget_one(const struct sp_snap_row *r, void *arg)
+{
+	static const char *const files[] = { "manifest.json", "delta.zst.enc" };
+	struct forget *f = arg;
+	char key[SP_PATH_MAX];
+	size_t i;
+
+	if (r->remote[0] == '\0' || f->failed)
+		return 0;
+	if (f->s == NULL && sp_store_open(&f->s, f->x->conf.store, f->e) == -1) {
+		f->failed = 1;
+		return 0;
+	}
+	/* The manifest first: without it nothing is restorable any more. */
+	for (i = 0; i < sizeof files / sizeof files[0]; i++)
+		if (snap_key(r->id, r->snap, files[i], key, sizeof key, f->e) == -1 ||
+		    sp_store_delete(f->s, key, f->e) == -1) {
+			f->failed = 1;
+			return 0;
+		}
+	return 0;
+}
+
+int
+sp_remote_forget(struct sp_ctx *x, const char *id, struct sp_err *e)
+{
+	struct forget f = { x, NULL, e, 0 };
+	int rc;
+
+	rc = sp_db_snap_each(x->db, id, NULL, forget_one, &f, e);
+	if (f.s != NULL)
+		sp_store_close(f.s);
+	return rc == -1 || f.failed ? -1 : 0;
+}

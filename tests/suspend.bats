@@ -282,3 +282,14 @@ objects() {
 	assert_success
 	[ "$(space-exec "$id" -- cat /root/w)" = whole ]
 }
+
+@test "space-rm of a suspended sandbox deletes its objects from the store" {
+	id=$(own)
+	space-suspend "$id" >/dev/null
+	[ "$(objects "sandboxes/$id" | wc -l)" -ge 2 ]
+	run space-rm "$id"
+	assert_success
+	[ "$(objects "sandboxes/$id" | wc -l)" -eq 0 ]
+	# The template's stream stays for the others.
+	[ "$(objects templates | wc -l)" -ge 2 ]
+}
