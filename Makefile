@@ -27,7 +27,7 @@ ASAN_OBJ = $(LIB_SRC:lib/%.c=$(B)/asan/lib/%.o)
 ASAN_FLAGS = -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
 
 # The guest daemon is static and links only what the guest needs.
-GUEST_LIB = lib/sp_proto.c lib/sp_err.c
+GUEST_LIB = lib/sp_proto.c lib/sp_err.c lib/sp_io.c
 GUEST_LIBS = -larchive -lacl -lnettle -lxml2 -licuuc -licudata -llzma -lzstd -lbz2 -lz -ljansson -lstdc++ -lm -lpthread
 GUEST_DAEMON = $(B)/guest/space-daemon
 GUEST_IMAGE = guest/build/rootfs.tar.zst guest/build/vmlinuz guest/build/initrd.img
@@ -100,10 +100,10 @@ bench: all guest $(BENCH_C:bench/%.c=$(B)/bench/%) $(B)/bench/guest/spawn
 
 # libFuzzer on the host-side frame parser (what every guest byte goes through).
 FUZZ_SECONDS ?= 60
-$(B)/fuzz/fuzz-proto: tests/fuzz/fuzz-proto.c lib/sp_proto.c lib/sp_err.c lib/sp.h
+$(B)/fuzz/fuzz-proto: tests/fuzz/fuzz-proto.c lib/sp_proto.c lib/sp_err.c lib/sp_io.c lib/sp.h
 	@mkdir -p $(@D)
 	clang -g -O1 -fsanitize=fuzzer,address,undefined -std=c11 -D_GNU_SOURCE -Ilib \
-	    -o $@ tests/fuzz/fuzz-proto.c lib/sp_proto.c lib/sp_err.c -ljansson
+	    -o $@ tests/fuzz/fuzz-proto.c lib/sp_proto.c lib/sp_err.c lib/sp_io.c -ljansson
 fuzz: $(B)/fuzz/fuzz-proto
 	@mkdir -p $(B)/fuzz/corpus
 	$(B)/fuzz/fuzz-proto -max_total_time=$(FUZZ_SECONDS) -max_len=70000 $(B)/fuzz/corpus

@@ -138,23 +138,6 @@ next_input(struct port *p, uint32_t stream, struct sp_frame *f,
 	return f->len > 0;
 }
 
-static int
-write_all(int fd, const unsigned char *b, size_t n)
-{
-	ssize_t w;
-
-	while (n > 0) {
-		if ((w = write(fd, b, n)) == -1) {
-			if (errno == EINTR)
-				continue;
-			return -1;
-		}
-		b += w;
-		n -= w;
-	}
-	return 0;
-}
-
 int
 fs_read(struct port *p, uint32_t stream, json_t *req)
 {
@@ -244,7 +227,7 @@ write_common(struct port *p, uint32_t stream, json_t *req, int append)
 		}
 	}
 	while ((r = next_input(p, stream, &f, &e)) == 1) {
-		if (write_all(fd, f.data, f.len) == -1) {
+		if (sp_write_all(fd, f.data, f.len) == -1) {
 			rc = sys_error(p, stream, "write", path);
 			goto out;
 		}

@@ -34,6 +34,12 @@ void sp_err_clear(struct sp_err *e);
 /* The exit status an error maps to: 111 when temp, 100 for bad-input, else 1. */
 int sp_err_exit(const struct sp_err *e);
 
+/* ---- io: byte-level helpers both sides share (sp_io.c) ---- */
+/* All of buf to fd, again after EINTR; -1 with errno on error. */
+int sp_write_all(int fd, const void *buf, size_t n);
+uint32_t sp_be32_get(const unsigned char *p);
+void sp_be32_put(unsigned char *p, uint32_t v);
+
 /* ---- out: JSON lines on stdout, human lines on stderr ---- */
 void sp_out_init(const char *prog);
 const char *sp_out_prog(void);

@@ -73,39 +73,6 @@ read_full(int fd, void *p, size_t n)
 	return got;
 }
 
-static int
-write_all(int fd, const void *p, size_t n)
-{
-	ssize_t r;
-
-	while (n > 0) {
-		r = write(fd, p, n);
-		if (r == -1 && errno == EINTR)
-			continue;
-		if (r == -1)
-			return -1;
-		p = (const char *)p + r;
-		n -= r;
-	}
-	return 0;
-}
-
-static void
-put_be32(unsigned char *p, uint32_t v)
-{
-	p[0] = v >> 24;
-	p[1] = v >> 16;
-	p[2] = v >> 8;
-	p[3] = v;
-}
-
-static uint32_t
-get_be32(const unsigned char *p)
-{
-	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 |
-	    (uint32_t)p[2] << 8 | p[3];
-}
-
 int
 sp_crypt_encrypt(int in, int out, const unsigned char key[32],
     uint64_t *bytes_in, struct sp_err *e)
@@ -129,7 +96,7 @@ sp_crypt_encrypt(int in, int out, const unsigned char key[32],
 	memcpy(hdr, MAGIC, MAGIC_LEN);
 	hdr[MAGIC_LEN] = SP_CRYPT_VERSION;
 	crypto_secretstream_xchacha20poly1305_init_push(&st, hdr + PRE_LEN, key);
-	if (write_all(out, hdr, sizeof hdr) == -1) {
+	if (sp_write_all(out, hdr, sizeof hdr) == -1) {
 		sp_err_sys(e, "io", "write encrypted stream");
 		goto out;
 	}
@@ -143,8 +110,8 @@ sp_crypt_encrypt(int in, int out, const unsigned char key[32],
 		tag = n < SP_CRYPT_CHUNK ? TAG_FINAL : TAG_MESSAGE;
 		crypto_secretstream_xchacha20poly1305_push(&st, ct + 4, &clen,
 		    pt, n, hdr, PRE_LEN, tag);
-		put_be32(ct, clen);
-		if (write_all(out, ct, 4 + clen) == -1) {
+		sp_be32_put(ct, clen);
+		if (sp_write_all(out, ct, 4 + clen) == -1) {
 			sp_err_sys(e, "io", "write encrypted stream");
 			goto out;
 		}
@@ -220,7 +187,7 @@ sp_crypt_decrypt(int in, int out, const unsigned char key[32],
 			    (unsigned long long)chunk);
 			goto out;
 		}
-		clen = get_be32(len);
+		clen = sp_be32_get(len);
 		if (clen < SS_ABYTES || clen > CT_MAX) {
 			sp_err_set(e, "corrupt", 0, "chunk %llu: length %lu out "
 			    "of bounds", (unsigned long long)chunk,
@@ -257,7 +224,7 @@ sp_crypt_decrypt(int in, int out, const unsigned char key[32],
 				goto out;
 			}
 		}
-		if (write_all(out, pt, plen) == -1) {
+		if (sp_write_all(out, pt, plen) == -1) {
 			sp_err_sys(e, "io", "write plaintext");
 			goto out;
 		}
@@ -304,7 +271,7 @@ sp_crypt_key_create(const char *path, struct sp_err *e)
 		sp_err_sys(e, "io", "create key file %s", path);
 		goto out;
 	}
-	if (fchmod(fd, 0600) == -1 || write_all(fd, key, sizeof key) == -1 ||
+	if (fchmod(fd, 0600) == -1 || sp_write_all(fd, key, sizeof key) == -1 ||
 	    fsync(fd) == -1) {
 		sp_err_sys(e, "io", "write key file %s", tmp);
 		goto out;

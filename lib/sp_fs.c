@@ -129,23 +129,6 @@ out:
 	return rc;
 }
 
-static int
-write_full(int fd, const unsigned char *p, size_t n)
-{
-	ssize_t w;
-
-	while (n > 0) {
-		if ((w = write(fd, p, n)) == -1) {
-			if (errno == EINTR)
-				continue;
-			return -1;
-		}
-		p += w;
-		n -= w;
-	}
-	return 0;
-}
-
 /* The STDOUT of a call to out_fd until its end.  A reader that went away
  * (EPIPE) does not break the channel: the rest is read and dropped. */
 static int
@@ -155,7 +138,7 @@ call_to_fd(struct fcall *k, int out_fd, struct sp_err *e)
 	int r, werr = 0;
 
 	while ((r = call_next(k, &f, e)) == 1)
-		if (werr == 0 && write_full(out_fd, f.data, f.len) == -1)
+		if (werr == 0 && sp_write_all(out_fd, f.data, f.len) == -1)
 			werr = errno;
 	if (r == -1)
 		return -1;

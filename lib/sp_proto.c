@@ -19,22 +19,6 @@
 #define DEC_BOUND	((size_t)SP_FRAME_HDR + SP_FRAME_MAX + SP_FRAME_CHUNK)
 #define DEC_MIN		4096
 
-static uint32_t
-get_be32(const unsigned char *p)
-{
-	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 |
-	    (uint32_t)p[2] << 8 | (uint32_t)p[3];
-}
-
-static void
-put_be32(unsigned char *p, uint32_t v)
-{
-	p[0] = v >> 24;
-	p[1] = v >> 16;
-	p[2] = v >> 8;
-	p[3] = v;
-}
-
 static int
 is_json_type(unsigned int type)
 {
@@ -105,7 +89,7 @@ sp_frame_dec_next(struct sp_frame_dec *d, struct sp_frame *f,
 	if (have < 4)
 		return 0;
 	h = d->buf + d->off;
-	flen = get_be32(h);
+	flen = sp_be32_get(h);
 	if (flen < 5)
 		return sp_err_set(e, "protocol", 0,
 		    "frame length %u is shorter than a header", flen);
@@ -126,7 +110,7 @@ sp_frame_dec_next(struct sp_frame_dec *d, struct sp_frame *f,
 	if (have < (size_t)4 + flen)
 		return 0;
 	f->type = h[4];
-	f->stream = get_be32(h + 5);
+	f->stream = sp_be32_get(h + 5);
 	f->len = plen;
 	f->data = d->buf + d->off + SP_FRAME_HDR;
 	d->off += (size_t)4 + flen;
@@ -137,9 +121,9 @@ void
 sp_frame_hdr(unsigned char h[SP_FRAME_HDR], uint8_t type, uint32_t stream,
     size_t n)
 {
-	put_be32(h, (uint32_t)(n + 5));
+	sp_be32_put(h, (uint32_t)(n + 5));
 	h[4] = type;
-	put_be32(h + 5, stream);
+	sp_be32_put(h + 5, stream);
 }
 
 /* Writes the iovecs out whole.  Sockets get MSG_NOSIGNAL so that a vanished

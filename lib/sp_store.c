@@ -131,24 +131,6 @@ bad:
 
 /* ---- plain I/O ---- */
 
-static int
-write_all(int fd, const void *buf, size_t n)
-{
-	const char *p = buf;
-	ssize_t w;
-
-	while (n > 0) {
-		if ((w = write(fd, p, n)) == -1) {
-			if (errno == EINTR)
-				continue;
-			return -1;
-		}
-		p += w;
-		n -= (size_t)w;
-	}
-	return 0;
-}
-
 /* Reads fd until buf is full or at EOF; *got says how much came. */
 static int
 fill(int fd, unsigned char *buf, size_t cap, size_t *got, const char *what,
@@ -256,7 +238,7 @@ file_put(struct sp_store *s, const char *key, int fd, uint64_t *bytes,
 			goto out;
 		if (got == 0)
 			break;
-		if (write_all(out, buf, got) == -1) {
+		if (sp_write_all(out, buf, got) == -1) {
 			sp_err_sys(e, "io", "write %s", tmp);
 			goto out;
 		}
@@ -334,7 +316,7 @@ file_get(struct sp_store *s, const char *key, int fd, uint64_t *bytes,
 			goto out;
 		if (got == 0)
 			break;
-		if (write_all(fd, buf, got) == -1) {
+		if (sp_write_all(fd, buf, got) == -1) {
 			sp_err_sys(e, "io", "get %s: write", key);
 			goto out;
 		}
@@ -721,7 +703,7 @@ on_body(char *p, size_t size, size_t nmemb, void *arg)
 
 	curl_easy_getinfo(x->h, CURLINFO_RESPONSE_CODE, &code);
 	if (x->fd >= 0 && code / 100 == 2) {
-		if (write_all(x->fd, p, n) == -1) {
+		if (sp_write_all(x->fd, p, n) == -1) {
 			x->werr = errno;
 			return 0;
 		}

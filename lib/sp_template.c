@@ -343,24 +343,6 @@ out:
 }
 
 static int
-write_all(int fd, const void *p, size_t n)
-{
-	const char *c = p;
-	ssize_t w;
-
-	while (n > 0) {
-		w = write(fd, c, n);
-		if (w == -1 && errno == EINTR)
-			continue;
-		if (w == -1)
-			return -1;
-		c += w;
-		n -= (size_t)w;
-	}
-	return 0;
-}
-
-static int
 write_json(const char *dir, const struct sp_template_row *t, struct sp_err *e)
 {
 	char path[SP_PATH_MAX];
@@ -379,8 +361,8 @@ write_json(const char *dir, const struct sp_template_row *t, struct sp_err *e)
 		goto out;
 	}
 	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-	if (fd == -1 || write_all(fd, s, strlen(s)) == -1 ||
-	    write_all(fd, "\n", 1) == -1 || fsync(fd) == -1) {
+	if (fd == -1 || sp_write_all(fd, s, strlen(s)) == -1 ||
+	    sp_write_all(fd, "\n", 1) == -1 || fsync(fd) == -1) {
 		sp_err_sys(e, "io", "write '%s'", path);
 		goto out;
 	}
@@ -738,7 +720,7 @@ copy_file(const char *src, const char *dst, struct sp_err *e)
 		}
 		if (n == 0)
 			break;
-		if (write_all(out, buf, (size_t)n) == -1) {
+		if (sp_write_all(out, buf, (size_t)n) == -1) {
 			sp_err_sys(e, "io", "write '%s'", dst);
 			goto out;
 		}

@@ -7,7 +7,7 @@
  *
  *	clang -g -O1 -fsanitize=fuzzer,address,undefined -std=c11 \
  *	    -D_GNU_SOURCE -Ilib -o build/fuzz-proto tests/fuzz/fuzz-proto.c \
- *	    lib/sp_proto.c lib/sp_err.c -ljansson
+ *	    lib/sp_proto.c lib/sp_err.c lib/sp_io.c -ljansson
  *	build/fuzz-proto -max_total_time=60 -max_len=70000
  */
 #include <stdint.h>
