@@ -33,9 +33,9 @@ GUEST_DAEMON = $(B)/guest/space-daemon
 GUEST_IMAGE = guest/build/rootfs.tar.zst guest/build/vmlinuz guest/build/initrd.img
 
 all: $(B)/libspace.a $(CMDS) $(GUEST_DAEMON) $(UNITS) $(BENCH_C:bench/%.c=$(B)/bench/%) \
-    $(B)/tests/kms-test
+    $(B)/tests/kms-test $(B)/tests/vault-test
 
-$(B)/lib/%.o: lib/%.c lib/sp.h lib/sp_store.h lib/sp_crypt.h
+$(B)/lib/%.o: lib/%.c lib/sp.h lib/sp_store.h lib/sp_crypt.h lib/sp_egress.h lib/sp_cred.h
 	@mkdir -p $(@D)
 	$(CC) $(WFLAGS) $(CFLAGS) $(CPPFLAGS) -c -o $@ $<
 
@@ -56,7 +56,7 @@ $(B)/tests/%: tests/unit/%.c $(B)/libspace.a lib/sp.h
 	@mkdir -p $(@D)
 	$(CC) $(WFLAGS) $(CFLAGS) $(CPPFLAGS) -o $@ $< $(B)/libspace.a $(LIBS)
 
-$(B)/asan/lib/%.o: lib/%.c lib/sp.h lib/sp_store.h lib/sp_crypt.h
+$(B)/asan/lib/%.o: lib/%.c lib/sp.h lib/sp_store.h lib/sp_crypt.h lib/sp_egress.h lib/sp_cred.h
 	@mkdir -p $(@D)
 	$(CC) $(WFLAGS) $(ASAN_FLAGS) $(CPPFLAGS) -c -o $@ $<
 
@@ -78,6 +78,11 @@ $(B)/asan/bin/%: cmd/%.c $(ASAN_OBJ) lib/sp.h
 $(B)/tests/kms-test: tests/kms/kms-test.c
 	@mkdir -p $(@D)
 	$(CC) $(WFLAGS) $(CFLAGS) -o $@ $< $(shell pkg-config --libs libsodium)
+
+# The test secret manager test-cred and tests/cred.bats run for cmd: vaults.
+$(B)/tests/vault-test: tests/vault/vault-test.c
+	@mkdir -p $(@D)
+	$(CC) $(WFLAGS) $(CFLAGS) -o $@ $<
 
 # The hostile guest (tests/hostile.bats copies it into a sandbox).
 $(B)/tests/space-hostile: tests/guest/space-hostile.c

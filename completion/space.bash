@@ -35,6 +35,15 @@ _space_tenants() {
 	space-key ls 2>/dev/null | sed -n 's/.*"tenant":"\([^"]*\)".*/\1/p'
 }
 
+# Credential names and the scopes that hold some, from space-cred ls.
+_space_cred_names() {
+	space-cred ls 2>/dev/null | sed -n 's/.*"name":"\([^"]*\)".*/\1/p' | sort -u
+}
+
+_space_cred_scopes() {
+	space-cred ls 2>/dev/null | sed -n 's/.*"scope":"\([^"]*\)".*/\1/p' | sort -u
+}
+
 # A key reference: file:PATH or cmd:PROGRAM.  Bash splits words at ':' when
 # COMP_WORDBREAKS holds it (the default), so "file:/x" may arrive as
 # "file" ":" "/x"; either way only the part after the colon is completed.
@@ -210,6 +219,22 @@ _space() {
 		--node) COMPREPLY=($(compgen -W "$(_space_nodes)" -- "$cur")) ;;
 		*) COMPREPLY=($(compgen -W "--node $(_space_ids_in 'suspended|restoring')" -- "$cur")) ;;
 		esac ;;
+	space-egress)
+		if [ "$COMP_CWORD" -eq 1 ]; then
+			COMPREPLY=($(compgen -W "set show clear check" -- "$cur"))
+			return
+		fi
+		case $prev in
+		--tenant) COMPREPLY=($(compgen -W "default $(_space_tenants)" -- "$cur")) ;;
+		--template) COMPREPLY=($(compgen -W "$(_space_templates)" -- "$cur")) ;;
+		--allow|--deny|--addr) ;;
+		*)
+			case ${COMP_WORDS[1]} in
+			set) COMPREPLY=($(compgen -W "--allow --deny --tenant --template $(_space_ids)" -- "$cur")) ;;
+			show|clear) COMPREPLY=($(compgen -W "--tenant --template $(_space_ids)" -- "$cur")) ;;
+			check) COMPREPLY=($(compgen -W "--tenant --template --addr --dns $(_space_ids)" -- "$cur")) ;;
+			esac ;;
+		esac ;;
 	space-key)
 		if [ "$COMP_CWORD" -eq 1 ]; then
 			COMPREPLY=($(compgen -W "set ls rotate" -- "$cur"))
@@ -220,10 +245,34 @@ _space() {
 				_space_keyref "$cur" "$prev" "${COMP_WORDS[COMP_CWORD-2]}"
 			fi
 		fi ;;
+	space-cred)
+		if [ "$COMP_CWORD" -eq 1 ]; then
+			COMPREPLY=($(compgen -W "add ls rm rotate audit resolve" -- "$cur"))
+			return
+		fi
+		case $prev in
+		--scope)
+			COMPREPLY=($(compgen -W "global tenant/ project/ sandbox/ $(_space_cred_scopes)" -- "$cur"))
+			compopt -o nospace 2>/dev/null ;;
+		--inject)
+			COMPREPLY=($(compgen -W "basic header: query:" -- "$cur"))
+			compopt -o nospace 2>/dev/null ;;
+		--sandbox) COMPREPLY=($(compgen -W "$(_space_ids)" -- "$cur")) ;;
+		--tenant) COMPREPLY=($(compgen -W "$(_space_tenants)" -- "$cur")) ;;
+		--name|--host|--expires|--rate|--since|--project) ;;
+		*)
+			case ${COMP_WORDS[1]} in
+			add) COMPREPLY=($(compgen -W "--name --scope --host --inject --expires --rate" -- "$cur")) ;;
+			rm) COMPREPLY=($(compgen -W "--scope $(_space_cred_names)" -- "$cur")) ;;
+			rotate) COMPREPLY=($(compgen -W "--scope --expires $(_space_cred_names)" -- "$cur")) ;;
+			audit) COMPREPLY=($(compgen -W "--since" -- "$cur")) ;;
+			resolve) COMPREPLY=($(compgen -W "--sandbox --tenant --project" -- "$cur")) ;;
+			esac ;;
+		esac ;;
 	esac
 }
 complete -F _space space-init space-template space-create space-exec space-ls space-rm \
 	space-pause space-resume space-stop space-start space-reconcile \
 	space-ps space-logs space-kill space-fs space-cp space-pool \
 	space-snap space-rollback space-fork space-gc \
-	space-suspend space-restore space-key
+	space-suspend space-restore space-key space-egress space-cred

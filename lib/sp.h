@@ -830,8 +830,11 @@ int sp_remote_forget(struct sp_ctx *x, const char *id, struct sp_err *e);
 int sp_key_rotate(struct sp_ctx *x, const char *tenant, const char *keyref,
     int (*fn)(json_t *, void *), void *arg, struct sp_err *e);
 
-/* Object store and encryption (DESIGN §8), in headers of their own. */
+/* Object store and encryption (DESIGN §8), egress policy and credentials
+ * (§9), in headers of their own. */
 #include "sp_store.h"
 #include "sp_crypt.h"
+#include "sp_egress.h"
+#include "sp_cred.h"
 
 #endif

@@ -425,7 +425,7 @@ remove_locked(struct sp_ctx *x, const char *id, int *existed,
 	char tmp[SP_PATH_MAX], dom[SP_ID_LEN + 4], vstate[16];
 	struct sp_sandbox_row row;
 	struct sp_err ge;
-	int in_db;
+	int in_db, removed;
 
 	*existed = 0;
 	if (sp_id_check(id, e) == -1)
@@ -475,6 +475,10 @@ remove_locked(struct sp_ctx *x, const char *id, int *existed,
 	 * does not answer, the row stays destroyed and the next try (or
 	 * reconcile) finishes. */
 	if (in_db && sp_remote_forget(x, id, e) == -1)
+		return -1;
+	/* Its egress policy (space-egress) goes with it. */
+	if (sp_egress_policy_remove(x->conf.root, SP_EGRESS_SANDBOX, id,
+	    &removed, e) == -1)
 		return -1;
 	return sp_db_sandbox_delete(x->db, id, e);
 }
