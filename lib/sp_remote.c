@@ -424,9 +424,15 @@ sp_remote_download(struct sp_store *s, const char *key, const char *path,
 	if ((fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600)) == -1)
 		return sp_err_sys(e, "io", "%s", path);
 	progress_start(&pr, "downloading", fd, size, 1);
+	/* No more than the manifest says: a store cannot fill the disk. */
+	sp_store_set_get_max(s, size);
 	rc = sp_store_get(s, key, fd, &bytes, e);
+	sp_store_set_get_max(s, 0);
 	progress_stop(&pr);
 	close(fd);
+	if (rc == -1 && strcmp(e->code, "too-big") == 0)
+		return sp_err_set(e, "corrupt", 0, "%s: more than the %llu bytes "
+		    "its manifest says", key, (unsigned long long)size);
 	if (rc == -1)
 		return -1;
 	if (sp_remote_hash(path, got, &n, e) == -1)

@@ -54,6 +54,7 @@ struct sp_store {
 	size_t part_size;
 	long retry_ms, timeout_s;
 	int list_max;
+	uint64_t get_max;		/* a get stops past it; 0: no bound */
 	CURL *h;
 };
 
@@ -316,6 +317,11 @@ file_get(struct sp_store *s, const char *key, int fd, uint64_t *bytes,
 			goto out;
 		if (got == 0)
 			break;
+		if (s->get_max > 0 && *bytes + got > s->get_max) {
+			sp_err_set(e, "too-big", 0, "get %s: longer than %llu "
+			    "bytes", key, (unsigned long long)s->get_max);
+			goto out;
+		}
 		if (sp_write_all(fd, buf, got) == -1) {
 			sp_err_sys(e, "io", "get %s: write", key);
 			goto out;
@@ -671,6 +677,7 @@ struct xfer {
 	size_t body_len, body_off;
 	const char *content_type;	/* or NULL */
 	int fd;				/* a 2xx body goes there, or -1 */
+	uint64_t limit;			/* at most that much to fd; 0: any */
 	size_t max;			/* else it is kept, up to max bytes */
 	/* the answer */
 	long code;
@@ -703,6 +710,10 @@ on_body(char *p, size_t size, size_t nmemb, void *arg)
 
 	curl_easy_getinfo(x->h, CURLINFO_RESPONSE_CODE, &code);
 	if (x->fd >= 0 && code / 100 == 2) {
+		if (x->limit > 0 && x->written + n > x->limit) {
+			x->werr = EFBIG;
+			return 0;
+		}
 		if (sp_write_all(x->fd, p, n) == -1) {
 			x->werr = errno;
 			return 0;
@@ -957,6 +968,9 @@ s3_call(struct sp_store *s, struct xfer *x, const char *what,
 	snprintf(sha_hdr, sizeof sha_hdr, "x-amz-content-sha256: %s", hex);
 	for (x->tries = 1;; x->tries++) {
 		r = s3_once(s, x, sha_hdr);
+		if (x->werr == EFBIG)
+			return sp_err_set(e, "too-big", 0, "%s %s: longer than %llu "
+			    "bytes", what, key, (unsigned long long)x->limit);
 		if (x->werr != 0) {
 			errno = x->werr;
 			return sp_err_sys(e, "io", "%s %s: write", what, key);
@@ -1078,7 +1092,7 @@ static int
 s3_get(struct sp_store *s, const char *key, int fd, uint64_t *bytes,
     struct sp_err *e)
 {
-	struct xfer x = { .fd = fd, .max = ERRBODY_MAX };
+	struct xfer x = { .fd = fd, .max = ERRBODY_MAX, .limit = s->get_max };
 	int rc = -1;
 
 	if (s3_simple(s, "GET", key, NULL, &x, e) == -1)
@@ -1790,4 +1804,10 @@ sp_store_list(struct sp_store *s, const char *prefix,
 	if (s->kind == STORE_FILE)
 		return file_list(s, prefix, fn, arg, e);
 	return s3_list(s, prefix, fn, arg, e);
+}
+
+void
+sp_store_set_get_max(struct sp_store *s, uint64_t max)
+{
+	s->get_max = max;
 }

@@ -65,6 +65,10 @@ int sp_store_put(struct sp_store *s, const char *key, int fd, uint64_t *bytes,
  * Range request, If-Match the first answer's ETag).  A reader of fd that
  * went away is an io error (EPIPE), not a SIGPIPE.  *bytes (may be NULL)
  * gets the bytes written, also on failure. */
+/* Gets stop with the error too-big once an object has given more than max
+ * bytes: a store that sends more than the manifest says
+ * cannot fill the disk.  0 lifts the bound. */
+void sp_store_set_get_max(struct sp_store *s, uint64_t max);
 int sp_store_get(struct sp_store *s, const char *key, int fd, uint64_t *bytes,
     struct sp_err *e);
 /* The object's size; not-found when there is none. */

@@ -269,6 +269,12 @@ objects() {
 	run space-restore "$id"
 	[ "$status" -eq 1 ]
 	jout -e '.error == "corrupt"'
+	# Longer than the manifest says: the download stops at its size.
+	cat "$BATS_FILE_TMPDIR/good" "$BATS_FILE_TMPDIR/good" > "$BATS_FILE_TMPDIR/long"
+	s3put "$delta" "$BATS_FILE_TMPDIR/long"
+	run space-restore "$id"
+	[ "$status" -eq 1 ]
+	jout -e '.error == "corrupt"'
 	# A manifest that is not one of this snapshot.
 	s3put "$delta" "$BATS_FILE_TMPDIR/good"
 	echo '{"version":1}' > "$BATS_FILE_TMPDIR/badman"

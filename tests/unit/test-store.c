@@ -458,6 +458,20 @@ suite(const char *url, const char *name, int s3, int quick)
 	ok = put_stream(s, "t/small", 5, 2, &n) == 0 && n == 5 &&
 	    get_stream(s, "t/small", 5, 2) == 0;
 	tap_okf(e.code, e.msg, ok, "%s: a second put replaces the object", name);
+	{
+		int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
+		uint64_t got = 0;
+
+		sp_store_set_get_max(s, 4);
+		ok = sp_store_get(s, "t/small", null, &got, &e) == -1 &&
+		    strcmp(e.code, "too-big") == 0 && got <= 4;
+		sp_store_set_get_max(s, 5);
+		ok = ok && get_stream(s, "t/small", 5, 2) == 0;
+		sp_store_set_get_max(s, 0);
+		close(null);
+		tap_okf(e.code, e.msg, ok, "%s: a get stops at its bound (too-big), "
+		    "and one of exactly the bound passes", name);
+	}
 	ok = put_stream(s, odd, 3, 9, &n) == 0 && n == 3 &&
 	    sp_store_head(s, odd, &size, &e) == 0 && size == 3 &&
 	    get_stream(s, odd, 3, 9) == 0 && listed(s, "t/x", odd_l, 0, 0) &&
