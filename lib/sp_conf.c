@@ -33,6 +33,15 @@ static const struct key keys[] = {
 };
 #define NKEYS (sizeof keys / sizeof keys[0])
 
+static const char *const env_keys[] = {
+	"SPACE_S3_ENDPOINT", "SPACE_S3_ADDRESSING", "SPACE_S3_PART_MIB",
+	"SPACE_S3_RETRY_MS", "SPACE_S3_TIMEOUT_S", "SPACE_S3_LIST_MAX",
+	"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
+	"AWS_REGION", "AWS_DEFAULT_REGION", "SPACE_KMS_TIMEOUT_MS",
+	"SPACE_EGRESS_NEVER", "SPACE_EGRESS_ALLOW_NEVER", "SPACE_CRED_VAULT",
+	"SPACE_CRED_VAULT_TIMEOUT_MS",
+};
+
 static int
 set_key(struct sp_conf *c, const char *name, const char *val, const char *where,
     struct sp_err *e)
@@ -50,6 +59,19 @@ set_key(struct sp_conf *c, const char *name, const char *val, const char *where,
 			return sp_err_set(e, "bad-input", 0,
 			    "%s: %s is not valid UTF-8", where, name);
 		memcpy((char *)c + keys[i].off, val, n + 1);
+		return 0;
+	}
+	/* Settings the modules read from the environment themselves (the
+	 * object store, the key service, egress, the vault) may be written
+	 * here too; the environment still wins. */
+	for (i = 0; i < sizeof env_keys / sizeof env_keys[0]; i++) {
+		if (strcmp(env_keys[i], name) != 0)
+			continue;
+		if (n > 4096 || !sp_utf8_valid(val, n))
+			return sp_err_set(e, "bad-input", 0, "%s: %s is not a "
+			    "valid value", where, name);
+		if (setenv(name, val, 0) == -1)
+			return sp_err_sys(e, "internal", "setenv %s", name);
 		return 0;
 	}
 	return sp_err_set(e, "bad-input", 0, "%s: unknown key '%.64s'", where, name);

@@ -118,6 +118,17 @@ test_conf(void)
 	fprintf(f, "just words\n");
 	fclose(f);
 	tap_ok(sp_conf_load(&c, &e) == -1, "line without = refused");
+	f = fopen(path, "w");
+	fprintf(f, "SPACE_S3_ENDPOINT = http://127.0.0.1:9\nAWS_REGION = eu-x-1\n");
+	fclose(f);
+	unsetenv("SPACE_S3_ENDPOINT");
+	setenv("AWS_REGION", "from-env", 1);
+	tap_ok(sp_conf_load(&c, &e) == 0 && getenv("SPACE_S3_ENDPOINT") != NULL &&
+	    strcmp(getenv("SPACE_S3_ENDPOINT"), "http://127.0.0.1:9") == 0 &&
+	    strcmp(getenv("AWS_REGION"), "from-env") == 0,
+	    "the store's settings may be in the file; the environment wins");
+	unsetenv("SPACE_S3_ENDPOINT");
+	unsetenv("AWS_REGION");
 	unlink(path);
 	unsetenv("SPACE_CONF");
 }
