@@ -290,6 +290,39 @@ orphan_domain(const char *name, void *arg)
 	return 0;
 }
 
+/*
+ * A sandbox another node holds now (restored there) can leave a copy here:
+ * a --keep-local checkpoint, a VM a crash kept from being released.  This
+ * node's copy goes; the row, and a domain of that name whose disk lies
+ * under another root, stay.
+ */
+static int
+release_left(struct pass *p, const char *id, struct sp_err *e)
+{
+	char dir[SP_PATH_MAX], tmp[SP_PATH_MAX], run[SP_PATH_MAX];
+	char dom[SP_ID_LEN + 4], needle[SP_PATH_MAX], *xml = NULL;
+	struct sp_err absent;
+	int ours;
+
+	sp_sandbox_domain(id, dom);
+	if (sp_sandbox_dir(p->x, id, dir, sizeof dir, e) == -1 ||
+	    sp_sandbox_run_dir(p->x, id, run, sizeof run, e) == -1 ||
+	    sp_path_fmt(tmp, sizeof tmp, e, "%s/sandboxes/.%s.rollback",
+	    p->x->conf.root, id) == -1 ||
+	    sp_path_fmt(needle, sizeof needle, e, "%s/", dir) == -1)
+		return -1;
+	ours = sp_virt_xml(p->x->virt, dom, &xml, &absent) == 0 &&
+	    strstr(xml, needle) != NULL;
+	free(xml);
+	if (ours && (sp_virt_destroy(p->x->virt, dom, e) == -1 ||
+	    sp_virt_undefine(p->x->virt, dom, e) == -1))
+		return -1;
+	if (sp_subvol_delete(dir, e) == -1 || sp_subvol_delete(tmp, e) == -1 ||
+	    sp_snap_remove_all(p->x, id, e) == -1)
+		return -1;
+	return ours ? sp_path_remove_tree(run, e) : 0;
+}
+
 static void
 orphans(struct pass *p, const struct ids *known)
 {
@@ -320,6 +353,8 @@ orphans(struct pass *p, const struct ids *known)
 		 * node's: its row must not go with our leftovers. */
 		if (sp_db_sandbox_get(p->x->db, w.found.v[i], &r, &e) == 0) {
 			sp_db_row_release(&r);
+			rc = release_left(p, w.found.v[i], &e);
+			tell(p, w.found.v[i], "released-left-behind", "none", rc, &e);
 			continue;
 		}
 		rc = sp_sandbox_remove(p->x, w.found.v[i], &existed, &e);

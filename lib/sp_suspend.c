@@ -412,6 +412,10 @@ restore_locked_store(struct sp_ctx *x, struct sp_store *s, const char *id,
 	}
 	if ((have = remote_snap(x, id, "restorable", &r, e)) == -1)
 		goto out;
+	/* A restore cut short after it marked its snapshot goes on with it. */
+	if (!have && sb.state == SP_ST_RESTORING &&
+	    (have = remote_snap(x, id, "restored", &r, e)) == -1)
+		goto out;
 	if (!have) {
 		sp_err_set(e, "not-restorable", 0, "%s has no restorable "
 		    "snapshot", id);
@@ -476,13 +480,14 @@ restore_locked_store(struct sp_ctx *x, struct sp_store *s, const char *id,
 		goto back;
 	labels = json_loads(sb.labels ? sb.labels : "{}", 0, NULL);
 	env = json_loads(sb.env ? sb.env : "[]", 0, NULL);
+	/* It runs on from here: that snapshot is history now, not what a
+	 * later suspend of it left (the store keeps its objects).  Marked
+	 * first, so that no suspend can take it for its own; a restore cut
+	 * short after this finds it as restored. */
 	if (sp_sandbox_hand_identity(x, id, labels, env, e) == -1 ||
+	    sp_db_snap_set_remote(x->db, id, r.snap, "restored", e) == -1 ||
 	    sp_db_transition(x->db, id, SP_ST_RUNNING, -1, NULL, e) == -1)
 		goto back;
-	/* It runs on from here: that snapshot is history now, not what a
-	 * later suspend of it left (the store keeps its objects). */
-	if (sp_db_snap_set_remote(x->db, id, r.snap, "restored", e) == -1)
-		goto wipe;
 	*out = json_pack("{s:s, s:b, s:s, s:s, s:s, s:b, s:I, s:I, s:I}", "id",
 	    id, "ok", 1, "snap", r.snap, "state", "running", "node",
 	    x->conf.node, "changed", 1, "bytes_downloaded", bytes,
@@ -495,6 +500,7 @@ back:
 	sp_virt_destroy(x->virt, dom, &lost);
 	sp_virt_undefine(x->virt, dom, &lost);
 	sp_subvol_delete(dir, &lost);
+	sp_db_snap_set_remote(x->db, id, r.snap, "restorable", &lost);
 	sp_db_transition(x->db, id, SP_ST_SUSPENDED, -1, NULL, &lost);
 wipe:
 	sodium_memzero(dk, sizeof dk);

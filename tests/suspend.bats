@@ -121,18 +121,27 @@ objects() {
 @test "space-restore --node: the named node's reconcile pass restores it there" {
 	id=$(own)
 	space-exec "$id" -- sh -c 'echo moved > /root/where; sync'
-	space-suspend "$id" >/dev/null
+	space-suspend --keep-local "$id" >/dev/null
+	[ -d "$ROOT_A/sandboxes/$id" ]
 	run space-restore --node "$NODE_B" "$id"
 	assert_success
 	jout -e --arg n "$NODE_B" '.queued == true and .node == $n'
-	# Node A's own pass leaves it alone: it is B's now.
+	# Node A's own pass leaves the sandbox to B, and releases the copy
+	# --keep-local kept here: it is of no use to A any more.
 	run space-reconcile --once
 	assert_success
 	[ "$(space-ls "$id" | jq -r .state)" = suspended ]
+	jout -s -e --arg id "$id" 'any(.[]; .id == $id and .action == "released-left-behind" and .ok)'
+	[ ! -e "$ROOT_A/sandboxes/$id" ]
+	[ ! -e "$ROOT_A/snapshots/$id" ]
 	run on_b space-reconcile --once
 	assert_success
 	echo "$output" | sed 's/^/# /' >&3
 	jout -s -e --arg id "$id" 'any(.[]; .id == $id and .action == "restored" and .ok)'
+	[ "$(on_b space-exec "$id" -- cat /root/where)" = moved ]
+	# And A's next pass leaves B's running sandbox alone.
+	run space-reconcile --once
+	assert_success
 	[ "$(on_b space-exec "$id" -- cat /root/where)" = moved ]
 }
 
