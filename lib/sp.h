@@ -585,6 +585,19 @@ int sp_proc_spawn(char *const argv[], int in, int out, const char *err_path,
     pid_t *pid, struct sp_err *e);
 int sp_proc_wait(pid_t pid, const char *what, const char *err_path,
     struct sp_err *e);
+/*
+ * Runs argv in a process group of its own: in (inlen bytes) on its stdin,
+ * its stdout into out (at most max bytes, *outn of them; more is the error
+ * too-long; out NULL: thrown away), the printable tail of its stderr into
+ * tail; all within ms.  Returns its exit status, or -1: it could not run
+ * (internal), took longer (timed-out; its whole group killed), was killed
+ * by a signal (killed) or printed too much.  Reaped either way; out is
+ * wiped on -1.  For the key and secret programs (sp_crypt, sp_cred).
+ */
+#define SP_PROC_TAIL	200
+int sp_proc_talk(char *const argv[], const void *in, size_t inlen,
+    unsigned char *out, size_t max, size_t *outn, char tail[SP_PROC_TAIL + 1],
+    int ms, struct sp_err *e);
 
 /* ---- node: this node's storage and services ---- */
 struct sp_node_info {

@@ -6,16 +6,11 @@
  * record.  Formats and error codes are described in sp_cred.h.
  */
 #include <sys/file.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <poll.h>
-#include <signal.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,7 +22,6 @@
 #include "sp.h"
 #include "sp_cred.h"
 
-extern char **environ;
 
 #define META_MAX	(16 * 1024)	/* one metadata file: ~7 KiB at most */
 #define TIME_MAX	((int64_t)253402300799)	/* 9999-12-31 */
@@ -37,7 +31,7 @@ extern char **environ;
 #define BOX_PT_MAX	(SP_CRED_REF_MAX + 1 + SP_CRED_SECRET_MAX)
 #define BOX_HDR		(BOX_MAGIC_LEN + crypto_secretbox_NONCEBYTES)
 #define BOX_FILE_MAX	(BOX_HDR + crypto_secretbox_MACBYTES + BOX_PT_MAX)
-#define TAIL_MAX	200	/* of a vault program's stderr */
+#define TAIL_MAX	SP_PROC_TAIL	/* of a vault program's stderr */
 #define VAULT_NOT_FOUND	2	/* a vault program's exit: no such REF */
 
 /* ---- checks ---- */
@@ -1143,202 +1137,31 @@ vcmd_timeout(int *ms, struct sp_err *e)
 	return 0;
 }
 
-/* Keeps the last TAIL_MAX bytes p adds, printable. */
-static void
-tail_add(char *tail, size_t *tn, const char *p, size_t n)
-{
-	size_t i;
-
-	if (n > TAIL_MAX) {
-		p += n - TAIL_MAX;
-		n = TAIL_MAX;
-	}
-	if (*tn + n > TAIL_MAX) {
-		memmove(tail, tail + (*tn + n - TAIL_MAX), TAIL_MAX - n);
-		*tn = TAIL_MAX - n;
-	}
-	for (i = 0; i < n; i++)
-		tail[(*tn)++] = p[i] >= 0x20 && p[i] <= 0x7e ? p[i] : ' ';
-	tail[*tn] = '\0';
-	while (*tn > 0 && tail[*tn - 1] == ' ')
-		tail[--*tn] = '\0';
-}
-
-/* One run of a vault program. */
-struct vrun {
-	int in[2], out[2], err[2];
-	pid_t pid;
-};
-
-static void
-vrun_close(struct vrun *r)
-{
-	int *fds[] = { r->in, r->out, r->err };
-	size_t i, j;
-
-	for (i = 0; i < 3; i++)
-		for (j = 0; j < 2; j++)
-			if (fds[i][j] != -1) {
-				close(fds[i][j]);
-				fds[i][j] = -1;
-			}
-}
-
-static int
-vrun_spawn(struct vrun *r, char **argv, struct sp_err *e)
-{
-	posix_spawn_file_actions_t fa;
-	posix_spawnattr_t at;
-	sigset_t none, def;
-
-	/* stdin is a socket: send() with MSG_NOSIGNAL cannot SIGPIPE us
-	 * when the program does not read. */
-	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, r->in) == -1 ||
-	    pipe2(r->out, O_CLOEXEC) == -1 || pipe2(r->err, O_CLOEXEC) == -1)
-		return sp_err_sys(e, "vault", "vault program pipes");
-	posix_spawn_file_actions_init(&fa);
-	posix_spawn_file_actions_adddup2(&fa, r->in[1], 0);
-	posix_spawn_file_actions_adddup2(&fa, r->out[1], 1);
-	posix_spawn_file_actions_adddup2(&fa, r->err[1], 2);
-	/* A process group of its own: a timeout kills what it started too. */
-	posix_spawnattr_init(&at);
-	sigemptyset(&none);
-	sigemptyset(&def);
-	sigaddset(&def, SIGPIPE);
-	posix_spawnattr_setsigmask(&at, &none);
-	posix_spawnattr_setsigdefault(&at, &def);
-	posix_spawnattr_setpgroup(&at, 0);
-	posix_spawnattr_setflags(&at, POSIX_SPAWN_SETPGROUP |
-	    POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-	errno = posix_spawnp(&r->pid, argv[0], &fa, &at, argv, environ);
-	posix_spawn_file_actions_destroy(&fa);
-	posix_spawnattr_destroy(&at);
-	if (errno != 0) {
-		r->pid = -1;
-		return sp_err_sys(e, "vault", "run vault program %s", argv[0]);
-	}
-	close(r->in[1]);
-	close(r->out[1]);
-	close(r->err[1]);
-	r->in[1] = r->out[1] = r->err[1] = -1;
-	return 0;
-}
-
 /*
  * Runs PROGRAM op ref, in (inlen bytes) on its stdin, its stdout into out
  * (at most max bytes; out NULL: thrown away), the tail of its stderr into
- * tail; all within the timeout.  Returns its exit status, or -1 (it could
- * not run, timed out, was killed by a signal or printed too much); the
- * child is reaped either way.
+ * tail; all within the timeout (sp_proc_talk).  Returns its exit status, or
+ * -1 (it could not run, timed out, was killed by a signal or printed too
+ * much); the child is reaped either way.
  */
 static int
 vcmd_run(const char *prog, const char *op, const char *ref, const void *in,
     size_t inlen, unsigned char *out, size_t max, size_t *outn,
     char tail[TAIL_MAX + 1], struct sp_err *e)
 {
-	struct vrun r = { { -1, -1 }, { -1, -1 }, { -1, -1 }, -1 };
 	char *argv[] = { (char *)prog, (char *)op, (char *)ref, NULL };
-	const unsigned char *ip = in;
-	unsigned char scratch[512];
-	struct pollfd pfd[3];
-	int64_t deadline, left;
-	size_t got = 0, tn = 0, room;
-	int ms, i, status, rc = -1;
-	ssize_t k;
-	pid_t w;
+	int ms, rc;
 
 	tail[0] = '\0';
-	if (vcmd_timeout(&ms, e) == -1 || vrun_spawn(&r, argv, e) == -1)
-		goto out;
-	deadline = sp_clock_ms() + ms;
-	pfd[0].fd = r.in[0];
-	pfd[0].events = POLLOUT;
-	pfd[1].fd = r.out[0];
-	pfd[2].fd = r.err[0];
-	pfd[1].events = pfd[2].events = POLLIN;
-	if (inlen == 0) {
-		shutdown(r.in[0], SHUT_WR);
-		pfd[0].fd = -1;
+	if (vcmd_timeout(&ms, e) == -1)
+		return -1;
+	rc = sp_proc_talk(argv, in, inlen, out, max, outn, tail, ms, e);
+	/* A timeout says so; any other failure of the program is the
+	 * vault's, retryable when it was killed. */
+	if (rc == -1 && strcmp(e->code, "timed-out") != 0) {
+		e->temp = strcmp(e->code, "killed") == 0;
+		snprintf(e->code, sizeof e->code, "vault");
 	}
-	while (pfd[1].fd != -1 || pfd[2].fd != -1) {
-		if ((left = deadline - sp_clock_ms()) <= 0)
-			goto timeout;
-		if (poll(pfd, 3, left) == -1) {
-			if (errno == EINTR)
-				continue;
-			sp_err_sys(e, "vault", "poll vault program");
-			goto out;
-		}
-		if (pfd[0].fd != -1 && pfd[0].revents != 0) {
-			k = send(r.in[0], ip, inlen, MSG_NOSIGNAL | MSG_DONTWAIT);
-			if (k > 0) {
-				ip += k;
-				inlen -= k;
-			}
-			/* Done, or it will not read: its answer tells. */
-			if (inlen == 0 || (k == -1 && errno != EAGAIN &&
-			    errno != EINTR)) {
-				shutdown(r.in[0], SHUT_WR);
-				pfd[0].fd = -1;
-			}
-		}
-		for (i = 1; i < 3; i++) {
-			if (pfd[i].fd == -1 || pfd[i].revents == 0)
-				continue;
-			room = i == 1 && out != NULL && got < max;
-			k = read(pfd[i].fd, room ? out + got : scratch, room ?
-			    max - got : sizeof scratch);
-			if (k == -1 && (errno == EINTR || errno == EAGAIN))
-				continue;
-			if (k <= 0) {
-				pfd[i].fd = -1;
-			} else if (i == 2) {
-				tail_add(tail, &tn, (char *)scratch, k);
-			} else if (room) {
-				got += k;
-			} else if (out != NULL) {
-				sp_err_set(e, "vault", 0, "vault program %s "
-				    "printed over %zu bytes", prog, max);
-				goto out;
-			}
-		}
-	}
-	/* Its output is closed; it still has until the deadline to exit. */
-	for (;;) {
-		w = waitpid(r.pid, &status, WNOHANG);
-		if (w == r.pid)
-			break;
-		if (w == -1 && errno != EINTR) {
-			sp_err_sys(e, "vault", "wait vault program %s", prog);
-			goto out;
-		}
-		if (sp_clock_ms() >= deadline)
-			goto timeout;
-		poll(NULL, 0, 1);
-	}
-	r.pid = -1;
-	if (WIFSIGNALED(status)) {
-		sp_err_set(e, "vault", 1, "vault program %s %s %s: killed by "
-		    "signal %d", prog, op, ref, WTERMSIG(status));
-		goto out;
-	}
-	if (outn != NULL)
-		*outn = got;
-	rc = WEXITSTATUS(status);
-	goto out;
-timeout:
-	sp_err_set(e, "timed-out", 1, "vault program %s %s %s did not finish "
-	    "in %d ms", prog, op, ref, ms);
-out:
-	sodium_memzero(scratch, sizeof scratch);
-	if (r.pid > 0) {
-		kill(-r.pid, SIGKILL);
-		while (waitpid(r.pid, &status, 0) == -1 && errno == EINTR)
-			;
-	}
-	vrun_close(&r);
-	if (rc == -1 && out != NULL)
-		sodium_memzero(out, max);
 	return rc;
 }
 

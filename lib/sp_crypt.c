@@ -4,16 +4,11 @@
  * tenant's key through a key file or an external KMS program.  The formats
  * and error codes are described in sp_crypt.h.
  */
-#include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
-#include <poll.h>
-#include <signal.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,8 +17,6 @@
 #include <sodium.h>
 
 #include "sp.h"
-
-extern char **environ;
 
 #define MAGIC		"SPACEENC"
 #define MAGIC_LEN	8
@@ -43,7 +36,6 @@ extern char **environ;
 #define W_CMD		"v1:cmd:"
 #define KMS_LINE_MAX	4000	/* a cmd: program's answer, newline aside */
 #define KMS_ARGS	32
-#define KMS_TAIL	200	/* of its stderr, for the message */
 
 static int
 crypt_init(struct sp_err *e)
@@ -433,184 +425,6 @@ kms_timeout(int *ms, struct sp_err *e)
 	return 0;
 }
 
-/* Keeps the last KMS_TAIL bytes of what p adds, as printable text. */
-static void
-tail_add(char *tail, size_t *tn, const char *p, size_t n)
-{
-	size_t i;
-
-	if (n > KMS_TAIL) {
-		p += n - KMS_TAIL;
-		n = KMS_TAIL;
-	}
-	if (*tn + n > KMS_TAIL) {
-		memmove(tail, tail + (*tn + n - KMS_TAIL), KMS_TAIL - n);
-		*tn = KMS_TAIL - n;
-	}
-	for (i = 0; i < n; i++)
-		tail[(*tn)++] = p[i] >= 0x20 && p[i] <= 0x7e ? p[i] : ' ';
-	tail[*tn] = '\0';
-}
-
-/* One run of a KMS program: its pipes, its child, what it said. */
-struct kms_run {
-	int in[2], out[2], err[2];
-	pid_t pid;
-	int status;
-	char *line;		/* its stdout: room for KMS_LINE_MAX + 2 */
-	size_t n;
-	char tail[KMS_TAIL + 1];	/* of its stderr */
-	size_t tn;
-};
-
-static int
-kms_spawn(struct kms_run *r, char **argv, struct sp_err *e)
-{
-	posix_spawn_file_actions_t fa;
-	posix_spawnattr_t at;
-	sigset_t none, def;
-
-	/* stdin is a socket so that a program that does not read it cannot
-	 * SIGPIPE us: send() takes MSG_NOSIGNAL. */
-	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, r->in) == -1 ||
-	    pipe2(r->out, O_CLOEXEC) == -1 || pipe2(r->err, O_CLOEXEC) == -1)
-		return sp_err_sys(e, "internal", "kms program pipes");
-	posix_spawn_file_actions_init(&fa);
-	posix_spawn_file_actions_adddup2(&fa, r->in[1], 0);
-	posix_spawn_file_actions_adddup2(&fa, r->out[1], 1);
-	posix_spawn_file_actions_adddup2(&fa, r->err[1], 2);
-	/* A group of its own, so that a timeout kills what it started too. */
-	posix_spawnattr_init(&at);
-	sigemptyset(&none);
-	sigemptyset(&def);
-	sigaddset(&def, SIGPIPE);
-	posix_spawnattr_setsigmask(&at, &none);
-	posix_spawnattr_setsigdefault(&at, &def);
-	posix_spawnattr_setpgroup(&at, 0);
-	posix_spawnattr_setflags(&at, POSIX_SPAWN_SETPGROUP |
-	    POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-	errno = posix_spawnp(&r->pid, argv[0], &fa, &at, argv, environ);
-	posix_spawn_file_actions_destroy(&fa);
-	posix_spawnattr_destroy(&at);
-	if (errno != 0) {
-		r->pid = -1;
-		return sp_err_sys(e, "kms", "run kms program %s", argv[0]);
-	}
-	close(r->in[1]);
-	close(r->out[1]);
-	close(r->err[1]);
-	r->in[1] = r->out[1] = r->err[1] = -1;
-	return 0;
-}
-
-static void
-kms_close(struct kms_run *r)
-{
-	int *fds[] = { r->in, r->out, r->err };
-	size_t i;
-
-	for (i = 0; i < sizeof fds / sizeof fds[0]; i++) {
-		if (fds[i][0] != -1)
-			close(fds[i][0]);
-		if (fds[i][1] != -1)
-			close(fds[i][1]);
-		fds[i][0] = fds[i][1] = -1;
-	}
-}
-
-/*
- * Gives the running program its input and takes its stdout and stderr
- * until it exits, all within ms.  Returns with the child reaped, always:
- * 0 and r->status, or -1 ("timed-out", an answer too long, a system
- * error) with its process group killed.
- */
-static int
-kms_talk(struct kms_run *r, const char *name, const char *input, int ms,
-    struct sp_err *e)
-{
-	int64_t deadline = sp_clock_ms() + ms, left;
-	struct pollfd pfd[2];
-	size_t len = strlen(input);
-	char buf[1024];
-	int i, rc = -1;
-	ssize_t n;
-	pid_t w;
-
-	/* A few KiB: the socket takes it whole without blocking. */
-	while (len > 0) {
-		n = send(r->in[0], input, len, MSG_NOSIGNAL);
-		if (n == -1 && errno == EINTR)
-			continue;
-		if (n == -1)
-			break;		/* it did not read: its answer tells */
-		input += n;
-		len -= n;
-	}
-	close(r->in[0]);
-	r->in[0] = -1;
-
-	pfd[0].fd = r->out[0];
-	pfd[1].fd = r->err[0];
-	pfd[0].events = pfd[1].events = POLLIN;
-	while (pfd[0].fd != -1 || pfd[1].fd != -1) {
-		if ((left = deadline - sp_clock_ms()) <= 0)
-			goto timeout;
-		if (poll(pfd, 2, left) == -1) {
-			if (errno == EINTR)
-				continue;
-			sp_err_sys(e, "internal", "poll kms program");
-			goto out;
-		}
-		for (i = 0; i < 2; i++) {
-			if (pfd[i].fd == -1 || pfd[i].revents == 0)
-				continue;
-			n = read(pfd[i].fd, buf, sizeof buf);
-			if (n == -1 && (errno == EINTR || errno == EAGAIN))
-				continue;
-			if (n <= 0) {
-				pfd[i].fd = -1;
-			} else if (i == 1) {
-				tail_add(r->tail, &r->tn, buf, n);
-			} else if (r->n + n > KMS_LINE_MAX + 1) {
-				sp_err_set(e, "kms", 0, "kms program %s printed "
-				    "over %d bytes", name, KMS_LINE_MAX);
-				goto out;
-			} else {
-				memcpy(r->line + r->n, buf, n);
-				r->n += n;
-			}
-		}
-	}
-	/* Its output is closed; it still has until the deadline to exit. */
-	for (;;) {
-		w = waitpid(r->pid, &r->status, WNOHANG);
-		if (w == r->pid) {
-			r->pid = -1;
-			rc = 0;
-			goto out;
-		}
-		if (w == -1 && errno != EINTR) {
-			sp_err_sys(e, "internal", "wait kms program %s", name);
-			goto out;
-		}
-		if (sp_clock_ms() >= deadline)
-			goto timeout;
-		poll(NULL, 0, 1);
-	}
-timeout:
-	sp_err_set(e, "timed-out", 1, "kms program %s did not answer in %d ms",
-	    name, ms);
-out:
-	sodium_memzero(buf, sizeof buf);
-	if (r->pid > 0) {
-		kill(-r->pid, SIGKILL);
-		while (waitpid(r->pid, &r->status, 0) == -1 && errno == EINTR)
-			;
-		r->pid = -1;
-	}
-	return rc;
-}
-
 /*
  * Runs the KMS program of spec (what follows "cmd:") with op, input on its
  * stdin; its stdout's one line, newline cut, into out (max bytes, NUL
@@ -621,11 +435,10 @@ static int
 kms_cmd(const char *spec, const char *op, const char *input, char *out,
     size_t max, struct sp_err *e)
 {
-	struct kms_run r = { { -1, -1 }, { -1, -1 }, { -1, -1 }, -1, 0, out,
-	    0, "", 0 };
 	char buf[SP_PATH_MAX], *argv[KMS_ARGS + 2], *tok, *save;
-	size_t argc = 0;
-	int ms, rc = -1;
+	char tail[SP_PROC_TAIL + 1];
+	size_t argc = 0, n = 0;
+	int ms, status, rc = -1;
 
 	if (kms_timeout(&ms, e) == -1 ||
 	    sp_path_fmt(buf, sizeof buf, e, "%s", spec) == -1)
@@ -644,37 +457,37 @@ kms_cmd(const char *spec, const char *op, const char *input, char *out,
 		    "without a program");
 	argv[argc] = NULL;
 
-	if (kms_spawn(&r, argv, e) == -1 ||
-	    kms_talk(&r, argv[0], input, ms, e) == -1)
-		goto out;
-	while (r.tn > 0 && r.tail[r.tn - 1] == ' ')
-		r.tail[--r.tn] = '\0';
-	if (WIFSIGNALED(r.status)) {
-		sp_err_set(e, "kms", 1, "kms program %s killed by signal %d",
-		    argv[0], WTERMSIG(r.status));
+	status = sp_proc_talk(argv, input, strlen(input), (unsigned char *)out,
+	    KMS_LINE_MAX + 1, &n, tail, ms, e);
+	if (status == -1) {
+		/* A timeout says so; any other failure is the key service's,
+		 * retryable when the program was killed or could not run. */
+		if (strcmp(e->code, "timed-out") != 0) {
+			e->temp = strcmp(e->code, "too-long") != 0;
+			snprintf(e->code, sizeof e->code, "kms");
+		}
 		goto out;
 	}
-	if (WEXITSTATUS(r.status) == 3) {
+	if (status == 3) {
 		sp_err_set(e, "key-revoked", 0, "kms program %s: the key is "
-		    "revoked: %s", argv[0], r.tail);
+		    "revoked: %s", argv[0], tail);
 		goto out;
 	}
-	if (WEXITSTATUS(r.status) != 0) {
+	if (status != 0) {
 		sp_err_set(e, "kms", 1, "kms program %s exited %d: %s", argv[0],
-		    WEXITSTATUS(r.status), r.tail);
+		    status, tail);
 		goto out;
 	}
-	if (r.n > 0 && out[r.n - 1] == '\n')
-		r.n--;
-	if (!kms_line_ok(out, r.n, max)) {
+	if (n > 0 && out[n - 1] == '\n')
+		n--;
+	if (!kms_line_ok(out, n, max)) {
 		sp_err_set(e, "kms", 0, "kms program %s printed no well-formed "
 		    "line", argv[0]);
 		goto out;
 	}
-	out[r.n] = '\0';
+	out[n] = '\0';
 	rc = 0;
 out:
-	kms_close(&r);
 	if (rc == -1)
 		sodium_memzero(out, KMS_LINE_MAX + 2);
 	return rc;

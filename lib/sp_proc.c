@@ -6,12 +6,16 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <poll.h>
 #include <spawn.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <sodium.h>
 
 #include "sp.h"
 
@@ -156,4 +160,179 @@ sp_proc_wait(pid_t pid, const char *what, const char *err_path,
 		    WEXITSTATUS(status), tail);
 	return sp_err_set(e, "io", 0, "%s killed by signal %d", what,
 	    WTERMSIG(status));
+}
+
+/* Keeps the last SP_PROC_TAIL bytes p adds, as printable text. */
+static void
+tail_add(char *tail, size_t *tn, const unsigned char *p, size_t n)
+{
+	size_t i;
+
+	if (n > SP_PROC_TAIL) {
+		p += n - SP_PROC_TAIL;
+		n = SP_PROC_TAIL;
+	}
+	if (*tn + n > SP_PROC_TAIL) {
+		memmove(tail, tail + (*tn + n - SP_PROC_TAIL), SP_PROC_TAIL - n);
+		*tn = SP_PROC_TAIL - n;
+	}
+	for (i = 0; i < n; i++)
+		tail[(*tn)++] = p[i] >= 0x20 && p[i] <= 0x7e ? (char)p[i] : ' ';
+	tail[*tn] = '\0';
+}
+
+/* argv started in a process group of its own, its stdin a socket (send()
+ * with MSG_NOSIGNAL cannot SIGPIPE us when it does not read). */
+static int
+talk_spawn(char *const argv[], int in[2], int out[2], int err[2], pid_t *pid,
+    struct sp_err *e)
+{
+	posix_spawn_file_actions_t fa;
+	posix_spawnattr_t at;
+	sigset_t none, def;
+
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, in) == -1 ||
+	    pipe2(out, O_CLOEXEC) == -1 || pipe2(err, O_CLOEXEC) == -1)
+		return sp_err_sys(e, "internal", "pipes for %s", argv[0]);
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_adddup2(&fa, in[1], 0);
+	posix_spawn_file_actions_adddup2(&fa, out[1], 1);
+	posix_spawn_file_actions_adddup2(&fa, err[1], 2);
+	/* Its own group, so that a timeout kills what it started too. */
+	posix_spawnattr_init(&at);
+	sigemptyset(&none);
+	sigemptyset(&def);
+	sigaddset(&def, SIGPIPE);
+	posix_spawnattr_setsigmask(&at, &none);
+	posix_spawnattr_setsigdefault(&at, &def);
+	posix_spawnattr_setpgroup(&at, 0);
+	posix_spawnattr_setflags(&at, POSIX_SPAWN_SETPGROUP |
+	    POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+	errno = posix_spawnp(pid, argv[0], &fa, &at, argv, environ);
+	posix_spawn_file_actions_destroy(&fa);
+	posix_spawnattr_destroy(&at);
+	if (errno != 0) {
+		*pid = -1;
+		return sp_err_sys(e, "internal", "run %s", argv[0]);
+	}
+	close(in[1]);
+	close(out[1]);
+	close(err[1]);
+	in[1] = out[1] = err[1] = -1;
+	return 0;
+}
+
+int
+sp_proc_talk(char *const argv[], const void *in, size_t inlen,
+    unsigned char *out, size_t max, size_t *outn, char tail[SP_PROC_TAIL + 1],
+    int ms, struct sp_err *e)
+{
+	int pin[2] = { -1, -1 }, pout[2] = { -1, -1 }, perr[2] = { -1, -1 };
+	int *fds[] = { pin, pout, perr };
+	const unsigned char *ip = in;
+	unsigned char scratch[512];
+	struct pollfd pfd[3];
+	int64_t deadline, left;
+	size_t got = 0, tn = 0, room, j;
+	int i, status, rc = -1;
+	ssize_t k;
+	pid_t pid = -1, w;
+
+	tail[0] = '\0';
+	if (talk_spawn(argv, pin, pout, perr, &pid, e) == -1)
+		goto out;
+	deadline = sp_clock_ms() + ms;
+	pfd[0].fd = pin[0];
+	pfd[0].events = POLLOUT;
+	pfd[1].fd = pout[0];
+	pfd[2].fd = perr[0];
+	pfd[1].events = pfd[2].events = POLLIN;
+	if (inlen == 0) {
+		shutdown(pin[0], SHUT_WR);
+		pfd[0].fd = -1;
+	}
+	while (pfd[1].fd != -1 || pfd[2].fd != -1) {
+		if ((left = deadline - sp_clock_ms()) <= 0)
+			goto timeout;
+		if (poll(pfd, 3, left) == -1) {
+			if (errno == EINTR)
+				continue;
+			sp_err_sys(e, "internal", "poll %s", argv[0]);
+			goto out;
+		}
+		if (pfd[0].fd != -1 && pfd[0].revents != 0) {
+			k = send(pin[0], ip, inlen, MSG_NOSIGNAL | MSG_DONTWAIT);
+			if (k > 0) {
+				ip += k;
+				inlen -= (size_t)k;
+			}
+			/* Done, or it will not read: its answer tells. */
+			if (inlen == 0 || (k == -1 && errno != EAGAIN &&
+			    errno != EINTR)) {
+				shutdown(pin[0], SHUT_WR);
+				pfd[0].fd = -1;
+			}
+		}
+		for (i = 1; i < 3; i++) {
+			if (pfd[i].fd == -1 || pfd[i].revents == 0)
+				continue;
+			room = i == 1 && out != NULL && got < max;
+			k = read(pfd[i].fd, room ? out + got : scratch, room ?
+			    max - got : sizeof scratch);
+			if (k == -1 && (errno == EINTR || errno == EAGAIN))
+				continue;
+			if (k <= 0) {
+				pfd[i].fd = -1;
+			} else if (i == 2) {
+				tail_add(tail, &tn, scratch, (size_t)k);
+			} else if (room) {
+				got += (size_t)k;
+			} else if (out != NULL) {
+				sp_err_set(e, "too-long", 0, "%s printed over %zu "
+				    "bytes", argv[0], max);
+				goto out;
+			}
+		}
+	}
+	/* Its output is closed; it still has until the deadline to exit. */
+	for (;;) {
+		w = waitpid(pid, &status, WNOHANG);
+		if (w == pid)
+			break;
+		if (w == -1 && errno != EINTR) {
+			sp_err_sys(e, "internal", "wait %s", argv[0]);
+			goto out;
+		}
+		if (sp_clock_ms() >= deadline)
+			goto timeout;
+		poll(NULL, 0, 1);
+	}
+	pid = -1;
+	while (tn > 0 && tail[tn - 1] == ' ')
+		tail[--tn] = '\0';
+	if (WIFSIGNALED(status)) {
+		sp_err_set(e, "killed", 1, "%s killed by signal %d", argv[0],
+		    WTERMSIG(status));
+		goto out;
+	}
+	if (outn != NULL)
+		*outn = got;
+	rc = WEXITSTATUS(status);
+	goto out;
+timeout:
+	sp_err_set(e, "timed-out", 1, "%s did not finish in %d ms", argv[0], ms);
+out:
+	sodium_memzero(scratch, sizeof scratch);
+	if (pid > 0) {
+		kill(-pid, SIGKILL);
+		while (waitpid(pid, &status, 0) == -1 && errno == EINTR)
+			;
+	}
+	for (i = 0; i < 3; i++)
+		for (j = 0; j < 2; j++)
+			if (fds[i][j] != -1)
+				close(fds[i][j]);
+	if (rc == -1 && out != NULL)
+		sodium_memzero(out, max);
+	return rc;
 }
