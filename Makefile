@@ -27,7 +27,7 @@ ASAN_OBJ = $(LIB_SRC:lib/%.c=$(B)/asan/lib/%.o)
 ASAN_FLAGS = -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
 
 # The guest daemon is static and links only what the guest needs.
-GUEST_LIB = lib/sp_proto.c lib/sp_err.c lib/sp_io.c
+GUEST_LIB = lib/sp_proto.c lib/sp_err.c lib/sp_io.c lib/sp_tar.c
 GUEST_LIBS = -larchive -lacl -lnettle -lxml2 -licuuc -licudata -llzma -lzstd -lbz2 -lz -ljansson -lstdc++ -lm -lpthread
 GUEST_DAEMON = $(B)/guest/space-daemon
 GUEST_IMAGE = guest/build/rootfs.tar.zst guest/build/vmlinuz guest/build/initrd.img

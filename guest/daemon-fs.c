@@ -530,47 +530,19 @@ tar_write_cb(struct archive *a, void *arg, const void *buf, size_t n)
 	return n;
 }
 
-static const unsigned char zeros[SP_FRAME_CHUNK];
-
-/* An entry's data from disk to the writer: holes become zeros, which the
- * pax writer leaves out again by the entry's sparse map.  -2 when writing
- * failed, else what reading ended with. */
-static int
-copy_data(struct archive *disk, struct archive *w)
-{
-	const void *buf;
-	size_t size;
-	la_int64_t off, at = 0, k;
-	int r;
-
-	while ((r = archive_read_data_block(disk, &buf, &size, &off)) ==
-	    ARCHIVE_OK) {
-		for (; at < off; at += k) {
-			k = off - at < SP_FRAME_CHUNK ? off - at : SP_FRAME_CHUNK;
-			if (archive_write_data(w, zeros, k) < 0)
-				return -2;
-		}
-		if (size > 0 && archive_write_data(w, buf, size) < 0)
-			return -2;
-		at = off + size;
-	}
-	return r == ARCHIVE_EOF ? ARCHIVE_OK : r;
-}
-
 /* tar.out: path packed as a pax stream whose top entry is named "name"
  * (default the last component of path); symlinks are not followed. */
 int
 tar_out(struct port *p, uint32_t stream, json_t *req)
 {
-	char name[FS_PATH_MAX * 2], root[FS_PATH_MAX];
-	struct archive *disk = NULL, *w = NULL;
-	struct archive_entry *ent = NULL;
+	struct archive *w = NULL;
 	struct tar_io t = { p, stream, 0, 0 };
-	const char *path, *top, *ep, *rest, *slash, *err = NULL;
+	const char *path, *top, *slash;
+	struct sp_err e = { "", 0, "" };
 	struct stat st;
 	size_t plen;
 	json_t *v;
-	int r, rc = 0;
+	int rc = 0;
 
 	if ((path = req_path(p, stream, req, "path", &rc)) == NULL)
 		return rc;
@@ -591,15 +563,10 @@ tar_out(struct port *p, uint32_t stream, json_t *req)
 		    "path component");
 	if (v != NULL)
 		top = json_string_value(v);
-	if ((disk = archive_read_disk_new()) == NULL ||
-	    (w = archive_write_new()) == NULL ||
-	    (ent = archive_entry_new()) == NULL) {
+	if ((w = archive_write_new()) == NULL) {
 		rc = sd_send_error(p, stream, "nomem", "libarchive");
 		goto out;
 	}
-	archive_read_disk_set_symlink_physical(disk);
-	archive_read_disk_set_behavior(disk,
-	    ARCHIVE_READDISK_NO_TRAVERSE_MOUNTS);
 	archive_write_set_format_pax_restricted(w);
 	archive_write_set_bytes_per_block(w, SP_FRAME_CHUNK);
 	archive_write_set_bytes_in_last_block(w, 1);
@@ -607,64 +574,24 @@ tar_out(struct port *p, uint32_t stream, json_t *req)
 		rc = sys_error(p, stream, "stat", path);
 		goto out;
 	}
-	/* Trailing slashes are cut, as the entries' names will be. */
-	snprintf(root, sizeof root, "%.*s", (int)plen, path);
-	path = root;
-	if (archive_read_disk_open(disk, path) != ARCHIVE_OK) {
-		rc = sd_send_error(p, stream, err_code(archive_errno(disk)),
-		    "\"%.300s\": %s", path, archive_error_string(disk));
-		goto out;
-	}
 	if (archive_write_open(w, &t, NULL, tar_write_cb, NULL) != ARCHIVE_OK) {
-		err = archive_error_string(w);
+		sp_err_set(&e, "io", 0, "%s", archive_error_string(w));
 		goto fail;
 	}
-	for (;;) {
-		archive_entry_clear(ent);
-		r = archive_read_next_header2(disk, ent);
-		if (r == ARCHIVE_EOF)
-			break;
-		if (r < ARCHIVE_WARN) {
-			err = archive_error_string(disk);
-			goto fail;
-		}
-		archive_read_disk_descend(disk);
-		/* Entries are named from top: path's prefix is cut. */
-		ep = archive_entry_pathname(ent);
-		if (ep == NULL || strncmp(ep, path, plen) != 0)
-			continue;
-		rest = plen == 1 ? (ep[1] != '\0' ? ep : "") : ep + plen;
-		snprintf(name, sizeof name, "%s%s", top, rest);
-		archive_entry_set_pathname(ent, name);
-		if ((r = archive_write_header(w, ent)) < ARCHIVE_WARN) {
-			err = archive_error_string(w);
-			goto fail;
-		}
-		if (archive_entry_size(ent) == 0 ||
-		    archive_entry_filetype(ent) != AE_IFREG)
-			continue;
-		if ((r = copy_data(disk, w)) == -2) {
-			err = archive_error_string(w);
-			goto fail;
-		}
-		if (r < ARCHIVE_WARN) {
-			err = archive_error_string(disk);
-			goto fail;
-		}
-	}
+	/* Entries are named from top; mounts below path are not crossed. */
+	if (sp_tar_pack(w, path, top, SP_TAR_ONE_FS, &e) == -1)
+		goto fail;
 	if (archive_write_close(w) != ARCHIVE_OK) {
-		err = archive_error_string(w);
+		sp_err_set(&e, "io", 0, "%s", archive_error_string(w));
 		goto fail;
 	}
 	rc = done(p, stream, NULL);
 	goto out;
 fail:
-	rc = t.gone ? -1 : sd_send_error(p, stream, "io", "tar \"%.300s\": "
-	    "%.200s", path, err != NULL ? err : "failed");
+	rc = t.gone ? -1 : sd_send_error(p, stream, e.code[0] ? e.code : "io",
+	    "tar \"%.300s\": %.200s", path, e.msg);
 out:
 	t.ended = 1;
-	archive_entry_free(ent);
-	archive_read_free(disk);
 	archive_write_free(w);
 	return rc;
 }

@@ -40,6 +40,14 @@ int sp_write_all(int fd, const void *buf, size_t n);
 uint32_t sp_be32_get(const unsigned char *p);
 void sp_be32_put(unsigned char *p, uint32_t v);
 
+/* ---- tar: packing a tree, on both sides (sp_tar.c) ---- */
+struct archive;
+#define SP_TAR_ONE_FS	1	/* do not cross into other mounts */
+/* src packed into w (opened by the caller) as entries named from top (its
+ * last component replaced by top); bad-input, not-found or io. */
+int sp_tar_pack(struct archive *w, const char *src, const char *top,
+    int flags, struct sp_err *e);
+
 /* ---- out: JSON lines on stdout, human lines on stderr ---- */
 void sp_out_init(const char *prog);
 const char *sp_out_prog(void);
