@@ -602,6 +602,8 @@ int sp_proc_wait(pid_t pid, const char *what, const char *err_path,
  * by a signal (killed) or printed too much.  Reaped either way; out is
  * wiped on -1.  For the key and secret programs (sp_crypt, sp_cred).
  */
+/* The milliseconds in environment variable name (1..3600000), else def. */
+int sp_env_ms(const char *name, int def, int *ms, struct sp_err *e);
 #define SP_PROC_TAIL	200
 int sp_proc_talk(char *const argv[], const void *in, size_t inlen,
     unsigned char *out, size_t max, size_t *outn, char tail[SP_PROC_TAIL + 1],

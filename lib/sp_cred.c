@@ -1118,25 +1118,6 @@ fvault_rm(const char *root, const char *ref, struct sp_err *e)
 
 /* ---- the cmd: vault ---- */
 
-static int
-vcmd_timeout(int *ms, struct sp_err *e)
-{
-	const char *s = getenv("SPACE_CRED_VAULT_TIMEOUT_MS");
-	char *end;
-	long v;
-
-	*ms = SP_CRED_VAULT_TIMEOUT_MS;
-	if (s == NULL || *s == '\0')
-		return 0;
-	errno = 0;
-	v = strtol(s, &end, 10);
-	if (errno != 0 || *end != '\0' || v < 1 || v > 3600000)
-		return sp_err_set(e, "bad-input", 0, "SPACE_CRED_VAULT_TIMEOUT_MS:"
-		    " not a number of milliseconds 1..3600000");
-	*ms = v;
-	return 0;
-}
-
 /*
  * Runs PROGRAM op ref, in (inlen bytes) on its stdin, its stdout into out
  * (at most max bytes; out NULL: thrown away), the tail of its stderr into
@@ -1153,7 +1134,8 @@ vcmd_run(const char *prog, const char *op, const char *ref, const void *in,
 	int ms, rc;
 
 	tail[0] = '\0';
-	if (vcmd_timeout(&ms, e) == -1)
+	if (sp_env_ms("SPACE_CRED_VAULT_TIMEOUT_MS", SP_CRED_VAULT_TIMEOUT_MS,
+	    &ms, e) == -1)
 		return -1;
 	rc = sp_proc_talk(argv, in, inlen, out, max, outn, tail, ms, e);
 	/* A timeout says so; any other failure of the program is the

@@ -406,25 +406,6 @@ kms_line_ok(const char *s, size_t len, size_t max)
 	return 1;
 }
 
-static int
-kms_timeout(int *ms, struct sp_err *e)
-{
-	const char *s = getenv("SPACE_KMS_TIMEOUT_MS");
-	char *end;
-	long v;
-
-	*ms = SP_CRYPT_TIMEOUT_MS;
-	if (s == NULL || *s == '\0')
-		return 0;
-	errno = 0;
-	v = strtol(s, &end, 10);
-	if (errno != 0 || *end != '\0' || v < 1 || v > 3600000)
-		return sp_err_set(e, "bad-input", 0, "SPACE_KMS_TIMEOUT_MS: "
-		    "not a number of milliseconds 1..3600000");
-	*ms = v;
-	return 0;
-}
-
 /*
  * Runs the KMS program of spec (what follows "cmd:") with op, input on its
  * stdin; its stdout's one line, newline cut, into out (max bytes, NUL
@@ -440,7 +421,8 @@ kms_cmd(const char *spec, const char *op, const char *input, char *out,
 	size_t argc = 0, n = 0;
 	int ms, status, rc = -1;
 
-	if (kms_timeout(&ms, e) == -1 ||
+	if (sp_env_ms("SPACE_KMS_TIMEOUT_MS", SP_CRYPT_TIMEOUT_MS, &ms,
+	    e) == -1 ||
 	    sp_path_fmt(buf, sizeof buf, e, "%s", spec) == -1)
 		return -1;
 	for (tok = strtok_r(buf, " \t", &save); tok != NULL;

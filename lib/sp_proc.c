@@ -336,3 +336,22 @@ out:
 		sodium_memzero(out, max);
 	return rc;
 }
+
+int
+sp_env_ms(const char *name, int def, int *ms, struct sp_err *e)
+{
+	const char *s = getenv(name);
+	char *end;
+	long v;
+
+	*ms = def;
+	if (s == NULL || *s == '\0')
+		return 0;
+	errno = 0;
+	v = strtol(s, &end, 10);
+	if (errno != 0 || *end != '\0' || v < 1 || v > 3600000)
+		return sp_err_set(e, "bad-input", 0, "%s: not a number of "
+		    "milliseconds 1..3600000", name);
+	*ms = (int)v;
+	return 0;
+}
