@@ -80,6 +80,9 @@ describe(const struct sp_snap_row *r, const char *dir)
 		json_object_set_new(o, "tag", json_string(r->tag));
 	if (r->paused_ms >= 0)
 		json_object_set_new(o, "paused_ms", json_integer(r->paused_ms));
+	/* In the object store: uploading, restorable, or restored. */
+	if (r->remote[0] != '\0')
+		json_object_set_new(o, "remote", json_string(r->remote));
 	json_object_set_new(o, "exclusive_bytes",
 	    sp_subvol_exclusive_bytes(dir, &excl, &ignored) == 0 ?
 	    json_integer((json_int_t)excl) : json_null());

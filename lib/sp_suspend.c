@@ -488,6 +488,10 @@ restore_locked_store(struct sp_ctx *x, struct sp_store *s, const char *id,
 	    sp_db_snap_set_remote(x->db, id, r.snap, "restored", e) == -1 ||
 	    sp_db_transition(x->db, id, SP_ST_RUNNING, -1, NULL, e) == -1)
 		goto back;
+	/* The sandbox is a copy of it now: the checkpoint's own subvolume
+	 * (its memory image above all) need not stay; the row does, for the
+	 * objects in the store. */
+	sp_subvol_delete(sdir, &lost);
 	*out = json_pack("{s:s, s:b, s:s, s:s, s:s, s:b, s:I, s:I, s:I}", "id",
 	    id, "ok", 1, "snap", r.snap, "state", "running", "node",
 	    x->conf.node, "changed", 1, "bytes_downloaded", bytes,
