@@ -8,12 +8,12 @@ PREFIX ?= /usr/local
 DESTDIR ?=
 UNITDIR ?= /etc/systemd/system
 CC ?= cc
-PKGS = libvirt jansson libarchive sqlite3 libsodium libbtrfsutil libcurl
+PKGS = libvirt jansson libarchive sqlite3 libsodium libbtrfsutil libcurl libssl libcrypto
 CFLAGS ?= -O2 -g
 WFLAGS = -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter
 CPPFLAGS += -Ilib
 # --as-needed: a command links only the libraries its objects use.
-LIBS = -Wl,--as-needed $(shell pkg-config --libs $(PKGS)) -lpthread
+LIBS = -Wl,--as-needed $(shell pkg-config --libs $(PKGS)) -lhttp_parser -lpthread
 
 B = build
 LIB_SRC = $(wildcard lib/sp_*.c)
@@ -35,7 +35,7 @@ GUEST_IMAGE = guest/build/rootfs.tar.zst guest/build/vmlinuz guest/build/initrd.
 all: $(B)/libspace.a $(CMDS) $(GUEST_DAEMON) $(UNITS) $(BENCH_C:bench/%.c=$(B)/bench/%) \
     $(B)/tests/kms-test $(B)/tests/vault-test
 
-$(B)/lib/%.o: lib/%.c lib/sp.h lib/sp_store.h lib/sp_crypt.h lib/sp_egress.h lib/sp_cred.h
+$(B)/lib/%.o: lib/%.c lib/sp.h lib/sp_store.h lib/sp_crypt.h lib/sp_egress.h lib/sp_cred.h lib/sp_tls.h
 	@mkdir -p $(@D)
 	$(CC) $(WFLAGS) $(CFLAGS) $(CPPFLAGS) -c -o $@ $<
 
@@ -56,7 +56,7 @@ $(B)/tests/%: tests/unit/%.c $(B)/libspace.a lib/sp.h
 	@mkdir -p $(@D)
 	$(CC) $(WFLAGS) $(CFLAGS) $(CPPFLAGS) -o $@ $< $(B)/libspace.a $(LIBS)
 
-$(B)/asan/lib/%.o: lib/%.c lib/sp.h lib/sp_store.h lib/sp_crypt.h lib/sp_egress.h lib/sp_cred.h
+$(B)/asan/lib/%.o: lib/%.c lib/sp.h lib/sp_store.h lib/sp_crypt.h lib/sp_egress.h lib/sp_cred.h lib/sp_tls.h
 	@mkdir -p $(@D)
 	$(CC) $(WFLAGS) $(ASAN_FLAGS) $(CPPFLAGS) -c -o $@ $<
 

@@ -378,7 +378,13 @@ enum sp_frame_type {
 	SP_FR_STDERR = 5,	/* guest->host data */
 	SP_FR_EXIT = 6,		/* guest->host {"status":n} or {"signal":n} */
 	SP_FR_ERROR = 7,	/* either way {"error":token,"msg":s} */
-	SP_FR__MAX = 7
+	/* The egress port only (space.egress; see "egress tunnel" below). */
+	SP_FR_OPEN = 8,		/* guest->host JSON: a new stream */
+	SP_FR_DATA = 9,		/* either way: bytes; empty payload = EOF */
+	SP_FR_WINDOW = 10,	/* either way: u32 (big endian) more bytes */
+	SP_FR_CLOSE = 11,	/* either way: the stream is over; empty */
+	SP_FR_ANSWER = 12,	/* host->guest JSON: the answer to a dns OPEN */
+	SP_FR__MAX = 12
 };
 struct sp_frame {
 	uint8_t type;
@@ -413,6 +419,46 @@ int sp_frame_write_json(int fd, uint8_t type, uint32_t stream,
     const json_t *j, struct sp_err *e);
 /* Parses a JSON frame payload strictly (object, bounded); caller decrefs. */
 int sp_frame_json(const struct sp_frame *f, json_t **out, struct sp_err *e);
+
+/*
+ * ---- the egress tunnel (DESIGN §9) ----
+ * The port named space.egress (host socket RUN/ID/egress.sock, served by
+ * QEMU; space-gatewayd connects to it) carries every network connection of
+ * the guest as a stream of frames.  The host sends HELLO {"op":"hello",
+ * "nonce":s} when it connects, the guest answers HELLO {"version":n,
+ * "boot_id":s,"nonce":s,"egress":1}; every stream of an earlier host
+ * connection is gone then, on both sides.
+ *
+ * Streams are opened by the guest only, with an id of its choosing (not 0,
+ * not one open now):
+ *	OPEN {"kind":"tcp","host":H,"port":P}	a TCP connection to H:P (a DNS
+ *		name, or an IPv4 address in dotted form): what the guest's
+ *		transparent redirect caught
+ *	OPEN {"kind":"proxy"}	a client of the guest's HTTP proxy: the
+ *		host reads the HTTP request (CONNECT or absolute form) itself
+ *	OPEN {"kind":"dns","name":N}	may N be resolved?  The host answers
+ *		ANSWER {"name":N,"allow":true} or {"name":N,"allow":false,
+ *		"reason":R}, and the stream is over.
+ * A tcp or proxy stream then carries DATA both ways.  Each side may have
+ * SP_EGRESS_WINDOW bytes of DATA payload unacknowledged; the receiver sends
+ * WINDOW (4 bytes: how many more) as it hands data on.  DATA payloads are
+ * 1..SP_FRAME_CHUNK bytes, or empty for EOF (nothing more from that side;
+ * the other may still send).  A stream is over for a side once it has sent
+ * and received EOF, or sent or received CLOSE (an abort: what arrives for it
+ * afterwards is dropped).  A refusal is an HTTP 403 response in DATA, then
+ * EOF.  Frames for a stream that is not open are dropped; an OPEN of an id
+ * in use, a DATA over the window or any other frame breaks the connection.
+ * The host closes (CLOSE) what is over SP_EGRESS_STREAMS_MAX.
+ */
+#define SP_EGRESS_PORT_NAME	"space.egress"
+#define SP_EGRESS_SOCK		"egress.sock"
+#define SP_EGRESS_WINDOW	(256 * 1024)
+#define SP_EGRESS_STREAMS_MAX	1024
+/* In the guest: the HTTP proxy the workload's HTTP_PROXY names, the port the
+ * transparent redirect sends other TCP to, and where names resolve. */
+#define SP_EGRESS_PROXY_PORT	3128
+#define SP_EGRESS_REDIRECT_PORT	3129
+#define SP_EGRESS_FAKE_NET	"198.18.0.0"	/* /15: answers to lookups */
 
 /* ---- chan: the host end of a sandbox's channel ---- */
 struct sp_chan;
@@ -859,5 +905,6 @@ int sp_key_rotate(struct sp_ctx *x, const char *tenant, const char *keyref,
 #include "sp_crypt.h"
 #include "sp_egress.h"
 #include "sp_cred.h"
+#include "sp_tls.h"
 
 #endif

@@ -342,6 +342,13 @@ write_xml(FILE *f, const struct sp_vm_spec *s)
 		    "      <target type='virtio' name='space.%d'/>\n"
 		    "    </channel>\n", i, i);
 	}
+	/* The egress tunnel: space-gatewayd's (DESIGN §9). */
+	fputs("    <channel type='unix'>\n"
+	    "      <source mode='bind' path='", f);
+	xesc(f, s->chan_dir);
+	fputs("/" SP_EGRESS_SOCK "'/>\n"
+	    "      <target type='virtio' name='" SP_EGRESS_PORT_NAME "'/>\n"
+	    "    </channel>\n", f);
 	fputs("    <memballoon model='none'/>\n"
 	    "  </devices>\n"
 	    "</domain>\n", f);
