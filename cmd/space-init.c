@@ -1,4 +1,5 @@
-/* space-init: prepare this node (btrfs root, layout, DB, libvirt check). */
+/* space-init: prepare this node (btrfs root, layout, DB, libvirt check,
+ * the node CA). */
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,8 +24,9 @@ main(int argc, char *argv[])
 	struct sp_node_info info;
 	struct sp_conf c;
 	struct sp_err e;
+	char ca[SP_PATH_MAX];
 	uint64_t loop = 0;
-	int ch;
+	int ch, ca_made;
 
 	sp_out_init(argv[0]);
 	while ((ch = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
@@ -43,9 +45,14 @@ main(int argc, char *argv[])
 	argc -= optind;
 	if (argc != 0)
 		usage();
-	if (sp_conf_load(&c, &e) == -1 || sp_node_init(&c, loop, &info, &e) == -1)
+	/* The CA comes before any template: templates trust it from their
+	 * import on (DESIGN §9). */
+	if (sp_conf_load(&c, &e) == -1 || sp_node_init(&c, loop, &info, &e) == -1 ||
+	    sp_tls_ca_create(c.root, c.node, &ca_made, &e) == -1 ||
+	    sp_tls_ca_cert_path(c.root, ca, sizeof ca, &e) == -1)
 		return sp_out_fail(NULL, &e);
-	return sp_out_ok(NULL, json_pack("{s:s, s:s, s:s, s:b, s:s, s:s, s:b}",
-	    "node", c.node, "root", c.root, "fs", info.fs, "loop", info.loop,
-	    "libvirt", info.libvirt, "virt", info.virt_type, "kvm", info.kvm));
+	return sp_out_ok(NULL, json_pack("{s:s, s:s, s:s, s:b, s:s, s:s, s:b, "
+	    "s:s, s:b}", "node", c.node, "root", c.root, "fs", info.fs, "loop",
+	    info.loop, "libvirt", info.libvirt, "virt", info.virt_type, "kvm",
+	    info.kvm, "ca", ca, "ca_made", ca_made));
 }

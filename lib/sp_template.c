@@ -8,9 +8,16 @@
  * same template; a lock per digest makes concurrent imports of the same
  * inputs build it once while the others wait and reuse it.  Archives come
  * from anywhere: an entry that would land outside the root fails the import.
+ *
+ * On a node with a CA (sp_tls.h) the guest trusts it: its certificate is
+ * added to the guest's CA bundle, so that the gateway can terminate the
+ * guest's TLS, and it is one of the inputs the digest names.
  */
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+
+#include <linux/openat2.h>
 
 #include <dirent.h>
 #include <errno.h>
@@ -38,6 +45,10 @@
 #define COPY_CHUNK	(4 * MiB)
 #define IO_BUF		(1024 * 1024)
 #define BLOCK		4096ULL
+#define CA_MAX		(64 * 1024)	/* a PEM certificate, generously */
+#define CA_BUNDLE	"etc/ssl/certs/ca-certificates.crt"
+#define CA_OWN		"space-node-ca.crt"	/* beside the bundle */
+#define BUNDLE_MAX	(64 * MiB)	/* Debian's is 200 KiB */
 
 /*
  * What libarchive enforces while extracting.  SECURE_NOABSOLUTEPATHS is left
@@ -273,11 +284,13 @@ out:
 /*
  * The digest of everything the image is made of: the root filesystem (the
  * archive's bytes, or the canonical walk of a directory), the kernel, the
- * initrd and the free space asked for, each behind a header naming it.
+ * initrd, the free space asked for and the node CA the guest is made to
+ * trust, each behind a header naming it.  The CA comes last and only when
+ * there is one, so that templates of nodes without a CA keep their digest.
  */
 static int
 digest_inputs(const struct sp_template_src *src, int isdir, uint64_t extra,
-    char hex[65], struct sp_err *e)
+    const char *ca, size_t ca_len, char hex[65], struct sp_err *e)
 {
 	crypto_hash_sha256_state h;
 	unsigned char md[crypto_hash_sha256_BYTES];
@@ -298,6 +311,11 @@ digest_inputs(const struct sp_template_src *src, int isdir, uint64_t extra,
 	    hash_file(&h, "initrd", src->initrd, buf, e) == -1)
 		goto out;
 	hash_str(&h, "disk-extra %llu\n", (unsigned long long)extra);
+	if (ca_len > 0) {
+		hash_str(&h, "node-ca %zu\n", ca_len);
+		crypto_hash_sha256_update(&h, (const unsigned char *)ca,
+		    ca_len);
+	}
 	crypto_hash_sha256_final(&h, md);
 	sodium_bin2hex(hex, 65, md, sizeof md);
 	ret = 0;
@@ -740,6 +758,262 @@ out:
 }
 
 /*
+ * The node CA's certificate when the node has one (*n = 0 when not), read
+ * once, so that the digest and the guest get the same bytes; it ends with
+ * a line break, as a bundle's entries must.
+ */
+static int
+node_ca(const char *root, char **pem, size_t *n, struct sp_err *e)
+{
+	char path[SP_PATH_MAX];
+	struct sp_err e2;
+	struct stat st;
+	size_t got = 0;
+	ssize_t r;
+	int fd, ret = -1;
+
+	*pem = NULL;
+	*n = 0;
+	if (sp_tls_ca_cert_path(root, path, sizeof path, &e2) == -1) {
+		if (strcmp(e2.code, "not-found") == 0)
+			return 0;
+		return sp_err_set(e, e2.code, e2.temp, "%s", e2.msg);
+	}
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY)) == -1)
+		return sp_err_sys(e, "io", "open '%s'", path);
+	if (fstat(fd, &st) == -1) {
+		sp_err_sys(e, "io", "stat '%s'", path);
+		goto out;
+	}
+	if (st.st_size <= 0 || st.st_size > CA_MAX) {
+		sp_err_set(e, "corrupt", 0, "node CA certificate '%s' has %lld "
+		    "bytes", path, (long long)st.st_size);
+		goto out;
+	}
+	if ((*pem = malloc((size_t)st.st_size + 2)) == NULL) {
+		sp_err_sys(e, "internal", "read '%s'", path);
+		goto out;
+	}
+	while (got < (size_t)st.st_size) {
+		r = read(fd, *pem + got, (size_t)st.st_size - got);
+		if (r == -1 && errno == EINTR)
+			continue;
+		if (r <= 0) {
+			if (r == 0)
+				errno = EIO;
+			sp_err_sys(e, "io", "read '%s'", path);
+			goto out;
+		}
+		got += (size_t)r;
+	}
+	(*pem)[got] = '\0';
+	if (strncmp(*pem, "-----BEGIN CERTIFICATE-----", 27) != 0 ||
+	    strlen(*pem) != got ||
+	    strstr(*pem, "-----END CERTIFICATE-----") == NULL) {
+		sp_err_set(e, "corrupt", 0, "node CA certificate '%s' is not a "
+		    "PEM certificate", path);
+		goto out;
+	}
+	if ((*pem)[got - 1] != '\n')
+		(*pem)[got++] = '\n';
+	*n = got;
+	ret = 0;
+out:
+	close(fd);
+	if (ret == -1) {
+		free(*pem);
+		*pem = NULL;
+	}
+	return ret;
+}
+
+/*
+ * Opens path in the tree at rootfd as the guest will see it: symlinks,
+ * absolute ones too, and ".." resolve inside the tree and never out of it,
+ * whatever the archive put there.
+ */
+static int
+open_in(int rootfd, const char *path, int flags, mode_t mode)
+{
+	struct open_how how;
+
+	/* openat2 refuses O_PATH with any flag but a few. */
+	memset(&how, 0, sizeof how);
+	how.flags = (uint64_t)(flags | O_CLOEXEC |
+	    ((flags & O_PATH) ? 0 : O_NOCTTY));
+	how.mode = (flags & O_CREAT) ? mode : 0;
+	how.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS;
+	return (int)syscall(SYS_openat2, rootfd, path, &how, sizeof how);
+}
+
+/* A failure to open or make something of the guest's: the archive's shape
+ * (a file where a directory goes, a dangling link) is bad input. */
+static int
+guest_err(const char *path, struct sp_err *e)
+{
+	switch (errno) {
+	case ENOENT:
+	case EEXIST:
+		return sp_err_set(e, "bad-input", 0, "rootfs: guest '/%s' is a "
+		    "link that leads nowhere in the guest", path);
+	case ENOTDIR:
+	case ELOOP:
+	case EISDIR:
+	case EXDEV:
+		return sp_err_sys(e, "bad-input", "rootfs: guest '/%s'", path);
+	default:
+		return sp_err_sys(e, "io", "rootfs: guest '/%s'", path);
+	}
+}
+
+/* The guest's etc/ssl/certs, made (0755) where the rootfs has none. */
+static int
+certs_dir(int rootfd, struct sp_err *e)
+{
+	static const char *const part[] = { "etc", "etc/ssl", "etc/ssl/certs" };
+	const char *base;
+	int fd = -1, parent = rootfd;
+	size_t i;
+
+	for (i = 0; i < sizeof part / sizeof part[0]; i++) {
+		fd = open_in(rootfd, part[i], O_RDONLY | O_DIRECTORY, 0);
+		if (fd == -1 && errno == ENOENT) {
+			base = strrchr(part[i], '/');
+			base = base ? base + 1 : part[i];
+			if (mkdirat(parent, base, 0755) == 0 &&
+			    fchmodat(parent, base, 0755, 0) == 0)
+				fd = open_in(rootfd, part[i],
+				    O_RDONLY | O_DIRECTORY, 0);
+		}
+		if (fd == -1)
+			guest_err(part[i], e);
+		if (parent != rootfd)
+			close(parent);
+		if (fd == -1)
+			return -1;
+		parent = fd;
+	}
+	return fd;
+}
+
+/* A regular file or nothing: opening a device or a FIFO the archive put
+ * there could block or touch the host's hardware, so O_PATH looks first. */
+static int
+open_bundle(int rootfd, struct sp_err *e)
+{
+	struct stat st;
+	int fd;
+
+	if ((fd = open_in(rootfd, CA_BUNDLE, O_PATH, 0)) != -1) {
+		if (fstat(fd, &st) == -1 || !S_ISREG(st.st_mode)) {
+			close(fd);
+			return sp_err_set(e, "bad-input", 0, "rootfs: guest "
+			    "'/%s' is not a regular file", CA_BUNDLE);
+		}
+		close(fd);
+	} else if (errno != ENOENT)
+		return guest_err(CA_BUNDLE, e);
+	fd = open_in(rootfd, CA_BUNDLE, O_RDWR | O_APPEND | O_CREAT, 0644);
+	if (fd == -1)
+		return guest_err(CA_BUNDLE, e);
+	if (fstat(fd, &st) == -1 || !S_ISREG(st.st_mode)) {
+		close(fd);
+		return sp_err_set(e, "bad-input", 0, "rootfs: guest '/%s' is "
+		    "not a regular file", CA_BUNDLE);
+	}
+	return fd;
+}
+
+/*
+ * Appends the CA to the guest's bundle (after a line break when its last
+ * line lacks one), unless it holds it already, as the rootfs of a sandbox
+ * of such a template would.
+ */
+static int
+bundle_add(int rootfd, const char *pem, size_t n, struct sp_err *e)
+{
+	struct stat st;
+	char *old = NULL;
+	int fd, ret = -1;
+
+	if ((fd = open_bundle(rootfd, e)) == -1)
+		return -1;
+	if (fstat(fd, &st) == -1) {
+		sp_err_sys(e, "io", "rootfs: guest '/%s'", CA_BUNDLE);
+		goto out;
+	}
+	if ((uint64_t)st.st_size > BUNDLE_MAX) {
+		sp_err_set(e, "bad-input", 0, "rootfs: guest '/%s' has %lld "
+		    "bytes, too many for a CA bundle", CA_BUNDLE,
+		    (long long)st.st_size);
+		goto out;
+	}
+	if ((old = malloc((size_t)st.st_size + 1)) == NULL ||
+	    pread(fd, old, (size_t)st.st_size, 0) != st.st_size) {
+		sp_err_sys(e, "io", "rootfs: read guest '/%s'", CA_BUNDLE);
+		goto out;
+	}
+	if (memmem(old, (size_t)st.st_size, pem, n) != NULL) {
+		ret = 0;
+		goto out;
+	}
+	if ((st.st_size > 0 && old[st.st_size - 1] != '\n' &&
+	    sp_write_all(fd, "\n", 1) == -1) || sp_write_all(fd, pem, n) == -1) {
+		sp_err_sys(e, "io", "rootfs: write guest '/%s'", CA_BUNDLE);
+		goto out;
+	}
+	ret = 0;
+out:
+	free(old);
+	close(fd);
+	return ret;
+}
+
+/* The CA alone as well, under a name that says what it is.  Whatever was
+ * there is replaced, never written through. */
+static int
+own_add(int certs, const char *pem, size_t n, struct sp_err *e)
+{
+	int fd;
+
+	if (unlinkat(certs, CA_OWN, 0) == -1 && errno != ENOENT)
+		return guest_err("etc/ssl/certs/" CA_OWN, e);
+	fd = openat(certs, CA_OWN, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW |
+	    O_CLOEXEC, 0644);
+	if (fd == -1)
+		return guest_err("etc/ssl/certs/" CA_OWN, e);
+	if (fchmod(fd, 0644) == -1 || sp_write_all(fd, pem, n) == -1) {
+		sp_err_sys(e, "io", "rootfs: write guest '/etc/ssl/certs/%s'",
+		    CA_OWN);
+		close(fd);
+		return -1;
+	}
+	close(fd);
+	return 0;
+}
+
+/* Makes the staged rootfs trust the node CA. */
+static int
+trust_ca(const char *rootfs, const char *pem, size_t n, struct sp_err *e)
+{
+	int rootfd, certs = -1, ret = -1;
+
+	rootfd = open(rootfs, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (rootfd == -1)
+		return sp_err_sys(e, "io", "open '%s'", rootfs);
+	if ((certs = certs_dir(rootfd, e)) == -1 ||
+	    bundle_add(rootfd, pem, n, e) == -1 ||
+	    own_add(certs, pem, n, e) == -1)
+		goto out;
+	ret = 0;
+out:
+	if (certs != -1)
+		close(certs);
+	close(rootfd);
+	return ret;
+}
+
+/*
  * Builds the ext4 image of rootfs at img.  SIZE = max(2 x content, content +
  * extra) in whole MiB.  mkfs gives one inode per 16 KiB, too few for a root
  * of many small files, so then the inode count is given explicitly.
@@ -869,7 +1143,8 @@ sp_template_import(const char *root, const struct sp_template_src *src,
 	struct sp_template_row row;
 	struct sp_err e2;
 	struct stat st;
-	char *rroot = NULL;
+	char *rroot = NULL, *ca = NULL;
+	size_t ca_len = 0;
 	uint64_t extra, size = 0;
 	int lockfd = -1, isdir, fd, made_staging = 0, made_building = 0;
 	int ret = -1;
@@ -914,7 +1189,8 @@ sp_template_import(const char *root, const struct sp_template_src *src,
 
 	memset(&row, 0, sizeof row);
 	snprintf(row.name, sizeof row.name, "%s", src->name);
-	if (digest_inputs(src, isdir, extra, row.digest, e) == -1)
+	if (node_ca(rroot, &ca, &ca_len, e) == -1 ||
+	    digest_inputs(src, isdir, extra, ca, ca_len, row.digest, e) == -1)
 		goto out;
 	if (sp_path_fmt(p, sizeof p, e, "%s/locks", rroot) == -1 ||
 	    sp_path_mkdirs(p, 0755, e) == -1 ||
@@ -957,6 +1233,8 @@ sp_template_import(const char *root, const struct sp_template_src *src,
 	if (isdir ? copy_tree(src->rootfs, rootfs, e) :
 	    extract(src->rootfs, rootfs, e))
 		goto out;
+	if (ca_len > 0 && trust_ca(rootfs, ca, ca_len, e) == -1)
+		goto out;
 	if (make_image(rootfs, img, extra, &size, e) == -1)
 		goto out;
 
@@ -997,6 +1275,7 @@ out:
 		sp_subvol_delete(staging, &e2);
 	if (lockfd != -1)
 		close(lockfd);
+	free(ca);
 	free(rroot);
 	return ret;
 }

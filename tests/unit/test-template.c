@@ -3,7 +3,9 @@
  * Builds tarballs with libarchive's writer, imports them and reads the
  * resulting ext4 image back with debugfs; feeds hostile archives that try to
  * write outside the root; runs concurrent imports of one input and checks
- * that it was built once.
+ * that it was built once; on a node with a CA, checks that the guest trusts
+ * it, through the links an archive may lay, and that the CA is in the
+ * digest.
  */
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -362,6 +364,161 @@ hostile(const char *what, const char *tar, const struct ent *v, size_t n)
 	    count_prefix("templates", "evil@") == 0, name);
 }
 
+/* The guest's file path in a template's disk.raw, as debugfs cats it. */
+static char *
+guest_cat(const struct sp_template_row *t, const char *path, size_t *n)
+{
+	char dir[SP_PATH_MAX], img[SP_PATH_MAX], cmd[SP_PATH_MAX];
+
+	if (sp_template_path(root, t, dir, sizeof dir, &e) == -1)
+		die("template path");
+	pathf(img, "%s/%s", dir, "disk.raw");
+	pathf(cmd, "%s%s", "cat ", path);
+	return debugfs(img, cmd, n);
+}
+
+/* An archive whose etc/ssl/certs/ca-certificates.crt is v (after etc/,
+ * etc/ssl/ and etc/ssl/certs/ when dirs). */
+static int
+import_ca_tar(const char *name, const struct ent *v, size_t n,
+    struct sp_template_row *t)
+{
+	char tar[SP_PATH_MAX];
+
+	pathf(tar, "%s/%s.tar.gz", outside, name);
+	make_tar(tar, 0, v, n);
+	return import(name, tar, t);
+}
+
+/* With a node CA, imports make guests that trust it. */
+static void
+test_node_ca(const char *tar, const char *target)
+{
+	struct sp_template_row t0, t1, t2;
+	char crt[SP_PATH_MAX], p[SP_PATH_MAX], want[8192];
+	char *pem, *out;
+	size_t pn, n;
+	int r, made;
+
+	r = import("base", tar, &t0);
+	check(r == 1, "without a CA: the same digest as before");
+	check(sp_tls_ca_create(root, "test", &made, &e) == 0 && made == 1,
+	    "node CA made");
+	pathf(crt, "%s/%s", root, "ca/ca.crt");
+	pem = read_whole(crt, &pn);
+	r = import("base", tar, &t1);
+	check(r == 0 && strcmp(t0.digest, t1.digest) != 0,
+	    "with a CA: another digest, built");
+	r = import("base", tar, &t2);
+	check(r == 1 && strcmp(t1.digest, t2.digest) == 0,
+	    "with the same CA: the same digest again");
+	out = guest_cat(&t1, "/etc/ssl/certs/space-node-ca.crt", &n);
+	tap_ok(n == pn && memcmp(out, pem, n) == 0,
+	    "guest /etc/ssl/certs/space-node-ca.crt is ca.crt");
+	free(out);
+	out = guest_cat(&t1, "/etc/ssl/certs/ca-certificates.crt", &n);
+	tap_ok(n == pn && memcmp(out, pem, n) == 0,
+	    "guest bundle made where the rootfs had none");
+	free(out);
+	out = guest_cat(&t1, "/etc/hostname", &n);
+	tap_ok(strcmp(out, "space\n") == 0, "the rest of the rootfs is there");
+	free(out);
+
+	/* A directory input: its copy is changed, never the directory. */
+	pathf(p, "%s/%s", outside, "tree");
+	r = import("tree", p, &t2);
+	check(r == 0, "a directory input with a CA");
+	out = guest_cat(&t2, "/etc/ssl/certs/space-node-ca.crt", &n);
+	tap_ok(n == pn && memcmp(out, pem, n) == 0, "its guest trusts the CA");
+	free(out);
+	pathf(p, "%s/%s", outside, "tree/etc/ssl");
+	tap_ok(access(p, F_OK) == -1, "the input directory is untouched");
+
+	{
+		const struct ent v[] = {
+			{ 'd', "etc", NULL, NULL, 0, 0755, 0, 0 },
+			{ 'd', "etc/ssl", NULL, NULL, 0, 0755, 0, 0 },
+			{ 'd', "etc/ssl/certs", NULL, NULL, 0, 0755, 0, 0 },
+			{ 'f', "etc/ssl/certs/ca-certificates.crt", NULL,
+			    "HOST BUNDLE", 11, 0644, 0, 0 },
+		};
+		r = import_ca_tar("bundle", v, 4, &t2);
+		check(r == 0, "a rootfs with a bundle");
+		out = guest_cat(&t2, "/etc/ssl/certs/ca-certificates.crt", &n);
+		snprintf(want, sizeof want, "HOST BUNDLE\n%s", pem);
+		tap_ok(strcmp(out, want) == 0, "its bundle keeps what it had, "
+		    "a line break, then the CA");
+		free(out);
+	}
+	{
+		/* Links like Fedora's, absolute ones too, resolve inside
+		 * the guest. */
+		const struct ent v[] = {
+			{ 'd', "etc", NULL, NULL, 0, 0755, 0, 0 },
+			{ 'd', "etc/pki", NULL, NULL, 0, 0755, 0, 0 },
+			{ 'f', "etc/pki/bundle.crt", NULL, "PKI\n", 4, 0644,
+			    0, 0 },
+			{ 'l', "etc/ssl", "/etc/pki", NULL, 0, 0, 0, 0 },
+			{ 'l', "etc/pki/certs", ".", NULL, 0, 0, 0, 0 },
+			{ 'l', "etc/pki/ca-certificates.crt", "/etc/pki/bundle.crt",
+			    NULL, 0, 0, 0, 0 },
+		};
+		r = import_ca_tar("links", v, 6, &t2);
+		check(r == 0, "a rootfs whose bundle is reached through "
+		    "absolute links");
+		out = guest_cat(&t2, "/etc/pki/bundle.crt", &n);
+		snprintf(want, sizeof want, "PKI\n%s", pem);
+		tap_ok(strcmp(out, want) == 0, "the link's guest target got the "
+		    "CA");
+		free(out);
+	}
+	{
+		const struct ent v[] = {
+			{ 'd', "etc", NULL, NULL, 0, 0755, 0, 0 },
+			{ 'd', "etc/ssl", NULL, NULL, 0, 0755, 0, 0 },
+			{ 'd', "etc/ssl/certs", NULL, NULL, 0, 0755, 0, 0 },
+			{ 'l', "etc/ssl/certs/ca-certificates.crt", target,
+			    NULL, 0, 0, 0, 0 },
+		};
+		r = import_ca_tar("evilbundle", v, 4, &t2);
+		printf("# bundle -> host file: %s %s\n", r == -1 ? e.code :
+		    "imported", r == -1 ? e.msg : "");
+		out = read_whole(target, &n);
+		tap_ok(out && n == 4 && memcmp(out, "orig", 4) == 0,
+		    "a bundle linked to a host file: the host file untouched");
+		free(out);
+	}
+	{
+		const struct ent v[] = {
+			{ 'd', "etc", NULL, NULL, 0, 0755, 0, 0 },
+			{ 'l', "etc/ssl", outside, NULL, 0, 0, 0, 0 },
+		};
+		r = import_ca_tar("evilssl", v, 2, &t2);
+		check(r == -1 && strcmp(e.code, "bad-input") == 0,
+		    "etc/ssl linked to a host directory: bad-input");
+		printf("#   %s\n", e.msg);
+		pathf(p, "%s/%s", outside, "certs");
+		tap_ok(access(p, F_OK) == -1, "nothing made in the host "
+		    "directory");
+		tap_ok(count_prefix("tmp", "") == 0 &&
+		    count_prefix("templates", ".building-") == 0,
+		    "no staging or building leftovers");
+	}
+
+	/* Another CA, another digest. */
+	pathf(p, "%s/%s", root, "ca.old");
+	pathf(crt, "%s/%s", root, "ca");
+	if (rename(crt, p) == -1)
+		die("rename ca");
+	check(sp_tls_ca_create(root, "test", &made, &e) == 0 && made == 1,
+	    "another node CA made");
+	r = import("base", tar, &t2);
+	check(r == 0 && strcmp(t2.digest, t1.digest) != 0 &&
+	    strcmp(t2.digest, t0.digest) != 0, "another CA: another digest");
+	free(pem);
+	sp_path_remove_tree(p, &e);
+}
+
 static void
 remove_all(void)
 {
@@ -662,6 +819,7 @@ main(void)
 	    count_prefix("templates", ".building-") == 0,
 	    "no staging or building leftovers");
 
+	test_node_ca(tar, target);
 	remove_all();
 	return tap_done();
 }
