@@ -212,6 +212,8 @@ _space() {
 		fi ;;
 	space-gc)
 		COMPREPLY=($(compgen -W "--dry-run" -- "$cur")) ;;
+	space-gatewayd)
+		[ "$prev" = --scan-ms ] || COMPREPLY=($(compgen -W "--scan-ms" -- "$cur")) ;;
 	space-suspend)
 		COMPREPLY=($(compgen -W "--keep-local $(_space_ids_in 'running|paused')" -- "$cur")) ;;
 	space-restore)
@@ -275,4 +277,4 @@ complete -F _space space-init space-template space-create space-exec space-ls sp
 	space-pause space-resume space-stop space-start space-reconcile \
 	space-ps space-logs space-kill space-fs space-cp space-pool \
 	space-snap space-rollback space-fork space-gc \
-	space-suspend space-restore space-key space-egress space-cred
+	space-suspend space-restore space-key space-egress space-cred space-gatewayd

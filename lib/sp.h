@@ -906,5 +906,7 @@ int sp_key_rotate(struct sp_ctx *x, const char *tenant, const char *keyref,
 #include "sp_egress.h"
 #include "sp_cred.h"
 #include "sp_tls.h"
+#include "sp_http.h"
+#include "sp_gateway.h"
 
 #endif

@@ -1,0 +1,121 @@
+/*
+ * space-gatewayd: the network gateway of a node (DESIGN §9).  It serves the
+ * egress port of every sandbox under SPACE_RUN -- looking for new ones every
+ * SCAN milliseconds -- deciding, relaying and adding credentials to each
+ * connection, and appends every decision to $SPACE_ROOT/egress/decisions.log.
+ * SIGHUP reloads the never-list; SIGTERM and SIGINT stop it.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "sp.h"
+
+static volatile sig_atomic_t stop, reload;
+
+static void
+on_signal(int sig)
+{
+	if (sig == SIGHUP)
+		reload = 1;
+	else
+		stop = 1;
+}
+
+static void
+usage(void)
+{
+	fprintf(stderr, "usage: space-gatewayd [--scan-ms MS]\n");
+	exit(SP_EXIT_USAGE);
+}
+
+static int
+open_log(const char *root, struct sp_err *e)
+{
+	char dir[SP_PATH_MAX], path[SP_PATH_MAX];
+	int fd;
+
+	if (snprintf(dir, sizeof dir, "%s/egress", root) >= (int)sizeof dir ||
+	    snprintf(path, sizeof path, "%s/decisions.log", dir) >=
+	    (int)sizeof path)
+		return sp_err_set(e, "bad-input", 0, "SPACE_ROOT too long");
+	if (sp_path_mkdirs(dir, 0700, e) == -1)
+		return -1;
+	if ((fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC,
+	    0600)) == -1)
+		return sp_err_sys(e, "io", "opening '%s'", path);
+	return fd;
+}
+
+int
+main(int argc, char *argv[])
+{
+	static const struct option opts[] = {
+		{ "scan-ms", required_argument, NULL, 's' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct sp_gateway_opts o;
+	struct sp_gateway *g = NULL;
+	struct sp_conf conf;
+	struct sp_err e;
+	struct sigaction sa;
+	struct timespec ts;
+	long scan_ms = 250;
+	int ch, n, tunnels, streams;
+	char *end;
+
+	sp_out_init("space-gatewayd");
+	while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1)
+		switch (ch) {
+		case 's':
+			scan_ms = strtol(optarg, &end, 10);
+			if (*end != '\0' || scan_ms < 10 || scan_ms > 60000)
+				usage();
+			break;
+		default:
+			usage();
+		}
+	if (optind != argc)
+		usage();
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = on_signal;
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
+	signal(SIGPIPE, SIG_IGN);
+	if (sp_conf_load(&conf, &e) == -1)
+		return sp_out_fail(NULL, &e);
+	memset(&o, 0, sizeof o);
+	o.conf = &conf;
+	o.upstream_ca = getenv("SPACE_GATEWAY_UPSTREAM_CA");
+	o.hosts = getenv("SPACE_GATEWAY_HOSTS");
+	if ((o.log_fd = open_log(conf.root, &e)) == -1 ||
+	    sp_gateway_new(&g, &o, &e) == -1)
+		return sp_out_fail(NULL, &e);
+	sp_out_json(json_pack("{s:s, s:s, s:I}", "gateway", "serving",
+	    "run", conf.run, "pid", (json_int_t)getpid()));
+	while (!stop) {
+		if (reload) {
+			reload = 0;
+			if (sp_gateway_reload(g, &e) == -1)
+				sp_warn("reloading the never-list: %s", e.msg);
+		}
+		if (sp_gateway_scan(g, &n, &e) == -1)
+			sp_warn("%s", e.msg);
+		ts.tv_sec = scan_ms / 1000;
+		ts.tv_nsec = scan_ms % 1000 * 1000000;
+		nanosleep(&ts, NULL);
+	}
+	sp_gateway_counts(g, &tunnels, &streams);
+	sp_out_json(json_pack("{s:s, s:i, s:i}", "gateway", "stopped",
+	    "sandboxes", tunnels, "streams", streams));
+	sp_gateway_free(g);
+	close(o.log_fd);
+	return 0;
+}

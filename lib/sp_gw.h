@@ -1,0 +1,90 @@
+/*
+ * sp_gw.h: what the two halves of the gateway share -- sp_gateway.c (the
+ * tunnels: one per sandbox, its frames, its streams' windows) and
+ * sp_gw_conn.c (one connection: decide, connect, relay, add credentials).
+ * Not part of the library's interface.
+ */
+#ifndef SP_GW_H
+#define SP_GW_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "sp.h"
+
+struct gw_tunnel;
+
+struct sp_gateway {
+	struct sp_gateway_opts o;
+	char root[SP_PATH_MAX], run[SP_PATH_MAX];
+	char upstream_ca[SP_PATH_MAX], hosts[SP_PATH_MAX];
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	struct sp_egress_never never;	/* under mu; copied per decision */
+	struct sp_tls_ca *ca;		/* NULL without a node CA */
+	SSL_CTX *client;		/* upstream TLS, or NULL */
+	struct gw_tunnel *tunnels;
+	int ntunnels, nstreams;
+	int stopping;
+};
+
+/* One sandbox's egress port. */
+struct gw_tunnel {
+	struct sp_gateway *g;
+	struct gw_tunnel *next;
+	char id[SP_ID_LEN + 1];
+	char tenant[SP_NAME_MAX + 1], project[SP_NAME_MAX + 1];
+	char template[2 * SP_NAME_MAX + 2];
+	int fd;
+	pthread_t reader;
+	pthread_mutex_t wmu;		/* one frame at a time on fd */
+	/* Under g->mu: */
+	struct gw_stream *streams;
+	int nstreams, dead, refs;
+};
+
+/* One connection of the guest. */
+struct gw_stream {
+	struct gw_tunnel *t;
+	struct gw_stream *next;
+	uint32_t id;
+	int proxy;			/* kind proxy; else tcp */
+	char host[SP_EGRESS_NAME_MAX + 1];
+	int port;
+	int efd;			/* eventfd: something below changed */
+	/* Under g->mu: */
+	unsigned char *in;		/* DATA from the guest, a ring */
+	size_t in_off, in_len;
+	int in_eof, closed;		/* EOF, CLOSE (or the tunnel went) */
+	int64_t credit;			/* DATA we may still send */
+	int refs;
+};
+
+/* sp_gateway.c, for a stream's worker. */
+/* Takes up to n bytes the guest sent (and gives it the window back): the
+ * count, 0 at EOF, -1 when nothing is there yet, -2 when the stream is
+ * closed. */
+ssize_t gw_guest_read(struct gw_stream *s, void *buf, size_t n);
+/* Sends up to n bytes within the window: the count, 0 when the window is
+ * shut (wait on efd), -2 when the stream or tunnel is gone. */
+ssize_t gw_guest_write(struct gw_stream *s, const void *buf, size_t n);
+/* Bytes waiting from the guest; 1 when at EOF with none (peek). */
+int gw_guest_peek(struct gw_stream *s, unsigned char *first, int *eof);
+int gw_guest_eof(struct gw_stream *s);		/* sends EOF */
+void gw_guest_close(struct gw_stream *s);	/* sends CLOSE */
+/* Out of the table without a frame: EOF went both ways. */
+void gw_stream_end(struct gw_stream *s);
+int gw_stream_closed(struct gw_stream *s);
+/* Waits on the stream's eventfd and fd (events) up to ms; fd may be -1.
+ * Returns poll's revents of fd. */
+int gw_wait(struct gw_stream *s, int fd, short events, int ms);
+
+/* sp_gw_conn.c: a stream's worker thread; it owns one reference. */
+void *gw_conn_main(void *arg);
+/* The DNS question of a guest: allow or not, logged. */
+int gw_dns_allow(struct gw_tunnel *t, const char *name, char *reason,
+    size_t n);
+
+void gw_stream_put(struct gw_stream *s);
+
+#endif
