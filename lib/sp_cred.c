@@ -1563,6 +1563,60 @@ out:
 	return rc;
 }
 
+/* What space-rm leaves of a sandbox here: its own credentials, and its
+ * rate state of every other one. */
+struct forget {
+	const char *root, *scope;
+	int64_t now;
+	int failed;
+	struct sp_err *e;
+};
+
+static int
+forget_one(const struct sp_cred *c, const struct sp_err *bad, void *arg)
+{
+	struct forget *f = arg;
+	int removed;
+
+	if (strcmp(c->scope, f->scope) != 0)
+		return 0;
+	if (sp_cred_remove(f->root, c->name, c->scope, f->now, &removed, NULL,
+	    f->e) == -1)
+		f->failed = 1;
+	return 0;
+}
+
+int
+sp_cred_forget_sandbox(const char *root, const char *id, int64_t now,
+    struct sp_err *e)
+{
+	char scope[SP_CRED_SCOPE_MAX + 1], dir[SP_PATH_MAX], p[SP_PATH_MAX];
+	struct forget f = { root, scope, now, 0, e };
+	struct sp_err ign;
+	struct dirent *de;
+	DIR *d;
+
+	if (sp_id_check(id, e) == -1)
+		return -1;
+	snprintf(scope, sizeof scope, "sandbox/%s", id);
+	if (sp_cred_each(root, forget_one, &f, e) == -1 || f.failed)
+		return -1;
+	if (sp_path_fmt(dir, sizeof dir, e, "%s/creds/rate", root) == -1)
+		return -1;
+	if ((d = opendir(dir)) == NULL)
+		return errno == ENOENT ? 0 :
+		    sp_err_sys(e, "io", "reading '%s'", dir);
+	while ((de = readdir(d)) != NULL) {
+		if (de->d_name[0] == '.')
+			continue;
+		if (sp_path_fmt(p, sizeof p, &ign, "%s/%s/%s", dir,
+		    de->d_name, id) == 0)
+			unlink(p);
+	}
+	closedir(d);
+	return 0;
+}
+
 /* ---- resolution ---- */
 
 /* How well c's hosts match host: 0 not at all, SP_CRED_HOST_MAX + 1 for

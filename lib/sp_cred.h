@@ -178,6 +178,10 @@ int sp_cred_rotate(const char *root, const char *name, const char *scope,
  * removed. */
 int sp_cred_remove(const char *root, const char *name, const char *scope,
     int64_t now, int *removed, struct sp_cred *out, struct sp_err *e);
+/* Forgets a sandbox that is removed: the credentials of scope sandbox/ID
+ * and its rate state of every credential. */
+int sp_cred_forget_sandbox(const char *root, const char *id, int64_t now,
+    struct sp_err *e);
 /* Every credential, scope by scope (global, tenants, projects, sandboxes),
  * names in byte order.  A metadata file that does not read is given to fn
  * as bad (c then holds only its name and scope) and the walk goes on; fn

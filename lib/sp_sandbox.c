@@ -480,6 +480,10 @@ remove_locked(struct sp_ctx *x, const char *id, int *existed,
 	if (sp_egress_policy_remove(x->conf.root, SP_EGRESS_SANDBOX, id,
 	    &removed, e) == -1)
 		return -1;
+	/* So do its credentials (space-cred) and its rate state. */
+	if (sp_cred_forget_sandbox(x->conf.root, id, (int64_t)time(NULL),
+	    e) == -1)
+		return -1;
 	return sp_db_sandbox_delete(x->db, id, e);
 }
 
