@@ -689,8 +689,9 @@ parse_some(struct conn *c)
 
 /* ---- the relay ---- */
 
-/* After the first byte from the guest: TLS (0x16, a handshake record) or
- * plain HTTP. */
+/* After the first byte from the guest: TLS (0x16, a handshake record),
+ * HTTP (a method's capital letter), or another protocol, relayed as it is:
+ * a credential is only ever added to HTTP. */
 static int
 peek_mode(struct conn *c)
 {
@@ -702,6 +703,10 @@ peek_mode(struct conn *c)
 	else if (!gw_guest_peek(c->s, &first, &eof)) {
 		if (!eof)
 			return 0;
+		c->mode = M_RAW;
+		return 1;
+	}
+	if (first != 0x16 && (first < 'A' || first > 'Z')) {
 		c->mode = M_RAW;
 		return 1;
 	}
