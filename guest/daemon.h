@@ -115,4 +115,23 @@ int tar_in(struct port *, uint32_t, json_t *);
 int sd_op_identity(struct port *p, uint32_t stream, json_t *req);
 json_t *sd_identity_env(void);
 
+/* space-daemon.c: the device of the virtio port named name (its /dev node
+ * made if missing) into dev; -1 when the guest has no such port. */
+int sd_port_find(const char *name, char *dev, size_t n);
+
+/* daemon-egress.c: the guest end of the egress tunnel (DESIGN §9), in a
+ * thread of its own.  Ports of 0 are not served. */
+struct sd_egress_conf {
+	const char *sock;	/* test mode: a unix socket standing for the
+				   port (NULL: space.egress, found in /sys) */
+	const char *boot_id;
+	int proxy_port, redirect_port, dns_port;
+};
+int sd_egress_start(const struct sd_egress_conf *c);
+/* The port's host came or went (SIGIO): the tunnel looks again. */
+void sd_egress_host_news(void);
+/* HTTP_PROXY and the like naming the tunnel's proxy, NULL-terminated, for
+ * every command the daemon runs; NULL when the tunnel has no proxy. */
+char *const *sd_egress_env(void);
+
 #endif

@@ -3,15 +3,24 @@
  * guest's init starts it and respawns it.  It serves each virtio-serial port
  * named space.N in a thread of its own: it answers the host's hello, runs
  * commands and relays their stdin, stdout, stderr and exit status.  It never
- * listens on a network and never exits on a bad request.
+ * listens on a network and never exits on a bad request.  The port named
+ * space.egress carries the guest's network instead (daemon-egress.c): the
+ * only sockets the daemon listens on are that tunnel's, on loopback.
  *
  *	space-daemon			the space.N ports found in /sys
  *	space-daemon DEV ...		these port devices
  *	space-daemon -l SOCK ...	test mode: listen on unix sockets, each
  *					accepted connection standing for the host
+ *	space-daemon -e SOCK [-p PORT] [-r PORT] [-d PORT] [-l SOCK ...]
+ *					test mode of the egress tunnel: SOCK
+ *					stands for space.egress, and the proxy,
+ *					redirect and DNS ports (3128, 3129, 53;
+ *					0 for none) are these; without -l, the
+ *					tunnel alone
  */
 #include <sys/ioctl.h>
 #include <sys/random.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -64,6 +73,10 @@ static const struct op ops[] = {
 static struct port ports[PORTS_MAX];
 static int nports;
 static char boot_id[64] = "unknown";
+/* The limit of open files the daemon was given, which its commands get
+ * back: the daemon itself needs more, a descriptor per tunnel stream. */
+static struct rlimit nofile;
+static int nofile_raised;
 
 /* SIGIO tells when a host connects or goes: its thread bumps host_gen. */
 static pthread_mutex_t host_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -294,6 +307,8 @@ child(int in, int out, int err, int rep, const struct spawn_spec *s)
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
 	signal(SIGPIPE, SIG_DFL);
+	if (nofile_raised)
+		setrlimit(RLIMIT_NOFILE, &nofile);
 	setsid();
 	if (s->tty && ioctl(in, TIOCSCTTY, 0) == -1)
 		goto fail;
@@ -514,13 +529,48 @@ with_identity_env(char **defaults, char **out, json_t **ref)
 	return out;
 }
 
+/*
+ * env with the egress tunnel's proxy variables it does not set added after
+ * its own: the tunnel is the only way out, whatever environment a call
+ * brings.  env itself when there is nothing to add; else a new vector
+ * (pointing into env and static strings) in *fresh, which the caller frees.
+ */
+static char **
+with_egress_env(char **env, char ***fresh)
+{
+	char *const *px = sd_egress_env();
+	size_t i, k, n, m, len, nv;
+	char **v;
+	int set;
+
+	*fresh = NULL;
+	if (px == NULL)
+		return env;
+	for (n = 0; env[n] != NULL; n++)
+		;
+	for (m = 0; px[m] != NULL; m++)
+		;
+	if ((v = calloc(n + m + 1, sizeof *v)) == NULL)
+		return env;
+	memcpy(v, env, n * sizeof *v);
+	for (nv = n, k = 0; k < m; k++) {
+		len = strcspn(px[k], "=") + 1;
+		for (set = 0, i = 0; i < n && !set; i++)
+			set = strncmp(env[i], px[k], len) == 0;
+		if (!set)
+			v[nv++] = px[k];
+	}
+	*fresh = v;
+	return v;
+}
+
 static int
 op_exec(struct port *p, uint32_t stream, json_t *req)
 {
 	char **argv = NULL, **envp = NULL, home[300] = "HOME=/root", why[256];
 	char *denv[] = { "PATH=/usr/sbin:/usr/bin:/sbin:/bin", home,
 	    "TERM=dumb", NULL };
-	char *menv[SD_ENV_MAX + 4];
+	char *menv[SD_ENV_MAX + 4], **xenv = NULL;
 	json_t *ienv = NULL;
 	struct spawn_spec s;
 	const char *cwd = NULL;
@@ -572,10 +622,12 @@ op_exec(struct port *p, uint32_t stream, json_t *req)
 		denv[2] = "TERM=xterm-256color";
 	s.argv = argv;
 	s.envp = envp != NULL ? envp : with_identity_env(denv, menv, &ienv);
+	s.envp = with_egress_env(s.envp, &xenv);
 	s.cwd = cwd;
 	rc = spawn(p, stream, &s, json_object_get(req, "argv"));
 out:
 	json_decref(ienv);
+	free(xenv);
 	free(argv);
 	free(envp);
 	return rc;
@@ -886,6 +938,7 @@ sigio_main(void *arg)
 		host_gen++;
 		pthread_cond_broadcast(&host_cv);
 		pthread_mutex_unlock(&host_mu);
+		sd_egress_host_news();
 	}
 	return NULL;
 }
@@ -949,60 +1002,140 @@ read_line(const char *path, char *buf, size_t n)
 	return rc;
 }
 
-/* The space.N ports.  busy-box mdev makes no /dev/virtio-ports links, and
- * may not have made the device node itself yet. */
+/* The device node of the port in SYS_PORTS/entry.  busy-box mdev makes no
+ * /dev/virtio-ports links, and may not have made the node itself yet. */
+static int
+port_node(const char *entry, char *dev, size_t n)
+{
+	char path[512], num[32];
+	unsigned int maj, min;
+
+	snprintf(dev, n, "/dev/%s", entry);
+	snprintf(path, sizeof path, SYS_PORTS "/%s/dev", entry);
+	if (access(dev, F_OK) == -1 &&
+	    (read_line(path, num, sizeof num) == -1 ||
+	    sscanf(num, "%u:%u", &maj, &min) != 2 ||
+	    mknod(dev, S_IFCHR | 0600, makedev(maj, min)) == -1)) {
+		sd_log(NULL, "%s: no device node", dev);
+		return -1;
+	}
+	return 0;
+}
+
+/* The name of the port in SYS_PORTS/entry, or -1. */
+static int
+port_name(const char *entry, char *name, size_t n)
+{
+	char path[512];
+
+	if (entry[0] == '.' || strlen(entry) > 200)
+		return -1;
+	snprintf(path, sizeof path, SYS_PORTS "/%s/name", entry);
+	return read_line(path, name, n);
+}
+
+int
+sd_port_find(const char *want, char *dev, size_t n)
+{
+	char name[64];
+	struct dirent *de;
+	DIR *d;
+	int rc = -1;
+
+	if ((d = opendir(SYS_PORTS)) == NULL)
+		return -1;
+	while (rc == -1 && (de = readdir(d)) != NULL)
+		if (port_name(de->d_name, name, sizeof name) == 0 &&
+		    strcmp(name, want) == 0)
+			rc = port_node(de->d_name, dev, n);
+	closedir(d);
+	return rc;
+}
+
+/* The space.N ports. */
 static void
 find_ports(void)
 {
-	char path[512], name[64], dev[300], num[32];
-	unsigned int maj, min;
+	char name[64], dev[300];
 	struct dirent *de;
 	DIR *d;
 
 	if ((d = opendir(SYS_PORTS)) == NULL)
 		return;
 	while ((de = readdir(d)) != NULL) {
-		if (de->d_name[0] == '.' || strlen(de->d_name) > 200)
-			continue;
-		snprintf(path, sizeof path, SYS_PORTS "/%s/name", de->d_name);
-		if (read_line(path, name, sizeof name) == -1 ||
+		if (port_name(de->d_name, name, sizeof name) == -1 ||
 		    strncmp(name, "space.", 6) != 0 || name[6] == '\0' ||
 		    strspn(name + 6, "0123456789") != strlen(name + 6))
 			continue;
-		snprintf(dev, sizeof dev, "/dev/%s", de->d_name);
-		snprintf(path, sizeof path, SYS_PORTS "/%s/dev", de->d_name);
-		if (access(dev, F_OK) == -1 &&
-		    (read_line(path, num, sizeof num) == -1 ||
-		    sscanf(num, "%u:%u", &maj, &min) != 2 ||
-		    mknod(dev, S_IFCHR | 0600, makedev(maj, min)) == -1)) {
-			sd_log(NULL, "%s: no device node", dev);
-			continue;
-		}
-		add_port(dev, 0);
+		if (port_node(de->d_name, dev, sizeof dev) == 0)
+			add_port(dev, 0);
 	}
 	closedir(d);
+}
+
+/* Room for every stream of the tunnel besides the daemon's own files. */
+static void
+nofile_raise(void)
+{
+	struct rlimit r;
+	rlim_t want = SP_EGRESS_STREAMS_MAX + 256;
+
+	if (getrlimit(RLIMIT_NOFILE, &nofile) == -1 || nofile.rlim_cur >= want)
+		return;
+	r = nofile;
+	r.rlim_cur = r.rlim_max < want ? r.rlim_max : want;
+	if (setrlimit(RLIMIT_NOFILE, &r) == 0)
+		nofile_raised = 1;
 }
 
 static void
 usage(void)
 {
-	fprintf(stderr, "usage: space-daemon [-l] [path ...]\n");
+	fprintf(stderr, "usage: space-daemon [-l] [-e sock [-p port] [-r port] "
+	    "[-d port]] [path ...]\n");
 	exit(SP_EXIT_USAGE);
+}
+
+static int
+port_arg(const char *s)
+{
+	char *end;
+	long v;
+
+	errno = 0;
+	v = strtol(s, &end, 10);
+	if (errno != 0 || end == s || *end != '\0' || v < 0 || v > 65535)
+		usage();
+	return (int)v;
 }
 
 int
 main(int argc, char *argv[])
 {
+	struct sd_egress_conf eg = { NULL, boot_id, SP_EGRESS_PROXY_PORT,
+	    SP_EGRESS_REDIRECT_PORT, 53 };
 	pthread_condattr_t ca;
 	pthread_t t;
 	size_t seed;
 	sigset_t set;
 	int ch, i, listening = 0;
 
-	while ((ch = getopt(argc, argv, "l")) != -1)
+	while ((ch = getopt(argc, argv, "le:p:r:d:")) != -1)
 		switch (ch) {
 		case 'l':
 			listening = 1;
+			break;
+		case 'e':
+			eg.sock = optarg;
+			break;
+		case 'p':
+			eg.proxy_port = port_arg(optarg);
+			break;
+		case 'r':
+			eg.redirect_port = port_arg(optarg);
+			break;
+		case 'd':
+			eg.dns_port = port_arg(optarg);
 			break;
 		default:
 			usage();
@@ -1040,6 +1173,19 @@ main(int argc, char *argv[])
 		sd_log(NULL, "cannot start a thread");
 		return SP_EXIT_TEMP;
 	}
+	/* The test mode of -l serves no tunnel: it would take the host's
+	 * ports 3128 and 53. */
+	if (eg.sock != NULL || !listening)
+		nofile_raise();
+	if ((eg.sock != NULL || !listening) && sd_egress_start(&eg) == -1) {
+		sd_log(NULL, "the egress tunnel did not start");
+		if (eg.sock != NULL)
+			return SP_EXIT_TEMP;
+	}
+	/* The tunnel's test mode alone. */
+	if (eg.sock != NULL && !listening && argc == 0)
+		for (;;)
+			pause();
 	for (i = 0; i < argc; i++)
 		add_port(argv[i], listening);
 	/* Without ports there is nothing to do but wait for them. */

@@ -1,0 +1,1439 @@
+/*
+ * daemon-egress: the guest end of the egress tunnel (DESIGN section 9; the
+ * protocol is in lib/sp.h, "the egress tunnel").  The guest has no NIC: its
+ * programs reach the network through an HTTP proxy on 127.0.0.1:3128, a
+ * transparent-redirect target on 127.0.0.1:3129 (the guest's iptables sends
+ * every other TCP connection there) and a DNS server on 127.0.0.1:53.  Each
+ * of their connections and lookups becomes a stream over the virtio port
+ * space.egress, whose host end (space-gatewayd) applies the policy.
+ *
+ * One thread runs one poll loop over the port, the three sockets and every
+ * client.  Everything is nonblocking and bounded: a stream holds at most a
+ * window of the host's data, nothing is read from a client beyond the
+ * host's window, and the only frame buffer toward the host is one frame, so
+ * a slow port stops the reading of clients rather than filling memory.
+ * The host is trusted no more than the guest: its frames are checked
+ * against the protocol, and a breach drops every stream.
+ */
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "daemon.h"
+
+#ifndef SO_ORIGINAL_DST
+#define SO_ORIGINAL_DST	80	/* linux/netfilter_ipv4.h */
+#endif
+
+#define SLOT_BITS	10
+#define NSLOTS		(1u << SLOT_BITS)
+_Static_assert(NSLOTS == SP_EGRESS_STREAMS_MAX, "a slot per stream");
+#define NAME_MAX_	253		/* a DNS name without its final dot */
+#define QUESTION_MAX	(255 + 4)	/* a wire name, type and class */
+#define DNS_BUF		1500
+#define DNS_PENDING_MAX	256		/* lookups waiting for the host */
+#define DNS_TIMEOUT_MS	3000
+#define FAKE_MAX	65536		/* names with an address of 198.18/15 */
+#define WIN_BATCH	(SP_FRAME_CHUNK / 2)
+#define FRAMES_PER_ROUND 64		/* then poll: the loop has others */
+#define ACCEPTS_PER_ROUND 16
+#define PORT_LOOK_MS	5000
+#define NONCE_MAX	128
+
+enum kind { K_FREE, K_PROXY, K_TCP, K_DNS };
+
+/* Bytes of one DATA frame from the host, on their way to the client. */
+struct chunk {
+	struct chunk *next;
+	size_t len, off;
+	unsigned char data[];
+};
+
+/* A question of the guest's, as it came and as it is asked. */
+struct query {
+	struct sockaddr_in peer;
+	uint16_t id, flags, qtype;
+	unsigned char question[QUESTION_MAX];
+	size_t qlen;
+	char name[NAME_MAX_ + 1];
+};
+
+struct stream {
+	uint32_t id;		/* 0 when the slot is free */
+	enum kind kind;
+	int fd;			/* the client's socket, or -1 */
+	/* What is still to be sent, in this order. */
+	unsigned char open_pending, close_pending, eof_pending;
+	unsigned char readable;	/* the client has bytes or EOF for us */
+	unsigned char client_eof, eof_sent, host_eof, shut_wr, queued;
+	uint32_t up_avail;	/* how much more the host takes from us */
+	uint32_t down_avail;	/* how much more the host may send us */
+	uint32_t win_pending;	/* written to the client, not yet announced */
+	struct chunk *down, *down_tail;
+	size_t down_len;
+	struct stream *qprev, *qnext;	/* the queue of streams with frames */
+	struct stream *dprev, *dnext;	/* lookups, oldest first */
+	char host[NAME_MAX_ + 1];	/* tcp: where to */
+	uint16_t port;
+	struct query q;		/* dns */
+	int64_t deadline;
+};
+
+/* A name given an address, in the LRU list; index FAKE_MAX is its head. */
+struct fake {
+	char *name;
+	uint32_t older, newer, hnext;
+};
+#define FAKE_NONE	UINT32_MAX
+
+static struct sd_egress_conf conf;
+static char *proxy_env[7];
+static char proxy_env_buf[4][64];
+static int evfd = -1;		/* SIGIO news of the host */
+static int dev = -1;		/* the port, or the test mode's listening socket */
+static int hostfd = -1;		/* the host's connection: dev itself, or accepted */
+static int greeted;		/* the host said hello on this connection */
+static int proxyfd = -1, redirfd = -1, dnsfd = -1;
+static int64_t accept_pause_until, port_look_at;
+static struct sp_frame_dec dec;
+static unsigned char ibuf[SP_FRAME_CHUNK];
+static unsigned char obuf[SP_FRAME_HDR + SP_FRAME_CHUNK];
+static size_t olen, ooff;
+static unsigned char ctl[SP_FRAME_HDR + 1024];	/* a HELLO answer or ERROR */
+static size_t ctl_len;
+
+static struct stream streams[NSLOTS];
+static uint32_t free_slots[NSLOTS];
+static uint32_t nfree, seq;
+static struct stream *q_head, *q_tail;
+static struct stream *d_head, *d_tail;
+static int ndns;
+
+static struct fake *fakes;
+static uint32_t *fake_hash;
+static uint32_t fake_used, fake_seed, fake_base;
+
+static int64_t
+now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* ---- the table of fake addresses, kept for the daemon's life ---- */
+
+static uint32_t
+fake_hash_of(const char *name)
+{
+	uint32_t h = 2166136261u ^ fake_seed;
+
+	for (; *name != '\0'; name++)
+		h = (h ^ (unsigned char)*name) * 16777619u;
+	return h & (FAKE_MAX - 1);
+}
+
+static void
+fake_unlink(uint32_t i)
+{
+	fakes[fakes[i].older].newer = fakes[i].newer;
+	fakes[fakes[i].newer].older = fakes[i].older;
+}
+
+/* The newest end of the list: reused last. */
+static void
+fake_touch(uint32_t i)
+{
+	fake_unlink(i);
+	fakes[i].older = fakes[FAKE_MAX].older;
+	fakes[i].newer = FAKE_MAX;
+	fakes[fakes[FAKE_MAX].older].newer = i;
+	fakes[FAKE_MAX].older = i;
+}
+
+static void
+fake_unhash(uint32_t i)
+{
+	uint32_t *p = &fake_hash[fake_hash_of(fakes[i].name)];
+
+	while (*p != FAKE_NONE && *p != i)
+		p = &fakes[*p].hnext;
+	if (*p == i)
+		*p = fakes[i].hnext;
+}
+
+/* The index of name's address, given one now if it has none: the oldest
+ * is taken back once all are given. */
+static uint32_t
+fake_get(const char *name)
+{
+	uint32_t h = fake_hash_of(name), i;
+	char *copy;
+
+	for (i = fake_hash[h]; i != FAKE_NONE; i = fakes[i].hnext)
+		if (strcmp(fakes[i].name, name) == 0) {
+			fake_touch(i);
+			return i;
+		}
+	if ((copy = strdup(name)) == NULL)
+		return FAKE_NONE;
+	if (fake_used < FAKE_MAX) {
+		i = fake_used++;
+		fakes[i].older = fakes[i].newer = i;
+	} else {
+		i = fakes[FAKE_MAX].newer;
+		fake_unhash(i);
+		free(fakes[i].name);
+	}
+	fakes[i].name = copy;
+	fakes[i].hnext = fake_hash[h];
+	fake_hash[h] = i;
+	fake_touch(i);
+	return i;
+}
+
+static uint32_t
+fake_addr(uint32_t i)
+{
+	return fake_base + 1 + i;
+}
+
+/* The name an address was given to, or NULL. */
+static const char *
+fake_name(uint32_t addr)
+{
+	uint32_t i = addr - fake_base - 1;
+
+	if (addr <= fake_base || i >= fake_used || fakes[i].name == NULL)
+		return NULL;
+	fake_touch(i);
+	return fakes[i].name;
+}
+
+static int
+fake_init(void)
+{
+	struct in_addr a;
+	uint32_t i;
+
+	if (inet_pton(AF_INET, SP_EGRESS_FAKE_NET, &a) != 1 ||
+	    (fakes = calloc(FAKE_MAX + 1, sizeof *fakes)) == NULL ||
+	    (fake_hash = malloc(FAKE_MAX * sizeof *fake_hash)) == NULL)
+		return -1;
+	fake_base = ntohl(a.s_addr);
+	for (i = 0; i < FAKE_MAX; i++)
+		fake_hash[i] = FAKE_NONE;
+	fakes[FAKE_MAX].older = fakes[FAKE_MAX].newer = FAKE_MAX;
+	/* A guest that could choose colliding names would make every
+	 * lookup walk one long chain. */
+	fake_seed = (uint32_t)now_ms() * 2654435761u ^ (uint32_t)getpid();
+	return 0;
+}
+
+/* ---- DNS on the wire ---- */
+
+static uint16_t
+be16(const unsigned char *p)
+{
+	return (uint16_t)(p[0] << 8 | p[1]);
+}
+
+static void
+put16(unsigned char *p, unsigned int v)
+{
+	p[0] = v >> 8;
+	p[1] = v & 0xff;
+}
+
+enum { RC_OK = 0, RC_FORMERR = 1, RC_SERVFAIL = 2, RC_NXDOMAIN = 3,
+    RC_NOTIMP = 4, RC_REFUSED = 5 };
+enum { T_A = 1, T_AAAA = 28, T_ANY = 255 };
+
+/* Answers q (with its question when it has one), with addr as an A record
+ * when not 0.  UDP may drop it: so may we, when the socket is full. */
+static void
+dns_reply(const struct query *q, int rcode, uint32_t addr)
+{
+	static const unsigned char rr[] = { 0xc0, 0x0c, 0, T_A, 0, 1,
+	    0, 0, 0, 1, 0, 4 };
+	unsigned char r[12 + QUESTION_MAX + sizeof rr + 4];
+	size_t n = 12;
+
+	put16(r, q->id);
+	/* A response to a standard query, authoritative (there is no other
+	 * server), recursion desired copied and available. */
+	put16(r + 2, 0x8000 | (q->flags & 0x7800) | 0x0400 |
+	    (q->flags & 0x0100) | 0x0080 | rcode);
+	put16(r + 4, q->qlen > 0);
+	put16(r + 6, addr != 0);
+	put16(r + 8, 0);
+	put16(r + 10, 0);
+	memcpy(r + n, q->question, q->qlen);
+	n += q->qlen;
+	if (addr != 0) {
+		memcpy(r + n, rr, sizeof rr);
+		n += sizeof rr;
+		addr = htonl(addr);
+		memcpy(r + n, &addr, 4);
+		n += 4;
+	}
+	(void)sendto(dnsfd, r, n, MSG_DONTWAIT, (struct sockaddr *)&q->peer,
+	    sizeof q->peer);
+}
+
+static int
+label_char(unsigned char c)
+{
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+	    (c >= '0' && c <= '9') || c == '-' || c == '_';
+}
+
+/* The one question of a query, its name in lower case without the final
+ * dot.  Returns an rcode to answer with (RC_OK: ask), or -1 to drop the
+ * packet unanswered.  No compression pointer is taken: the question is the
+ * first name of a query, so a pointer there can only be a trick. */
+static int
+dns_parse(const unsigned char *b, size_t n, struct query *q)
+{
+	size_t off = 12, len = 0, l, i;
+	unsigned char c;
+	int bad = 0;
+
+	q->qlen = 0;
+	q->name[0] = '\0';
+	if (n < 12)
+		return -1;
+	q->id = be16(b);
+	q->flags = be16(b + 2);
+	/* Never answer an answer: two servers would ping-pong. */
+	if (q->flags & 0x8000)
+		return -1;
+	if ((q->flags >> 11 & 0xf) != 0)
+		return RC_NOTIMP;
+	if (be16(b + 4) != 1 || be16(b + 6) != 0 || be16(b + 8) != 0 ||
+	    be16(b + 10) > 1)
+		return RC_FORMERR;
+	for (;;) {
+		if (off >= n)
+			return RC_FORMERR;
+		if ((l = b[off]) == 0)
+			break;
+		if (l > 63 || off + 1 + l >= n || off - 12 + 1 + l + 1 > 255)
+			return RC_FORMERR;
+		if (len > 0)
+			q->name[len++] = '.';
+		for (i = 0; i < l; i++) {
+			c = b[off + 1 + i];
+			bad |= !label_char(c);
+			q->name[len++] = c >= 'A' && c <= 'Z' ? c + 32 : c;
+		}
+		off += 1 + l;
+	}
+	off++;
+	if (off + 4 > n)
+		return RC_FORMERR;
+	q->name[len] = '\0';
+	q->qtype = be16(b + off);
+	q->qlen = off + 4 - 12;
+	memcpy(q->question, b + 12, q->qlen);
+	if (bad || len == 0 || be16(b + off + 2) != 1)
+		return RC_REFUSED;
+	return RC_OK;
+}
+
+/* ---- streams ---- */
+
+static struct stream *
+stream_get(uint32_t id)
+{
+	struct stream *s = &streams[id & (NSLOTS - 1)];
+
+	return id != 0 && s->id == id ? s : NULL;
+}
+
+static struct stream *
+stream_new(enum kind kind, int fd)
+{
+	struct stream *s;
+	uint32_t slot;
+
+	if (nfree == 0)
+		return NULL;
+	slot = free_slots[--nfree];
+	s = &streams[slot];
+	memset(s, 0, sizeof *s);
+	/* Ids run through a counter above the slot: one comes back only
+	 * after 4 million others, long after the host forgot it. */
+	if (++seq >= 1u << (32 - SLOT_BITS))
+		seq = 1;
+	s->id = seq << SLOT_BITS | slot;
+	s->kind = kind;
+	s->fd = fd;
+	s->up_avail = s->down_avail = SP_EGRESS_WINDOW;
+	s->open_pending = 1;
+	return s;
+}
+
+static void
+q_push(struct stream *s)
+{
+	if (s->queued)
+		return;
+	s->queued = 1;
+	s->qnext = NULL;
+	s->qprev = q_tail;
+	if (q_tail != NULL)
+		q_tail->qnext = s;
+	else
+		q_head = s;
+	q_tail = s;
+}
+
+static void
+q_remove(struct stream *s)
+{
+	if (!s->queued)
+		return;
+	if (s->qprev != NULL)
+		s->qprev->qnext = s->qnext;
+	else
+		q_head = s->qnext;
+	if (s->qnext != NULL)
+		s->qnext->qprev = s->qprev;
+	else
+		q_tail = s->qprev;
+	s->queued = 0;
+}
+
+static void
+d_push(struct stream *s)
+{
+	s->dnext = NULL;
+	s->dprev = d_tail;
+	if (d_tail != NULL)
+		d_tail->dnext = s;
+	else
+		d_head = s;
+	d_tail = s;
+	ndns++;
+}
+
+static void
+d_remove(struct stream *s)
+{
+	if (s->kind != K_DNS || s->deadline == 0)
+		return;
+	if (s->dprev != NULL)
+		s->dprev->dnext = s->dnext;
+	else
+		d_head = s->dnext;
+	if (s->dnext != NULL)
+		s->dnext->dprev = s->dprev;
+	else
+		d_tail = s->dprev;
+	s->deadline = 0;
+	ndns--;
+}
+
+/* An abort: the client sees a reset rather than a clean end. */
+static void
+close_reset(int fd)
+{
+	struct linger lg = { 1, 0 };
+
+	setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
+	close(fd);
+}
+
+static void
+down_drop(struct stream *s)
+{
+	struct chunk *c;
+
+	while ((c = s->down) != NULL) {
+		s->down = c->next;
+		free(c);
+	}
+	s->down_tail = NULL;
+	s->down_len = 0;
+}
+
+static void
+stream_free(struct stream *s)
+{
+	q_remove(s);
+	d_remove(s);
+	down_drop(s);
+	if (s->fd >= 0)
+		close_reset(s->fd);
+	s->id = 0;
+	s->kind = K_FREE;
+	s->fd = -1;
+	free_slots[nfree++] = s - streams;
+}
+
+/* Ends a stream from our side: the client is reset, and the host told
+ * with CLOSE, after which whatever it sends for the stream is dropped. */
+static void
+stream_abort(struct stream *s)
+{
+	if (s->fd >= 0)
+		close_reset(s->fd);
+	s->fd = -1;
+	d_remove(s);
+	down_drop(s);
+	if (s->open_pending) {
+		/* The host never heard of it. */
+		stream_free(s);
+		return;
+	}
+	s->close_pending = 1;
+	s->readable = s->eof_pending = 0;
+	s->win_pending = 0;
+	q_push(s);
+}
+
+/* Over once EOF went both ways and the client has all the host's data. */
+static void
+stream_maybe_done(struct stream *s)
+{
+	if (s->eof_sent && s->shut_wr && s->down == NULL) {
+		close(s->fd);
+		s->fd = -1;
+		stream_free(s);
+	}
+}
+
+static int
+win_due(const struct stream *s)
+{
+	return !s->host_eof && s->win_pending > 0 &&
+	    (s->win_pending >= WIN_BATCH || s->down == NULL);
+}
+
+/* Every stream goes: the host went, started over or broke the protocol.
+ * Lookups waiting are answered SERVFAIL. */
+static void
+streams_reset(void)
+{
+	uint32_t i;
+
+	for (i = 0; i < NSLOTS; i++) {
+		if (streams[i].id == 0)
+			continue;
+		if (streams[i].kind == K_DNS && streams[i].deadline != 0)
+			dns_reply(&streams[i].q, RC_SERVFAIL, 0);
+		stream_free(&streams[i]);
+	}
+}
+
+/* Writes what the host sent to the client, as far as it takes it, and
+ * tells the host how much more it may send. */
+static void
+down_flush(struct stream *s)
+{
+	struct chunk *c;
+	ssize_t w;
+
+	while ((c = s->down) != NULL) {
+		w = send(s->fd, c->data + c->off, c->len - c->off,
+		    MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (w == -1 && errno == EINTR)
+			continue;
+		if (w == -1 && errno == EAGAIN)
+			break;
+		if (w == -1) {
+			stream_abort(s);
+			return;
+		}
+		c->off += w;
+		s->down_len -= w;
+		s->win_pending += w;
+		if (c->off == c->len) {
+			s->down = c->next;
+			if (s->down == NULL)
+				s->down_tail = NULL;
+			free(c);
+		}
+	}
+	if (win_due(s))
+		q_push(s);
+	if (s->host_eof && s->down == NULL && !s->shut_wr) {
+		/* The client may have gone already: then its read side
+		 * tells, or the host's CLOSE. */
+		shutdown(s->fd, SHUT_WR);
+		s->shut_wr = 1;
+		stream_maybe_done(s);
+	}
+}
+
+/* ---- frames to the host ---- */
+
+static void
+ctl_json(uint8_t type, json_t *j)
+{
+	size_t n;
+
+	n = j != NULL ? json_dumpb(j, (char *)ctl + SP_FRAME_HDR,
+	    sizeof ctl - SP_FRAME_HDR, JSON_COMPACT) : 0;
+	json_decref(j);
+	if (n == 0 || n > sizeof ctl - SP_FRAME_HDR) {
+		ctl_len = 0;
+		return;
+	}
+	sp_frame_hdr(ctl, type, 0, n);
+	ctl_len = SP_FRAME_HDR + n;
+}
+
+static size_t
+build_open(struct stream *s)
+{
+	json_t *j;
+	size_t n;
+
+	if (s->kind == K_PROXY)
+		j = json_pack("{s:s}", "kind", "proxy");
+	else if (s->kind == K_TCP)
+		j = json_pack("{s:s,s:s,s:i}", "kind", "tcp", "host", s->host,
+		    "port", (int)s->port);
+	else
+		j = json_pack("{s:s,s:s}", "kind", "dns", "name", s->q.name);
+	n = j != NULL ? json_dumpb(j, (char *)obuf + SP_FRAME_HDR,
+	    SP_FRAME_CHUNK, JSON_COMPACT) : 0;
+	json_decref(j);
+	return n <= SP_FRAME_CHUNK ? n : 0;
+}
+
+static void
+frame(uint8_t type, uint32_t id, size_t n)
+{
+	sp_frame_hdr(obuf, type, id, n);
+	olen = SP_FRAME_HDR + n;
+	ooff = 0;
+}
+
+/* The next frame of s into obuf: 1, or 0 when it has none after all. */
+static int
+stream_frame(struct stream *s)
+{
+	ssize_t n;
+	size_t m;
+
+	if (s->close_pending) {
+		frame(SP_FR_CLOSE, s->id, 0);
+		stream_free(s);
+		return 1;
+	}
+	if (s->open_pending) {
+		s->open_pending = 0;
+		if ((m = build_open(s)) == 0) {
+			stream_free(s);
+			return 0;
+		}
+		frame(SP_FR_OPEN, s->id, m);
+		return 1;
+	}
+	if (win_due(s)) {
+		sp_be32_put(obuf + SP_FRAME_HDR, s->win_pending);
+		s->down_avail += s->win_pending;
+		s->win_pending = 0;
+		frame(SP_FR_WINDOW, s->id, 4);
+		return 1;
+	}
+	if (s->readable) {
+		/* The client is read only now that the port takes a frame:
+		 * a slow host slows the clients, not our memory. */
+		s->readable = 0;
+		m = s->up_avail < SP_FRAME_CHUNK ? s->up_avail : SP_FRAME_CHUNK;
+		n = read(s->fd, obuf + SP_FRAME_HDR, m);
+		if (n > 0) {
+			s->up_avail -= n;
+			frame(SP_FR_DATA, s->id, n);
+			return 1;
+		}
+		if (n == 0) {
+			s->client_eof = 1;
+			s->eof_pending = 1;
+		} else if (errno != EAGAIN && errno != EINTR) {
+			stream_abort(s);
+			return stream_frame(s);
+		}
+	}
+	if (s->eof_pending) {
+		s->eof_pending = 0;
+		s->eof_sent = 1;
+		frame(SP_FR_DATA, s->id, 0);
+		stream_maybe_done(s);
+		return 1;
+	}
+	return 0;
+}
+
+static int
+stream_has_frame(const struct stream *s)
+{
+	return s->close_pending || s->open_pending || win_due(s) ||
+	    s->readable || s->eof_pending;
+}
+
+/* Puts the next frame to send in obuf; 0 when there is none. */
+static int
+next_frame(void)
+{
+	struct stream *s;
+
+	if (ctl_len > 0) {
+		memcpy(obuf, ctl, ctl_len);
+		olen = ctl_len;
+		ooff = 0;
+		ctl_len = 0;
+		return 1;
+	}
+	while ((s = q_head) != NULL) {
+		q_remove(s);
+		if (stream_frame(s) == 1) {
+			/* Round robin: one frame a turn. */
+			if (s->id != 0 && stream_has_frame(s))
+				q_push(s);
+			return 1;
+		}
+		if (s->id != 0 && stream_has_frame(s))
+			q_push(s);
+	}
+	return 0;
+}
+
+static int
+out_pending(void)
+{
+	return ooff < olen || ctl_len > 0 || q_head != NULL;
+}
+
+/* Writes frames while the port takes them; -1 when the host has gone. */
+static int
+out_flush(void)
+{
+	int frames = 0;
+	ssize_t w;
+
+	for (;;) {
+		if (ooff == olen) {
+			olen = ooff = 0;
+			if (frames++ == FRAMES_PER_ROUND || !next_frame())
+				return 0;
+		}
+		w = write(hostfd, obuf + ooff, olen - ooff);
+		if (w > 0) {
+			ooff += w;
+			continue;
+		}
+		if (w == -1 && errno == EINTR)
+			continue;
+		if (w == -1 && errno == EAGAIN)
+			return 0;
+		return -1;
+	}
+}
+
+/* ---- the host ---- */
+
+/* SIGIO from the port only while no host is there: the driver raises it
+ * for every batch of data too, which would wake every thread waiting for
+ * a host of a space.N port, all through a transfer.  A host's going shows
+ * in poll as HUP. */
+static void
+port_async(int on)
+{
+	if (conf.sock == NULL && dev >= 0)
+		fcntl(dev, F_SETFL, O_NONBLOCK | (on ? O_ASYNC : 0));
+}
+
+static void
+host_lost(const char *why)
+{
+	if (hostfd >= 0)
+		sd_log(NULL, "egress: host gone: %s", why);
+	streams_reset();
+	greeted = 0;
+	sp_frame_dec_release(&dec);
+	sp_frame_dec_init(&dec);
+	/* A frame cut short is the old host's; the next starts clean. */
+	olen = ooff = 0;
+	ctl_len = 0;
+	if (conf.sock != NULL && hostfd >= 0)
+		close(hostfd);
+	else if (hostfd >= 0)
+		port_async(1);
+	hostfd = -1;
+}
+
+/* The host broke the protocol: every stream goes, and we say why.  A
+ * socket (test mode) is closed; the port cannot be, so it waits for the
+ * host's next hello, dropping everything else. */
+static void
+host_break(const char *why)
+{
+	char msg[300];
+
+	sp_frame_dec_release(&dec);
+	sp_frame_dec_init(&dec);
+	if (!greeted)
+		return;
+	snprintf(msg, sizeof msg, "%s", why);
+	sd_log(NULL, "egress: protocol error from the host: %s", msg);
+	streams_reset();
+	greeted = 0;
+	ctl_json(SP_FR_ERROR, json_pack("{s:s,s:s}", "error", "protocol",
+	    "msg", msg));
+	if (conf.sock != NULL && hostfd >= 0) {
+		if (ooff == olen && ctl_len > 0)
+			(void)!write(hostfd, ctl, ctl_len);
+		host_lost("it broke the protocol");
+	}
+}
+
+static int
+host_hello(const struct sp_frame *f, struct sp_err *e)
+{
+	json_t *j, *op, *n;
+
+	if (sp_frame_json(f, &j, e) == -1)
+		return -1;
+	op = json_object_get(j, "op");
+	n = json_object_get(j, "nonce");
+	if (!json_is_string(op) || strcmp(json_string_value(op), "hello") != 0 ||
+	    !json_is_string(n) || json_string_length(n) > NONCE_MAX) {
+		json_decref(j);
+		return sp_err_set(e, "protocol", 0, "bad hello");
+	}
+	/* A new host, or the same one starting over: nothing of before
+	 * stays.  A frame half written is finished, for the host skips
+	 * whole frames until our answer. */
+	streams_reset();
+	greeted = 1;
+	ctl_json(SP_FR_HELLO, json_pack("{s:i,s:s,s:O,s:i}", "version",
+	    SP_PROTO_VERSION, "boot_id", conf.boot_id, "nonce", n, "egress", 1));
+	json_decref(j);
+	return 0;
+}
+
+static int
+host_data(struct stream *s, const struct sp_frame *f, struct sp_err *e)
+{
+	struct chunk *c;
+
+	if (s->kind == K_DNS)
+		return sp_err_set(e, "protocol", 0, "DATA on lookup %u",
+		    f->stream);
+	if (s->host_eof)
+		return sp_err_set(e, "protocol", 0, "DATA after EOF on "
+		    "stream %u", f->stream);
+	if (f->len > SP_FRAME_CHUNK || f->len > s->down_avail)
+		return sp_err_set(e, "protocol", 0, "DATA of %u bytes over the "
+		    "window (%u) on stream %u", f->len, s->down_avail,
+		    f->stream);
+	if (f->len == 0) {
+		s->host_eof = 1;
+		s->win_pending = 0;
+		down_flush(s);
+		return 0;
+	}
+	if ((c = malloc(sizeof *c + f->len)) == NULL) {
+		stream_abort(s);
+		return 0;
+	}
+	c->next = NULL;
+	c->len = f->len;
+	c->off = 0;
+	memcpy(c->data, f->data, f->len);
+	if (s->down_tail != NULL)
+		s->down_tail->next = c;
+	else
+		s->down = c;
+	s->down_tail = c;
+	s->down_len += f->len;
+	s->down_avail -= f->len;
+	down_flush(s);
+	return 0;
+}
+
+static int
+host_answer(struct stream *s, const struct sp_frame *f, struct sp_err *e)
+{
+	json_t *j, *name, *allow;
+	uint32_t i;
+	int rc = -1;
+
+	if (s->kind != K_DNS)
+		return sp_err_set(e, "protocol", 0, "ANSWER on stream %u, not "
+		    "a lookup", f->stream);
+	if (sp_frame_json(f, &j, e) == -1)
+		return -1;
+	name = json_object_get(j, "name");
+	allow = json_object_get(j, "allow");
+	if (!json_is_string(name) || !json_is_boolean(allow) ||
+	    strcmp(json_string_value(name), s->q.name) != 0) {
+		sp_err_set(e, "protocol", 0, "bad ANSWER on stream %u",
+		    f->stream);
+		goto out;
+	}
+	if (!json_is_true(allow))
+		dns_reply(&s->q, RC_NXDOMAIN, 0);
+	else if (s->q.qtype != T_A && s->q.qtype != T_ANY)
+		dns_reply(&s->q, RC_OK, 0);
+	else if ((i = fake_get(s->q.name)) == FAKE_NONE)
+		dns_reply(&s->q, RC_SERVFAIL, 0);
+	else
+		dns_reply(&s->q, RC_OK, fake_addr(i));
+	stream_free(s);
+	rc = 0;
+out:
+	json_decref(j);
+	return rc;
+}
+
+/* One frame from the host; -1 with e on a breach of the protocol. */
+static int
+host_frame(const struct sp_frame *f, struct sp_err *e)
+{
+	struct stream *s;
+	uint32_t inc;
+
+	/* Until hello, what comes is an earlier host's leftovers. */
+	if (f->type == SP_FR_HELLO)
+		return host_hello(f, e);
+	if (!greeted)
+		return 0;
+	switch (f->type) {
+	case SP_FR_DATA:
+	case SP_FR_WINDOW:
+	case SP_FR_CLOSE:
+	case SP_FR_ANSWER:
+		break;
+	case SP_FR_ERROR:
+		sd_log(NULL, "egress: the host sent an error");
+		return 0;
+	default:
+		return sp_err_set(e, "protocol", 0, "unexpected frame type %u",
+		    f->type);
+	}
+	if (f->type == SP_FR_WINDOW && f->len != 4)
+		return sp_err_set(e, "protocol", 0, "WINDOW of %u bytes",
+		    f->len);
+	if (f->type == SP_FR_CLOSE && f->len != 0)
+		return sp_err_set(e, "protocol", 0, "CLOSE of %u bytes", f->len);
+	/* A stream we closed may still hear from the host: dropped. */
+	if ((s = stream_get(f->stream)) == NULL || s->close_pending) {
+		if (s != NULL && f->type == SP_FR_CLOSE)
+			stream_free(s);
+		return 0;
+	}
+	switch (f->type) {
+	case SP_FR_DATA:
+		return host_data(s, f, e);
+	case SP_FR_WINDOW:
+		if (s->kind == K_DNS)
+			return sp_err_set(e, "protocol", 0, "WINDOW on lookup "
+			    "%u", f->stream);
+		inc = sp_be32_get(f->data);
+		if (inc > SP_EGRESS_WINDOW - s->up_avail)
+			return sp_err_set(e, "protocol", 0, "WINDOW of %u over "
+			    "what was sent on stream %u", inc, f->stream);
+		s->up_avail += inc;
+		return 0;
+	case SP_FR_CLOSE:
+		if (s->kind == K_DNS && s->deadline != 0)
+			dns_reply(&s->q, RC_SERVFAIL, 0);
+		stream_free(s);
+		return 0;
+	default:
+		return host_answer(s, f, e);
+	}
+}
+
+/* Takes what the host sent; -1 when it has gone. */
+static int
+host_read(void)
+{
+	struct sp_frame f;
+	struct sp_err e;
+	ssize_t n;
+	int r;
+
+	n = read(hostfd, ibuf, sizeof ibuf);
+	if (n == -1 && (errno == EINTR || errno == EAGAIN))
+		return 0;
+	if (n <= 0)
+		return -1;
+	if (sp_frame_dec_feed(&dec, ibuf, n, &e) == -1) {
+		host_break(e.msg);
+		return 0;
+	}
+	while ((r = sp_frame_dec_next(&dec, &f, &e)) == 1)
+		if (host_frame(&f, &e) == -1) {
+			host_break(e.msg);
+			return 0;
+		}
+	if (r == -1)
+		host_break(e.msg);
+	return 0;
+}
+
+/* The port says HUP while no host is there, and a new host's first bytes
+ * may come before the news that it is (the driver hears of hosts and of
+ * data on separate queues): they are taken, and the host is there once a
+ * read says "nothing yet" rather than EOF. */
+static void
+host_probe(void)
+{
+	struct pollfd pfd = { dev, POLLIN, 0 };
+	struct sp_frame f;
+	struct sp_err e;
+	ssize_t n;
+	int r;
+
+	if (poll(&pfd, 1, 0) == -1)
+		return;
+	if (pfd.revents & (POLLERR | POLLNVAL))
+		return;
+	if (pfd.revents & POLLHUP) {
+		while ((n = read(dev, ibuf, sizeof ibuf)) > 0) {
+			if (sp_frame_dec_feed(&dec, ibuf, n, &e) == -1) {
+				host_break(e.msg);
+				continue;
+			}
+			while ((r = sp_frame_dec_next(&dec, &f, &e)) == 1)
+				if (host_frame(&f, &e) == -1)
+					break;
+			if (r != 0)
+				host_break(e.msg);
+		}
+		if (n == 0 || errno != EAGAIN)
+			return;
+	}
+	hostfd = dev;
+	port_async(0);
+	sd_log(NULL, "egress: host connected");
+}
+
+static int
+host_ready(void)
+{
+	return hostfd >= 0 && greeted;
+}
+
+/* ---- the guest's side: listeners and the DNS server ---- */
+
+static int
+listen_on(int type, int port)
+{
+	struct sockaddr_in sa;
+	int fd, one = 1;
+
+	if (port == 0)
+		return -1;
+	memset(&sa, 0, sizeof sa);
+	sa.sin_family = AF_INET;
+	sa.sin_port = htons(port);
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if ((fd = socket(AF_INET, type | SOCK_NONBLOCK | SOCK_CLOEXEC, 0)) ==
+	    -1)
+		goto fail;
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+	if (bind(fd, (struct sockaddr *)&sa, sizeof sa) == -1 ||
+	    (type == SOCK_STREAM && listen(fd, 128) == -1))
+		goto fail;
+	return fd;
+fail:
+	sd_log(NULL, "egress: 127.0.0.1:%d: %s", port, strerror(errno));
+	if (fd >= 0)
+		close(fd);
+	return -1;
+}
+
+/* Where a redirected connection was going: its original destination, or
+ * (without the redirect, as in test mode) the address it reached. */
+static int
+redirect_target(int fd, struct stream *s)
+{
+	struct sockaddr_in dst;
+	socklen_t len = sizeof dst;
+	const char *name;
+	uint32_t a;
+
+	memset(&dst, 0, sizeof dst);
+	if (getsockopt(fd, SOL_IP, SO_ORIGINAL_DST, &dst, &len) == -1 ||
+	    dst.sin_family != AF_INET) {
+		len = sizeof dst;
+		if (getsockname(fd, (struct sockaddr *)&dst, &len) == -1 ||
+		    dst.sin_family != AF_INET)
+			return -1;
+	}
+	a = ntohl(dst.sin_addr.s_addr);
+	s->port = ntohs(dst.sin_port);
+	if ((a & 0xfffe0000u) == fake_base) {
+		/* Only a name we gave out means anything there. */
+		if ((name = fake_name(a)) == NULL)
+			return -1;
+		snprintf(s->host, sizeof s->host, "%s", name);
+	} else if (inet_ntop(AF_INET, &dst.sin_addr, s->host,
+	    sizeof s->host) == NULL)
+		return -1;
+	return 0;
+}
+
+/* A client we cannot serve.  One of the proxy speaks HTTP: it is told why
+ * (an HTTP client then has a clear error, and some crash on a bare reset);
+ * any other is reset. */
+static void
+refuse(int fd, enum kind kind, const char *why)
+{
+	char r[256];
+	int n;
+
+	if (kind != K_PROXY) {
+		close_reset(fd);
+		return;
+	}
+	n = snprintf(r, sizeof r, "HTTP/1.1 503 Service Unavailable\r\n"
+	    "Content-Type: text/plain\r\nContent-Length: %zu\r\n"
+	    "Connection: close\r\n\r\n%s\n", strlen(why) + 1, why);
+	(void)send(fd, r, n, MSG_DONTWAIT | MSG_NOSIGNAL);
+	shutdown(fd, SHUT_WR);
+	close(fd);
+}
+
+static void
+accept_clients(int lfd, enum kind kind)
+{
+	struct stream *s;
+	int fd, i;
+
+	for (i = 0; i < ACCEPTS_PER_ROUND; i++) {
+		fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (fd == -1) {
+			/* Out of descriptors: the listener stays readable,
+			 * so look again in a moment rather than spin. */
+			if (errno == EMFILE || errno == ENFILE ||
+			    errno == ENOBUFS || errno == ENOMEM)
+				accept_pause_until = now_ms() + 100;
+			return;
+		}
+		/* No host, or too many streams: the client learns at once. */
+		if (!host_ready()) {
+			refuse(fd, kind, "space egress: the gateway is not "
+			    "connected");
+			continue;
+		}
+		if ((s = stream_new(kind, fd)) == NULL) {
+			refuse(fd, kind, "space egress: too many connections");
+			continue;
+		}
+		if (kind == K_TCP && redirect_target(fd, s) == -1) {
+			stream_free(s);
+			continue;
+		}
+		q_push(s);
+	}
+}
+
+static void
+dns_serve(void)
+{
+	unsigned char b[DNS_BUF];
+	struct query q;
+	struct stream *s;
+	socklen_t plen;
+	ssize_t n;
+	int i, rc;
+
+	for (i = 0; i < ACCEPTS_PER_ROUND; i++) {
+		plen = sizeof q.peer;
+		n = recvfrom(dnsfd, b, sizeof b, MSG_TRUNC | MSG_DONTWAIT,
+		    (struct sockaddr *)&q.peer, &plen);
+		if (n == -1 && errno == EINTR)
+			continue;
+		if (n == -1)
+			return;
+		if ((size_t)n > sizeof b || plen != sizeof q.peer ||
+		    q.peer.sin_family != AF_INET)
+			continue;
+		if ((rc = dns_parse(b, n, &q)) == -1)
+			continue;
+		if (rc == RC_OK && q.qtype != T_A && q.qtype != T_ANY &&
+		    q.qtype != T_AAAA) {
+			/* No other records here: an empty answer. */
+			dns_reply(&q, RC_OK, 0);
+			continue;
+		}
+		if (rc != RC_OK) {
+			dns_reply(&q, rc, 0);
+			continue;
+		}
+		if (!host_ready() || ndns >= DNS_PENDING_MAX ||
+		    (s = stream_new(K_DNS, -1)) == NULL) {
+			dns_reply(&q, RC_SERVFAIL, 0);
+			continue;
+		}
+		s->q = q;
+		s->deadline = now_ms() + DNS_TIMEOUT_MS;
+		d_push(s);
+		q_push(s);
+	}
+}
+
+/* Lookups the host did not answer in time: SERVFAIL, and CLOSE so that
+ * the host forgets them too. */
+static void
+dns_expire(int64_t now)
+{
+	struct stream *s;
+
+	while ((s = d_head) != NULL && s->deadline <= now) {
+		dns_reply(&s->q, RC_SERVFAIL, 0);
+		stream_abort(s);
+	}
+}
+
+/* ---- the loop ---- */
+
+/* The port, once the guest has it (looked for again now and then: a
+ * daemon started before the device was ready must not miss it). */
+static void
+port_open(void)
+{
+	char path[300];
+
+	if (now_ms() < port_look_at)
+		return;
+	port_look_at = now_ms() + PORT_LOOK_MS;
+	if (sd_port_find(SP_EGRESS_PORT_NAME, path, sizeof path) == -1)
+		return;
+	/* The driver raises SIGIO when the host comes or goes. */
+	if ((dev = open(path, O_RDWR | O_NONBLOCK | O_CLOEXEC)) == -1 ||
+	    fcntl(dev, F_SETOWN, getpid()) == -1 ||
+	    fcntl(dev, F_SETFL, O_NONBLOCK | O_ASYNC) == -1) {
+		sd_log(NULL, "egress: %s: %s", path, strerror(errno));
+		if (dev >= 0)
+			close(dev);
+		dev = -1;
+		return;
+	}
+	sd_log(NULL, "egress: serving %s", path);
+}
+
+static int
+sock_listen(const char *path)
+{
+	struct sockaddr_un sa;
+	int fd;
+
+	if (strlen(path) >= sizeof sa.sun_path) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	memset(&sa, 0, sizeof sa);
+	sa.sun_family = AF_UNIX;
+	strcpy(sa.sun_path, path);
+	unlink(path);
+	if ((fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC,
+	    0)) == -1)
+		return -1;
+	if (bind(fd, (struct sockaddr *)&sa, sizeof sa) == -1 ||
+	    listen(fd, 1) == -1) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+enum { P_EV, P_HOST, P_PROXY, P_REDIR, P_DNS, P_FIXED };
+static struct pollfd pfds[P_FIXED + NSLOTS];
+static uint32_t pids[P_FIXED + NSLOTS];
+
+/* The poll set of this round, and how long to wait. */
+static int
+poll_build(int *timeout)
+{
+	struct stream *s;
+	int64_t now = now_ms(), t = -1;
+	uint32_t i;
+	int n = P_FIXED;
+
+	pfds[P_EV] = (struct pollfd){ evfd, POLLIN, 0 };
+	pfds[P_HOST] = (struct pollfd){ -1, 0, 0 };
+	if (hostfd >= 0)
+		pfds[P_HOST] = (struct pollfd){ hostfd,
+		    POLLIN | (out_pending() ? POLLOUT : 0), 0 };
+	else if (conf.sock != NULL)
+		pfds[P_HOST] = (struct pollfd){ dev, POLLIN, 0 };
+	else
+		t = dev < 0 ? PORT_LOOK_MS : 1000;
+	pfds[P_PROXY] = (struct pollfd){ proxyfd, POLLIN, 0 };
+	pfds[P_REDIR] = (struct pollfd){ redirfd, POLLIN, 0 };
+	if (now < accept_pause_until) {
+		pfds[P_PROXY].fd = pfds[P_REDIR].fd = -1;
+		t = accept_pause_until - now;
+	}
+	pfds[P_DNS] = (struct pollfd){ dnsfd, POLLIN, 0 };
+	if (d_head != NULL && (t < 0 || d_head->deadline - now < t))
+		t = d_head->deadline > now ? d_head->deadline - now : 0;
+	for (i = 0; i < NSLOTS; i++) {
+		s = &streams[i];
+		if (s->id == 0 || s->fd < 0 || s->close_pending)
+			continue;
+		pfds[n].events = 0;
+		if (!s->client_eof && !s->readable && s->up_avail > 0)
+			pfds[n].events |= POLLIN;
+		if (s->down != NULL)
+			pfds[n].events |= POLLOUT;
+		/* A client with nothing to do is left out, lest its HUP
+		 * wake us in a loop. */
+		if (pfds[n].events == 0)
+			continue;
+		pfds[n].fd = s->fd;
+		pfds[n].revents = 0;
+		pids[n++] = s->id;
+	}
+	*timeout = t > 60000 ? 60000 : (int)t;
+	return n;
+}
+
+static void
+stream_event(int i)
+{
+	struct stream *s = stream_get(pids[i]);
+	short ev = pfds[i].revents;
+
+	/* The host may have ended it earlier in this round. */
+	if (s == NULL || s->fd < 0 || s->close_pending || ev == 0)
+		return;
+	if ((pfds[i].events & POLLOUT) && s->down != NULL)
+		down_flush(s);
+	if ((s = stream_get(pids[i])) == NULL || s->fd < 0 ||
+	    s->close_pending)
+		return;
+	if ((pfds[i].events & POLLIN) && (ev & (POLLIN | POLLHUP | POLLERR))) {
+		s->readable = 1;
+		q_push(s);
+	}
+}
+
+static void
+loop_once(void)
+{
+	uint64_t news;
+	int n, i, timeout;
+
+	if (conf.sock == NULL && dev < 0)
+		port_open();
+	if (conf.sock == NULL && dev >= 0 && hostfd < 0)
+		host_probe();
+	dns_expire(now_ms());
+	n = poll_build(&timeout);
+	if (poll(pfds, n, timeout) == -1) {
+		if (errno != EINTR)
+			sd_log(NULL, "egress: poll: %s", strerror(errno));
+		return;
+	}
+	if (pfds[P_EV].revents & POLLIN)
+		(void)!read(evfd, &news, sizeof news);
+	if (hostfd < 0 && conf.sock != NULL && (pfds[P_HOST].revents & POLLIN)) {
+		hostfd = accept4(dev, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (hostfd >= 0)
+			sd_log(NULL, "egress: host connected");
+	} else if (hostfd >= 0 && pfds[P_HOST].fd == hostfd) {
+		/* The port says HUP when its host goes; a socket reads EOF. */
+		if (conf.sock == NULL &&
+		    (pfds[P_HOST].revents & (POLLHUP | POLLERR | POLLNVAL)))
+			host_lost("the port hung up");
+		else if ((pfds[P_HOST].revents & (POLLIN | POLLHUP | POLLERR)) &&
+		    host_read() == -1)
+			host_lost("end of its connection");
+	}
+	for (i = P_FIXED; i < n; i++)
+		stream_event(i);
+	if (pfds[P_PROXY].revents & POLLIN)
+		accept_clients(proxyfd, K_PROXY);
+	if (pfds[P_REDIR].revents & POLLIN)
+		accept_clients(redirfd, K_TCP);
+	if (pfds[P_DNS].revents & POLLIN)
+		dns_serve();
+	if (hostfd >= 0 && out_pending() && out_flush() == -1)
+		host_lost("write to it failed");
+}
+
+static void *
+egress_main(void *arg)
+{
+	for (;;)
+		loop_once();
+	return NULL;
+}
+
+void
+sd_egress_host_news(void)
+{
+	uint64_t one = 1;
+
+	if (evfd >= 0)
+		(void)!write(evfd, &one, sizeof one);
+}
+
+char *const *
+sd_egress_env(void)
+{
+	return proxy_env[0] != NULL ? proxy_env : NULL;
+}
+
+int
+sd_egress_start(const struct sd_egress_conf *c)
+{
+	static const char *names[] = { "HTTP_PROXY", "HTTPS_PROXY",
+	    "http_proxy", "https_proxy" };
+	pthread_t t;
+	uint32_t i;
+
+	conf = *c;
+	sp_frame_dec_init(&dec);
+	for (i = 0; i < NSLOTS; i++) {
+		streams[i].fd = -1;
+		free_slots[i] = NSLOTS - 1 - i;
+	}
+	nfree = NSLOTS;
+	if (fake_init() == -1 ||
+	    (evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) == -1)
+		return -1;
+	if (conf.sock != NULL && (dev = sock_listen(conf.sock)) == -1) {
+		sd_log(NULL, "egress: %s: %s", conf.sock, strerror(errno));
+		return -1;
+	}
+	proxyfd = listen_on(SOCK_STREAM, conf.proxy_port);
+	redirfd = listen_on(SOCK_STREAM, conf.redirect_port);
+	dnsfd = listen_on(SOCK_DGRAM, conf.dns_port);
+	if (proxyfd >= 0) {
+		for (i = 0; i < 4; i++) {
+			snprintf(proxy_env_buf[i], sizeof proxy_env_buf[i],
+			    "%s=http://127.0.0.1:%d", names[i], conf.proxy_port);
+			proxy_env[i] = proxy_env_buf[i];
+		}
+		proxy_env[4] = "NO_PROXY=localhost,127.0.0.1,::1";
+		proxy_env[5] = "no_proxy=localhost,127.0.0.1,::1";
+	}
+	if (pthread_create(&t, NULL, egress_main, NULL) != 0)
+		return -1;
+	return 0;
+}
