@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -71,6 +72,11 @@ main(int argc, char *argv[])
 	char *end;
 
 	sp_out_init("space-gatewayd");
+	/* A stream's buffers (its window, its chunks) are mapped and given
+	 * back whole when it ends, whatever glibc's heuristics would do; and
+	 * a thread per stream does not get an arena each. */
+	mallopt(M_MMAP_THRESHOLD, 64 * 1024);
+	mallopt(M_ARENA_MAX, 4);
 	while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1)
 		switch (ch) {
 		case 's':

@@ -19,6 +19,7 @@
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <arpa/inet.h>
 
 #include <errno.h>
@@ -1132,6 +1133,10 @@ accept_clients(int lfd, enum kind kind)
 				accept_pause_until = now_ms() + 100;
 			return;
 		}
+		/* Data comes from the tunnel in pieces as it arrives: send
+		 * each at once rather than wait for an ACK (Nagle). */
+		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &(int){ 1 },
+		    sizeof(int));
 		/* No host, or too many streams: the client learns at once. */
 		if (!host_ready()) {
 			refuse(fd, kind, "space egress: the gateway is not "

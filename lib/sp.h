@@ -438,7 +438,8 @@ int sp_frame_json(const struct sp_frame *f, json_t **out, struct sp_err *e);
  *		host reads the HTTP request (CONNECT or absolute form) itself
  *	OPEN {"kind":"dns","name":N}	may N be resolved?  The host answers
  *		ANSWER {"name":N,"allow":true} or {"name":N,"allow":false,
- *		"reason":R}, and the stream is over.
+ *		"reason":R} (N exactly as asked), and the stream is over; a
+ *		guest that waited too long (3 s) sends CLOSE for it instead.
  * A tcp or proxy stream then carries DATA both ways.  Each side may have
  * SP_EGRESS_WINDOW bytes of DATA payload unacknowledged; the receiver sends
  * WINDOW (4 bytes: how many more) as it hands data on.  DATA payloads are
@@ -447,8 +448,11 @@ int sp_frame_json(const struct sp_frame *f, json_t **out, struct sp_err *e);
  * and received EOF, or sent or received CLOSE (an abort: what arrives for it
  * afterwards is dropped).  A refusal is an HTTP 403 response in DATA, then
  * EOF.  Frames for a stream that is not open are dropped; an OPEN of an id
- * in use, a DATA over the window or any other frame breaks the connection.
- * The host closes (CLOSE) what is over SP_EGRESS_STREAMS_MAX.
+ * in use, a DATA over the window or any other frame breaks the connection
+ * (the guest says so with ERROR {"error":"protocol"} on stream 0 and waits
+ * for the next HELLO; the host connects again).  The host closes (CLOSE)
+ * what is over SP_EGRESS_STREAMS_MAX.  The guest sends WINDOW once 32 KiB
+ * were handed on or its buffer is empty; the host after each read.
  */
 #define SP_EGRESS_PORT_NAME	"space.egress"
 #define SP_EGRESS_SOCK		"egress.sock"

@@ -12,6 +12,8 @@
 #include <sys/socket.h>
 
 #include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netdb.h>
@@ -156,6 +158,8 @@ connect_one(const struct sp_egress_addr *a, int port, int timeout_ms)
 	if ((fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK |
 	    SOCK_CLOEXEC, 0)) == -1)
 		return -1;
+	/* Heads and chunks go out as they come: no waiting on Nagle. */
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &(int){ 1 }, sizeof(int));
 	if (connect(fd, (struct sockaddr *)&ss, len) == 0)
 		return fd;
 	if (errno == EINPROGRESS) {
