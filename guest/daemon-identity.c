@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "daemon.h"
@@ -122,6 +123,46 @@ hostname_ok(const char *h)
 }
 
 /* {"op":"identity","id":ID,"hostname":H,"seed":HEX64,"labels":{...}} */
+/* The host's time, in ns since the epoch; absent is fine (older hosts).
+ * A guest restored from a checkpoint, or resumed, lives at the time its
+ * memory was saved or paused until told. */
+static int
+set_clock(json_t *v, char *why, size_t n)
+{
+	struct timespec ts;
+	json_int_t ns;
+
+	if (v == NULL)
+		return 0;
+	/* 2020-01-01 .. 2200-01-01: what a sane host says. */
+	if (!json_is_integer(v) || (ns = json_integer_value(v)) <
+	    1577836800LL * 1000000000 || ns > 7258118400LL * 1000000000) {
+		snprintf(why, n, "time_ns must be ns since the epoch");
+		return -1;
+	}
+	ts.tv_sec = (time_t)(ns / 1000000000);
+	ts.tv_nsec = (long)(ns % 1000000000);
+	if (clock_settime(CLOCK_REALTIME, &ts) == -1) {
+		snprintf(why, n, "clock_settime: %s", strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+int
+sd_op_clock(struct port *p, uint32_t stream, json_t *req)
+{
+	char why[128];
+
+	if (json_object_get(req, "time_ns") == NULL)
+		return sd_send_error(p, stream, "bad-input", "clock needs "
+		    "time_ns");
+	if (set_clock(json_object_get(req, "time_ns"), why, sizeof why) == -1)
+		return sd_send_error(p, stream, "bad-input", "%s", why);
+	return sd_send_json(p, SP_FR_EXIT, stream, json_pack("{s:i}",
+	    "status", 0));
+}
+
 int
 sd_op_identity(struct port *p, uint32_t stream, json_t *req)
 {
@@ -144,6 +185,8 @@ sd_op_identity(struct port *p, uint32_t stream, json_t *req)
 	if (!env_ok(env))
 		return sd_send_error(p, stream, "bad-input", "env must be at most "
 		    "%d strings NAME=VALUE", SD_ENV_MAX);
+	if (set_clock(json_object_get(req, "time_ns"), why, sizeof why) == -1)
+		return sd_send_error(p, stream, "bad-input", "%s", why);
 	rc = reseed(seed, why, sizeof why);
 	explicit_bzero(seed, sizeof seed);
 	if (rc == -1)

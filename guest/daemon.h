@@ -113,6 +113,8 @@ int tar_in(struct port *, uint32_t, json_t *);
  * and its environment: a new reference to the array of "K=V" (or NULL). */
 #define SD_ENV_MAX	64
 int sd_op_identity(struct port *p, uint32_t stream, json_t *req);
+/* {"time_ns": n}: the host's time, after a resume. */
+int sd_op_clock(struct port *p, uint32_t stream, json_t *req);
 json_t *sd_identity_env(void);
 
 /* space-daemon.c: the device of the virtio port named name (its /dev node

@@ -58,6 +58,7 @@ static const struct op ops[] = {
 	{ "kill", sd_op_kill },
 	{ "activity", sd_op_activity },
 	{ "identity", sd_op_identity },
+	{ "clock", sd_op_clock },
 	{ "fs.read", fs_read },
 	{ "fs.write", fs_write },
 	{ "fs.append", fs_append },

@@ -841,6 +841,9 @@ void sp_sandbox_domain(const char *id, char out[SP_ID_LEN + 4]);
  * of one checkpoint would share it).  labels and env may be NULL. */
 int sp_sandbox_hand_identity(struct sp_ctx *x, const char *id, json_t *labels,
     json_t *env, struct sp_err *e);
+/* Sets the guest's clock to the host's (after a resume: a paused VM's clock
+ * stands still). */
+int sp_sandbox_sync_clock(struct sp_ctx *x, const char *id, struct sp_err *e);
 /* The run dir QEMU makes the channel sockets in (its group may write). */
 int sp_sandbox_make_run_dir(const char *dir, struct sp_err *e);
 

@@ -275,6 +275,28 @@ choose_mode(struct conn *c)
 	    c->t->project, c->up_host, &cr, &e) == 0 ? M_PEEK : M_RAW;
 }
 
+/* TLS to the upstream, verified: the handshake happens on the first
+ * read or write. */
+static int
+up_tls(struct conn *c)
+{
+	struct sp_err e;
+
+	if ((c->up_ssl = SSL_new(c->g->client)) == NULL ||
+	    sp_tls_client_host(c->up_ssl, c->up_host, &e) == -1 ||
+	    SSL_set_fd(c->up_ssl, c->up) != 1) {
+		if (c->up_ssl != NULL)
+			SSL_free(c->up_ssl);
+		c->up_ssl = NULL;
+		ERR_clear_error();
+		return -1;
+	}
+	SSL_set_mode(c->up_ssl, SSL_MODE_ENABLE_PARTIAL_WRITE |
+	    SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+	SSL_set_connect_state(c->up_ssl);
+	return 0;
+}
+
 static int
 start_tls(struct conn *c)
 {
@@ -299,13 +321,8 @@ start_tls(struct conn *c)
 		goto fail;
 	SSL_set_bio(c->g_ssl, c->g_rbio, c->g_wbio);
 	SSL_set_accept_state(c->g_ssl);
-	if ((c->up_ssl = SSL_new(c->g->client)) == NULL ||
-	    sp_tls_client_host(c->up_ssl, c->up_host, &e) == -1 ||
-	    SSL_set_fd(c->up_ssl, c->up) != 1)
+	if (up_tls(c) == -1)
 		goto fail;
-	SSL_set_mode(c->up_ssl, SSL_MODE_ENABLE_PARTIAL_WRITE |
-	    SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
-	SSL_set_connect_state(c->up_ssl);
 	return 0;
 fail:
 	if (c->g_ssl == NULL) {
@@ -595,19 +612,23 @@ head_absolute(struct conn *c, const char *url, size_t n)
 	struct http_parser_url u;
 	const char *target = "/";
 	size_t tlen = 1;
-	int port = 80;
+	int port = 80, tls = 0;
 
 	http_parser_url_init(&u);
 	if (http_parser_parse_url(url, n, 0, &u) != 0 ||
 	    !(u.field_set & (1 << UF_SCHEMA)) ||
 	    !(u.field_set & (1 << UF_HOST)) ||
-	    u.field_data[UF_SCHEMA].len != 4 ||
-	    strncasecmp(url + u.field_data[UF_SCHEMA].off, "http", 4) != 0 ||
-	    u.field_data[UF_HOST].len > SP_EGRESS_NAME_MAX) {
-		respond(c, 400, "Bad Request", "-", 0, "absolute http url "
-		    "wanted", NULL);
-		return -1;
-	}
+	    u.field_data[UF_HOST].len > SP_EGRESS_NAME_MAX)
+		goto bad;
+	/* https in absolute form (busybox wget asks so): the gateway makes
+	 * the TLS connection itself. */
+	if (u.field_data[UF_SCHEMA].len == 5 &&
+	    strncasecmp(url + u.field_data[UF_SCHEMA].off, "https", 5) == 0) {
+		tls = 1;
+		port = 443;
+	} else if (u.field_data[UF_SCHEMA].len != 4 ||
+	    strncasecmp(url + u.field_data[UF_SCHEMA].off, "http", 4) != 0)
+		goto bad;
 	memcpy(host, url + u.field_data[UF_HOST].off,
 	    u.field_data[UF_HOST].len);
 	host[u.field_data[UF_HOST].len] = '\0';
@@ -623,13 +644,24 @@ head_absolute(struct conn *c, const char *url, size_t n)
 	/* A client that moves on to another host gets a new upstream; it
 	 * has read the previous response whole before asking again. */
 	if (c->up >= 0 && (strcasecmp(c->up_host, host) != 0 ||
-	    c->up_port != port))
+	    c->up_port != port || (c->up_ssl != NULL) != tls))
 		up_close(c);
-	if (c->up < 0 && decide_connect(c, host, port, why, sizeof why) == -1) {
-		respond(c, 403, "Forbidden", host, port, why, NULL);
-		return -1;
+	if (c->up < 0) {
+		if (decide_connect(c, host, port, why, sizeof why) == -1) {
+			respond(c, 403, "Forbidden", host, port, why, NULL);
+			return -1;
+		}
+		if (tls && up_tls(c) == -1) {
+			respond(c, 502, "Bad Gateway", host, port, "tls-error",
+			    NULL);
+			return -1;
+		}
 	}
 	return write_head(c, target, tlen, host);
+bad:
+	respond(c, 400, "Bad Request", "-", 0, "absolute http or https url "
+	    "wanted", NULL);
+	return -1;
 }
 
 static int

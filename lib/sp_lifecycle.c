@@ -71,6 +71,7 @@ flip(struct sp_ctx *x, const char *id, struct verb *v, int pause,
     struct sp_err *e)
 {
 	char dom[SP_ID_LEN + 4];
+	struct sp_err lost;
 	enum sp_state was;
 	int c, rc;
 
@@ -87,6 +88,10 @@ flip(struct sp_ctx *x, const char *id, struct verb *v, int pause,
 			unclaim(x, id, was);
 		return -1;
 	}
+	/* Its clock lost the time it was paused.  A guest that does not
+	 * answer is still resumed: the next call to it will say so. */
+	if (!pause && c == 1)
+		sp_sandbox_sync_clock(x, id, &lost);
 	v->changed = c;
 	return 0;
 }

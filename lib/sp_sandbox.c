@@ -112,10 +112,21 @@ unmake(struct sp_ctx *x, const char *id)
 	remove_locked(x, id, &existed, &ignored);
 }
 
+static int64_t
+realtime_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
 /*
- * Tells the new guest who it is: its id (also its host name), its labels, and
- * a fresh seed for its random generator.  A guest restored from a checkpoint
- * would otherwise draw the same random bytes as every other copy of it.
+ * Tells the new guest who it is: its id (also its host name), its labels, a
+ * fresh seed for its random generator, and the time.  A guest restored from
+ * a checkpoint would otherwise draw the same random bytes as every other
+ * copy of it, and live at the time the checkpoint was taken (TLS refuses
+ * certificates "not yet valid").
  */
 #define IDENTITY_MS	10000
 
@@ -137,9 +148,10 @@ sp_sandbox_hand_identity(struct sp_ctx *x, const char *id, json_t *labels,
 	for (i = 0; i < sizeof seed; i++)
 		snprintf(hex + 2 * i, 3, "%02x", seed[i]);
 	explicit_bzero(seed, sizeof seed);
-	req = json_pack("{s:s, s:s, s:s, s:s, s:O, s:O}", "op", "identity", "id",
-	    id, "hostname", id, "seed", hex, "labels", labels ? labels :
-	    json_object(), "env", env ? env : json_array());
+	req = json_pack("{s:s, s:s, s:s, s:s, s:O, s:O, s:I}", "op", "identity",
+	    "id", id, "hostname", id, "seed", hex, "labels", labels ? labels :
+	    json_object(), "env", env ? env : json_array(), "time_ns",
+	    (json_int_t)realtime_ns());
 	explicit_bzero(hex, sizeof hex);
 	if (req == NULL)
 		return sp_err_set(e, "internal", 0, "json_pack");
@@ -158,6 +170,37 @@ sp_sandbox_hand_identity(struct sp_ctx *x, const char *id, json_t *labels,
 out:
 	/* The seed is fresh entropy for the guest, not a secret kept: its copy
 	 * inside jansson goes with the object (the host is trusted memory). */
+	json_decref(req);
+	sp_chan_close(c);
+	return rc;
+}
+
+/* A guest's clock stands still while its VM is paused: set it again. */
+int
+sp_sandbox_sync_clock(struct sp_ctx *x, const char *id, struct sp_err *e)
+{
+	struct sp_chan *c = NULL;
+	struct sp_frame f;
+	json_t *req;
+	uint32_t stream;
+	int rc = -1;
+
+	if ((req = json_pack("{s:s, s:I}", "op", "clock", "time_ns",
+	    (json_int_t)realtime_ns())) == NULL)
+		return sp_err_set(e, "internal", 0, "json_pack");
+	if (sp_chan_open(&c, x->conf.run, id, IDENTITY_MS, e) == -1)
+		goto out;
+	stream = sp_chan_stream_new(c);
+	if (sp_chan_send_json(c, SP_FR_REQ, stream, req, IDENTITY_MS, e) == -1 ||
+	    sp_chan_recv(c, &f, IDENTITY_MS, e) == -1)
+		goto out;
+	if (f.type == SP_FR_ERROR)
+		sp_chan_error_frame(&f, e);
+	else if (f.type != SP_FR_EXIT || f.stream != stream)
+		sp_err_set(e, "protocol", 0, "clock: unexpected answer");
+	else
+		rc = 0;
+out:
 	json_decref(req);
 	sp_chan_close(c);
 	return rc;

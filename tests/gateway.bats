@@ -84,6 +84,11 @@ last_request() {
 	# No network device: only loopback inside.
 	run guest 'ls /sys/class/net'
 	assert_output lo
+	# Its clock is the host's, though it came from a checkpoint: TLS
+	# depends on it.
+	g=$(guest 'date +%s')
+	h=$(date +%s)
+	[ $((h - g)) -le 5 ] && [ $((g - h)) -le 5 ]
 }
 
 @test "nothing is allowed before a policy says so: curl gets 403 with the reason" {
@@ -111,6 +116,23 @@ last_request() {
 	assert_success
 	assert_output "ok /tls"
 	last_request | jq -e '.scheme == "https" and .path == "/tls" and (.headers.authorization | not)'
+}
+
+@test "wget over HTTPS to an allowed host works too" {
+	run guest "wget -q -O - https://api.test:$P_HTTPS/wget-tls"
+	assert_success
+	assert_output "ok /wget-tls"
+}
+
+@test "UDP and ICMP do not leave the guest" {
+	# Dropped inside the guest (there is no NIC to leave by anyway): the
+	# senders fail at once.
+	run guest "echo x | nc -u -w 1 192.0.2.1 9999"
+	assert_failure
+	run guest "ping -c 1 -W 1 192.0.2.1"
+	assert_failure
+	run guest "iptables -S OUTPUT"
+	assert_output --partial "-j DROP"
 }
 
 @test "a raw TCP client (nc) reaches an allowed port through the transparent redirect" {
