@@ -863,6 +863,12 @@ step(struct conn *c, int *progress)
 			*progress = 1;
 		}
 	}
+	/* A proxy client that left before naming any host: nothing will
+	 * come from upstream either. */
+	if (c->g_eof && c->up < 0 && !c->up_eof && c->gin_off == c->gin_len) {
+		c->up_eof = 1;
+		*progress = 1;
+	}
 	if (c->g_eof && c->ub_len == 0 && c->up >= 0 && !c->up_shut &&
 	    c->gin_off == c->gin_len) {
 		shutdown(c->up, SHUT_WR);
