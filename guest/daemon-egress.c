@@ -965,31 +965,39 @@ host_frame(const struct sp_frame *f, struct sp_err *e)
 	}
 }
 
-/* Takes what the host sent; -1 when it has gone. */
+/* Takes what the host sent; -1 when it has gone.  The virtio port gives
+ * one 4 KiB buffer per read: read on until it has no more (at most
+ * HOST_READS times), rather than poll again between each, for under TCG
+ * every system call counts. */
+#define HOST_READS	32
 static int
 host_read(void)
 {
 	struct sp_frame f;
 	struct sp_err e;
 	ssize_t n;
-	int r;
+	int r, i;
 
-	n = read(hostfd, ibuf, sizeof ibuf);
-	if (n == -1 && (errno == EINTR || errno == EAGAIN))
-		return 0;
-	if (n <= 0)
-		return -1;
-	if (sp_frame_dec_feed(&dec, ibuf, n, &e) == -1) {
-		host_break(e.msg);
-		return 0;
-	}
-	while ((r = sp_frame_dec_next(&dec, &f, &e)) == 1)
-		if (host_frame(&f, &e) == -1) {
+	for (i = 0; i < HOST_READS && hostfd >= 0; i++) {
+		n = read(hostfd, ibuf, sizeof ibuf);
+		if (n == -1 && (errno == EINTR || errno == EAGAIN))
+			return 0;
+		if (n <= 0)
+			return i == 0 ? -1 : 0;
+		if (sp_frame_dec_feed(&dec, ibuf, n, &e) == -1) {
 			host_break(e.msg);
 			return 0;
 		}
-	if (r == -1)
-		host_break(e.msg);
+		while ((r = sp_frame_dec_next(&dec, &f, &e)) == 1)
+			if (host_frame(&f, &e) == -1) {
+				host_break(e.msg);
+				return 0;
+			}
+		if (r == -1) {
+			host_break(e.msg);
+			return 0;
+		}
+	}
 	return 0;
 }
 
