@@ -69,6 +69,7 @@ main(int argc, char *argv[])
 	struct timespec ts;
 	long scan_ms = 250;
 	int ch, n, tunnels, streams;
+	long rounds = 0;
 	char *end;
 
 	sp_out_init("space-gatewayd");
@@ -114,6 +115,11 @@ main(int argc, char *argv[])
 		}
 		if (sp_gateway_scan(g, &n, &e) == -1)
 			sp_warn("%s", e.msg);
+		/* What ended streams freed goes back to the system now and
+		 * then: a burst of connections must not keep the node's
+		 * memory. */
+		if (++rounds % (5000 / scan_ms + 1) == 0)
+			malloc_trim(0);
 		ts.tv_sec = scan_ms / 1000;
 		ts.tv_nsec = scan_ms % 1000 * 1000000;
 		nanosleep(&ts, NULL);

@@ -64,6 +64,7 @@ struct conn {
 	size_t reply_len;
 	int g_eof, up_eof, up_shut, g_sent_eof, refused;
 	char *secret;			/* SP_CRED_OUT_MAX, wiped after use */
+	int had_secret;			/* ub held one: wipe it at the end */
 };
 
 /* ---- decisions ---- */
@@ -517,6 +518,15 @@ write_head(struct conn *c, const char *target, size_t tlen, const char *host)
 
 	if (sp_cred_resolve(c->g->root, c->t->id, c->t->tenant,
 	    c->t->project, host, &cr, &e) == 0) {
+		/* Only a stream that carries a credential holds room for
+		 * one. */
+		if (c->secret == NULL &&
+		    (c->secret = malloc(SP_CRED_OUT_MAX)) == NULL) {
+			respond(c, 502, "Bad Gateway", host, c->up_port,
+			    "out-of-memory", NULL);
+			return -1;
+		}
+		c->had_secret = 1;
 		if (sp_cred_use(c->g->root, c->t->id, c->t->tenant,
 		    c->t->project, host, time(NULL), &gr, c->secret,
 		    SP_CRED_OUT_MAX, &e) == 0) {
@@ -561,10 +571,12 @@ write_head(struct conn *c, const char *target, size_t tlen, const char *host)
 		goto big;
 	if (ub_str(c, "\r\n"))
 		goto big;
-	explicit_bzero(c->secret, SP_CRED_OUT_MAX);
+	if (have)
+		explicit_bzero(c->secret, SP_CRED_OUT_MAX);
 	return 0;
 big:
-	explicit_bzero(c->secret, SP_CRED_OUT_MAX);
+	if (have)
+		explicit_bzero(c->secret, SP_CRED_OUT_MAX);
 	explicit_bzero(c->ub, UB_CAP);
 	c->ub_len = c->ub_off = 0;
 	respond(c, 431, "Request Header Fields Too Large", host, c->up_port,
@@ -952,8 +964,7 @@ gw_conn_main(void *arg)
 	struct conn *c;
 
 	if ((c = calloc(1, sizeof *c)) == NULL ||
-	    (c->ub = malloc(UB_CAP)) == NULL ||
-	    (c->secret = malloc(SP_CRED_OUT_MAX)) == NULL) {
+	    (c->ub = malloc(UB_CAP)) == NULL) {
 		if (c != NULL) {
 			free(c->ub);
 			free(c);
@@ -973,8 +984,10 @@ gw_conn_main(void *arg)
 	if (c->g_ssl != NULL)
 		SSL_free(c->g_ssl);	/* frees both BIOs */
 	sp_http_release(&c->h);
-	explicit_bzero(c->secret, SP_CRED_OUT_MAX);
-	explicit_bzero(c->ub, UB_CAP);
+	if (c->secret != NULL)
+		explicit_bzero(c->secret, SP_CRED_OUT_MAX);
+	if (c->had_secret)
+		explicit_bzero(c->ub, UB_CAP);
 	free(c->secret);
 	free(c->ub);
 	free(c);

@@ -48,9 +48,17 @@ start_gateway() {
 	assert_output "HTTP/1.1 200 OK"
 	run kill -0 "$GW"
 	assert_success
-	rss=$(awk '/^VmRSS/ { print $2 }' "/proc/$GW/status")
-	echo "# gateway RSS ${rss} kB" >&3
-	[ "$rss" -lt $((256 * 1024)) ]
+	peak=$(awk '/^VmHWM/ { print $2 }' "/proc/$GW/status")
+	echo "# gateway peak RSS ${peak} kB" >&3
+	[ "$peak" -lt $((256 * 1024)) ]
+	# What the streams used goes back once they are over.
+	for _ in $(seq 30); do
+		rss=$(awk '/^VmRSS/ { print $2 }' "/proc/$GW/status")
+		[ "$rss" -lt $((64 * 1024)) ] && break
+		sleep 0.5
+	done
+	echo "# gateway RSS after ${rss} kB" >&3
+	[ "$rss" -lt $((64 * 1024)) ]
 	# What broke the protocol is said on stderr, once per connection.
 	grep -q "$ID: " "$T/gw.err"
 }
