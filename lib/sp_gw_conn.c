@@ -177,8 +177,9 @@ connect_one(const struct sp_egress_addr *a, int port, int timeout_ms)
 }
 
 /*
- * Decides host:port for the sandbox and connects; 0 with c->up set, or -1
- * with why (the reason the guest is told).  The addresses connected to are
+ * Decides host:port for the sandbox and connects; 0 with c->up set, -1
+ * refused or -2 allowed but unreachable, with why (the reason the guest is
+ * told).  The addresses connected to are
  * exactly those the decision checked.
  */
 static int
@@ -220,7 +221,7 @@ decided:
 		fd = connect_one(&d.addrs[i], port, c->g->o.connect_timeout_ms);
 	if (fd == -1) {
 		snprintf(why, n, "connect-failed");
-		return -1;
+		return -2;
 	}
 	c->up = fd;
 	snprintf(c->up_host, sizeof c->up_host, "%s", host);
@@ -247,6 +248,16 @@ respond(struct conn *c, int status, const char *text, const char *host,
 	    status, text, why, extra ? extra : "", bn, body);
 	c->reply_len = n > 0 && n < (int)sizeof c->reply ? (size_t)n : 0;
 	c->refused = 1;
+}
+
+/* A decision's no (403) or an upstream that did not answer (502). */
+static void
+refuse(struct conn *c, int r, const char *host, int port, const char *why)
+{
+	if (r == -2)
+		respond(c, 502, "Bad Gateway", host, port, why, NULL);
+	else
+		respond(c, 403, "Forbidden", host, port, why, NULL);
 }
 
 static void
@@ -591,6 +602,7 @@ head_connect(struct conn *c, const char *url, size_t n)
 	char auth[SP_EGRESS_NAME_MAX + 16], why[SP_EGRESS_RULE_MAX + 64];
 	char *colon, *end;
 	long port;
+	int r;
 
 	if (n >= sizeof auth || n == 0)
 		goto bad;
@@ -602,8 +614,8 @@ head_connect(struct conn *c, const char *url, size_t n)
 	port = strtol(colon + 1, &end, 10);
 	if (*end != '\0' || port < 1 || port > 65535 || auth[0] == '\0')
 		goto bad;
-	if (decide_connect(c, auth, (int)port, why, sizeof why) == -1) {
-		respond(c, 403, "Forbidden", auth, (int)port, why, NULL);
+	if ((r = decide_connect(c, auth, (int)port, why, sizeof why)) < 0) {
+		refuse(c, r, auth, (int)port, why);
 		return -1;
 	}
 	c->tunneled = 1;
@@ -624,7 +636,7 @@ head_absolute(struct conn *c, const char *url, size_t n)
 	struct http_parser_url u;
 	const char *target = "/";
 	size_t tlen = 1;
-	int port = 80, tls = 0;
+	int port = 80, tls = 0, r;
 
 	http_parser_url_init(&u);
 	if (http_parser_parse_url(url, n, 0, &u) != 0 ||
@@ -659,8 +671,8 @@ head_absolute(struct conn *c, const char *url, size_t n)
 	    c->up_port != port || (c->up_ssl != NULL) != tls))
 		up_close(c);
 	if (c->up < 0) {
-		if (decide_connect(c, host, port, why, sizeof why) == -1) {
-			respond(c, 403, "Forbidden", host, port, why, NULL);
+		if ((r = decide_connect(c, host, port, why, sizeof why)) < 0) {
+			refuse(c, r, host, port, why);
 			return -1;
 		}
 		if (tls && up_tls(c) == -1) {
@@ -944,14 +956,15 @@ static void
 conn_start(struct conn *c)
 {
 	char why[SP_EGRESS_RULE_MAX + 64];
+	int r;
 
 	if (c->s->proxy) {
 		c->mode = M_HTTP;
 		return;
 	}
-	if (decide_connect(c, c->s->host, c->s->port, why, sizeof why) == -1) {
-		respond(c, 403, "Forbidden", c->s->host, c->s->port, why,
-		    NULL);
+	if ((r = decide_connect(c, c->s->host, c->s->port, why,
+	    sizeof why)) < 0) {
+		refuse(c, r, c->s->host, c->s->port, why);
 		return;
 	}
 	choose_mode(c);

@@ -34,7 +34,7 @@ teardown() {
 }
 
 start_gateway() {
-	SPACE_EGRESS_ALLOW_NEVER="127.0.0.1:$P_HTTP" SPACE_GATEWAY_HOSTS="$T/hosts" \
+	SPACE_EGRESS_ALLOW_NEVER="127.0.0.1:$P_HTTP 127.0.0.1:$P_ECHO" SPACE_GATEWAY_HOSTS="$T/hosts" \
 	    space-gatewayd --scan-ms 20 >"$T/gw.out" 2>"$T/gw.err" &
 	GW=$!
 }
@@ -116,4 +116,15 @@ start_gateway() {
 	EOF2
 	assert_success
 	assert_output eof
+}
+
+@test "allowed but nobody answers: 502 connect-failed, not 403" {
+	kill "$UP"
+	wait "$UP" 2>/dev/null || true
+	space-egress set "$ID" --allow "api.test:$P_ECHO" >/dev/null
+	start_gateway
+	run timeout 60 "$top/tests/hostile-guest" "$SPACE_RUN/$ID/egress.sock" 0 1 \
+	    "http://api.test:$P_ECHO/"
+	assert_success
+	assert_output "HTTP/1.1 502 Bad Gateway"
 }
