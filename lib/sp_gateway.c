@@ -340,7 +340,10 @@ open_stream(struct gw_tunnel *t, uint32_t id, json_t *req, struct sp_err *e)
 		return sp_err_set(e, "protocol", 0, "OPEN of stream %u in use",
 		    id);
 	}
-	if (t->nstreams >= SP_EGRESS_STREAMS_MAX) {
+	/* One sandbox may not take more than its share, nor all of them
+	 * together the node: each stream is a thread and two windows. */
+	if (t->nstreams >= SP_EGRESS_STREAMS_MAX ||
+	    g->nstreams >= SP_GATEWAY_STREAMS_MAX) {
 		pthread_mutex_unlock(&g->mu);
 		send_frame(t, SP_FR_CLOSE, id, NULL, 0);
 		return 0;

@@ -17,6 +17,9 @@ struct sp_err;
 struct sp_conf;
 struct sp_gateway;
 
+/* Streams of all sandboxes at once; more are closed as they open. */
+#define SP_GATEWAY_STREAMS_MAX	8192
+
 struct sp_gateway_opts {
 	const struct sp_conf *conf;	/* root, run, db */
 	int log_fd;		/* the decision log, appended to */

@@ -54,11 +54,11 @@ start_gateway() {
 	# What the streams used goes back once they are over.
 	for _ in $(seq 30); do
 		rss=$(awk '/^VmRSS/ { print $2 }' "/proc/$GW/status")
-		[ "$rss" -lt $((64 * 1024)) ] && break
+		[ "$rss" -lt $((128 * 1024)) ] && break
 		sleep 0.5
 	done
 	echo "# gateway RSS after ${rss} kB" >&3
-	[ "$rss" -lt $((64 * 1024)) ]
+	[ "$rss" -lt $((128 * 1024)) ]
 	# What broke the protocol is said on stderr, once per connection.
 	grep -q "$ID: " "$T/gw.err"
 }
