@@ -192,8 +192,6 @@ sp_http_feed(struct sp_http *h, const char *in, size_t n, size_t *used,
 	case ST_BROKEN:
 		return sp_err_set(e, "bad-input", 0, "request stream broken");
 	case ST_HEAD:
-		if (h->len == 0 && h->nh == 0 && h->url_len == 0)
-			head_reset(h);
 		c = http_parser_execute(&h->p, &settings, in, n);
 		if (HTTP_PARSER_ERRNO(&h->p) == HPE_PAUSED) {
 			/* Paused on the head's last '\n', not yet taken. */

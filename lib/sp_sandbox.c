@@ -130,29 +130,15 @@ realtime_ns(void)
  */
 #define IDENTITY_MS	10000
 
-int
-sp_sandbox_hand_identity(struct sp_ctx *x, const char *id, json_t *labels,
-    json_t *env, struct sp_err *e)
+/* Sends req (taken) to the guest as one call and waits for its EXIT. */
+static int
+guest_op(struct sp_ctx *x, const char *id, json_t *req, struct sp_err *e)
 {
-	unsigned char seed[32];
-	char hex[65];
 	struct sp_chan *c = NULL;
 	struct sp_frame f;
-	json_t *req = NULL;
 	uint32_t stream;
-	size_t i;
 	int rc = -1;
 
-	if (getrandom(seed, sizeof seed, 0) != (ssize_t)sizeof seed)
-		return sp_err_sys(e, "internal", "getrandom");
-	for (i = 0; i < sizeof seed; i++)
-		snprintf(hex + 2 * i, 3, "%02x", seed[i]);
-	explicit_bzero(seed, sizeof seed);
-	req = json_pack("{s:s, s:s, s:s, s:s, s:O, s:O, s:I}", "op", "identity",
-	    "id", id, "hostname", id, "seed", hex, "labels", labels ? labels :
-	    json_object(), "env", env ? env : json_array(), "time_ns",
-	    (json_int_t)realtime_ns());
-	explicit_bzero(hex, sizeof hex);
 	if (req == NULL)
 		return sp_err_set(e, "internal", 0, "json_pack");
 	if (sp_chan_open(&c, x->conf.run, id, IDENTITY_MS, e) == -1)
@@ -164,46 +150,46 @@ sp_sandbox_hand_identity(struct sp_ctx *x, const char *id, json_t *labels,
 	if (f.type == SP_FR_ERROR)
 		sp_chan_error_frame(&f, e);
 	else if (f.type != SP_FR_EXIT || f.stream != stream)
-		sp_err_set(e, "protocol", 0, "identity: unexpected answer");
+		sp_err_set(e, "protocol", 0, "%s: unexpected answer",
+		    json_string_value(json_object_get(req, "op")));
 	else
 		rc = 0;
 out:
-	/* The seed is fresh entropy for the guest, not a secret kept: its copy
-	 * inside jansson goes with the object (the host is trusted memory). */
 	json_decref(req);
 	sp_chan_close(c);
 	return rc;
+}
+
+int
+sp_sandbox_hand_identity(struct sp_ctx *x, const char *id, json_t *labels,
+    json_t *env, struct sp_err *e)
+{
+	unsigned char seed[32];
+	char hex[65];
+	json_t *req;
+	size_t i;
+
+	if (getrandom(seed, sizeof seed, 0) != (ssize_t)sizeof seed)
+		return sp_err_sys(e, "internal", "getrandom");
+	for (i = 0; i < sizeof seed; i++)
+		snprintf(hex + 2 * i, 3, "%02x", seed[i]);
+	explicit_bzero(seed, sizeof seed);
+	req = json_pack("{s:s, s:s, s:s, s:s, s:O, s:O, s:I}", "op", "identity",
+	    "id", id, "hostname", id, "seed", hex, "labels", labels ? labels :
+	    json_object(), "env", env ? env : json_array(), "time_ns",
+	    (json_int_t)realtime_ns());
+	explicit_bzero(hex, sizeof hex);
+	/* The seed is fresh entropy for the guest, not a secret kept: its copy
+	 * inside jansson goes with the object (the host is trusted memory). */
+	return guest_op(x, id, req, e);
 }
 
 /* A guest's clock stands still while its VM is paused: set it again. */
 int
 sp_sandbox_sync_clock(struct sp_ctx *x, const char *id, struct sp_err *e)
 {
-	struct sp_chan *c = NULL;
-	struct sp_frame f;
-	json_t *req;
-	uint32_t stream;
-	int rc = -1;
-
-	if ((req = json_pack("{s:s, s:I}", "op", "clock", "time_ns",
-	    (json_int_t)realtime_ns())) == NULL)
-		return sp_err_set(e, "internal", 0, "json_pack");
-	if (sp_chan_open(&c, x->conf.run, id, IDENTITY_MS, e) == -1)
-		goto out;
-	stream = sp_chan_stream_new(c);
-	if (sp_chan_send_json(c, SP_FR_REQ, stream, req, IDENTITY_MS, e) == -1 ||
-	    sp_chan_recv(c, &f, IDENTITY_MS, e) == -1)
-		goto out;
-	if (f.type == SP_FR_ERROR)
-		sp_chan_error_frame(&f, e);
-	else if (f.type != SP_FR_EXIT || f.stream != stream)
-		sp_err_set(e, "protocol", 0, "clock: unexpected answer");
-	else
-		rc = 0;
-out:
-	json_decref(req);
-	sp_chan_close(c);
-	return rc;
+	return guest_op(x, id, json_pack("{s:s, s:I}", "op", "clock", "time_ns",
+	    (json_int_t)realtime_ns()), e);
 }
 
 /*

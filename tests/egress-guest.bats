@@ -11,16 +11,6 @@ gw=$top/tests/fake-gateway
 # SPACE_DAEMON may name another build (e.g. one with sanitizers).
 daemon=${SPACE_DAEMON:-$top/build/guest/space-daemon}
 
-# Free loopback ports, one per line.
-free_ports() {
-	python3 -c '
-import socket, sys
-ss = [socket.socket() for _ in range(int(sys.argv[1]))]
-for s in ss:
-    s.bind(("127.0.0.1", 0))
-print("\n".join(str(s.getsockname()[1]) for s in ss))' "$1"
-}
-
 # Waits until the file $1 holds the text $2.
 wait_for() {
 	local i

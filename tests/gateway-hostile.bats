@@ -15,11 +15,7 @@ setup() {
 	export SPACE_CONF=/dev/null
 	mkdir -p "$SPACE_ROOT" "$SPACE_RUN/$ID"
 	T=$BATS_TEST_TMPDIR
-	read -r P_HTTP P_HTTPS P_ECHO < <(python3 -c '
-import socket
-ss = [socket.socket() for _ in range(3)]
-for s in ss: s.bind(("127.0.0.1", 0))
-print(*[s.getsockname()[1] for s in ss])')
+	read -r P_HTTP P_HTTPS P_ECHO < <(free_ports 3)
 	openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes \
 	    -keyout "$T/k.pem" -out "$T/c.pem" -days 2 -subj /CN=api.test 2>/dev/null
 	"$top/tests/upstream-server" "$T/requests" "$P_HTTP" "$P_HTTPS" "$P_ECHO" \

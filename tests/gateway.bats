@@ -11,11 +11,7 @@ setup_file() {
 	export T="$BATS_FILE_TMPDIR"
 	import_minimal
 	# Three free ports on loopback.
-	read -r P_HTTP P_HTTPS P_ECHO < <(python3 -c '
-import socket
-ss = [socket.socket() for _ in range(3)]
-for s in ss: s.bind(("127.0.0.1", 0))
-print(*[s.getsockname()[1] for s in ss])')
+	read -r P_HTTP P_HTTPS P_ECHO < <(free_ports 3)
 	export P_HTTP P_HTTPS P_ECHO
 	# The upstream's own CA, which only the gateway trusts.
 	openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes \

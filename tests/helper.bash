@@ -32,3 +32,12 @@ remove_listed() {
 jout() {
 	grep '^{' <<<"$output" | jq "$@"
 }
+
+# N free TCP ports on 127.0.0.1, on one line.
+free_ports() {
+	python3 -c '
+import socket, sys
+ss = [socket.socket() for _ in range(int(sys.argv[1]))]
+for s in ss: s.bind(("127.0.0.1", 0))
+print(*[s.getsockname()[1] for s in ss])' "$1"
+}
