@@ -62,6 +62,33 @@ teardown_file() {
 	[[ "$stderr" == *"/no/such/program"* ]]
 }
 
+@test "exec looks the command up in its own PATH, as execvp does" {
+	space-exec "$ID" -- sh -c 'mkdir -p /tmp/pa /tmp/pb &&
+		echo "echo from-a" > /tmp/pa/tool && chmod 644 /tmp/pa/tool &&
+		printf "#!/bin/sh\necho from-b \$1\n" > /tmp/pb/tool &&
+		echo "echo plain \$1" > /tmp/pb/plain && chmod 755 /tmp/pb/*'
+	# Not executable in the first directory: the second one's runs.
+	run space-exec "$ID" -e PATH=/tmp/pa:/tmp/pb -- tool x
+	assert_success
+	assert_output "from-b x"
+	# Only a file that may not run: Permission denied, not "not found".
+	run -127 --separate-stderr space-exec "$ID" -e PATH=/tmp/pa -- tool
+	[[ "$stderr" == *"Permission denied"* ]]
+	# No #! line: /bin/sh runs it.
+	run space-exec "$ID" -e PATH=/tmp/pb -- plain y
+	assert_success
+	assert_output "plain y"
+	# An empty element is the working directory; a slash is no search.
+	run space-exec "$ID" -e PATH=:/bin -w /tmp/pb -- plain z
+	assert_output "plain z"
+	run space-exec "$ID" -w /tmp/pb -- ./plain w
+	assert_output "plain w"
+	run -127 space-exec "$ID" -e PATH=/bin -w /tmp/pb -- plain
+	# Without PATH in its environment: /bin:/usr/bin, as glibc's execvp.
+	run space-exec "$ID" -e FOO=1 -- busybox echo ok
+	assert_output "ok"
+}
+
 @test "exec into an unknown or malformed id fails without touching anything" {
 	run --separate-stderr space-exec aaaaaaaaaaaa -- true
 	[ "$status" -eq 1 ]
