@@ -1,8 +1,11 @@
 /*
  * test-state: the transition table for every pair of states, the DB's
- * migrations, and the compare-and-set under two racing processes.
+ * migrations, the compare-and-set under two racing processes, and a wait
+ * for another process's write lock.
  */
+#include <fcntl.h>
 #include <signal.h>
+#include <sqlite3.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -219,6 +222,54 @@ test_race(void)
 	    "every round");
 }
 
+/*
+ * Another process holds the write lock for 300 ms: a transition waits for
+ * it and then goes through (the busy handler must not give up early).  The
+ * holder writes a byte just before its COMMIT, so the byte is there once
+ * the transition has the lock.
+ */
+static void
+test_busy_wait(void)
+{
+	char id[SP_ID_LEN + 1], b;
+	int held[2], done[2], ok, got;
+	struct sp_db *db;
+	struct sp_err e;
+	sqlite3 *h;
+	pid_t kid;
+
+	sp_id_new(id, &e);
+	db = open_db();
+	insert(db, id, SP_ST_RUNNING);
+	if (pipe(held) == -1 || pipe(done) == -1)
+		exit(2);
+	if ((kid = fork()) == 0) {
+		if (sqlite3_open(conf.db + 7, &h) != SQLITE_OK ||
+		    sqlite3_exec(h, "BEGIN IMMEDIATE", NULL, NULL, NULL) !=
+		    SQLITE_OK || write(held[1], "h", 1) != 1)
+			_exit(2);
+		usleep(300000);
+		if (write(done[1], "d", 1) != 1)
+			_exit(2);
+		sqlite3_exec(h, "COMMIT", NULL, NULL, NULL);
+		sqlite3_close(h);
+		_exit(0);
+	}
+	close(held[1]);
+	close(done[1]);
+	if (read(held[0], &b, 1) != 1)
+		exit(2);
+	ok = sp_db_transition(db, id, SP_ST_PAUSED, -1, NULL, &e) == 0;
+	fcntl(done[0], F_SETFL, O_NONBLOCK);
+	got = read(done[0], &b, 1) == 1;
+	tap_ok(ok && got, "a transition waits out another process's write lock "
+	    "(held 300 ms), then goes through");
+	waitpid(kid, NULL, 0);
+	close(held[0]);
+	close(done[0]);
+	sp_db_close(db);
+}
+
 int
 main(void)
 {
@@ -232,6 +283,7 @@ main(void)
 	test_table();
 	test_db();
 	test_race();
+	test_busy_wait();
 	snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
 	if (system(cmd) != 0)
 		return 2;
