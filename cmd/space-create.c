@@ -123,7 +123,8 @@ main(int argc, char *argv[])
 		usage();
 	r.labels = labels;
 	r.env = json_array_size(env) > 0 ? env : NULL;
-	if (sp_ctx_open(&x, 1, &e) == -1)
+	/* libvirt is opened only when no warm pod is there to claim. */
+	if (sp_ctx_open(&x, 0, &e) == -1)
 		return sp_out_fail(NULL, &e);
 	for (i = 0; i < count; i++) {
 		if (sp_sandbox_create(&x, &r, &out, &e) == -1)

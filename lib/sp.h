@@ -319,6 +319,17 @@ struct sp_vm_spec {
 	const char *uuid;		/* NULL: libvirt picks one */
 };
 #define SP_PORTS_DEFAULT	8
+/* QEMU's own monitor socket in the run directory (sp_qmp.c). */
+#define SP_QMP_SOCK	"qmp.sock"
+/* A session on it: greeting and capabilities done; commands without
+ * arguments ("cont", "query-kvm"); *ret (when not NULL) takes the answer's
+ * "return".  Errors: not-running (no monitor there), timeout, qemu, protocol. */
+struct sp_qmp;
+int sp_qmp_open(struct sp_qmp **q, const char *run_dir, int timeout_ms,
+    struct sp_err *e);
+int sp_qmp_cmd(struct sp_qmp *q, const char *cmd, json_t **ret,
+    struct sp_err *e);
+void sp_qmp_close(struct sp_qmp *q);
 #define SP_VIRT_CMDLINE	"console=ttyS0 root=/dev/vda panic=-1 quiet"
 /* Opens the connection with a quiet error handler. */
 int sp_virt_open(struct sp_virt **v, const char *uri, struct sp_err *e);

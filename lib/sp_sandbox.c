@@ -129,6 +129,7 @@ realtime_ns(void)
  * certificates "not yet valid").
  */
 #define IDENTITY_MS	10000
+#define QMP_MS		5000	/* to resume a pod through QEMU's monitor */
 
 /* Sends req (taken) to the guest as one call and waits for its EXIT. */
 static int
@@ -220,6 +221,39 @@ warm_up(struct sp_ctx *x, const char *id)
 }
 
 /*
+ * Wakes a claimed pod through QEMU's own monitor, and learns from it whether
+ * it runs on KVM: no libvirt in the claim's path (loading it costs ~16 ms a
+ * process here).  A pod without that monitor (made before there was one) is
+ * resumed through libvirt.
+ */
+static int
+resume_pod(struct sp_ctx *x, const char *id, const char *dom, char virt[16],
+    struct sp_err *e)
+{
+	char run[SP_PATH_MAX];
+	struct sp_qmp *q;
+	json_t *kvm = NULL;
+	int rc;
+
+	if (sp_sandbox_run_dir(x, id, run, sizeof run, e) == -1)
+		return -1;
+	if (sp_qmp_open(&q, run, QMP_MS, e) == -1) {
+		if (strcmp(e->code, "not-running") != 0 ||
+		    sp_ctx_virt(x, e) == -1)
+			return -1;
+		snprintf(virt, 16, "%s", x->virt_type);
+		return sp_virt_resume(x->virt, dom, e);
+	}
+	rc = sp_qmp_cmd(q, "query-kvm", &kvm, e) == 0 &&
+	    sp_qmp_cmd(q, "cont", NULL, e) == 0 ? 0 : -1;
+	snprintf(virt, 16, "%s", json_is_true(json_object_get(kvm, "enabled")) ?
+	    "kvm" : "qemu");
+	json_decref(kvm);
+	sp_qmp_close(q);
+	return rc;
+}
+
+/*
  * Takes a warm pod of the template, if one is ready: claimed in one DB
  * statement, resumed, told who it is.  1 with *out when it did, 0 when no pod
  * was ready (or the one taken would not wake: it is removed), -1 on error.
@@ -230,7 +264,7 @@ take_pod(struct sp_ctx *x, const struct sp_create_req *r,
     struct sp_err *e)
 {
 	char ref[2 * SP_NAME_MAX + 2], id[SP_ID_LEN + 1], dom[SP_ID_LEN + 4];
-	char *labels, *env;
+	char *labels, *env, virt[16];
 	struct sp_err lost;
 	int c, fd, existed;
 
@@ -248,7 +282,7 @@ take_pod(struct sp_ctx *x, const struct sp_create_req *r,
 	sp_sandbox_domain(id, dom);
 	if (sp_sandbox_lock(x, id, 1, &fd, e) == -1)
 		return -1;
-	if (sp_virt_resume(x->virt, dom, &lost) == -1 ||
+	if (resume_pod(x, id, dom, virt, &lost) == -1 ||
 	    sp_sandbox_hand_identity(x, id, r->labels, r->env, &lost) == -1 ||
 	    sp_db_transition(x->db, id, SP_ST_RUNNING, -1, NULL, &lost) == -1) {
 		sp_sandbox_unlock(fd);
@@ -257,7 +291,7 @@ take_pod(struct sp_ctx *x, const struct sp_create_req *r,
 	}
 	sp_sandbox_unlock(fd);
 	*out = json_pack("{s:s, s:s, s:s, s:s, s:s, s:I}", "id", id, "state",
-	    "running", "template", ref, "virt", x->virt_type, "path", "pool",
+	    "running", "template", ref, "virt", virt, "path", "pool",
 	    "create_ms", (json_int_t)(sp_clock_ms() - t0));
 	return 1;
 }
@@ -280,8 +314,6 @@ sp_sandbox_create(struct sp_ctx *x, const struct sp_create_req *r, json_t **out,
 		return sp_err_set(e, "bad-input", 0, "memory must be 64 to 65536 MiB");
 	if (r->vcpus < 1 || r->vcpus > 64)
 		return sp_err_set(e, "bad-input", 0, "vcpus must be 1 to 64");
-	if (sp_ctx_virt(x, e) == -1)
-		return -1;
 	/* Built on first use when only its source is known; once for many. */
 	if (sp_template_materialize(x, r->template, &t, &built, e) == -1)
 		return -1;
@@ -289,6 +321,9 @@ sp_sandbox_create(struct sp_ctx *x, const struct sp_create_req *r, json_t **out,
 		if ((rc = take_pod(x, r, &t, t0, out, e)) != 0)
 			return rc == 1 ? 0 : -1;
 	}
+	/* No pod: this one is made here, through libvirt. */
+	if (sp_ctx_virt(x, e) == -1)
+		return -1;
 	if (sp_template_path(x->conf.root, &t, tpath, sizeof tpath, e) == -1 ||
 	    sp_ckpt_path(x->conf.root, &t, ckpt, sizeof ckpt, e) == -1)
 		return -1;

@@ -11,9 +11,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include <curl/curl.h>
 
 #include "sp.h"
+#include "sp_curl.h"
 
 #define FETCH_MAX	(16ULL << 30)	/* a rootfs larger than this is refused */
 
@@ -69,32 +69,34 @@ sp_fetch(const char *src, const char *dst, struct sp_err *e)
 		return sp_proc_run(cp, e);
 	if ((s.fd = open(dst, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600)) == -1)
 		return sp_err_sys(e, "io", "%s", dst);
-	if ((h = curl_easy_init()) == NULL) {
+	if (sp_curl_load(e) == -1)
+		goto out;
+	if ((h = sp_curl.curl_easy_init()) == NULL) {
 		sp_err_set(e, "internal", 0, "curl_easy_init");
 		goto out;
 	}
-	curl_easy_setopt(h, CURLOPT_URL, src);
-	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, sink_write);
-	curl_easy_setopt(h, CURLOPT_WRITEDATA, &s);
-	curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
-	curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 1L);
-	curl_easy_setopt(h, CURLOPT_MAXREDIRS, 5L);
+	sp_curl.curl_easy_setopt(h, CURLOPT_URL, src);
+	sp_curl.curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, sink_write);
+	sp_curl.curl_easy_setopt(h, CURLOPT_WRITEDATA, &s);
+	sp_curl.curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
+	sp_curl.curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 1L);
+	sp_curl.curl_easy_setopt(h, CURLOPT_MAXREDIRS, 5L);
 	/* Only the web: no file://, no other scheme through a redirect. */
-	curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
-	curl_easy_setopt(h, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
-	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, 30L);
-	curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1024L);
-	curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, 60L);
-	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-	r = curl_easy_perform(h);
-	curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
-	curl_easy_cleanup(h);
+	sp_curl.curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+	sp_curl.curl_easy_setopt(h, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+	sp_curl.curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, 30L);
+	sp_curl.curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1024L);
+	sp_curl.curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, 60L);
+	sp_curl.curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+	r = sp_curl.curl_easy_perform(h);
+	sp_curl.curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
+	sp_curl.curl_easy_cleanup(h);
 	if (s.failed != 0) {
 		errno = s.failed;
 		sp_err_sys(e, "io", "fetch %s", src);
 	} else if (r != CURLE_OK)
 		sp_err_set(e, "fetch", 1, "fetch %s: %s", src,
-		    errbuf[0] ? errbuf : curl_easy_strerror(r));
+		    errbuf[0] ? errbuf : sp_curl.curl_easy_strerror(r));
 	else if (code >= 400)
 		sp_err_set(e, "fetch", code >= 500, "fetch %s: HTTP %ld", src, code);
 	else if (fsync(s.fd) == -1)

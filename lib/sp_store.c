@@ -23,10 +23,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <curl/curl.h>
 #include <sodium.h>
 
 #include "sp.h"
+#include "sp_curl.h"
 
 #define COPY_BUF	(1024 * 1024)		/* file backend copies */
 #define PREFIX_MAX	256			/* of an s3:// URL */
@@ -708,7 +708,7 @@ on_body(char *p, size_t size, size_t nmemb, void *arg)
 	long code = 0;
 	char *nb;
 
-	curl_easy_getinfo(x->h, CURLINFO_RESPONSE_CODE, &code);
+	sp_curl.curl_easy_getinfo(x->h, CURLINFO_RESPONSE_CODE, &code);
 	if (x->fd >= 0 && code / 100 == 2) {
 		if (x->limit > 0 && x->written + n > x->limit) {
 			x->werr = EFBIG;
@@ -797,7 +797,7 @@ s3_once(struct sp_store *s, struct xfer *x, const char *sha_hdr)
 	CURLcode r = CURLE_OUT_OF_MEMORY;
 	CURL *h = s->h;
 
-	curl_easy_reset(h);
+	sp_curl.curl_easy_reset(h);
 	x->h = h;
 	x->code = 0;
 	x->len = 0;
@@ -807,73 +807,73 @@ s3_once(struct sp_store *s, struct xfer *x, const char *sha_hdr)
 	x->etag[0] = '\0';
 	x->length = -1;
 	x->cerr[0] = '\0';
-	if ((hd = curl_slist_append(NULL, sha_hdr)) == NULL)
+	if ((hd = sp_curl.curl_slist_append(NULL, sha_hdr)) == NULL)
 		goto out;
 	if (s->token_hdr[0] != '\0') {
-		if ((t = curl_slist_append(hd, s->token_hdr)) == NULL)
+		if ((t = sp_curl.curl_slist_append(hd, s->token_hdr)) == NULL)
 			goto out;
 		hd = t;
 	}
 	if (x->content_type != NULL) {
 		snprintf(line, sizeof line, "Content-Type: %s",
 		    x->content_type);
-		if ((t = curl_slist_append(hd, line)) == NULL)
+		if ((t = sp_curl.curl_slist_append(hd, line)) == NULL)
 			goto out;
 		hd = t;
 	}
 	/* A get cut short goes on where it stopped, from the same object. */
 	if (x->written > 0) {
-		curl_easy_setopt(h, CURLOPT_RESUME_FROM_LARGE,
+		sp_curl.curl_easy_setopt(h, CURLOPT_RESUME_FROM_LARGE,
 		    (curl_off_t)x->written);
 		if (x->want[0] != '\0') {
 			snprintf(line, sizeof line, "If-Match: %s", x->want);
-			if ((t = curl_slist_append(hd, line)) == NULL)
+			if ((t = sp_curl.curl_slist_append(hd, line)) == NULL)
 				goto out;
 			hd = t;
 		}
 	}
-	curl_easy_setopt(h, CURLOPT_URL, x->url);
-	curl_easy_setopt(h, CURLOPT_HTTPHEADER, hd);
-	curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
-	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-	curl_easy_setopt(h, CURLOPT_ERRORBUFFER, x->cerr);
-	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, s->timeout_s < 10 ?
+	sp_curl.curl_easy_setopt(h, CURLOPT_URL, x->url);
+	sp_curl.curl_easy_setopt(h, CURLOPT_HTTPHEADER, hd);
+	sp_curl.curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+	sp_curl.curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+	sp_curl.curl_easy_setopt(h, CURLOPT_ERRORBUFFER, x->cerr);
+	sp_curl.curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, s->timeout_s < 10 ?
 	    s->timeout_s : 10L);
-	curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1024L);
-	curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, s->timeout_s);
-	curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
-	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
-	curl_easy_setopt(h, CURLOPT_WRITEDATA, x);
-	curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
-	curl_easy_setopt(h, CURLOPT_HEADERDATA, x);
+	sp_curl.curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1024L);
+	sp_curl.curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, s->timeout_s);
+	sp_curl.curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
+	sp_curl.curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
+	sp_curl.curl_easy_setopt(h, CURLOPT_WRITEDATA, x);
+	sp_curl.curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
+	sp_curl.curl_easy_setopt(h, CURLOPT_HEADERDATA, x);
 	if (s->access_key[0] != '\0') {
-		curl_easy_setopt(h, CURLOPT_AWS_SIGV4, s->sigv4);
-		curl_easy_setopt(h, CURLOPT_USERNAME, s->access_key);
-		curl_easy_setopt(h, CURLOPT_PASSWORD, s->secret_key);
+		sp_curl.curl_easy_setopt(h, CURLOPT_AWS_SIGV4, s->sigv4);
+		sp_curl.curl_easy_setopt(h, CURLOPT_USERNAME, s->access_key);
+		sp_curl.curl_easy_setopt(h, CURLOPT_PASSWORD, s->secret_key);
 	}
 	if (strcmp(x->method, "HEAD") == 0)
-		curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
+		sp_curl.curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
 	else if (strcmp(x->method, "PUT") == 0) {
-		curl_easy_setopt(h, CURLOPT_UPLOAD, 1L);
-		curl_easy_setopt(h, CURLOPT_READFUNCTION, on_read);
-		curl_easy_setopt(h, CURLOPT_READDATA, x);
-		curl_easy_setopt(h, CURLOPT_SEEKFUNCTION, on_seek);
-		curl_easy_setopt(h, CURLOPT_SEEKDATA, x);
-		curl_easy_setopt(h, CURLOPT_INFILESIZE_LARGE,
+		sp_curl.curl_easy_setopt(h, CURLOPT_UPLOAD, 1L);
+		sp_curl.curl_easy_setopt(h, CURLOPT_READFUNCTION, on_read);
+		sp_curl.curl_easy_setopt(h, CURLOPT_READDATA, x);
+		sp_curl.curl_easy_setopt(h, CURLOPT_SEEKFUNCTION, on_seek);
+		sp_curl.curl_easy_setopt(h, CURLOPT_SEEKDATA, x);
+		sp_curl.curl_easy_setopt(h, CURLOPT_INFILESIZE_LARGE,
 		    (curl_off_t)x->body_len);
 	} else if (strcmp(x->method, "POST") == 0) {
-		curl_easy_setopt(h, CURLOPT_POST, 1L);
-		curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE,
+		sp_curl.curl_easy_setopt(h, CURLOPT_POST, 1L);
+		sp_curl.curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE,
 		    (curl_off_t)x->body_len);
-		curl_easy_setopt(h, CURLOPT_POSTFIELDS,
+		sp_curl.curl_easy_setopt(h, CURLOPT_POSTFIELDS,
 		    x->body != NULL ? (const char *)x->body : "");
 	} else if (strcmp(x->method, "DELETE") == 0)
-		curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, "DELETE");
-	r = curl_easy_perform(h);
-	curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &x->code);
-	curl_easy_getinfo(h, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &x->length);
+		sp_curl.curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, "DELETE");
+	r = sp_curl.curl_easy_perform(h);
+	sp_curl.curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &x->code);
+	sp_curl.curl_easy_getinfo(h, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &x->length);
 out:
-	curl_slist_free_all(hd);
+	sp_curl.curl_slist_free_all(hd);
 	return r;
 }
 
@@ -990,7 +990,7 @@ s3_call(struct sp_store *s, struct xfer *x, const char *what,
 	if (r == CURLE_OK)
 		return 0;
 	return sp_err_set(e, "io", curl_transient(r), "%s %s: %s (%d tr%s)",
-	    what, key, x->cerr[0] ? x->cerr : curl_easy_strerror(r), x->tries,
+	    what, key, x->cerr[0] ? x->cerr : sp_curl.curl_easy_strerror(r), x->tries,
 	    x->tries == 1 ? "y" : "ies");
 }
 
@@ -1671,7 +1671,9 @@ s3_open(struct sp_store *s, const char *rest, struct sp_err *e)
 	s->list_max = (int)list_max;
 	if (sodium_init() < 0)
 		return sp_err_set(e, "internal", 0, "sodium_init failed");
-	if ((s->h = curl_easy_init()) == NULL)
+	if (sp_curl_load(e) == -1)
+		return -1;
+	if ((s->h = sp_curl.curl_easy_init()) == NULL)
 		return sp_err_set(e, "nomem", 1, "curl_easy_init failed");
 	return 0;
 }
@@ -1722,7 +1724,7 @@ sp_store_close(struct sp_store *s)
 	if (s == NULL)
 		return;
 	if (s->h != NULL)
-		curl_easy_cleanup(s->h);
+		sp_curl.curl_easy_cleanup(s->h);
 	explicit_bzero(s->secret_key, sizeof s->secret_key);
 	explicit_bzero(s->token_hdr, sizeof s->token_hdr);
 	free(s);

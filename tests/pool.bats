@@ -52,6 +52,35 @@ teardown_file() {
 	space-pool ls | jq -e '.ready == 1'
 }
 
+@test "a claim wakes its pod through QEMU's own monitor, without libvirt; an older pod through libvirt" {
+	space-pool fill >/dev/null
+	space-pool ls | jq -e '.ready == 2'
+	# Which shared objects the claim loads: libvirt is not one of them.
+	LD_DEBUG=files space-create --template minimal \
+	    >"$BATS_TEST_TMPDIR/out" 2>"$BATS_TEST_TMPDIR/ld"
+	id=$(jq -r .id "$BATS_TEST_TMPDIR/out")
+	echo "$id" >> "$BATS_FILE_TMPDIR/ids"
+	jq -e '.ok and .path == "pool" and .virt == "qemu"' "$BATS_TEST_TMPDIR/out"
+	! grep -q 'libvirt\.so' "$BATS_TEST_TMPDIR/ld"
+	run virsh -c qemu:///system domstate --reason "sp-$id"
+	assert_output --partial "running (unpaused)"
+	run space-exec "$id" -- hostname
+	assert_output "$id"
+	# A pod without that monitor (as one filled by an older version): the
+	# claim resumes it through libvirt instead.
+	pod=$(space-ls --pods | jq -r 'select(.pod) | .id')
+	[ -S "$SPACE_RUN/$pod/qmp.sock" ]
+	rm "$SPACE_RUN/$pod/qmp.sock"
+	LD_DEBUG=files space-create --template minimal \
+	    >"$BATS_TEST_TMPDIR/out" 2>"$BATS_TEST_TMPDIR/ld"
+	jq -r .id "$BATS_TEST_TMPDIR/out" >> "$BATS_FILE_TMPDIR/ids"
+	jq -e --arg id "$pod" '.ok and .path == "pool" and .id == $id and
+		.virt == "qemu"' "$BATS_TEST_TMPDIR/out"
+	grep -q 'libvirt\.so' "$BATS_TEST_TMPDIR/ld"
+	run space-exec "$pod" -- hostname
+	assert_output "$pod"
+}
+
 @test "concurrent creates each get their own pod, then fall back" {
 	space-pool fill >/dev/null
 	for i in 1 2 3 4; do

@@ -72,7 +72,8 @@ test_xml(void)
 	s = spec("sp-abcdefghijkl");
 	ok(sp_virt_domain_xml(&s, &xml, &e) == 0 && xml != NULL,
 	    "xml of a plain spec");
-	ok(has(xml, "<domain type='qemu'>") &&
+	ok(has(xml, "<domain type='qemu' "
+	    "xmlns:qemu='http://libvirt.org/schemas/domain/qemu/1.0'>") &&
 	    has(xml, "<name>sp-abcdefghijkl</name>") &&
 	    has(xml, "machine='q35'") &&
 	    has(xml, "<memory unit='MiB'>256</memory>") &&
@@ -98,6 +99,10 @@ test_xml(void)
 	ok(all && !has(xml, "space.8") &&
 	    has(xml, "<controller type='virtio-serial'"),
 	    "xml has channels space.0 to space.7 and no more");
+	ok(has(xml, "<qemu:arg value='socket,id=spqmp,server=on,wait=off,"
+	    "path=/run/space/abcdefghijkl/" SP_QMP_SOCK "'/>") &&
+	    has(xml, "<qemu:arg value='chardev=spqmp,mode=control'/>"),
+	    "xml gives QEMU a monitor of our own in the run directory");
 	ok(has(xml, "<serial type='pty'>") &&
 	    has(xml, "<log file='/run/space/abcdefghijkl/console.log'"),
 	    "xml logs the serial console through virtlogd");
@@ -118,7 +123,7 @@ test_xml(void)
 	s.cmdline = "console=ttyS0 a<b";
 	s.nports = 2;
 	ok(sp_virt_domain_xml(&s, &xml, &e) == 0 &&
-	    has(xml, "<domain type='kvm'>") &&
+	    has(xml, "<domain type='kvm' ") &&
 	    has(xml, "<cmdline>console=ttyS0 a&lt;b</cmdline>") &&
 	    has(xml, "name='space.1'") && !has(xml, "space.2"),
 	    "xml takes kvm, a cmdline and a port count");
@@ -162,6 +167,9 @@ test_xml(void)
 	s = spec("sp-abcdefghijkl");
 	s.chan_dir = longdir;
 	refused(&s, "a channel directory too long for a socket path");
+	s = spec("sp-abcdefghijkl");
+	s.chan_dir = "/run/space,x/abcdefghijkl";
+	refused(&s, "a channel directory with a comma (QEMU's option syntax)");
 }
 
 /* Runs fn with stderr sent to a file; returns how many bytes it wrote. */

@@ -1,0 +1,177 @@
+/*
+ * test-qmp: sp_qmp against a fake QEMU monitor on a unix socket, which sends
+ * what a real one does (greeting, answers, events in between) and what a
+ * broken or hostile one might (an error, a line over the bound, no JSON, a
+ * flood of events, silence, a hang-up).  The real monitor is exercised by
+ * tests/pool.bats, where every claim resumes its pod through it.
+ */
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "sp.h"
+#include "tap.h"
+
+#define GREETING "{\"QMP\": {\"version\": {}, \"capabilities\": []}}\r\n"
+#define OK "{\"return\": {}}\r\n"
+#define EVENT "{\"timestamp\": {\"seconds\": 1, \"microseconds\": 2}, " \
+	"\"event\": \"RESUME\"}\r\n"
+
+static char dir[] = "/tmp/sp-qmp-XXXXXX";
+
+/* A monitor that accepts one client, writes script (with pad > 0, that
+ * many 'x' after it, no newline) and, with stay, stays until the client
+ * leaves; without, hangs up at once.  Returns its pid. */
+static pid_t
+monitor(const char *script, size_t pad, int stay)
+{
+	struct sockaddr_un sa;
+	char sock[256], buf[4096];
+	int l, c;
+	pid_t pid;
+
+	snprintf(sock, sizeof sock, "%s/%s", dir, SP_QMP_SOCK);
+	unlink(sock);
+	memset(&sa, 0, sizeof sa);
+	sa.sun_family = AF_UNIX;
+	if (strlen(sock) >= sizeof sa.sun_path)
+		exit(2);
+	memcpy(sa.sun_path, sock, strlen(sock) + 1);
+	if ((l = socket(AF_UNIX, SOCK_STREAM, 0)) == -1 ||
+	    bind(l, (struct sockaddr *)&sa, sizeof sa) == -1 || listen(l, 1) == -1)
+		exit(2);
+	if ((pid = fork()) != 0) {
+		close(l);
+		return pid;
+	}
+	signal(SIGPIPE, SIG_IGN);
+	if ((c = accept(l, NULL, NULL)) == -1)
+		_exit(2);
+	(void)!write(c, script, strlen(script));
+	memset(buf, 'x', sizeof buf);
+	while (pad > 0) {
+		size_t k = pad < sizeof buf ? pad : sizeof buf;
+
+		if (write(c, buf, k) <= 0)
+			break;
+		pad -= k;
+	}
+	while (stay && read(c, buf, sizeof buf) > 0)
+		;
+	_exit(0);
+}
+
+static void
+reap(pid_t pid)
+{
+	kill(pid, SIGTERM);
+	waitpid(pid, NULL, 0);
+}
+
+int
+main(void)
+{
+	struct sp_qmp *q;
+	struct sp_err e;
+	json_t *ret = NULL;
+	char script[16384];
+	pid_t pid;
+	int i, ok;
+
+	if (mkdtemp(dir) == NULL)
+		return 2;
+
+	e.code[0] = e.msg[0] = '\0';
+	tap_okf(e.code, e.msg, sp_qmp_open(&q, dir, 1000, &e) == -1 &&
+	    strcmp(e.code, "not-running") == 0,
+	    "no monitor there: not-running");
+
+	/* What QEMU sends: an event may come before an answer. */
+	pid = monitor(GREETING OK EVENT
+	    "{\"return\": {\"enabled\": false, \"present\": true}}\r\n"
+	    EVENT OK, 0, 1);
+	ok = sp_qmp_open(&q, dir, 2000, &e) == 0;
+	tap_okf(e.code, e.msg, ok, "greeting and capabilities");
+	if (ok) {
+		tap_okf(e.code, e.msg, sp_qmp_cmd(q, "query-kvm", &ret, &e) == 0 &&
+		    json_is_false(json_object_get(ret, "enabled")) &&
+		    json_is_true(json_object_get(ret, "present")),
+		    "an answer after an event, its return kept");
+		json_decref(ret);
+		tap_okf(e.code, e.msg, sp_qmp_cmd(q, "cont", NULL, &e) == 0,
+		    "the next command's answer, an event before it skipped");
+		sp_qmp_close(q);
+	}
+	reap(pid);
+
+	pid = monitor(GREETING OK "{\"error\": {\"class\": \"GenericError\", "
+	    "\"desc\": \"boom\"}}\r\n", 0, 1);
+	ok = sp_qmp_open(&q, dir, 2000, &e) == 0;
+	tap_okf(e.code, e.msg, ok && sp_qmp_cmd(q, "cont", NULL, &e) == -1 &&
+	    strcmp(e.code, "qemu") == 0 && strstr(e.msg, "boom") != NULL,
+	    "an error answer: code qemu, QEMU's description");
+	if (ok)
+		sp_qmp_close(q);
+	reap(pid);
+
+	pid = monitor(GREETING OK "{\"return\": {}, \"x\": \"", 70 * 1024, 1);
+	ok = sp_qmp_open(&q, dir, 2000, &e) == 0;
+	tap_okf(e.code, e.msg, ok && sp_qmp_cmd(q, "cont", NULL, &e) == -1 &&
+	    strcmp(e.code, "protocol") == 0,
+	    "a line over 64 KiB is refused");
+	if (ok)
+		sp_qmp_close(q);
+	reap(pid);
+
+	pid = monitor("this is not json\r\n", 0, 1);
+	tap_okf(e.code, e.msg, sp_qmp_open(&q, dir, 2000, &e) == -1 &&
+	    strcmp(e.code, "protocol") == 0, "a greeting that is not JSON");
+	reap(pid);
+
+	pid = monitor(OK, 0, 1);
+	tap_okf(e.code, e.msg, sp_qmp_open(&q, dir, 2000, &e) == -1 &&
+	    strcmp(e.code, "protocol") == 0, "an answer instead of a greeting");
+	reap(pid);
+
+	strcpy(script, GREETING OK);
+	for (i = 0; i < 100; i++)
+		strcat(script, EVENT);
+	pid = monitor(script, 0, 1);
+	ok = sp_qmp_open(&q, dir, 2000, &e) == 0;
+	tap_okf(e.code, e.msg, ok && sp_qmp_cmd(q, "cont", NULL, &e) == -1 &&
+	    strcmp(e.code, "protocol") == 0,
+	    "a flood of events and no answer is refused");
+	if (ok)
+		sp_qmp_close(q);
+	reap(pid);
+
+	pid = monitor(GREETING OK, 0, 1);
+	ok = sp_qmp_open(&q, dir, 300, &e) == 0;
+	tap_okf(e.code, e.msg, ok && sp_qmp_cmd(q, "cont", NULL, &e) == -1 &&
+	    strcmp(e.code, "timeout") == 0,
+	    "a monitor that never answers: timeout at the deadline");
+	if (ok)
+		sp_qmp_close(q);
+	reap(pid);
+
+	pid = monitor(GREETING, 0, 0);
+	tap_okf(e.code, e.msg, sp_qmp_open(&q, dir, 2000, &e) == -1 &&
+	    strcmp(e.code, "not-running") == 0,
+	    "a monitor that hangs up after its greeting: not-running");
+	reap(pid);
+
+	tap_okf(e.code, e.msg, sp_qmp_open(&q, "/tmp/" "a-run-dir-far-too-long-"
+	    "for-a-socket-path-aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+	    "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", 100, &e) == -1 &&
+	    strcmp(e.code, "bad-input") == 0, "a run dir too long for a socket");
+
+	snprintf(script, sizeof script, "rm -rf %s", dir);
+	if (system(script) != 0)
+		return 2;
+	return tap_done();
+}
