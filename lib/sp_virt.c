@@ -5,6 +5,7 @@
  * libvirt's errors into struct sp_err instead of letting libvirt print them.
  */
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,8 +24,8 @@ struct sp_virt {
 /*
  * libvirt is loaded when a command first connects, not when it starts: with
  * what it pulls in (57 shared objects) it costs ~16 ms of every process
- * here, and the commands that never connect (a claim from the warm pool,
- * space-exec, space-ls without --observed) should not pay for it.  The
+ * here, and what never connects (a claim from the warm pool, every command
+ * that reaches only the DB or the guest) should not pay for it.  The
  * pointers keep libvirt's own prototypes, so every call is type-checked.
  */
 #define VIRT_FUNCS(F) \
@@ -65,24 +66,37 @@ static struct {
 #undef VIRT_PTR
 } lv;
 
+static pthread_mutex_t lv_mu = PTHREAD_MUTEX_INITIALIZER;
+static int lv_loaded;
+
 static int
 lv_load(struct sp_err *e)
 {
-	static int loaded;
 	void *h;
+	int rc = -1;
 
-	if (loaded)
-		return 0;
-	if ((h = dlopen("libvirt.so.0", RTLD_NOW | RTLD_LOCAL)) == NULL)
-		return sp_err_set(e, "libvirt", 0, "cannot load libvirt: %s",
+	pthread_mutex_lock(&lv_mu);
+	if (lv_loaded) {
+		rc = 0;
+		goto out;
+	}
+	if ((h = dlopen("libvirt.so.0", RTLD_NOW | RTLD_LOCAL)) == NULL) {
+		sp_err_set(e, "libvirt", 0, "cannot load libvirt: %s",
 		    dlerror());
+		goto out;
+	}
 #define VIRT_SYM(n) \
-	if ((lv.n = (__typeof__(n) *)dlsym(h, #n)) == NULL) \
-		return sp_err_set(e, "libvirt", 0, "libvirt has no %s", #n);
+	if ((lv.n = (__typeof__(n) *)dlsym(h, #n)) == NULL) { \
+		sp_err_set(e, "libvirt", 0, "libvirt has no %s", #n); \
+		goto out; \
+	}
 	VIRT_FUNCS(VIRT_SYM)
 #undef VIRT_SYM
-	loaded = 1;
-	return 0;
+	lv_loaded = 1;
+	rc = 0;
+out:
+	pthread_mutex_unlock(&lv_mu);
+	return rc;
 }
 
 #define VIRT_PORTS_MAX	31	/* ports one virtio-serial controller offers */
