@@ -488,6 +488,12 @@ json_t *sp_chan_hello(struct sp_chan *c);
 /* Waits until the guest daemon answers hello on the sandbox's port 0. */
 int sp_chan_wait_ready(const char *run, const char *id, int timeout_ms,
     struct sp_err *e);
+/* Connects to a unix socket QEMU listens on (a channel port, its monitor),
+ * non-blocking; waits out a full backlog (QEMU takes one client at a time)
+ * until deadline (ms of sp_clock_ms, -1 none).  not-running when nothing
+ * listens there. */
+int sp_qemu_connect(const char *path, int64_t deadline, int *fd,
+    struct sp_err *e);
 struct sp_exec {
 	char *const *argv;
 	char *const *env;	/* "K=V", NULL-terminated, may be NULL */

@@ -131,8 +131,8 @@ lock_port(const char *run, const char *id, int from, int to, int *lockfd,
 	return 0;
 }
 
-static int
-connect_port(const char *path, int64_t deadline, int *fdp, struct sp_err *e)
+int
+sp_qemu_connect(const char *path, int64_t deadline, int *fdp, struct sp_err *e)
 {
 	struct sockaddr_un sa;
 	int fd, saved;
@@ -343,7 +343,7 @@ chan_hello(struct sp_chan *c, const char *path, int64_t deadline,
 	int wait = HELLO_RETRY_MS, r, rc = -1;
 
 	for (;;) {
-		if (connect_port(path, deadline, &c->fd, e) == -1)
+		if (sp_qemu_connect(path, deadline, &c->fd, e) == -1)
 			goto out;
 		until = sp_clock_ms() + wait;
 		if (deadline >= 0 && deadline < until)

@@ -10,7 +10,6 @@
  * caller asked for are kept (events are skipped).
  */
 #include <sys/socket.h>
-#include <sys/un.h>
 
 #include <errno.h>
 #include <poll.h>
@@ -191,32 +190,20 @@ int
 sp_qmp_open(struct sp_qmp **qp, const char *run_dir, int timeout_ms,
     struct sp_err *e)
 {
-	struct sockaddr_un sa;
+	char path[SP_PATH_MAX];
 	struct sp_qmp *q;
 	json_t *greet = NULL;
-	int saved;
 
 	*qp = NULL;
-	memset(&sa, 0, sizeof sa);
-	sa.sun_family = AF_UNIX;
-	if ((size_t)snprintf(sa.sun_path, sizeof sa.sun_path, "%s/%s", run_dir,
-	    SP_QMP_SOCK) >= sizeof sa.sun_path)
-		return sp_err_set(e, "bad-input", 0, "socket path too long: "
-		    "\"%s/%s\"", run_dir, SP_QMP_SOCK);
+	if (sp_path_fmt(path, sizeof path, e, "%s/%s", run_dir, SP_QMP_SOCK) == -1)
+		return -1;
 	if ((q = malloc(sizeof *q)) == NULL)
 		return sp_err_sys(e, "nomem", "QMP");
 	q->len = q->used = 0;
 	q->deadline = sp_clock_ms() + timeout_ms;
-	q->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-	if (q->fd == -1) {
-		sp_err_sys(e, "io", "socket");
-		goto fail;
-	}
-	if (connect(q->fd, (struct sockaddr *)&sa, sizeof sa) == -1) {
-		saved = errno;
-		/* No monitor of ours: a VM defined before there was one. */
-		sp_err_sys(e, saved == ENOENT || saved == ECONNREFUSED ?
-		    "not-running" : "io", "connect \"%s\"", sa.sun_path);
+	/* not-running: no monitor of ours, a VM defined before there was one. */
+	if (sp_qemu_connect(path, q->deadline, &q->fd, e) == -1) {
+		q->fd = -1;
 		goto fail;
 	}
 	/* The greeting, then capabilities negotiation opens command mode. */
