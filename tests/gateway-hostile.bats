@@ -61,55 +61,14 @@ start_gateway() {
 
 @test "a guest may not open more than SP_EGRESS_STREAMS_MAX streams; the gateway closes the rest" {
 	start_gateway
-	run timeout 120 python3 - "$SPACE_RUN/$ID/egress.sock" <<-'EOF'
-	import socket, struct, sys, os, json
-	p = sys.argv[1]
-	if os.path.exists(p): os.unlink(p)
-	s = socket.socket(socket.AF_UNIX); s.bind(p); s.listen(1)
-	c, _ = s.accept()
-	f = lambda t, i, b=b"": struct.pack(">IBI", len(b) + 5, t, i) + b
-	# Proxy streams that never send a head: each holds a slot.
-	c.sendall(b"".join(f(8, i, b'{"kind":"proxy"}') for i in range(1, 1100)))
-	closed, buf = set(), b""
-	c.settimeout(10)
-	try:
-	    while len(closed) < 75:
-	        buf += c.recv(65536)
-	        while len(buf) >= 9:
-	            n, t, i = struct.unpack(">IBI", buf[:9])
-	            if len(buf) < 4 + n: break
-	            buf = buf[4 + n:]
-	            if t == 11: closed.add(i)
-	except socket.timeout:
-	    pass
-	print(len(closed), min(closed) if closed else 0)
-	EOF
+	run timeout 120 "$top/tests/hostile-guest" "$SPACE_RUN/$ID/egress.sock" streams
 	assert_success
 	assert_output "75 1025"
 }
 
 @test "a proxy client that leaves before saying anything gets its EOF, and the stream ends" {
 	start_gateway
-	run timeout 60 python3 - "$SPACE_RUN/$ID/egress.sock" <<-'EOF2'
-	import socket, struct, sys, os
-	p = sys.argv[1]
-	if os.path.exists(p): os.unlink(p)
-	s = socket.socket(socket.AF_UNIX); s.bind(p); s.listen(1)
-	c, _ = s.accept()
-	f = lambda t, i, b=b"": struct.pack(">IBI", len(b) + 5, t, i) + b
-	c.sendall(f(8, 5, b'{"kind":"proxy"}') + f(9, 5, b""))
-	c.settimeout(10)
-	buf = b""
-	while True:
-	    buf += c.recv(65536)
-	    while len(buf) >= 9:
-	        n, t, i = struct.unpack(">IBI", buf[:9])
-	        if len(buf) < 4 + n: break
-	        pl, buf = buf[9:4 + n], buf[4 + n:]
-	        if i == 5:
-	            print("eof" if t == 9 and pl == b"" else "type %d" % t)
-	            sys.exit(0)
-	EOF2
+	run timeout 60 "$top/tests/hostile-guest" "$SPACE_RUN/$ID/egress.sock" leave-early
 	assert_success
 	assert_output eof
 }
