@@ -599,25 +599,6 @@ out:
 }
 
 int
-sp_tls_ca_cert_path(const char *root, char *out, size_t n, struct sp_err *e)
-{
-	struct stat st;
-
-	if (ca_file(root, "ca.crt", out, n, e) == -1)
-		return -1;
-	if (stat(out, &st) == -1) {
-		if (errno == ENOENT)
-			return sp_err_set(e, "not-found", 0, "no node CA "
-			    "certificate '%s' (space-init makes it)", out);
-		return sp_err_sys(e, "io", "stat '%s'", out);
-	}
-	if (!S_ISREG(st.st_mode))
-		return sp_err_set(e, "corrupt", 0, "node CA certificate '%s' "
-		    "is not a regular file", out);
-	return 0;
-}
-
-int
 sp_tls_ca_load(const char *root, struct sp_tls_ca **out, struct sp_err *e)
 {
 	char key[SP_PATH_MAX], crt[SP_PATH_MAX];
