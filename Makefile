@@ -35,7 +35,7 @@ GUEST_IMAGE = guest/build/rootfs.tar.zst guest/build/vmlinuz guest/build/initrd.
 all: $(B)/libspace.a $(CMDS) $(GUEST_DAEMON) $(UNITS) $(BENCH_C:bench/%.c=$(B)/bench/%) \
     $(B)/tests/kms-test $(B)/tests/vault-test
 
-$(B)/lib/%.o: lib/%.c lib/sp.h lib/sp_store.h lib/sp_crypt.h lib/sp_egress.h lib/sp_cred.h lib/sp_tls.h lib/sp_http.h lib/sp_gateway.h
+$(B)/lib/%.o: lib/%.c lib/sp.h lib/sp_store.h lib/sp_crypt.h lib/sp_egress.h lib/sp_cred.h lib/sp_tls.h lib/sp_http.h lib/sp_gateway.h lib/sp_archive.h lib/sp_curl.h
 	@mkdir -p $(@D)
 	$(CC) $(WFLAGS) $(CFLAGS) $(CPPFLAGS) -c -o $@ $<
 
@@ -48,7 +48,7 @@ $(B)/bin/%: cmd/%.c $(B)/libspace.a lib/sp.h
 	$(CC) $(WFLAGS) $(CFLAGS) $(CPPFLAGS) -o $@ $< $(B)/libspace.a $(LIBS)
 
 GUEST_SRC = $(wildcard guest/*.c)
-$(GUEST_DAEMON): $(GUEST_SRC) guest/daemon.h $(GUEST_LIB) lib/sp.h
+$(GUEST_DAEMON): $(GUEST_SRC) guest/daemon.h $(GUEST_LIB) lib/sp.h lib/sp_archive.h
 	@mkdir -p $(@D)
 	$(CC) $(WFLAGS) $(CFLAGS) $(CPPFLAGS) -static -o $@ $(GUEST_SRC) $(GUEST_LIB) $(GUEST_LIBS)
 
@@ -56,7 +56,7 @@ $(B)/tests/%: tests/unit/%.c $(B)/libspace.a lib/sp.h
 	@mkdir -p $(@D)
 	$(CC) $(WFLAGS) $(CFLAGS) $(CPPFLAGS) -o $@ $< $(B)/libspace.a $(LIBS)
 
-$(B)/asan/lib/%.o: lib/%.c lib/sp.h lib/sp_store.h lib/sp_crypt.h lib/sp_egress.h lib/sp_cred.h lib/sp_tls.h lib/sp_http.h lib/sp_gateway.h
+$(B)/asan/lib/%.o: lib/%.c lib/sp.h lib/sp_store.h lib/sp_crypt.h lib/sp_egress.h lib/sp_cred.h lib/sp_tls.h lib/sp_http.h lib/sp_gateway.h lib/sp_archive.h lib/sp_curl.h
 	@mkdir -p $(@D)
 	$(CC) $(WFLAGS) $(ASAN_FLAGS) $(CPPFLAGS) -c -o $@ $<
 

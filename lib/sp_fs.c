@@ -17,10 +17,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include <archive.h>
-#include <archive_entry.h>
 
 #include "sp.h"
+#include "sp_archive.h"
 
 #define TRAILER_MAX	(1024 * 1024)	/* bytes after a tar's end we skip */
 
@@ -423,7 +422,7 @@ put_write(struct archive *a, void *arg, const void *buf, size_t n)
 		if (sp_chan_send(t->k->c, SP_FR_STDIN, t->k->stream, b, m,
 		    SP_FS_TIMEOUT_MS, &t->e) == -1) {
 			t->failed = 1;
-			archive_set_error(a, EIO, "%s", t->e.msg);
+			sp_archive.set_error(a, EIO, "%s", t->e.msg);
 			return -1;
 		}
 		b += m;
@@ -491,22 +490,25 @@ sp_fs_put(struct sp_chan *c, const char *src, const char *dir,
 	sp_err_clear(e);
 	if (sp_fs_path_check(dir, e) == -1)
 		return -1;
-	if (top_name(src, name, top, sizeof top, e) == -1)
+	if (top_name(src, name, top, sizeof top, e) == -1 ||
+	    sp_archive_load(e) == -1)
 		return -1;
-	if ((w = archive_write_new()) == NULL)
+	if ((w = sp_archive.write_new()) == NULL)
 		return sp_err_set(e, "nomem", 1, "out of memory");
-	archive_write_set_format_pax_restricted(w);
-	archive_write_set_bytes_per_block(w, SP_FRAME_CHUNK);
-	archive_write_set_bytes_in_last_block(w, 1);
+	sp_archive.write_set_format_pax_restricted(w);
+	sp_archive.write_set_bytes_per_block(w, SP_FRAME_CHUNK);
+	sp_archive.write_set_bytes_in_last_block(w, 1);
 	if (call_start(c, &k, json_pack("{s:s,s:s}", "op", "tar.in", "path",
 	    dir), e) == -1)
 		goto out;
-	if (archive_write_open(w, &t, NULL, put_write, NULL) != ARCHIVE_OK ||
-	    sp_tar_pack(w, src, top, 0, e) == -1 || archive_write_close(w) != ARCHIVE_OK) {
+	if (sp_archive.write_open(w, &t, NULL, put_write, NULL) != ARCHIVE_OK ||
+	    sp_tar_pack(w, src, top, 0, e) == -1 ||
+	    sp_archive.write_close(w) != ARCHIVE_OK) {
 		if (t.failed)
 			*e = t.e;
 		else if (e->code[0] == '\0')
-			sp_err_set(e, "io", 0, "%s", archive_error_string(w));
+			sp_err_set(e, "io", 0, "%s",
+			    sp_archive.error_string(w));
 		/* The guest drops what it took of a stream we broke off, or
 		 * its error says why the stream stopped. */
 		if (!t.failed && sp_chan_send(c, SP_FR_STDIN, k.stream, NULL, 0,
@@ -520,7 +522,7 @@ sp_fs_put(struct sp_chan *c, const char *src, const char *dir,
 	rc = 0;
 out:
 	t.ended = 1;
-	archive_write_free(w);
+	sp_archive.write_free(w);
 	json_decref(k.result);
 	return rc;
 }
@@ -571,7 +573,7 @@ extract(struct archive *rd, const char *dir, const char *top,
 	if (!S_ISDIR(st.st_mode))
 		return sp_err_set(e, "bad-input", 0, "\"%.200s\" is not a "
 		    "directory", dir);
-	if ((disk = archive_write_disk_new()) == NULL)
+	if ((disk = sp_archive.write_disk_new()) == NULL)
 		return sp_err_set(e, "nomem", 1, "out of memory");
 	/* Names are made absolute under real (no chdir in a library), so
 	 * SECURE_NOABSOLUTEPATHS cannot apply: entry_ok refuses absolute
@@ -583,14 +585,14 @@ extract(struct archive *rd, const char *dir, const char *top,
 	    ARCHIVE_EXTRACT_UNLINK;
 	if (geteuid() == 0)
 		flags |= ARCHIVE_EXTRACT_OWNER;
-	archive_write_disk_set_options(disk, flags);
-	while ((r = archive_read_next_header(rd, &ent)) != ARCHIVE_EOF) {
+	sp_archive.write_disk_set_options(disk, flags);
+	while ((r = sp_archive.read_next_header(rd, &ent)) != ARCHIVE_EOF) {
 		if (r < ARCHIVE_WARN) {
 			sp_err_set(e, "bad-input", 0, "tar stream: %s",
-			    archive_error_string(rd));
+			    sp_archive.error_string(rd));
 			goto out;
 		}
-		p = archive_entry_pathname(ent);
+		p = sp_archive.entry_pathname(ent);
 		if (!entry_ok(p, top)) {
 			sp_err_set(e, "bad-input", 0, "refused an entry named "
 			    "\"%.200s\"", p != NULL ? p : "");
@@ -598,17 +600,18 @@ extract(struct archive *rd, const char *dir, const char *top,
 		}
 		/* Device nodes and set-id bits from a guest have no place on
 		 * the host. */
-		if (archive_entry_filetype(ent) == AE_IFCHR ||
-		    archive_entry_filetype(ent) == AE_IFBLK) {
+		if (sp_archive.entry_filetype(ent) == AE_IFCHR ||
+		    sp_archive.entry_filetype(ent) == AE_IFBLK) {
 			sp_err_set(e, "bad-input", 0, "refused the device node "
 			    "\"%.200s\"", p);
 			goto out;
 		}
-		archive_entry_set_perm(ent, archive_entry_perm(ent) & 01777);
+		sp_archive.entry_set_perm(ent,
+		    sp_archive.entry_perm(ent) & 01777);
 		snprintf(name, sizeof name, "%s/%s", strcmp(real, "/") == 0 ?
 		    "" : real, p);
-		archive_entry_set_pathname(ent, name);
-		if ((p = archive_entry_hardlink(ent)) != NULL) {
+		sp_archive.entry_set_pathname(ent, name);
+		if ((p = sp_archive.entry_hardlink(ent)) != NULL) {
 			if (!entry_ok(p, top)) {
 				sp_err_set(e, "bad-input", 0, "refused a hard "
 				    "link to \"%.200s\"", p);
@@ -616,38 +619,40 @@ extract(struct archive *rd, const char *dir, const char *top,
 			}
 			snprintf(name, sizeof name, "%s/%s",
 			    strcmp(real, "/") == 0 ? "" : real, p);
-			archive_entry_set_hardlink(ent, name);
+			sp_archive.entry_set_hardlink(ent, name);
 		}
-		if (archive_write_header(disk, ent) < ARCHIVE_WARN) {
+		if (sp_archive.write_header(disk, ent) < ARCHIVE_WARN) {
 			sp_err_set(e, "bad-input", 0, "%s",
-			    archive_error_string(disk));
+			    sp_archive.error_string(disk));
 			goto out;
 		}
-		while ((r = archive_read_data_block(rd, &buf, &size, &off)) ==
-		    ARCHIVE_OK)
-			if (archive_write_data_block(disk, buf, size, off) <
+		while ((r = sp_archive.read_data_block(rd, &buf, &size,
+		    &off)) == ARCHIVE_OK)
+			if (sp_archive.write_data_block(disk, buf, size, off) <
 			    ARCHIVE_WARN) {
 				sp_err_set(e, "io", 0, "%s",
-				    archive_error_string(disk));
+				    sp_archive.error_string(disk));
 				goto out;
 			}
 		if (r != ARCHIVE_EOF) {
 			sp_err_set(e, "bad-input", 0, "tar stream: %s",
-			    archive_error_string(rd));
+			    sp_archive.error_string(rd));
 			goto out;
 		}
-		if (archive_write_finish_entry(disk) < ARCHIVE_WARN) {
-			sp_err_set(e, "io", 0, "%s", archive_error_string(disk));
+		if (sp_archive.write_finish_entry(disk) < ARCHIVE_WARN) {
+			sp_err_set(e, "io", 0, "%s",
+			    sp_archive.error_string(disk));
 			goto out;
 		}
 	}
-	if (archive_write_close(disk) != ARCHIVE_OK) {
-		sp_err_set(e, "io", 0, "%s", archive_error_string(disk));
+	if (sp_archive.write_close(disk) != ARCHIVE_OK) {
+		sp_err_set(e, "io", 0, "%s",
+		    sp_archive.error_string(disk));
 		goto out;
 	}
 	rc = 0;
 out:
-	archive_write_free(disk);
+	sp_archive.write_free(disk);
 	return rc;
 }
 
@@ -657,17 +662,19 @@ sp_fs_untar(int in_fd, const char *dir, const char *top, struct sp_err *e)
 	struct archive *rd;
 	int rc = -1;
 
-	if ((rd = archive_read_new()) == NULL)
+	if (sp_archive_load(e) == -1)
+		return -1;
+	if ((rd = sp_archive.read_new()) == NULL)
 		return sp_err_set(e, "nomem", 1, "out of memory");
-	archive_read_support_format_tar(rd);
-	if (archive_read_open_fd(rd, in_fd, SP_FRAME_CHUNK) != ARCHIVE_OK) {
+	sp_archive.read_support_format_tar(rd);
+	if (sp_archive.read_open_fd(rd, in_fd, SP_FRAME_CHUNK) != ARCHIVE_OK) {
 		sp_err_set(e, "bad-input", 0, "tar stream: %s",
-		    archive_error_string(rd));
+		    sp_archive.error_string(rd));
 		goto out;
 	}
 	rc = extract(rd, dir, top, e);
 out:
-	archive_read_free(rd);
+	sp_archive.read_free(rd);
 	return rc;
 }
 
@@ -691,7 +698,7 @@ get_read(struct archive *a, void *arg, const void **buf)
 		;
 	if (r == -1) {
 		t->failed = 1;
-		archive_set_error(a, EIO, "%s", t->e.msg);
+		sp_archive.set_error(a, EIO, "%s", t->e.msg);
 		return -1;
 	}
 	if (r == 0) {
@@ -719,22 +726,23 @@ sp_fs_get(struct sp_chan *c, const char *path, const char *dir,
 	sp_err_clear(e);
 	if (sp_fs_path_check(path, e) == -1)
 		return -1;
-	if (top_name(path, name, top, sizeof top, e) == -1)
+	if (top_name(path, name, top, sizeof top, e) == -1 ||
+	    sp_archive_load(e) == -1)
 		return -1;
-	if ((rd = archive_read_new()) == NULL)
+	if ((rd = sp_archive.read_new()) == NULL)
 		return sp_err_set(e, "nomem", 1, "out of memory");
-	archive_read_support_format_tar(rd);
+	sp_archive.read_support_format_tar(rd);
 	if (call_start(c, &k, json_pack("{s:s,s:s,s:s}", "op", "tar.out",
 	    "path", path, "name", top), e) == -1)
 		goto out;
-	if (archive_read_open(rd, &t, NULL, get_read, NULL) != ARCHIVE_OK ||
+	if (sp_archive.read_open(rd, &t, NULL, get_read, NULL) != ARCHIVE_OK ||
 	    extract(rd, dir, top, e) == -1) {
 		/* The guest's own error says more than the broken stream. */
 		if (t.failed)
 			*e = t.e;
 		else if (e->code[0] == '\0')
 			sp_err_set(e, "bad-input", 0, "tar stream: %s",
-			    archive_error_string(rd));
+			    sp_archive.error_string(rd));
 		goto out;
 	}
 	/* What follows the tar's end blocks, up to the call's end. */
@@ -748,7 +756,7 @@ sp_fs_get(struct sp_chan *c, const char *path, const char *dir,
 		goto out;
 	rc = 0;
 out:
-	archive_read_free(rd);
+	sp_archive.read_free(rd);
 	json_decref(k.result);
 	return rc;
 }

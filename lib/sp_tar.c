@@ -8,10 +8,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include <archive.h>
-#include <archive_entry.h>
 
 #include "sp.h"
+#include "sp_archive.h"
 
 static const unsigned char zeros[SP_FRAME_CHUNK];
 
@@ -26,14 +25,14 @@ copy_data(struct archive *disk, struct archive *w)
 	la_int64_t off, at = 0, k;
 	int r;
 
-	while ((r = archive_read_data_block(disk, &buf, &size, &off)) ==
+	while ((r = sp_archive.read_data_block(disk, &buf, &size, &off)) ==
 	    ARCHIVE_OK) {
 		for (; at < off; at += k) {
 			k = off - at < SP_FRAME_CHUNK ? off - at : SP_FRAME_CHUNK;
-			if (archive_write_data(w, zeros, k) < 0)
+			if (sp_archive.write_data(w, zeros, k) < 0)
 				return -2;
 		}
-		if (size > 0 && archive_write_data(w, buf, size) < 0)
+		if (size > 0 && sp_archive.write_data(w, buf, size) < 0)
 			return -2;
 		at = off + size;
 	}
@@ -58,57 +57,57 @@ sp_tar_pack(struct archive *w, const char *src, const char *top, int flags,
 		return sp_err_set(e, "bad-input", 0, "path too long");
 	memcpy(root, src, plen);
 	root[plen] = '\0';
-	if ((disk = archive_read_disk_new()) == NULL ||
-	    (ent = archive_entry_new()) == NULL) {
+	if ((disk = sp_archive.read_disk_new()) == NULL ||
+	    (ent = sp_archive.entry_new()) == NULL) {
 		sp_err_set(e, "nomem", 1, "out of memory");
 		goto out;
 	}
-	archive_read_disk_set_symlink_physical(disk);
+	sp_archive.read_disk_set_symlink_physical(disk);
 	if (flags & SP_TAR_ONE_FS)
-		archive_read_disk_set_behavior(disk,
+		sp_archive.read_disk_set_behavior(disk,
 		    ARCHIVE_READDISK_NO_TRAVERSE_MOUNTS);
-	if (archive_read_disk_open(disk, root) != ARCHIVE_OK) {
-		errno = archive_errno(disk);
+	if (sp_archive.read_disk_open(disk, root) != ARCHIVE_OK) {
+		errno = sp_archive.errno_of(disk);
 		sp_err_set(e, errno == ENOENT ? "not-found" : "io", 0,
-		    "\"%.200s\": %s", src, archive_error_string(disk));
+		    "\"%.200s\": %s", src, sp_archive.error_string(disk));
 		goto out;
 	}
 	for (;;) {
-		archive_entry_clear(ent);
-		r = archive_read_next_header2(disk, ent);
+		sp_archive.entry_clear(ent);
+		r = sp_archive.read_next_header2(disk, ent);
 		if (r == ARCHIVE_EOF)
 			break;
 		if (r < ARCHIVE_WARN) {
 			sp_err_set(e, "io", 0, "reading \"%.200s\": %s", src,
-			    archive_error_string(disk));
+			    sp_archive.error_string(disk));
 			goto out;
 		}
-		archive_read_disk_descend(disk);
-		ep = archive_entry_pathname(ent);
+		sp_archive.read_disk_descend(disk);
+		ep = sp_archive.entry_pathname(ent);
 		if (ep == NULL || strncmp(ep, root, plen) != 0)
 			continue;
 		snprintf(name, sizeof name, "%s%s", top,
 		    plen == 1 ? (ep[1] != '\0' ? ep : "") : ep + plen);
-		archive_entry_set_pathname(ent, name);
-		if (archive_write_header(w, ent) < ARCHIVE_WARN)
+		sp_archive.entry_set_pathname(ent, name);
+		if (sp_archive.write_header(w, ent) < ARCHIVE_WARN)
 			goto werr;
-		if (archive_entry_filetype(ent) != AE_IFREG ||
-		    archive_entry_size(ent) == 0)
+		if (sp_archive.entry_filetype(ent) != AE_IFREG ||
+		    sp_archive.entry_size(ent) == 0)
 			continue;
 		if ((r = copy_data(disk, w)) == -2)
 			goto werr;
 		if (r < ARCHIVE_WARN) {
 			sp_err_set(e, "io", 0, "reading \"%.200s\": %s", name,
-			    archive_error_string(disk));
+			    sp_archive.error_string(disk));
 			goto out;
 		}
 	}
 	rc = 0;
 	goto out;
 werr:
-	sp_err_set(e, "io", 0, "%s", archive_error_string(w));
+	sp_err_set(e, "io", 0, "%s", sp_archive.error_string(w));
 out:
-	archive_entry_free(ent);
-	archive_read_free(disk);
+	sp_archive.entry_free(ent);
+	sp_archive.read_free(disk);
 	return rc;
 }

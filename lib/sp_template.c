@@ -30,11 +30,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <archive.h>
-#include <archive_entry.h>
 #include <sodium.h>
 
 #include "sp.h"
+#include "sp_archive.h"
 
 #define MiB		(1024ULL * 1024)
 #define GiB		(1024 * MiB)
@@ -436,7 +435,7 @@ extract_err(struct archive *a, const char *dest, const char *name,
     struct sp_err *e)
 {
 	char q[128], q2[300], why[256];
-	const char *s = archive_error_string(a), *at;
+	const char *s = sp_archive.error_string(a), *at;
 	size_t n;
 
 	/* Its messages carry the rewritten path: show the archive's. */
@@ -450,7 +449,7 @@ extract_err(struct archive *a, const char *dest, const char *name,
 	} else
 		snprintf(why, sizeof why, "%s", s);
 
-	switch (archive_errno(a)) {
+	switch (sp_archive.errno_of(a)) {
 	case ENOSPC:
 	case EDQUOT:
 	case EIO:
@@ -458,7 +457,7 @@ extract_err(struct archive *a, const char *dest, const char *name,
 	case EMFILE:
 	case ENFILE:
 	case EROFS:
-		errno = archive_errno(a);
+		errno = sp_archive.errno_of(a);
 		return sp_err_sys(e, "io", "extract '%s'",
 		    quote(name, q, sizeof q));
 	default:
@@ -480,80 +479,85 @@ extract(const char *file, const char *dest, struct sp_err *e)
 	la_int64_t off;
 	int r, ret = -1;
 
-	in = archive_read_new();
-	out = archive_write_disk_new();
+	if (sp_archive_load(e) == -1)
+		return -1;
+	in = sp_archive.read_new();
+	out = sp_archive.write_disk_new();
 	if (in == NULL || out == NULL) {
 		sp_err_set(e, "internal", 1, "libarchive: out of memory");
 		goto out;
 	}
-	archive_read_support_filter_all(in);
-	archive_read_support_format_all(in);
+	sp_archive.read_support_filter_all(in);
+	sp_archive.read_support_format_all(in);
 	/* No user lookup: owners are the archive's numeric ids, not the
 	 * host's idea of its user names. */
-	archive_write_disk_set_options(out, EXTRACT_FLAGS);
-	if (archive_read_open_filename(in, file, 64 * 1024) != ARCHIVE_OK) {
+	sp_archive.write_disk_set_options(out, EXTRACT_FLAGS);
+	if (sp_archive.read_open_filename(in, file, 64 * 1024) != ARCHIVE_OK) {
 		sp_err_set(e, "bad-input", 0, "archive '%s': %s",
-		    quote(file, q, sizeof q), archive_error_string(in));
+		    quote(file, q, sizeof q),
+		    sp_archive.error_string(in));
 		goto out;
 	}
 	for (;;) {
-		r = archive_read_next_header(in, &ent);
+		r = sp_archive.read_next_header(in, &ent);
 		if (r == ARCHIVE_EOF)
 			break;
 		if (r < ARCHIVE_WARN) {
 			sp_err_set(e, "bad-input", 0, "archive '%s': %s",
-			    quote(file, q, sizeof q), archive_error_string(in));
+			    quote(file, q, sizeof q),
+		    sp_archive.error_string(in));
 			goto out;
 		}
-		if (entry_check(archive_entry_pathname(ent), "path",
-		    archive_entry_pathname(ent), e) == -1)
+		if (entry_check(sp_archive.entry_pathname(ent), "path",
+		    sp_archive.entry_pathname(ent), e) == -1)
 			goto out;
-		snprintf(name, sizeof name, "%s", archive_entry_pathname(ent));
+		snprintf(name, sizeof name, "%s",
+		    sp_archive.entry_pathname(ent));
 		if (sp_path_fmt(path, sizeof path, e, "%s/%s", dest, name) == -1)
 			goto out;
-		archive_entry_copy_pathname(ent, path);
-		if ((hl = archive_entry_hardlink(ent)) != NULL) {
+		sp_archive.entry_copy_pathname(ent, path);
+		if ((hl = sp_archive.entry_hardlink(ent)) != NULL) {
 			if (entry_check(name, "hard link target", hl, e) == -1 ||
 			    sp_path_fmt(link, sizeof link, e, "%s/%s", dest,
 			    hl) == -1)
 				goto out;
-			archive_entry_copy_hardlink(ent, link);
+			sp_archive.entry_copy_hardlink(ent, link);
 		}
-		if (archive_write_header(out, ent) < ARCHIVE_WARN) {
+		if (sp_archive.write_header(out, ent) < ARCHIVE_WARN) {
 			extract_err(out, dest, name, e);
 			goto out;
 		}
 		for (;;) {
-			r = archive_read_data_block(in, &buf, &len, &off);
+			r = sp_archive.read_data_block(in, &buf, &len, &off);
 			if (r == ARCHIVE_EOF)
 				break;
 			if (r < ARCHIVE_WARN) {
 				sp_err_set(e, "bad-input", 0,
 				    "archive entry '%s': %s",
 				    quote(name, q, sizeof q),
-				    archive_error_string(in));
+				    sp_archive.error_string(in));
 				goto out;
 			}
-			if (archive_write_data_block(out, buf, len, off) <
+			if (sp_archive.write_data_block(out, buf, len, off) <
 			    ARCHIVE_WARN) {
 				extract_err(out, dest, name, e);
 				goto out;
 			}
 		}
-		if (archive_write_finish_entry(out) < ARCHIVE_WARN) {
+		if (sp_archive.write_finish_entry(out) < ARCHIVE_WARN) {
 			extract_err(out, dest, name, e);
 			goto out;
 		}
 	}
 	/* Directory modes and times are applied at close. */
-	if (archive_write_close(out) < ARCHIVE_WARN) {
+	if (sp_archive.write_close(out) < ARCHIVE_WARN) {
 		extract_err(out, dest, "(directories)", e);
 		goto out;
 	}
 	ret = 0;
 out:
-	archive_read_free(in);
-	archive_write_free(out);
+	sp_archive.read_free(in);
+	sp_archive.write_free(out);
 	return ret;
 }
 
