@@ -66,7 +66,7 @@ env_ok(json_t *env)
 	return 1;
 }
 #define IDENTITY_DIR	"/run/space"
-#define IDENTITY_FILE	IDENTITY_DIR "/identity.json"
+#define IDENTITY_FILE	SP_GUEST_IDENTITY_FILE
 
 static int
 unhex(const char *s, unsigned char *out, size_t n)

@@ -319,6 +319,9 @@ struct sp_vm_spec {
 	const char *uuid;		/* NULL: libvirt picks one */
 };
 #define SP_PORTS_DEFAULT	8
+/* Where the daemon writes the sandbox's id, host name and labels for the
+ * workload (the identity op). */
+#define SP_GUEST_IDENTITY_FILE	"/run/space/identity.json"
 /* QEMU's own monitor socket in the run directory (sp_qmp.c). */
 #define SP_QMP_SOCK	"qmp.sock"
 /* A session on it: greeting and capabilities done; commands without
