@@ -485,6 +485,13 @@ struct sp_ctx;
  * up to timeout_ms for one), connects and exchanges hello. */
 int sp_chan_open(struct sp_chan **c, const char *run, const char *id,
     int timeout_ms, struct sp_err *e);
+/* As sp_chan_open, with req (a REQ frame, on the stream put in *stream) in
+ * the same write as the hello: its answer (sp_chan_recv) comes a turn of
+ * the guest sooner.  Only for a request that may run twice: when the hello
+ * is not answered in time and must be said again on a new connection, req
+ * is sent again too, and the first may still run. */
+int sp_chan_open_req(struct sp_chan **c, const char *run, const char *id,
+    int timeout_ms, const json_t *req, uint32_t *stream, struct sp_err *e);
 void sp_chan_close(struct sp_chan *c);
 /* The guest's hello ({"version","boot_id",...}); borrowed reference. */
 json_t *sp_chan_hello(struct sp_chan *c);

@@ -31,7 +31,10 @@
 #define RECONNECT_MS		50
 #define NONCE_BYTES		16
 #define FLUSH_MS		5000
-#define OBUF_SIZE		(2 * SP_FRAME_HDR + SP_JSON_MAX)
+#define HELLO_MAX		128	/* the host's hello, nonce and all */
+/* A request and the hello it may be sent with; or a control message beside
+ * a call's data. */
+#define OBUF_SIZE		(2 * SP_FRAME_HDR + SP_JSON_MAX + HELLO_MAX)
 #define TOKEN_MAX		31
 #define KILL_GRACE_MS		5000	/* for the EXIT after a timeout */
 #define CTL_MAX			128	/* a control message */
@@ -46,6 +49,13 @@ struct sp_chan {
 	unsigned char *obuf;	/* frames queued for the socket */
 	size_t olen, ooff;
 	unsigned char rbuf[SP_FRAME_CHUNK];
+};
+
+/* A request sent in the same write as the hello (sp_chan_open_req). */
+struct early_req {
+	const char *text;
+	size_t len;
+	uint32_t stream;
 };
 
 /* One call in progress. */
@@ -273,7 +283,8 @@ chan_next(struct sp_chan *c, int64_t deadline, struct sp_frame *f,
 /* One hello on the connection: 1 with *rep when the answer carrying a
  * fresh nonce came before until, 0 when none did. */
 static int
-hello_once(struct sp_chan *c, int64_t until, json_t **rep, struct sp_err *e)
+hello_once(struct sp_chan *c, int64_t until, const struct early_req *early,
+    json_t **rep, struct sp_err *e)
 {
 	unsigned char raw[NONCE_BYTES];
 	char nonce[2 * NONCE_BYTES + 1];
@@ -294,7 +305,13 @@ hello_once(struct sp_chan *c, int64_t until, json_t **rep, struct sp_err *e)
 		sp_err_set(e, "nomem", 1, "cannot encode hello");
 		goto out;
 	}
+	if (strlen(s) > HELLO_MAX) {
+		sp_err_set(e, "internal", 0, "hello over %d bytes", HELLO_MAX);
+		goto out;
+	}
 	out_add(c, SP_FR_HELLO, 0, s, strlen(s));
+	if (early != NULL)
+		out_add(c, SP_FR_REQ, early->stream, early->text, early->len);
 	if (out_drain(c, until, e) == -1) {
 		rc = strcmp(e->code, "timeout") == 0 ? 0 : -1;
 		goto out;
@@ -336,7 +353,7 @@ out:
  * and coming back clears both. */
 static int
 chan_hello(struct sp_chan *c, const char *path, int64_t deadline,
-    struct sp_err *e)
+    const struct early_req *early, struct sp_err *e)
 {
 	json_t *rep = NULL, *v;
 	int64_t until;
@@ -348,7 +365,7 @@ chan_hello(struct sp_chan *c, const char *path, int64_t deadline,
 		until = sp_clock_ms() + wait;
 		if (deadline >= 0 && deadline < until)
 			until = deadline;
-		if ((r = hello_once(c, until, &rep, e)) == -1)
+		if ((r = hello_once(c, until, early, &rep, e)) == -1)
 			goto out;
 		if (r == 1)
 			break;
@@ -384,10 +401,11 @@ out:
 	return rc;
 }
 
-/* Opens a channel on port, or on any free port when port < 0. */
+/* Opens a channel on port, or on any free port when port < 0; early (when
+ * not NULL) goes with the hello, on a fresh stream. */
 static int
 chan_open(struct sp_chan **cp, const char *run, const char *id, int port,
-    int64_t deadline, struct sp_err *e)
+    int64_t deadline, struct early_req *early, struct sp_err *e)
 {
 	struct sp_chan *c = NULL;
 	char path[SP_PATH_MAX];
@@ -418,8 +436,10 @@ chan_open(struct sp_chan **cp, const char *run, const char *id, int port,
 		}
 		nap_ms(deadline, LOCK_RETRY_MS);
 	}
+	if (early != NULL)
+		early->stream = sp_chan_stream_new(c);
 	if (port_path(path, sizeof path, run, id, c->port, "sock", e) == -1 ||
-	    chan_hello(c, path, deadline, e) == -1)
+	    chan_hello(c, path, deadline, early, e) == -1)
 		goto out;
 	*cp = c;
 	c = NULL;
@@ -435,7 +455,27 @@ sp_chan_open(struct sp_chan **cp, const char *run, const char *id,
 {
 	int64_t deadline = timeout_ms < 0 ? -1 : sp_clock_ms() + timeout_ms;
 
-	return chan_open(cp, run, id, -1, deadline, e);
+	return chan_open(cp, run, id, -1, deadline, NULL, e);
+}
+
+int
+sp_chan_open_req(struct sp_chan **cp, const char *run, const char *id,
+    int timeout_ms, const json_t *req, uint32_t *stream, struct sp_err *e)
+{
+	int64_t deadline = timeout_ms < 0 ? -1 : sp_clock_ms() + timeout_ms;
+	char buf[SP_JSON_MAX + 1];
+	struct early_req early;
+	int rc;
+
+	*cp = NULL;
+	early.len = json_dumpb(req, buf, sizeof buf, JSON_COMPACT);
+	if (early.len == 0 || early.len > SP_JSON_MAX)
+		return sp_err_set(e, "bad-input", 0, "request over %d bytes",
+		    SP_JSON_MAX);
+	early.text = buf;
+	rc = chan_open(cp, run, id, -1, deadline, &early, e);
+	*stream = early.stream;
+	return rc;
 }
 
 void
@@ -472,7 +512,7 @@ sp_chan_wait_ready(const char *run, const char *id, int timeout_ms,
 	/* While the VM boots its socket may not exist or not listen yet;
 	 * once it does, QEMU holds our hello until the daemon reads it. */
 	for (;;) {
-		if (chan_open(&c, run, id, 0, deadline, e) == 0) {
+		if (chan_open(&c, run, id, 0, deadline, NULL, e) == 0) {
 			sp_chan_close(c);
 			return 0;
 		}

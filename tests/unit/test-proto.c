@@ -343,6 +343,65 @@ g_echo(struct fake *g)
 		;
 }
 
+/* A request sent with the hello (sp_chan_open_req): it is here before the
+ * hello is answered, which a host that waits for the answer never does. */
+static int
+early_serve(struct fake *g)
+{
+	struct sp_frame f;
+	json_t *j, *r;
+	struct sp_err e;
+	uint32_t hs;
+
+	if (fake_next(g, &f) != 1 || f.type != SP_FR_HELLO ||
+	    sp_frame_json(&f, &j, &e) == -1)
+		return -1;
+	hs = f.stream;
+	if (fake_next(g, &f) != 1 || f.type != SP_FR_REQ) {
+		json_decref(j);
+		return -1;
+	}
+	g->stream = f.stream;
+	r = json_pack("{s:i,s:s,s:O,s:i}", "version", SP_PROTO_VERSION,
+	    "boot_id", "fake-boot", "nonce", json_object_get(j, "nonce"),
+	    "ports", 1);
+	sp_frame_write_json(g->fd, SP_FR_HELLO, hs, r, &e);
+	json_decref(r);
+	json_decref(j);
+	fake_send(g, SP_FR_EXIT, g->stream, "{\"status\":0}");
+	return 0;
+}
+
+static void
+g_early(struct fake *g)
+{
+	struct sp_frame f;
+
+	if (early_serve(g) == 0)
+		while (fake_next(g, &f) == 1)
+			;
+}
+
+/* The first connection's hello goes unanswered: the host comes again, and
+ * its request with it. */
+static void
+g_early_retry(struct fake *g)
+{
+	struct sp_frame f;
+
+	if (fake_next(g, &f) != 1 || f.type != SP_FR_HELLO ||
+	    fake_next(g, &f) != 1 || f.type != SP_FR_REQ)
+		return;
+	while (fake_next(g, &f) == 1)
+		;
+	close(g->fd);
+	sp_frame_dec_release(&g->d);
+	sp_frame_dec_init(&g->d);
+	if ((g->fd = accept(g->lfd, NULL, NULL)) >= 0 && early_serve(g) == 0)
+		while (fake_next(g, &f) == 1)
+			;
+}
+
 static void
 g_oversize(struct fake *g)
 {
@@ -633,6 +692,33 @@ test_fake(void)
 		sp_chan_close(c);
 	}
 	fake_stop(g);
+
+	{
+		json_t *req = json_pack("{s:s}", "op", "clock");
+		struct sp_frame f;
+		uint32_t s;
+
+		g = fake_start(g_early);
+		r = sp_chan_open_req(&c, dir, ID, 2000, req, &s, &e);
+		ok(r == 0 && sp_chan_recv(c, &f, 2000, &e) == 0 &&
+		    f.type == SP_FR_EXIT && f.stream == s,
+		    "a request sent with the hello is answered before the "
+		    "hello would be: %s", r == 0 ? "" : e.msg);
+		sp_chan_close(c);
+		fake_stop(g);
+
+		g = fake_start(g_early_retry);
+		t0 = now_ms();
+		r = sp_chan_open_req(&c, dir, ID, 5000, req, &s, &e);
+		ok(r == 0 && sp_chan_recv(c, &f, 2000, &e) == 0 &&
+		    f.type == SP_FR_EXIT && f.stream == s,
+		    "hello unanswered: the request comes again with the next "
+		    "hello (%lld ms): %s", (long long)(now_ms() - t0),
+		    r == 0 ? "" : e.msg);
+		sp_chan_close(c);
+		fake_stop(g);
+		json_decref(req);
+	}
 
 	g = fake_start(g_oversize);
 	r = sp_chan_open(&c, dir, ID, 2000, &e);
