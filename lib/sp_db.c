@@ -192,6 +192,11 @@ migrate(struct sp_db *db, struct sp_err *e)
 	char pragma[64];
 	int v;
 
+	/* Read first, without the write lock: every command opens the DB,
+	 * and 16 commands at once would otherwise take turns at it only to
+	 * learn that the schema is current.  Under the lock, read again. */
+	if ((v = sp_db_schema_version(db)) == NMIGRATIONS)
+		return 0;
 	if (exec_sql(db, "BEGIN IMMEDIATE", e) == -1)
 		return -1;
 	v = sp_db_schema_version(db);
