@@ -6,9 +6,9 @@
  * and io of every process: under TCG ~10-25 ms of the guest's CPU.  Taken
  * every 2 s, that was about half of what an idle sandbox cost the host: 10.7
  * ms of CPU a second with it, 5.7 without (side by side).  So the activity
- * op samples when asked, and a sample is taken
- * unasked only every SAMPLE_S: work no one asked about is then dated up to
- * SAMPLE_S late, which makes a sandbox look busier, never idler.
+ * op samples when asked, and a sample is taken unasked only every SAMPLE_S:
+ * work no one asked about is then dated up to SAMPLE_S late, which makes a
+ * sandbox look busier, never idler.
  */
 #include <ctype.h>
 #include <dirent.h>
