@@ -48,6 +48,10 @@
 #define PORTS_MAX	32
 #define NONCE_MAX	128
 #define SYS_PORTS	"/sys/class/virtio-ports"
+/* How often a port with no host looks for one unwoken (SIGIO wakes it).
+ * Looking every second cost an idle guest ~0.8 ms of CPU a second under TCG
+ * (60 s side by side, three times: 4.6-5.6 against 3.8-4.9 ms a second). */
+#define HOST_LOOK_S	10
 
 static int op_exec(struct port *, uint32_t, json_t *);
 
@@ -1012,10 +1016,11 @@ wait_host(struct port *p)
 		if (n == -1 && errno == EAGAIN)
 			break;
 		/* Until a host is there poll says HUP at once: wait for the
-		 * driver's SIGIO instead, looking again each second in case
-		 * one was missed. */
+		 * driver's SIGIO instead, looking again now and then in case
+		 * one was missed (a host not answered says hello again on a
+		 * new connection, which raises another). */
 		clock_gettime(CLOCK_MONOTONIC, &ts);
-		ts.tv_sec += 1;
+		ts.tv_sec += HOST_LOOK_S;
 		pthread_mutex_lock(&host_mu);
 		while (host_gen == gen &&
 		    pthread_cond_timedwait(&host_cv, &host_mu, &ts) == 0)
