@@ -17,7 +17,6 @@
 #include <string.h>
 #include <unistd.h>
 
-
 #include "sp.h"
 #include "sp_archive.h"
 

@@ -8,7 +8,6 @@
 #include <stdio.h>
 #include <string.h>
 
-
 #include "sp.h"
 #include "sp_archive.h"
 
