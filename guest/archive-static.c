@@ -6,7 +6,7 @@
  */
 #include "sp_archive.h"
 
-struct sp_archive_fns sp_archive = {
+union sp_archive_fns sp_archive = {
 #define SP_ARCHIVE_INIT(m, f) .m = f,
 	SP_ARCHIVE_TAR_FUNCS(SP_ARCHIVE_INIT)
 #undef SP_ARCHIVE_INIT

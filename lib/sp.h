@@ -7,6 +7,7 @@
 #define SP_H
 
 #include <stddef.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <sys/types.h>
 #include <jansson.h>
@@ -636,6 +637,24 @@ int sp_template_import(const char *root, const struct sp_template_src *src,
 /* templates/<name>@<digest> under root. */
 int sp_template_path(const char *root, const struct sp_template_row *t,
     char *out, size_t n, struct sp_err *e);
+
+/* ---- dl: a library loaded on first use (sp_dl.c) ---- */
+struct sp_dl {
+	const char *soname;	/* "libcurl.so.4" */
+	const char *name;	/* for messages: "libcurl" */
+	const char *code;	/* the sp_err code of a failure */
+	pthread_mutex_t mu;
+	int loaded;
+};
+#define SP_DL_INIT(soname, name, code) \
+	{ soname, name, code, PTHREAD_MUTEX_INITIALIZER, 0 }
+/* Counts a table's entries: 0 LIST(SP_DL_ONE) is their number. */
+#define SP_DL_ONE(...)	+ 1
+/* Loads dl's library once and puts names[i] into slots[i], under dl's
+ * mutex; -1 (nothing marked loaded) when the library or a name is not
+ * there. */
+int sp_dl_load(struct sp_dl *dl, const char *const names[], void *slots[],
+    size_t n, struct sp_err *e);
 
 /* ---- path: building paths without silent truncation ---- */
 int sp_path_fmt(char *out, size_t n, struct sp_err *e, const char *fmt, ...)

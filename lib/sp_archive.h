@@ -73,13 +73,17 @@
 
 #define SP_ARCHIVE_FUNCS(F) SP_ARCHIVE_TAR_FUNCS(F) SP_ARCHIVE_HOST_FUNCS(F)
 
-struct sp_archive_fns {
+union sp_archive_fns {
+	struct {
 #define SP_ARCHIVE_PTR(m, f) __typeof__(f) *m;
-	SP_ARCHIVE_FUNCS(SP_ARCHIVE_PTR)
+		SP_ARCHIVE_FUNCS(SP_ARCHIVE_PTR)
 #undef SP_ARCHIVE_PTR
+	};
+	/* What sp_dl_load fills. */
+	void *slot[0 SP_ARCHIVE_FUNCS(SP_DL_ONE)];
 };
 
-extern struct sp_archive_fns sp_archive;
+extern union sp_archive_fns sp_archive;
 
 /* Loads libarchive once; every sp_archive pointer is set after it
  * succeeds.  Whoever makes a struct archive calls it first. */

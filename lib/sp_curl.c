@@ -1,40 +1,21 @@
 /* sp_curl: libcurl loaded on first use (see sp_curl.h). */
-#include <dlfcn.h>
-#include <pthread.h>
-
 #include "sp_curl.h"
 
-struct sp_curl_fns sp_curl;
+union sp_curl_fns sp_curl;
 
-static pthread_mutex_t load_mu = PTHREAD_MUTEX_INITIALIZER;
-static int loaded;
+static struct sp_dl dl = SP_DL_INIT("libcurl.so.4", "libcurl", "internal");
+static const char *const names[] = {
+#define SP_CURL_NAME(n) #n,
+	SP_CURL_FUNCS(SP_CURL_NAME)
+#undef SP_CURL_NAME
+};
+_Static_assert(sizeof names / sizeof names[0] ==
+    sizeof sp_curl.slot / sizeof sp_curl.slot[0], "a slot per name");
+_Static_assert(sizeof sp_curl == sizeof sp_curl.slot, "slots cover it");
 
 int
 sp_curl_load(struct sp_err *e)
 {
-	void *h;
-	int rc = -1;
-
-	pthread_mutex_lock(&load_mu);
-	if (loaded) {
-		rc = 0;
-		goto out;
-	}
-	if ((h = dlopen("libcurl.so.4", RTLD_NOW | RTLD_LOCAL)) == NULL) {
-		sp_err_set(e, "internal", 0, "cannot load libcurl: %s",
-		    dlerror());
-		goto out;
-	}
-#define SP_CURL_SYM(n) \
-	if ((sp_curl.n = (__typeof__(n) *)dlsym(h, #n)) == NULL) { \
-		sp_err_set(e, "internal", 0, "libcurl has no %s", #n); \
-		goto out; \
-	}
-	SP_CURL_FUNCS(SP_CURL_SYM)
-#undef SP_CURL_SYM
-	loaded = 1;
-	rc = 0;
-out:
-	pthread_mutex_unlock(&load_mu);
-	return rc;
+	return sp_dl_load(&dl, names, sp_curl.slot,
+	    sizeof names / sizeof names[0], e);
 }

@@ -27,13 +27,16 @@
 	F(curl_slist_append) \
 	F(curl_slist_free_all)
 
-struct sp_curl_fns {
+union sp_curl_fns {
+	struct {
 #define SP_CURL_PTR(n) __typeof__(n) *n;
-	SP_CURL_FUNCS(SP_CURL_PTR)
+		SP_CURL_FUNCS(SP_CURL_PTR)
 #undef SP_CURL_PTR
+	};
+	void *slot[0 SP_CURL_FUNCS(SP_DL_ONE)];	/* what sp_dl_load fills */
 };
 
-extern struct sp_curl_fns sp_curl;
+extern union sp_curl_fns sp_curl;
 
 /* Loads libcurl once; every sp_curl pointer is set after it succeeds. */
 int sp_curl_load(struct sp_err *e);

@@ -4,8 +4,6 @@
  * no network) and wraps the few domain operations the commands need, turning
  * libvirt's errors into struct sp_err instead of letting libvirt print them.
  */
-#include <dlfcn.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,43 +58,30 @@ struct sp_virt {
 	F(virResetLastError)\
 	F(virSetErrorFunc)
 
-static struct {
+static union {
+	struct {
 #define VIRT_PTR(n) __typeof__(n) *n;
-	VIRT_FUNCS(VIRT_PTR)
+		VIRT_FUNCS(VIRT_PTR)
 #undef VIRT_PTR
+	};
+	void *slot[0 VIRT_FUNCS(SP_DL_ONE)];
 } lv;
 
-static pthread_mutex_t lv_mu = PTHREAD_MUTEX_INITIALIZER;
-static int lv_loaded;
+static struct sp_dl lv_dl = SP_DL_INIT("libvirt.so.0", "libvirt", "libvirt");
+static const char *const lv_names[] = {
+#define VIRT_NAME(n) #n,
+	VIRT_FUNCS(VIRT_NAME)
+#undef VIRT_NAME
+};
+_Static_assert(sizeof lv_names / sizeof lv_names[0] ==
+    sizeof lv.slot / sizeof lv.slot[0], "a slot per name");
+_Static_assert(sizeof lv == sizeof lv.slot, "slots cover it");
 
 static int
 lv_load(struct sp_err *e)
 {
-	void *h;
-	int rc = -1;
-
-	pthread_mutex_lock(&lv_mu);
-	if (lv_loaded) {
-		rc = 0;
-		goto out;
-	}
-	if ((h = dlopen("libvirt.so.0", RTLD_NOW | RTLD_LOCAL)) == NULL) {
-		sp_err_set(e, "libvirt", 0, "cannot load libvirt: %s",
-		    dlerror());
-		goto out;
-	}
-#define VIRT_SYM(n) \
-	if ((lv.n = (__typeof__(n) *)dlsym(h, #n)) == NULL) { \
-		sp_err_set(e, "libvirt", 0, "libvirt has no %s", #n); \
-		goto out; \
-	}
-	VIRT_FUNCS(VIRT_SYM)
-#undef VIRT_SYM
-	lv_loaded = 1;
-	rc = 0;
-out:
-	pthread_mutex_unlock(&lv_mu);
-	return rc;
+	return sp_dl_load(&lv_dl, lv_names, lv.slot,
+	    sizeof lv_names / sizeof lv_names[0], e);
 }
 
 #define VIRT_PORTS_MAX	31	/* ports one virtio-serial controller offers */
