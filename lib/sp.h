@@ -466,12 +466,17 @@ int sp_frame_json(const struct sp_frame *f, json_t **out, struct sp_err *e);
  * in use, a DATA over the window or any other frame breaks the connection
  * (the guest says so with ERROR {"error":"protocol"} on stream 0 and waits
  * for the next HELLO; the host connects again).  The host closes (CLOSE)
- * what is over SP_EGRESS_STREAMS_MAX.  The guest sends WINDOW once 32 KiB
- * were handed on or its buffer is empty; the host after each read.
+ * what is over SP_EGRESS_STREAMS_MAX.  Each side sends WINDOW once it has
+ * handed on SP_EGRESS_WINDOW_BATCH bytes not yet announced: a side that has
+ * handed on all it got leaves the other at least the window less that to
+ * send, so a stream never stalls on it, and a small request and its answer
+ * cost no WINDOW frame either way (each is a virtio buffer, an interrupt
+ * and a wake-up in the guest).
  */
 #define SP_EGRESS_PORT_NAME	"space.egress"
 #define SP_EGRESS_SOCK		"egress.sock"
 #define SP_EGRESS_WINDOW	(256 * 1024)
+#define SP_EGRESS_WINDOW_BATCH	(32 * 1024)
 #define SP_EGRESS_STREAMS_MAX	1024
 /* In the guest: the HTTP proxy the workload's HTTP_PROXY names, the port the
  * transparent redirect sends other TCP to, and where names resolve. */

@@ -141,7 +141,7 @@ ssize_t
 gw_guest_read(struct gw_stream *s, void *buf, size_t n)
 {
 	struct sp_gateway *g = s->t->g;
-	size_t k, first;
+	size_t k, first, win;
 
 	pthread_mutex_lock(&g->mu);
 	if (s->closed) {
@@ -160,8 +160,14 @@ gw_guest_read(struct gw_stream *s, void *buf, size_t n)
 	memcpy((unsigned char *)buf + first, s->in, k - first);
 	s->in_off = (s->in_off + k) % SP_EGRESS_WINDOW;
 	s->in_len -= k;
+	s->win_unsent += k;
+	win = 0;
+	if (s->win_unsent >= SP_EGRESS_WINDOW_BATCH) {
+		win = s->win_unsent;
+		s->win_unsent = 0;
+	}
 	pthread_mutex_unlock(&g->mu);
-	if (send_window(s->t, s->id, k) == -1)
+	if (win > 0 && send_window(s->t, s->id, win) == -1)
 		return -2;
 	return (ssize_t)k;
 }

@@ -57,13 +57,14 @@ struct gw_stream {
 	size_t in_off, in_len;
 	int in_eof, closed;		/* EOF, CLOSE (or the tunnel went) */
 	int64_t credit;			/* DATA we may still send */
+	size_t win_unsent;		/* handed on, not yet in a WINDOW */
 	int refs;
 };
 
 /* sp_gateway.c, for a stream's worker. */
-/* Takes up to n bytes the guest sent (and gives it the window back): the
- * count, 0 at EOF, -1 when nothing is there yet, -2 when the stream is
- * closed. */
+/* Takes up to n bytes the guest sent (and gives it the window back, in
+ * WINDOW frames of SP_EGRESS_WINDOW_BATCH or more): the count, 0 at EOF,
+ * -1 when nothing is there yet, -2 when the stream is closed. */
 ssize_t gw_guest_read(struct gw_stream *s, void *buf, size_t n);
 /* Sends up to n bytes within the window: the count, 0 when the window is
  * shut (wait on efd), -2 when the stream or tunnel is gone. */
