@@ -100,7 +100,8 @@ BENCH_C = $(wildcard bench/*.c)
 $(B)/bench/guest/%: bench/guest/%.c
 	@mkdir -p $(@D)
 	$(CC) $(WFLAGS) $(CFLAGS) -static -o $@ $<
-bench: all guest $(BENCH_C:bench/%.c=$(B)/bench/%) $(B)/bench/guest/spawn
+bench: all guest $(BENCH_C:bench/%.c=$(B)/bench/%) $(B)/bench/guest/spawn \
+    $(B)/bench/guest/http-ok
 	for b in bench/*; do case $$b in *.c) ;; *) [ ! -f $$b ] || $$b ;; esac; done
 
 # libFuzzer on the host-side frame parser (what every guest byte goes through).
