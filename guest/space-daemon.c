@@ -1031,6 +1031,18 @@ wait_host(struct port *p)
 	return 0;
 }
 
+/* SIGIO from a port only while it has no host: the driver raises it for
+ * every batch of data as well, and each woke every thread of the daemon
+ * (the SIGIO thread, every port waiting for a host, the egress tunnel):
+ * ten wake-ups per exec on another port, each a context switch, which under
+ * TCG flushes QEMU's soft TLB.  A host's going shows in poll as HUP. */
+static void
+port_async(struct port *p, int on)
+{
+	if (!p->listening)
+		fcntl(p->dev, F_SETFL, O_NONBLOCK | (on ? O_ASYNC : 0));
+}
+
 static void *
 port_main(void *arg)
 {
@@ -1042,7 +1054,11 @@ port_main(void *arg)
 			sleep(1);
 			continue;
 		}
+		port_async(p, 0);
 		session(p);
+		/* On before wait_host reads host_gen: a host that comes after
+		 * raises SIGIO, one that came before shows in its poll. */
+		port_async(p, 1);
 		call_abort(p);
 		/* What the decoder holds now is the departed host's: a
 		 * frame cut short, or input its command never took. */
