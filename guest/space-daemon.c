@@ -48,7 +48,7 @@
 #define PORTS_MAX	32
 #define NONCE_MAX	128
 #define SYS_PORTS	"/sys/class/virtio-ports"
-/* How often a port with no host looks for one unwoken (SIGIO wakes it).
+/* How often a port with no host looks for one unwoken (a signal wakes it).
  * Looking every second cost an idle guest ~0.8 ms of CPU a second under TCG
  * (60 s side by side, three times: 4.6-5.6 against 3.8-4.9 ms a second). */
 #define HOST_LOOK_S	10
@@ -83,10 +83,15 @@ static char boot_id[64] = "unknown";
 static struct rlimit nofile;
 static int nofile_raised;
 
-/* SIGIO tells when a host connects or goes: its thread bumps host_gen. */
+/* The driver signals when a host connects or goes; the signal thread bumps
+ * the port's host_gen.  A space.N port raises sig_port (F_SETSIG) with its
+ * descriptor in si_fd, which wakes that port's thread alone; a plain SIGIO
+ * (the egress port's, or the kernel's when its queue of sig_port
+ * overflowed) wakes every one.  Indexes are those of ports[]. */
 static pthread_mutex_t host_mu = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t host_cv;
-static unsigned long host_gen;
+static pthread_cond_t host_cv[PORTS_MAX];
+static unsigned long host_gen[PORTS_MAX];
+static int sig_port;
 
 void
 sd_log(const struct port *p, const char *fmt, ...)
@@ -994,7 +999,7 @@ wait_host(struct port *p)
 	}
 	for (;;) {
 		pthread_mutex_lock(&host_mu);
-		gen = host_gen;
+		gen = host_gen[p - ports];
 		pthread_mutex_unlock(&host_mu);
 		pfd.fd = p->dev;
 		pfd.events = POLLIN;
@@ -1016,14 +1021,15 @@ wait_host(struct port *p)
 		if (n == -1 && errno == EAGAIN)
 			break;
 		/* Until a host is there poll says HUP at once: wait for the
-		 * driver's SIGIO instead, looking again now and then in case
+		 * driver's signal instead, looking again now and then in case
 		 * one was missed (a host not answered says hello again on a
 		 * new connection, which raises another). */
 		clock_gettime(CLOCK_MONOTONIC, &ts);
 		ts.tv_sec += HOST_LOOK_S;
 		pthread_mutex_lock(&host_mu);
-		while (host_gen == gen &&
-		    pthread_cond_timedwait(&host_cv, &host_mu, &ts) == 0)
+		while (host_gen[p - ports] == gen &&
+		    pthread_cond_timedwait(&host_cv[p - ports], &host_mu,
+		    &ts) == 0)
 			;
 		pthread_mutex_unlock(&host_mu);
 	}
@@ -1031,11 +1037,11 @@ wait_host(struct port *p)
 	return 0;
 }
 
-/* SIGIO from a port only while it has no host: the driver raises it for
- * every batch of data as well, and each woke every thread of the daemon
- * (the SIGIO thread, every port waiting for a host, the egress tunnel):
- * ten wake-ups per exec on another port, each a context switch, which under
- * TCG flushes QEMU's soft TLB.  A host's going shows in poll as HUP. */
+/* Signals from a port only while it has no host: the driver raises one for
+ * every batch of data as well.  When each was a SIGIO for every thread of
+ * the daemon (the signal thread, every port waiting for a host, the egress
+ * tunnel) that made ten wake-ups per exec, each a context switch, which
+ * under TCG flushes QEMU's soft TLB.  A host's going shows in poll as HUP. */
 static void
 port_async(struct port *p, int on)
 {
@@ -1057,7 +1063,7 @@ port_main(void *arg)
 		port_async(p, 0);
 		session(p);
 		/* On before wait_host reads host_gen: a host that comes after
-		 * raises SIGIO, one that came before shows in its poll. */
+		 * raises the signal, one that came before shows in its poll. */
 		port_async(p, 1);
 		call_abort(p);
 		/* What the decoder holds now is the departed host's: a
@@ -1075,17 +1081,26 @@ sigio_main(void *arg)
 {
 	sigset_t set;
 	siginfo_t si;
+	int i, all, found;
 
 	sigemptyset(&set);
 	sigaddset(&set, SIGIO);
+	sigaddset(&set, sig_port);
 	for (;;) {
 		if (sigwaitinfo(&set, &si) == -1)
 			continue;
 		pthread_mutex_lock(&host_mu);
-		host_gen++;
-		pthread_cond_broadcast(&host_cv);
+		all = si.si_signo != sig_port;
+		for (i = found = 0; i < nports && !all; i++)
+			found |= ports[i].dev == si.si_fd;
+		for (i = 0; i < nports; i++)
+			if (all || !found || ports[i].dev == si.si_fd) {
+				host_gen[i]++;
+				pthread_cond_signal(&host_cv[i]);
+			}
 		pthread_mutex_unlock(&host_mu);
-		sd_egress_host_news();
+		if (all || !found)
+			sd_egress_host_news();
 	}
 	return NULL;
 }
@@ -1118,13 +1133,16 @@ add_port(const char *path, int listening)
 		    listen(p->dev, 1) == -1)
 			goto fail;
 	} else {
-		/* The driver raises SIGIO when the host comes or goes. */
+		/* The driver signals when the host comes or goes. */
 		if ((p->dev = open(path, O_RDWR | O_NONBLOCK | O_CLOEXEC)) ==
 		    -1 || fcntl(p->dev, F_SETOWN, getpid()) == -1 ||
+		    fcntl(p->dev, F_SETSIG, sig_port) == -1 ||
 		    fcntl(p->dev, F_SETFL, O_NONBLOCK | O_ASYNC) == -1)
 			goto fail;
 	}
+	pthread_mutex_lock(&host_mu);	/* the signal thread reads ports[] */
 	nports++;
+	pthread_mutex_unlock(&host_mu);
 	return 0;
 fail:
 	sd_log(p, "%s", strerror(errno));
@@ -1298,12 +1316,15 @@ main(int argc, char *argv[])
 		close(i);
 	signal(SIGPIPE, SIG_IGN);
 	signal(SIGCHLD, SIG_DFL);
+	sig_port = SIGRTMIN;
 	sigemptyset(&set);
 	sigaddset(&set, SIGIO);
+	sigaddset(&set, sig_port);
 	pthread_sigmask(SIG_BLOCK, &set, NULL);
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&host_cv, &ca);
+	for (i = 0; i < PORTS_MAX; i++)
+		pthread_cond_init(&host_cv[i], &ca);
 	if (read_line("/proc/sys/kernel/random/boot_id", boot_id,
 	    sizeof boot_id) == -1)
 		snprintf(boot_id, sizeof boot_id, "unknown");
