@@ -286,27 +286,50 @@ fake_send(struct fake *g, uint8_t type, uint32_t stream, const char *s)
 	sp_frame_write(g->fd, type, stream, s, strlen(s), &e);
 }
 
-/* Answers the host's hello; version and nonce as the scenario wants. */
+/* Takes the host's hello: its JSON in *j and its stream in *hs. */
+static int
+fake_hello_take(struct fake *g, json_t **j, uint32_t *hs)
+{
+	struct sp_frame f;
+	struct sp_err e;
+
+	if (fake_next(g, &f) != 1 || f.type != SP_FR_HELLO ||
+	    sp_frame_json(&f, j, &e) == -1)
+		return -1;
+	*hs = f.stream;
+	return 0;
+}
+
+/* Answers the hello j (taken: released) with the version given. */
+static void
+fake_hello_answer(struct fake *g, json_t *j, uint32_t hs, int version)
+{
+	struct sp_err e;
+	json_t *r;
+
+	r = json_pack("{s:i,s:s,s:O,s:i}", "version", version, "boot_id",
+	    "fake-boot", "nonce", json_object_get(j, "nonce"), "ports", 1);
+	sp_frame_write_json(g->fd, SP_FR_HELLO, hs, r, &e);
+	json_decref(r);
+	json_decref(j);
+}
+
+/* Answers the host's hello; version and nonce as the scenario wants, after
+ * stale frames of an earlier host. */
 static int
 fake_hello(struct fake *g, int version, int stale)
 {
-	struct sp_frame f;
-	json_t *j, *r;
-	struct sp_err e;
+	uint32_t hs;
+	json_t *j;
 	int i;
 
-	if (fake_next(g, &f) != 1 || f.type != SP_FR_HELLO ||
-	    sp_frame_json(&f, &j, &e) == -1)
+	if (fake_hello_take(g, &j, &hs) == -1)
 		return -1;
 	for (i = 0; i < stale; i++)
 		fake_send(g, i % 2 ? SP_FR_STDOUT : SP_FR_HELLO, 3,
 		    i % 2 ? "old output" : "{\"version\":1,\"boot_id\":\"b\","
 		    "\"nonce\":\"0123\"}");
-	r = json_pack("{s:i,s:s,s:O,s:i}", "version", version, "boot_id",
-	    "fake-boot", "nonce", json_object_get(j, "nonce"), "ports", 1);
-	sp_frame_write_json(g->fd, SP_FR_HELLO, f.stream, r, &e);
-	json_decref(r);
-	json_decref(j);
+	fake_hello_answer(g, j, hs, version);
 	return 0;
 }
 
@@ -349,25 +372,17 @@ static int
 early_serve(struct fake *g)
 {
 	struct sp_frame f;
-	json_t *j, *r;
-	struct sp_err e;
 	uint32_t hs;
+	json_t *j;
 
-	if (fake_next(g, &f) != 1 || f.type != SP_FR_HELLO ||
-	    sp_frame_json(&f, &j, &e) == -1)
+	if (fake_hello_take(g, &j, &hs) == -1)
 		return -1;
-	hs = f.stream;
 	if (fake_next(g, &f) != 1 || f.type != SP_FR_REQ) {
 		json_decref(j);
 		return -1;
 	}
 	g->stream = f.stream;
-	r = json_pack("{s:i,s:s,s:O,s:i}", "version", SP_PROTO_VERSION,
-	    "boot_id", "fake-boot", "nonce", json_object_get(j, "nonce"),
-	    "ports", 1);
-	sp_frame_write_json(g->fd, SP_FR_HELLO, hs, r, &e);
-	json_decref(r);
-	json_decref(j);
+	fake_hello_answer(g, j, hs, SP_PROTO_VERSION);
 	fake_send(g, SP_FR_EXIT, g->stream, "{\"status\":0}");
 	return 0;
 }
