@@ -137,6 +137,35 @@ last_request() {
 	assert_output hello-tcp
 }
 
+@test "the tunnel's thread runs SCHED_FIFO, and exec still answers while a download fills the tunnel" {
+	space-egress set "$ID" --allow "api.test:$P_HTTP" "api.test:$P_HTTPS" "api.test:$P_ECHO" >/dev/null
+	# Field 41 of a thread's stat is its policy: of the daemon's threads
+	# the tunnel's alone is SCHED_FIFO (1), the others SCHED_OTHER (0).
+	run guest 'for t in /proc/[0-9]*/task/*; do [ "$(cat $t/comm)" = space-daemon ] && cut -d" " -f41 $t/stat; done | sort | uniq -c'
+	assert_success
+	[ "$(awk '$2 == 1 { print $1 }' <<<"$output")" = 1 ]
+	[ "$(awk '$2 != 0 && $2 != 1' <<<"$output")" = "" ]
+	# A download that keeps the tunnel busy (it runs as long as the data
+	# comes): commands are served meanwhile, within their timeout.
+	space-exec "$ID" -d -- sh -c "curl -sS -o /dev/null -w '%{size_download}' http://api.test:$P_HTTP/size/$((400 << 20)) >/tmp/fill.out 2>&1" >/dev/null
+	for _ in $(seq 50); do
+		guest "pidof curl" >/dev/null && break
+		sleep 0.1
+	done
+	run guest "pidof curl"
+	assert_success
+	for _ in 1 2 3; do
+		run space-exec "$ID" --timeout 30 -- true
+		assert_success
+	done
+	for _ in $(seq 300); do
+		guest "pidof curl" >/dev/null || break
+		sleep 0.5
+	done
+	run guest "cat /tmp/fill.out"
+	assert_output "$((400 << 20))"
+}
+
 @test "refused: another host, another port, a name on the never-list, DNS of a name not allowed" {
 	run guest "curl -sS http://other.test:$P_HTTP/x"
 	assert_output --partial "not-allowed"
