@@ -157,3 +157,19 @@ PY
 	# The 9th could not start before a port was free (~4 s in).
 	[ "$t9" -ge 3500 ]
 }
+
+@test "a call wakes its own port's thread in the guest, not the daemon's other threads" {
+	# Each thread's voluntary context switches, before and after 20 calls:
+	# the serving port's thread and the signal thread wake for each; ports
+	# with no host and the egress tunnel do not (they did while every
+	# SIGIO woke every thread: ten wake-ups a call).
+	snap='for t in /proc/[0-9]*/task/*; do [ "$(cat $t/comm)" = space-daemon ] && echo "${t##*/} $(grep ^voluntary_ctxt $t/status | cut -f2)"; done; true'
+	space-exec "$ID" -- sh -c "($snap) >/tmp/wake.0"
+	for _ in $(seq 20); do
+		space-exec "$ID" -- true
+	done
+	run space-exec "$ID" -- sh -c "($snap) >/tmp/wake.1; awk 'NR == FNR { a[\$1] = \$2; next } \$2 - a[\$1] >= 20 { n++ } END { print n + 0 }' /tmp/wake.0 /tmp/wake.1"
+	assert_success
+	echo "# daemon threads woken 20 times or more by 20 calls: $output" >&3
+	[ "$output" -ge 1 ] && [ "$output" -le 3 ]
+}
