@@ -660,6 +660,16 @@ struct sp_dl {
  * there. */
 int sp_dl_load(struct sp_dl *dl, const char *const names[], void *slots[],
     size_t n, struct sp_err *e);
+/* A table is a union u of typed pointers and the void *slot[] they cover,
+ * filled by a names[] array: one name per slot, checked at compile time
+ * (at file scope), and loaded with sp_dl_load_table. */
+#define SP_DL_TABLE_CHECK(names, u) \
+	_Static_assert(sizeof (names) / sizeof (names)[0] == \
+	    sizeof (u).slot / sizeof (u).slot[0], "a slot per name"); \
+	_Static_assert(sizeof (u) == sizeof (u).slot, "slots cover it")
+#define sp_dl_load_table(dl, names, u, e) \
+	sp_dl_load((dl), (names), (u).slot, \
+	    sizeof (names) / sizeof (names)[0], (e))
 
 /* ---- path: building paths without silent truncation ---- */
 int sp_path_fmt(char *out, size_t n, struct sp_err *e, const char *fmt, ...)

@@ -10,14 +10,10 @@ static const char *const names[] = {
 	SP_ARCHIVE_FUNCS(SP_ARCHIVE_NAME)
 #undef SP_ARCHIVE_NAME
 };
-_Static_assert(sizeof names / sizeof names[0] ==
-    sizeof sp_archive.slot / sizeof sp_archive.slot[0], "a slot per name");
-_Static_assert(sizeof sp_archive == sizeof sp_archive.slot,
-    "slots cover it");
+SP_DL_TABLE_CHECK(names, sp_archive);
 
 int
 sp_archive_load(struct sp_err *e)
 {
-	return sp_dl_load(&dl, names, sp_archive.slot,
-	    sizeof names / sizeof names[0], e);
+	return sp_dl_load_table(&dl, names, sp_archive, e);
 }

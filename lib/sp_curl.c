@@ -9,13 +9,10 @@ static const char *const names[] = {
 	SP_CURL_FUNCS(SP_CURL_NAME)
 #undef SP_CURL_NAME
 };
-_Static_assert(sizeof names / sizeof names[0] ==
-    sizeof sp_curl.slot / sizeof sp_curl.slot[0], "a slot per name");
-_Static_assert(sizeof sp_curl == sizeof sp_curl.slot, "slots cover it");
+SP_DL_TABLE_CHECK(names, sp_curl);
 
 int
 sp_curl_load(struct sp_err *e)
 {
-	return sp_dl_load(&dl, names, sp_curl.slot,
-	    sizeof names / sizeof names[0], e);
+	return sp_dl_load_table(&dl, names, sp_curl, e);
 }

@@ -73,15 +73,12 @@ static const char *const lv_names[] = {
 	VIRT_FUNCS(VIRT_NAME)
 #undef VIRT_NAME
 };
-_Static_assert(sizeof lv_names / sizeof lv_names[0] ==
-    sizeof lv.slot / sizeof lv.slot[0], "a slot per name");
-_Static_assert(sizeof lv == sizeof lv.slot, "slots cover it");
+SP_DL_TABLE_CHECK(lv_names, lv);
 
 static int
 lv_load(struct sp_err *e)
 {
-	return sp_dl_load(&lv_dl, lv_names, lv.slot,
-	    sizeof lv_names / sizeof lv_names[0], e);
+	return sp_dl_load_table(&lv_dl, lv_names, lv, e);
 }
 
 #define VIRT_PORTS_MAX	31	/* ports one virtio-serial controller offers */
