@@ -1,8 +1,15 @@
-/* space-create: create sandboxes from a template and boot them. */
+/*
+ * space-create: create sandboxes from a template and boot them.  With a
+ * command after --, it runs in the new sandbox as space-exec would, on the
+ * channel the create already holds: its output follows the JSON line, and
+ * the exit status is the command's.
+ */
 #include <getopt.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "sp.h"
 
@@ -11,7 +18,8 @@ usage(void)
 {
 	fprintf(stderr, "usage: space-create --template NAME[@DIGEST] [--memory MiB]"
 	    " [--vcpus N]\n           [--label KEY=VALUE]... [--env NAME=VALUE]... [-n COUNT]"
-	    " [--timeout SECONDS] [--no-pool] [--cold]\n");
+	    " [--timeout SECONDS] [--no-pool] [--cold]\n"
+	    "           [-- CMD [ARG...]]\n");
 	exit(SP_EXIT_USAGE);
 }
 
@@ -46,6 +54,30 @@ env_ok(const char *s)
 	return 1;
 }
 
+/* The new sandbox's first command, on the claim's channel when there is one. */
+static int
+first_command(struct sp_ctx *x, const char *id, struct sp_chan *c,
+    char *argv[])
+{
+	struct sp_exec xr = { .argv = argv, .out_fd = 1, .err_fd = 2 };
+	struct sp_err e;
+	int status, rc;
+
+	/* A reader that went away must not kill us mid-call. */
+	signal(SIGPIPE, SIG_IGN);
+	xr.in_fd = isatty(0) ? -1 : 0;
+	if ((c == NULL && sp_chan_open(&c, x->conf.run, id, 30000, &e) == -1) ||
+	    (xr.ctl_fd = sp_exec_forward_signals(0, &e)) == -1) {
+		rc = sp_exec_fail_status(id, &e);
+		goto out;
+	}
+	rc = sp_chan_exec(c, &xr, &status, &e) == -1 ?
+	    sp_exec_fail_status(id, &e) : status;
+out:
+	sp_chan_close(c);
+	return rc;
+}
+
 int
 main(int argc, char *argv[])
 {
@@ -65,6 +97,8 @@ main(int argc, char *argv[])
 	struct sp_create_req r = { .memory_mib = 256, .vcpus = 1,
 	    .ready_timeout_ms = 180000 };
 	json_t *labels, *env, *out;
+	struct sp_chan *c = NULL;
+	char id[SP_ID_LEN + 1];
 	struct sp_ctx x;
 	struct sp_err e;
 	char *eq;
@@ -119,18 +153,28 @@ main(int argc, char *argv[])
 		}
 	}
 	argc -= optind;
-	if (argc != 0 || r.template == NULL)
+	argv += optind;
+	if (r.template == NULL || (argc > 0 && count != 1))
 		usage();
+	if (argc > 0)
+		r.chan = &c;
 	r.labels = labels;
 	r.env = json_array_size(env) > 0 ? env : NULL;
 	/* libvirt is opened only when no warm pod is there to claim. */
 	if (sp_ctx_open(&x, 0, &e) == -1)
 		return sp_out_fail(NULL, &e);
 	for (i = 0; i < count; i++) {
-		if (sp_sandbox_create(&x, &r, &out, &e) == -1)
+		if (sp_sandbox_create(&x, &r, &out, &e) == -1) {
 			one = sp_out_fail(NULL, &e);
-		else
+		} else {
+			snprintf(id, sizeof id, "%s",
+			    json_string_value(json_object_get(out, "id")));
 			one = sp_out_ok(NULL, out);
+			/* The JSON line first, whatever the command writes. */
+			fflush(stdout);
+			if (argc > 0)
+				one = first_command(&x, id, c, argv);
+		}
 		if (one > rc)
 			rc = one;
 	}

@@ -20,9 +20,7 @@
 #include "sp.h"
 
 #define MAX_ENV		256
-#define EXIT_TIMEOUT	124	/* as timeout(1) */
 
-static int ctl[2] = { -1, -1 };	/* signal handlers -> sp_chan_exec */
 static struct termios saved_tio;
 static int raw_on;
 
@@ -32,38 +30,6 @@ usage(void)
 	fprintf(stderr, "usage: space-exec ID [-t] [-d] [-e KEY=VALUE]... "
 	    "[-w DIR] [-u USER] [--timeout S] -- CMD [ARG...]\n");
 	exit(SP_EXIT_USAGE);
-}
-
-static int
-fail(const char *id, const struct sp_err *e)
-{
-	sp_warn("%s: %s", id, e->msg);
-	/* As a shell says: the command could not be started. */
-	if (strcmp(e->code, "exec-failed") == 0)
-		return 127;
-	if (strcmp(e->code, "timed-out") == 0)
-		return EXIT_TIMEOUT;
-	return sp_err_exit(e);
-}
-
-/* A signal for us is one for the command; a new window size, its pty's. */
-static void
-on_signal(int sig)
-{
-	struct sp_exec_ctl r = { sig, 0, 0 };
-	struct winsize ws;
-	int saved = errno;
-
-	if (sig == SIGWINCH) {
-		if (ioctl(0, TIOCGWINSZ, &ws) == -1)
-			goto out;
-		r.sig = 0;
-		r.rows = ws.ws_row;
-		r.cols = ws.ws_col;
-	}
-	(void)!write(ctl[1], &r, sizeof r);
-out:
-	errno = saved;
 }
 
 static void
@@ -92,33 +58,13 @@ raw_enter(void)
 }
 
 static int
-forward_signals(int tty)
-{
-	static const int sigs[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGWINCH };
-	struct sigaction sa;
-	size_t i;
-
-	if (pipe2(ctl, O_CLOEXEC | O_NONBLOCK) == -1)
-		return -1;
-	memset(&sa, 0, sizeof sa);
-	sa.sa_handler = on_signal;
-	sa.sa_flags = SA_RESTART;
-	sigemptyset(&sa.sa_mask);
-	for (i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
-		if ((sigs[i] != SIGWINCH || tty) &&
-		    sigaction(sigs[i], &sa, NULL) == -1)
-			return -1;
-	return 0;
-}
-
-static int
 detach(struct sp_chan *c, const char *id, const struct sp_exec *xr)
 {
 	struct sp_err e;
 	pid_t pid;
 
 	if (sp_chan_detach(c, xr, &pid, &e) == -1)
-		return fail(id, &e);
+		return sp_exec_fail_status(id, &e);
 	sp_out_json(json_pack("{s:s,s:i}", "id", id, "pid", (int)pid));
 	return 0;
 }
@@ -189,11 +135,11 @@ main(int argc, char *argv[])
 		usage();
 	env[nenv] = NULL;
 	if (sp_id_check(id, &e) == -1)
-		return fail(id, &e);
+		return sp_exec_fail_status(id, &e);
 	if (sp_ctx_open_db(&x, &e) == -1)
-		return fail(id, &e);
+		return sp_exec_fail_status(id, &e);
 	if (sp_chan_open_running(&x, id, &c, 30000, &e) == -1) {
-		rc = fail(id, &e);
+		rc = sp_exec_fail_status(id, &e);
 		goto out;
 	}
 	xr.argv = argv;
@@ -210,20 +156,18 @@ main(int argc, char *argv[])
 	xr.in_fd = isatty(0) && !tty ? -1 : 0;
 	xr.out_fd = 1;
 	xr.err_fd = 2;
-	if (forward_signals(tty) == -1) {
-		sp_err_sys(&e, "io", "signal forwarding");
-		rc = fail(id, &e);
+	if ((xr.ctl_fd = sp_exec_forward_signals(tty, &e)) == -1) {
+		rc = sp_exec_fail_status(id, &e);
 		goto out;
 	}
-	xr.ctl_fd = ctl[0];
 	if (tty && isatty(0) && raw_enter() == -1) {
 		sp_err_sys(&e, "io", "raw terminal mode");
-		rc = fail(id, &e);
+		rc = sp_exec_fail_status(id, &e);
 		goto out;
 	}
 	rc = sp_chan_exec(c, &xr, &status, &e);
 	raw_restore();
-	rc = rc == -1 ? fail(id, &e) : status;
+	rc = rc == -1 ? sp_exec_fail_status(id, &e) : status;
 out:
 	sp_chan_close(c);
 	sp_ctx_close(&x);

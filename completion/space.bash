@@ -112,7 +112,7 @@ _space() {
 		case $prev in
 		--template) COMPREPLY=($(compgen -W "$(_space_templates)" -- "$cur")) ;;
 		--memory|--vcpus|--label|--env|-n|--timeout) ;;
-		*) COMPREPLY=($(compgen -W "--template --memory --vcpus --label --env -n --timeout --no-pool --cold" -- "$cur")) ;;
+		*) COMPREPLY=($(compgen -W "--template --memory --vcpus --label --env -n --timeout --no-pool --cold --" -- "$cur")) ;;
 		esac ;;
 	space-exec)
 		if [ "$COMP_CWORD" -eq 1 ]; then

@@ -333,6 +333,10 @@ int sp_qmp_open(struct sp_qmp **q, const char *run_dir, int timeout_ms,
     struct sp_err *e);
 int sp_qmp_cmd(struct sp_qmp *q, const char *cmd, json_t **ret,
     struct sp_err *e);
+/* n commands in one write, answered in order; rets (may be NULL) has room
+ * for n answers. */
+int sp_qmp_cmds(struct sp_qmp *q, const char *const cmds[], size_t n,
+    json_t *rets[], struct sp_err *e);
 void sp_qmp_close(struct sp_qmp *q);
 #define SP_VIRT_CMDLINE	"console=ttyS0 root=/dev/vda panic=-1 quiet"
 /* Opens the connection with a quiet error handler. */
@@ -533,6 +537,14 @@ struct sp_exec_ctl {
  * command could not start, "timed-out" when timeout_ms passed. */
 int sp_chan_exec(struct sp_chan *c, const struct sp_exec *x, int *status,
     struct sp_err *e);
+/* For a command-line caller of sp_chan_exec: SIGINT, SIGTERM, SIGHUP and
+ * SIGQUIT (and SIGWINCH, for the size of stdin's terminal, with tty) become
+ * sp_exec_ctl records on the fd returned, the call's ctl_fd; -1 on error. */
+int sp_exec_forward_signals(int tty, struct sp_err *e);
+/* Says on stderr why a command in sandbox id failed, and returns the exit
+ * status a shell would: 127 when it could not start, 124 when it timed out
+ * (as timeout(1)), the platform's code otherwise. */
+int sp_exec_fail_status(const char *id, const struct sp_err *e);
 /* Starts a detached command (in_fd, out_fd, err_fd, timeout_ms and ctl_fd
  * unused): it outlives the call, its output kept in the guest's ring
  * buffer; *pid is its pid in the guest. */
@@ -758,6 +770,9 @@ struct sp_create_req {
 	int no_checkpoint;	/* 1: boot cold even when the template is warm */
 	int no_pool;		/* 1: do not take a warm pod */
 	int pod;		/* 1: make a warm pod (paused, no identity) */
+	struct sp_chan **chan;	/* non-NULL: a claim from the pool leaves the
+				 * channel it told the guest its identity on
+				 * open here (else NULL), for a first call */
 };
 /* Creates and boots one sandbox; *out gets {"id","state","template",
  * "create_ms",...}.  On failure everything it made is removed. */

@@ -7,6 +7,7 @@
  * first protocol error closes the connection.
  */
 #include <sys/file.h>
+#include <sys/ioctl.h>
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -1033,4 +1034,59 @@ sp_chan_error_frame(const struct sp_frame *f, struct sp_err *e)
 {
 	guest_error(f, e);
 	return -1;
+}
+
+/* For command-line callers of sp_chan_exec (space-exec, space-create). */
+static int exec_ctl[2] = { -1, -1 };
+
+/* A signal for us is one for the command; a new window size, its pty's. */
+static void
+exec_on_signal(int sig)
+{
+	struct sp_exec_ctl r = { sig, 0, 0 };
+	struct winsize ws;
+	int saved = errno;
+
+	if (sig == SIGWINCH) {
+		if (ioctl(0, TIOCGWINSZ, &ws) == -1)
+			goto out;
+		r.sig = 0;
+		r.rows = ws.ws_row;
+		r.cols = ws.ws_col;
+	}
+	(void)!write(exec_ctl[1], &r, sizeof r);
+out:
+	errno = saved;
+}
+
+int
+sp_exec_forward_signals(int tty, struct sp_err *e)
+{
+	static const int sigs[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGWINCH };
+	struct sigaction sa;
+	size_t i;
+
+	if (exec_ctl[0] == -1 && pipe2(exec_ctl, O_CLOEXEC | O_NONBLOCK) == -1)
+		return sp_err_sys(e, "io", "signal forwarding");
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = exec_on_signal;
+	sa.sa_flags = SA_RESTART;
+	sigemptyset(&sa.sa_mask);
+	for (i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
+		if ((sigs[i] != SIGWINCH || tty) &&
+		    sigaction(sigs[i], &sa, NULL) == -1)
+			return sp_err_sys(e, "io", "signal forwarding");
+	return exec_ctl[0];
+}
+
+int
+sp_exec_fail_status(const char *id, const struct sp_err *e)
+{
+	sp_warn("%s: %s", id, e->msg);
+	/* As a shell says: the command could not be started. */
+	if (strcmp(e->code, "exec-failed") == 0)
+		return 127;
+	if (strcmp(e->code, "timed-out") == 0)
+		return 124;	/* as timeout(1) */
+	return sp_err_exit(e);
 }

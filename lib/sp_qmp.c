@@ -21,6 +21,7 @@
 
 #define QMP_LINE_MAX	(64 * 1024)
 #define QMP_SKIP_MAX	64	/* events before an answer, at most */
+#define CAPABILITIES	"{\"execute\":\"qmp_capabilities\"}\n"
 
 struct sp_qmp {
 	int fd;
@@ -151,20 +152,14 @@ send_all(struct sp_qmp *q, const char *s, size_t n, struct sp_err *e)
 	return 0;
 }
 
-int
-sp_qmp_cmd(struct sp_qmp *q, const char *cmd, json_t **ret, struct sp_err *e)
+/* The answer to cmd: its "return" in *ret (when ret is not NULL). */
+static int
+answer(struct sp_qmp *q, const char *cmd, json_t **ret, struct sp_err *e)
 {
 	json_t *j = NULL, *v, *err;
-	char line[128];
-	int n, rc = -1;
+	int rc = -1;
 
-	if (ret != NULL)
-		*ret = NULL;
-	n = snprintf(line, sizeof line, "{\"execute\":\"%s\"}\n", cmd);
-	if (n < 0 || (size_t)n >= sizeof line || strpbrk(cmd, "\"\\") != NULL)
-		return sp_err_set(e, "internal", 0, "bad QMP command");
-	if (send_all(q, line, (size_t)n, e) == -1 ||
-	    next_reply(q, &j, e) == -1)
+	if (next_reply(q, &j, e) == -1)
 		return -1;
 	if ((err = json_object_get(j, "error")) != NULL) {
 		sp_err_set(e, "qemu", 0, "%s: %.200s", cmd,
@@ -184,6 +179,48 @@ sp_qmp_cmd(struct sp_qmp *q, const char *cmd, json_t **ret, struct sp_err *e)
 out:
 	json_decref(j);
 	return rc;
+}
+
+/*
+ * Sends n commands in one write, then reads their answers, which QEMU gives
+ * in order: one turn of its main loop instead of n.  rets (may be NULL) gets
+ * each one's "return", NULL for those that did not answer.
+ */
+int
+sp_qmp_cmds(struct sp_qmp *q, const char *const cmds[], size_t n,
+    json_t *rets[], struct sp_err *e)
+{
+	char line[512];
+	size_t i, len = 0;
+	int w;
+
+	line[0] = '\0';
+	for (i = 0; i < n; i++) {
+		if (rets != NULL)
+			rets[i] = NULL;
+		w = snprintf(line + len, sizeof line - len,
+		    "{\"execute\":\"%s\"}\n", cmds[i]);
+		if (w < 0 || (size_t)w >= sizeof line - len ||
+		    strpbrk(cmds[i], "\"\\") != NULL)
+			return sp_err_set(e, "internal", 0, "bad QMP command");
+		len += (size_t)w;
+	}
+	if (send_all(q, line, len, e) == -1)
+		return -1;
+	for (i = 0; i < n; i++)
+		if (answer(q, cmds[i], rets != NULL ? &rets[i] : NULL, e) == -1)
+			return -1;
+	return 0;
+}
+
+int
+sp_qmp_cmd(struct sp_qmp *q, const char *cmd, json_t **ret, struct sp_err *e)
+{
+	const char *cmds[1] = { cmd };
+
+	if (ret != NULL)
+		*ret = NULL;
+	return sp_qmp_cmds(q, cmds, 1, ret, e);
 }
 
 int
@@ -206,8 +243,13 @@ sp_qmp_open(struct sp_qmp **qp, const char *run_dir, int timeout_ms,
 		q->fd = -1;
 		goto fail;
 	}
-	/* The greeting, then capabilities negotiation opens command mode. */
-	if (next_reply(q, &greet, e) == -1)
+	/*
+	 * Capabilities negotiation opens command mode.  It goes before the
+	 * greeting is read: QEMU greets as it accepts, and reads what we sent
+	 * after that, so the open costs one turn of its main loop, not two.
+	 */
+	if (send_all(q, CAPABILITIES, sizeof CAPABILITIES - 1, e) == -1 ||
+	    next_reply(q, &greet, e) == -1)
 		goto fail;
 	if (json_object_get(greet, "QMP") == NULL) {
 		sp_err_set(e, "protocol", 0, "QEMU's monitor did not greet");
@@ -215,7 +257,7 @@ sp_qmp_open(struct sp_qmp **qp, const char *run_dir, int timeout_ms,
 	}
 	json_decref(greet);
 	greet = NULL;
-	if (sp_qmp_cmd(q, "qmp_capabilities", NULL, e) == -1)
+	if (answer(q, "qmp_capabilities", NULL, e) == -1)
 		goto fail;
 	*qp = q;
 	return 0;

@@ -135,10 +135,12 @@ realtime_ns(void)
  * Sends req (taken) to the guest as one call and waits for its EXIT.  The
  * ops sent here (identity, clock) set a state, and setting it twice does no
  * harm: req goes with the hello, which saves the claim a turn of the guest
- * (~1-2 ms under TCG).
+ * (~1-2 ms under TCG).  With keep, the channel stays open in *keep when the
+ * op succeeded, for a call after it (a create's first command).
  */
 static int
-guest_op(struct sp_ctx *x, const char *id, json_t *req, struct sp_err *e)
+guest_op(struct sp_ctx *x, const char *id, json_t *req, struct sp_chan **keep,
+    struct sp_err *e)
 {
 	struct sp_chan *c = NULL;
 	struct sp_frame f;
@@ -159,13 +161,16 @@ guest_op(struct sp_ctx *x, const char *id, json_t *req, struct sp_err *e)
 		rc = 0;
 out:
 	json_decref(req);
-	sp_chan_close(c);
+	if (rc == 0 && keep != NULL)
+		*keep = c;
+	else
+		sp_chan_close(c);
 	return rc;
 }
 
-int
-sp_sandbox_hand_identity(struct sp_ctx *x, const char *id, json_t *labels,
-    json_t *env, struct sp_err *e)
+static int
+hand_identity(struct sp_ctx *x, const char *id, json_t *labels, json_t *env,
+    struct sp_chan **keep, struct sp_err *e)
 {
 	unsigned char seed[32];
 	char hex[65];
@@ -184,7 +189,14 @@ sp_sandbox_hand_identity(struct sp_ctx *x, const char *id, json_t *labels,
 	explicit_bzero(hex, sizeof hex);
 	/* The seed is fresh entropy for the guest, not a secret kept: its copy
 	 * inside jansson goes with the object (the host is trusted memory). */
-	return guest_op(x, id, req, e);
+	return guest_op(x, id, req, keep, e);
+}
+
+int
+sp_sandbox_hand_identity(struct sp_ctx *x, const char *id, json_t *labels,
+    json_t *env, struct sp_err *e)
+{
+	return hand_identity(x, id, labels, env, NULL, e);
 }
 
 /* A guest's clock stands still while its VM is paused: set it again. */
@@ -192,7 +204,7 @@ int
 sp_sandbox_sync_clock(struct sp_ctx *x, const char *id, struct sp_err *e)
 {
 	return guest_op(x, id, json_pack("{s:s, s:I}", "op", "clock", "time_ns",
-	    (json_int_t)realtime_ns()), e);
+	    (json_int_t)realtime_ns()), NULL, e);
 }
 
 /*
@@ -239,9 +251,10 @@ static int
 resume_pod(struct sp_ctx *x, const char *id, const char *dom, char virt[16],
     struct sp_err *e)
 {
+	static const char *const cmds[] = { "query-kvm", "cont" };
 	char run[SP_PATH_MAX];
+	json_t *rets[2] = { NULL, NULL };
 	struct sp_qmp *q;
-	json_t *kvm = NULL;
 	int rc;
 
 	if (sp_sandbox_run_dir(x, id, run, sizeof run, e) == -1)
@@ -253,11 +266,11 @@ resume_pod(struct sp_ctx *x, const char *id, const char *dom, char virt[16],
 		snprintf(virt, 16, "%s", x->virt_type);
 		return sp_virt_resume(x->virt, dom, e);
 	}
-	rc = sp_qmp_cmd(q, "query-kvm", &kvm, e) == 0 &&
-	    sp_qmp_cmd(q, "cont", NULL, e) == 0 ? 0 : -1;
-	snprintf(virt, 16, "%s", json_is_true(json_object_get(kvm, "enabled")) ?
-	    "kvm" : "qemu");
-	json_decref(kvm);
+	rc = sp_qmp_cmds(q, cmds, 2, rets, e);
+	snprintf(virt, 16, "%s", json_is_true(json_object_get(rets[0],
+	    "enabled")) ? "kvm" : "qemu");
+	json_decref(rets[0]);
+	json_decref(rets[1]);
 	sp_qmp_close(q);
 	return rc;
 }
@@ -292,8 +305,12 @@ take_pod(struct sp_ctx *x, const struct sp_create_req *r,
 	if (sp_sandbox_lock(x, id, 1, &fd, e) == -1)
 		return -1;
 	if (resume_pod(x, id, dom, virt, &lost) == -1 ||
-	    sp_sandbox_hand_identity(x, id, r->labels, r->env, &lost) == -1 ||
+	    hand_identity(x, id, r->labels, r->env, r->chan, &lost) == -1 ||
 	    sp_db_transition(x->db, id, SP_ST_RUNNING, -1, NULL, &lost) == -1) {
+		if (r->chan != NULL) {
+			sp_chan_close(*r->chan);
+			*r->chan = NULL;
+		}
 		sp_sandbox_unlock(fd);
 		sp_sandbox_remove(x, id, &existed, e);
 		return 0;
@@ -319,6 +336,8 @@ sp_sandbox_create(struct sp_ctx *x, const struct sp_create_req *r, json_t **out,
 	int rc, warm, built;
 
 	*out = NULL;
+	if (r->chan != NULL)
+		*r->chan = NULL;
 	if (r->memory_mib < 64 || r->memory_mib > 65536)
 		return sp_err_set(e, "bad-input", 0, "memory must be 64 to 65536 MiB");
 	if (r->vcpus < 1 || r->vcpus > 64)

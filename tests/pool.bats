@@ -52,6 +52,40 @@ teardown_file() {
 	space-pool ls | jq -e '.ready == 1'
 }
 
+@test "a create runs a first command after --: the JSON line, then its output and status" {
+	space-pool fill >/dev/null
+	# From a pod: stdout, stderr, stdin and the exit status are the
+	# command's, as with space-exec; the JSON line comes first.  No
+	# libvirt: the command runs on the claim's channel.
+	echo from-stdin | LD_DEBUG=files space-create --template minimal \
+	    --env GREETING=hej -- sh -c 'hostname; cat; echo "$GREETING"; echo oops >&2; exit 7' \
+	    >"$BATS_TEST_TMPDIR/out" 2>"$BATS_TEST_TMPDIR/err" && st=0 || st=$?
+	[ "$st" -eq 7 ]
+	head -1 "$BATS_TEST_TMPDIR/out" | jq -r .id >> "$BATS_FILE_TMPDIR/ids"
+	head -1 "$BATS_TEST_TMPDIR/out" | jq -e '.ok and .path == "pool"'
+	id=$(head -1 "$BATS_TEST_TMPDIR/out" | jq -r .id)
+	[ "$(sed -n 2,4p "$BATS_TEST_TMPDIR/out")" = "$(printf '%s\nfrom-stdin\nhej' "$id")" ]
+	[ "$(wc -l < "$BATS_TEST_TMPDIR/out")" -eq 4 ]
+	grep -qx oops "$BATS_TEST_TMPDIR/err"
+	! grep -q 'libvirt\.so' "$BATS_TEST_TMPDIR/err"
+	space-ls "$id" | jq -e '.state == "running"'
+	# A command that cannot start: 127, as a shell says; the sandbox stays.
+	run -127 space-create --template minimal -- /no/such/program
+	id=$(echo "${lines[0]}" | jq -r .id)
+	echo "$id" >> "$BATS_FILE_TMPDIR/ids"
+	echo "${lines[0]}" | jq -e '.ok and .path == "pool"'
+	space-ls "$id" | jq -e '.state == "running"'
+	# Without a pod the command runs all the same (a channel of its own).
+	run space-create --template minimal --no-pool -- sh -c 'echo "$(hostname) ran"'
+	assert_success
+	echo "${lines[0]}" | jq -r .id >> "$BATS_FILE_TMPDIR/ids"
+	echo "${lines[0]}" | jq -e '.ok and .path == "checkpoint"'
+	[ "${lines[1]}" = "$(echo "${lines[0]}" | jq -r .id) ran" ]
+	# One sandbox only: a command for each of -n N is refused.
+	run space-create --template minimal -n 2 -- true
+	[ "$status" -eq 100 ]
+}
+
 @test "a claim wakes its pod through QEMU's own monitor, without libvirt; an older pod through libvirt" {
 	space-pool fill >/dev/null
 	space-pool ls | jq -e '.ready == 2'

@@ -9,7 +9,9 @@
 #include <sys/un.h>
 #include <sys/wait.h>
 
+#include <fcntl.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -26,13 +28,15 @@ static char dir[] = "/tmp/sp-qmp-XXXXXX";
 
 /* A monitor that accepts one client, writes script (with pad > 0, that
  * many 'x' after it, no newline) and, with stay, stays until the client
- * leaves; without, hangs up at once.  Returns its pid. */
+ * leaves, keeping what it read in dir/sent; without, hangs up at once.
+ * Returns its pid. */
 static pid_t
 monitor(const char *script, size_t pad, int stay)
 {
 	struct sockaddr_un sa;
 	char sock[256], buf[4096];
-	int l, c;
+	int l, c, sent;
+	ssize_t n;
 	pid_t pid;
 
 	snprintf(sock, sizeof sock, "%s/%s", dir, SP_QMP_SOCK);
@@ -61,8 +65,11 @@ monitor(const char *script, size_t pad, int stay)
 			break;
 		pad -= k;
 	}
-	while (stay && read(c, buf, sizeof buf) > 0)
-		;
+	snprintf(sock, sizeof sock, "%s/sent", dir);
+	if ((sent = open(sock, O_WRONLY | O_CREAT | O_TRUNC, 0600)) == -1)
+		_exit(2);
+	while (stay && (n = read(c, buf, sizeof buf)) > 0)
+		(void)!write(sent, buf, (size_t)n);
 	_exit(0);
 }
 
@@ -107,6 +114,60 @@ main(void)
 		    "the next command's answer, an event before it skipped");
 		sp_qmp_close(q);
 	}
+	reap(pid);
+
+	/* Commands in one write, answered in order; what went out, in order:
+	 * capabilities (sent before the greeting is read), then both. */
+	pid = monitor(GREETING OK EVENT
+	    "{\"return\": {\"enabled\": true, \"present\": true}}\r\n"
+	    EVENT OK, 0, 1);
+	ok = sp_qmp_open(&q, dir, 2000, &e) == 0;
+	if (ok) {
+		const char *cmds[] = { "query-kvm", "cont" };
+		json_t *rets[2];
+
+		tap_okf(e.code, e.msg, sp_qmp_cmds(q, cmds, 2, rets, &e) == 0 &&
+		    json_is_true(json_object_get(rets[0], "enabled")) &&
+		    json_is_object(rets[1]),
+		    "two commands in one write: both answers, in order");
+		json_decref(rets[0]);
+		json_decref(rets[1]);
+		sp_qmp_close(q);
+	} else
+		tap_okf(e.code, e.msg, 0, "two commands in one write");
+	/* It leaves when we hung up, with all it read written down. */
+	waitpid(pid, NULL, 0);
+	snprintf(script, sizeof script, "%s/sent", dir);
+	ok = 0;
+	{
+		FILE *f = fopen(script, "r");
+		char got[512] = "";
+		size_t n = f != NULL ? fread(got, 1, sizeof got - 1, f) : 0;
+
+		got[n] = '\0';
+		if (f != NULL)
+			fclose(f);
+		ok = strcmp(got, "{\"execute\":\"qmp_capabilities\"}\n"
+		    "{\"execute\":\"query-kvm\"}\n{\"execute\":\"cont\"}\n") == 0;
+		tap_okf("", got, ok, "the monitor read capabilities, query-kvm, "
+		    "cont, one per line");
+	}
+
+	pid = monitor(GREETING OK OK "{\"error\": {\"class\": \"GenericError\", "
+	    "\"desc\": \"no\"}}\r\n", 0, 1);
+	ok = sp_qmp_open(&q, dir, 2000, &e) == 0;
+	if (ok) {
+		const char *cmds[] = { "query-kvm", "cont" };
+		json_t *rets[2];
+
+		tap_okf(e.code, e.msg, sp_qmp_cmds(q, cmds, 2, rets, &e) == -1 &&
+		    strcmp(e.code, "qemu") == 0 && strstr(e.msg, "cont") != NULL,
+		    "the second of two failing: code qemu, named");
+		json_decref(rets[0]);
+		json_decref(rets[1]);
+		sp_qmp_close(q);
+	} else
+		tap_okf(e.code, e.msg, 0, "the second of two failing");
 	reap(pid);
 
 	pid = monitor(GREETING OK "{\"error\": {\"class\": \"GenericError\", "
