@@ -218,8 +218,6 @@ sp_qmp_cmd(struct sp_qmp *q, const char *cmd, json_t **ret, struct sp_err *e)
 {
 	const char *cmds[1] = { cmd };
 
-	if (ret != NULL)
-		*ret = NULL;
 	return sp_qmp_cmds(q, cmds, 1, ret, e);
 }
 
