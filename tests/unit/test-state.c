@@ -1,11 +1,12 @@
 /*
  * test-state: the transition table for every pair of states, the DB's
- * migrations, the compare-and-set under two racing processes, and a wait
- * for another process's write lock.
+ * migrations, the compare-and-set under two racing processes, a wait
+ * for another process's write lock, and the WAL's bound.
  */
 #include <fcntl.h>
 #include <signal.h>
 #include <sqlite3.h>
+#include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -270,6 +271,62 @@ test_busy_wait(void)
 	sp_db_close(db);
 }
 
+/* Rows a reader that is not one of ours sees, -1 when it cannot read. */
+static int
+count_rows(void)
+{
+	sqlite3_stmt *q;
+	sqlite3 *h;
+	int rows = -1;
+
+	if (sqlite3_open(conf.db + 7, &h) != SQLITE_OK)
+		exit(2);
+	if (sqlite3_prepare_v2(h, "SELECT count(*) FROM sandboxes", -1, &q,
+	    NULL) == SQLITE_OK && sqlite3_step(q) == SQLITE_ROW)
+		rows = sqlite3_column_int(q, 0);
+	sqlite3_finalize(q);
+	sqlite3_close(h);
+	return rows;
+}
+
+/*
+ * Commands open the DB, write a little and close it; the last to close
+ * does not checkpoint the WAL (that is a commit's work past 64 pages).
+ * Over 300 such commands the WAL stays under 80 pages, the last close
+ * leaves it to the next command, and every row is there for a reader that
+ * is not one of ours.
+ */
+static void
+test_wal_bound(void)
+{
+	char id[SP_ID_LEN + 1], wal[sizeof conf.db + 8], name[128];
+	int i, before = count_rows();
+	off_t most = 0;
+	struct sp_db *db;
+	struct sp_err e;
+	struct stat st;
+
+	if (snprintf(wal, sizeof wal, "%s-wal", conf.db + 7) >= (int)sizeof wal)
+		exit(2);
+	for (i = 0; i < 300; i++) {
+		sp_id_new(id, &e);
+		db = open_db();
+		insert(db, id, SP_ST_RUNNING);
+		sp_db_close(db);
+		if (stat(wal, &st) == -1)
+			exit(2);
+		if (st.st_size > most)
+			most = st.st_size;
+	}
+	snprintf(name, sizeof name, "300 commands that each write: the WAL "
+	    "stays under 80 pages (at most %lld bytes)", (long long)most);
+	tap_ok(most <= 80 * (4096 + 24) + 32, name);
+	tap_ok(st.st_size > 0, "the last close leaves the WAL to the next "
+	    "command (no checkpoint on the way out)");
+	tap_ok(before >= 0 && count_rows() == before + 300,
+	    "another reader sees all 300 new rows");
+}
+
 int
 main(void)
 {
@@ -284,6 +341,7 @@ main(void)
 	test_db();
 	test_race();
 	test_busy_wait();
+	test_wal_bound();
 	snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
 	if (system(cmd) != 0)
 		return 2;
