@@ -51,19 +51,23 @@ busy_wait(void *arg, int count)
  * A command that finds no other open reads every frame in the WAL to
  * rebuild its index (~6 us a frame here), and forgets which of them were
  * checkpointed already: so a checkpoint must also empty the WAL, or it
- * grows for ever.  The commit that leaves it over WAL_PAGES does that
- * (a TRUNCATE checkpoint, which waits for readers as for a lock); one that
- * cannot leaves it to the next commit.
+ * grows for ever.  The commit that leaves it over WAL_PAGES does that (a
+ * TRUNCATE checkpoint).  It does not wait: while another command reads or
+ * writes, it copies what it can and leaves the emptying to a later commit
+ * (waiting for a reader could hold a create for as long as a slow command
+ * reads).
  */
 #define WAL_PAGES	64
 
 static int
 wal_bound(void *arg, sqlite3 *h, const char *name, int pages)
 {
-	(void)arg;
-	if (pages > WAL_PAGES)
+	if (pages > WAL_PAGES) {
+		sqlite3_busy_handler(h, NULL, NULL);
 		sqlite3_wal_checkpoint_v2(h, name, SQLITE_CHECKPOINT_TRUNCATE,
 		    NULL, NULL);
+		sqlite3_busy_handler(h, busy_wait, arg);
+	}
 	return SQLITE_OK;
 }
 
@@ -266,7 +270,7 @@ sp_db_open(struct sp_db **dbp, const struct sp_conf *c, struct sp_err *e)
 	 * wal_bound does, after a commit that leaves it over WAL_PAGES. */
 	sqlite3_file_control(db->h, "main", SQLITE_FCNTL_PERSIST_WAL, &persist);
 	sqlite3_db_config(db->h, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, NULL);
-	sqlite3_wal_hook(db->h, wal_bound, NULL);
+	sqlite3_wal_hook(db->h, wal_bound, db);
 	if (exec_sql(db, "PRAGMA journal_mode = WAL; PRAGMA foreign_keys = ON;"
 	    "PRAGMA synchronous = NORMAL", e) == -1)
 		goto fail;
