@@ -318,7 +318,15 @@ struct sp_vm_spec {
 	int nports;			/* virtio-serial ports space.0 .. space.N-1 */
 	const char *virt_type;		/* "kvm" or "qemu" */
 	const char *uuid;		/* NULL: libvirt picks one */
+	int shared_vectors;		/* 1: libvirt's default virtio-serial
+					 * controller (31 ports, every queue on
+					 * one interrupt vector), as VMs saved
+					 * before 2026-12 have it; 0: ports for
+					 * ours alone, a vector per queue */
 };
+/* The layout of a VM booted, not restored: shared when SPACE_VM_LAYOUT is
+ * "shared" (to test what VMs saved before 2026-12 need, or to go back). */
+int sp_virt_boot_shared_vectors(void);
 #define SP_PORTS_DEFAULT	8
 /* Where the daemon writes the sandbox's id, host name and labels for the
  * workload (the identity op). */
@@ -834,6 +842,9 @@ int sp_ckpt_path(const char *root, const struct sp_template_row *t,
     char *out, size_t n, struct sp_err *e);
 int sp_ckpt_read(const char *ckpt, struct sp_ckpt_info *ci, struct sp_err *e);
 int sp_ckpt_uuid_new(char out[37], struct sp_err *e);
+/* *shared: 1 when the VM saved at path has the shared-vector layout
+ * (sp_vm_spec), which a restore with a fresh XML must give it again. */
+int sp_ckpt_shared_vectors(const char *path, int *shared, struct sp_err *e);
 /* Rewrites name and uuid (same lengths) in a libvirt save image's header. */
 int sp_ckpt_reidentify(const char *path, const char *old_name,
     const char *new_name, const char *old_uuid, const char *new_uuid,

@@ -76,11 +76,67 @@ get_u32(const unsigned char *p)
 	return v;
 }
 
+/* The XML in the header of the libvirt save image open on fd: *xml (len
+ * bytes, NUL-terminated after them) for the caller to free. */
+static int
+header_xml(int fd, const char *path, char **xml, uint32_t *len,
+    struct sp_err *e)
+{
+	unsigned char hdr[SAVE_HDR];
+
+	*xml = NULL;
+	if (pread(fd, hdr, sizeof hdr, 0) != (ssize_t)sizeof hdr ||
+	    memcmp(hdr, SAVE_MAGIC, 16) != 0)
+		return sp_err_set(e, "bad-state", 0, "%s is not a libvirt save "
+		    "image", path);
+	*len = get_u32(hdr + 20);
+	if (*len == 0 || *len > SAVE_XML_MAX)
+		return sp_err_set(e, "bad-state", 0, "%s: XML header of %u "
+		    "bytes", path, *len);
+	if ((*xml = malloc(*len + 1)) == NULL)
+		return sp_err_sys(e, "internal", "malloc");
+	if (pread(fd, *xml, *len, SAVE_HDR) != (ssize_t)*len) {
+		free(*xml);
+		*xml = NULL;
+		return sp_err_sys(e, "io", "read %s", path);
+	}
+	(*xml)[*len] = '\0';
+	return 0;
+}
+
+int
+sp_ckpt_shared_vectors(const char *path, int *shared, struct sp_err *e)
+{
+	static const char tag[] = "<controller type='virtio-serial'";
+	char *xml, *c, *end;
+	uint32_t len;
+	int fd, rc = -1;
+
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)) == -1)
+		return sp_err_sys(e, "io", "%s", path);
+	if (header_xml(fd, path, &xml, &len, e) == -1)
+		goto out;
+	/* libvirt writes the XML it made, attributes in single quotes. */
+	if ((c = strstr(xml, tag)) == NULL ||
+	    (end = strchr(c, '>')) == NULL) {
+		sp_err_set(e, "bad-state", 0, "%s: no virtio-serial controller "
+		    "in its header", path);
+		goto out;
+	}
+	*end = '\0';
+	*shared = strstr(c, " vectors='") == NULL;
+	rc = 0;
+out:
+	free(xml);
+	close(fd);
+	return rc;
+}
+
 int
 sp_ckpt_reidentify(const char *path, const char *old_name, const char *new_name,
     const char *old_uuid, const char *new_uuid, struct sp_err *e)
 {
-	unsigned char hdr[SAVE_HDR], *xml = NULL;
+	char *xml = NULL;
 	uint32_t len;
 	int fd, rc = -1;
 
@@ -89,26 +145,10 @@ sp_ckpt_reidentify(const char *path, const char *old_name, const char *new_name,
 		return sp_err_set(e, "internal", 0, "re-identify: lengths differ");
 	if ((fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW)) == -1)
 		return sp_err_sys(e, "io", "%s", path);
-	if (pread(fd, hdr, sizeof hdr, 0) != (ssize_t)sizeof hdr ||
-	    memcmp(hdr, SAVE_MAGIC, 16) != 0) {
-		sp_err_set(e, "bad-state", 0, "%s is not a libvirt save image", path);
+	if (header_xml(fd, path, &xml, &len, e) == -1)
 		goto out;
-	}
-	len = get_u32(hdr + 20);
-	if (len == 0 || len > SAVE_XML_MAX) {
-		sp_err_set(e, "bad-state", 0, "%s: XML header of %u bytes", path, len);
-		goto out;
-	}
-	if ((xml = malloc(len)) == NULL) {
-		sp_err_sys(e, "internal", "malloc");
-		goto out;
-	}
-	if (pread(fd, xml, len, SAVE_HDR) != (ssize_t)len) {
-		sp_err_sys(e, "io", "read %s", path);
-		goto out;
-	}
-	if (replace_all(xml, len, old_name, new_name) == 0 ||
-	    replace_all(xml, len, old_uuid, new_uuid) == 0) {
+	if (replace_all((unsigned char *)xml, len, old_name, new_name) == 0 ||
+	    replace_all((unsigned char *)xml, len, old_uuid, new_uuid) == 0) {
 		sp_err_set(e, "bad-state", 0, "%s: name or uuid not in its header",
 		    path);
 		goto out;
@@ -178,6 +218,7 @@ boot_and_save(struct sp_ctx *x, const char *dir, const char *id,
 		.vcpus = vcpus, .kernel = kernel, .initrd = initrd,
 		.cmdline = SP_VIRT_CMDLINE, .disk = disk, .chan_dir = run,
 		.nports = SP_PORTS_DEFAULT, .virt_type = x->virt_type,
+		.shared_vectors = sp_virt_boot_shared_vectors(),
 	};
 	if (sp_virt_domain_xml(&spec, &xml, e) == -1 ||
 	    sp_virt_define(x->virt, xml, e) == -1)

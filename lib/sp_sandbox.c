@@ -390,10 +390,11 @@ sp_sandbox_make(struct sp_ctx *x, const struct sp_make *m,
 	struct sp_sandbox_row row = { 0 };
 	struct sp_vm_spec spec;
 	json_t *meta = NULL;
-	int rc = -1, inserted = 0, lock = -1;
+	int rc = -1, inserted = 0, lock = -1, shared = 0;
 
 	if (sp_ctx_virt(x, e) == -1 || sp_id_new(row.id, e) == -1)
 		return -1;
+	shared = sp_virt_boot_shared_vectors();	/* a restore reads its own */
 	if (sp_sandbox_dir(x, row.id, dir, sizeof dir, e) == -1 ||
 	    sp_sandbox_run_dir(x, row.id, run, sizeof run, e) == -1 ||
 	    sp_path_fmt(disk, sizeof disk, e, "%s/disk.raw", dir) == -1 ||
@@ -433,7 +434,8 @@ sp_sandbox_make(struct sp_ctx *x, const struct sp_make *m,
 	sp_sandbox_domain(row.id, dom);
 	if (m->saved != NULL) {
 		sp_sandbox_domain(m->saved->id, old);
-		if (sp_ckpt_reidentify(sav, old, dom, m->saved->uuid, uuid, e) == -1)
+		if (sp_ckpt_reidentify(sav, old, dom, m->saved->uuid, uuid, e) == -1 ||
+		    sp_ckpt_shared_vectors(sav, &shared, e) == -1)
 			goto out;
 	} else
 		unlink(sav);	/* a disk snapshot of a checkpoint has one */
@@ -444,7 +446,7 @@ sp_sandbox_make(struct sp_ctx *x, const struct sp_make *m,
 		.vcpus = m->vcpus,
 		.kernel = kernel, .initrd = initrd, .cmdline = SP_VIRT_CMDLINE,
 		.disk = disk, .chan_dir = run, .nports = SP_PORTS_DEFAULT,
-		.virt_type = x->virt_type,
+		.virt_type = x->virt_type, .shared_vectors = shared,
 	};
 	if (sp_virt_domain_xml(&spec, &xml, e) == -1)
 		goto out;

@@ -347,6 +347,7 @@ define_here(struct sp_ctx *x, const char *id, const char *dir,
 	char run[SP_PATH_MAX], disk[SP_PATH_MAX], kernel[SP_PATH_MAX];
 	char initrd[SP_PATH_MAX], dom[SP_ID_LEN + 4], p[SP_PATH_MAX];
 	struct sp_vm_spec spec;
+	int shared;
 	FILE *f;
 
 	sp_sandbox_domain(id, dom);
@@ -354,6 +355,8 @@ define_here(struct sp_ctx *x, const char *id, const char *dir,
 	    sp_path_fmt(disk, sizeof disk, e, "%s/disk.raw", dir) == -1 ||
 	    sp_path_fmt(kernel, sizeof kernel, e, "%s/vmlinuz", dir) == -1 ||
 	    sp_path_fmt(initrd, sizeof initrd, e, "%s/initrd.img", dir) == -1 ||
+	    sp_path_fmt(p, sizeof p, e, "%s/mem.sav", dir) == -1 ||
+	    sp_ckpt_shared_vectors(p, &shared, e) == -1 ||
 	    sp_path_fmt(p, sizeof p, e, "%s/domain.xml", dir) == -1 ||
 	    sp_sandbox_make_run_dir(run, e) == -1)
 		return -1;
@@ -362,6 +365,7 @@ define_here(struct sp_ctx *x, const char *id, const char *dir,
 		.vcpus = ci->vcpus, .kernel = kernel, .initrd = initrd,
 		.cmdline = SP_VIRT_CMDLINE, .disk = disk, .chan_dir = run,
 		.nports = SP_PORTS_DEFAULT, .virt_type = x->virt_type,
+		.shared_vectors = shared,
 	};
 	if (sp_virt_domain_xml(&spec, xml, e) == -1)
 		return -1;

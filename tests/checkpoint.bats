@@ -9,6 +9,7 @@ setup_file() {
 
 teardown_file() {
 	remove_listed "$BATS_FILE_TMPDIR/ids"
+	space-template rm --force layoutold >/dev/null 2>&1 || true
 }
 
 @test "concurrent warm-ups of one template boot it once" {
@@ -39,6 +40,41 @@ teardown_file() {
 	assert_output --partial "SPACE minimal guest"
 	[ ! -e "$SPACE_ROOT/sandboxes/$id/mem.sav" ]
 	space-ls "$id" | jq -e '.disk_exclusive_bytes < 2097152'
+	# The channel's controller has ports for ours and a vector per queue:
+	# the guest's interrupts name each queue, not one for all of them.
+	virsh -c qemu:///system dumpxml "sp-$id" |
+	    grep -q "<controller type='virtio-serial' index='0' ports='10' vectors='23'>"
+	run space-exec "$id" -- cat /proc/interrupts
+	assert_output --partial virtio0-input
+	refute_output --partial virtio0-virtqueues
+}
+
+@test "a checkpoint saved with the old device layout (one vector for all queues) restores into it" {
+	# SPACE_VM_LAYOUT=shared boots as the code before 2026-12 did: a
+	# checkpoint of that time.  A restore reads the layout from the save
+	# image, so such checkpoints (and suspended sandboxes, snapshots) keep
+	# working.
+	space-template import --name layoutold "$SPACE_GUEST/rootfs.tar.zst" >/dev/null
+	SPACE_VM_LAYOUT=shared space-template warm layoutold >/dev/null
+	run space-create --template layoutold --no-pool
+	assert_success
+	id=$(jout -r .id)
+	echo "$id" >> "$BATS_FILE_TMPDIR/ids"
+	jout -e '.path == "checkpoint"'
+	virsh -c qemu:///system dumpxml "sp-$id" |
+	    grep -q "<controller type='virtio-serial' index='0'>"
+	! virsh -c qemu:///system dumpxml "sp-$id" | grep -q "vectors="
+	run space-exec "$id" -- sh -c 'echo "$(hostname) answers"'
+	assert_output "$id answers"
+	space-rm "$id" >/dev/null
+	space-template rm --force layoutold >/dev/null
+	# The setting is for boots: a restore takes its image's layout.
+	run env SPACE_VM_LAYOUT=shared space-create --template minimal --no-pool
+	assert_success
+	id=$(jout -r .id)
+	echo "$id" >> "$BATS_FILE_TMPDIR/ids"
+	jout -e '.path == "checkpoint"'
+	virsh -c qemu:///system dumpxml "sp-$id" | grep -q "vectors='23'"
 }
 
 @test "checkpoint clones are independent: a file in one is not in the other" {

@@ -6,6 +6,7 @@
  */
 #include <fcntl.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -97,8 +98,10 @@ test_xml(void)
 		all &= has(xml, want);
 	}
 	ok(all && !has(xml, "space.8") &&
-	    has(xml, "<controller type='virtio-serial'"),
-	    "xml has channels space.0 to space.7 and no more");
+	    has(xml, "<controller type='virtio-serial' index='0' ports='10' "
+	    "vectors='23'/>"),
+	    "xml has channels space.0 to space.7 and no more, on a controller "
+	    "of 10 ports with a vector per queue");
 	ok(has(xml, "<qemu:arg value='socket,id=spqmp,server=on,wait=off,"
 	    "path=/run/space/abcdefghijkl/" SP_QMP_SOCK "'/>") &&
 	    has(xml, "<qemu:arg value='chardev=spqmp,mode=control'/>"),
@@ -125,8 +128,18 @@ test_xml(void)
 	ok(sp_virt_domain_xml(&s, &xml, &e) == 0 &&
 	    has(xml, "<domain type='kvm' ") &&
 	    has(xml, "<cmdline>console=ttyS0 a&lt;b</cmdline>") &&
-	    has(xml, "name='space.1'") && !has(xml, "space.2"),
+	    has(xml, "name='space.1'") && !has(xml, "space.2") &&
+	    has(xml, "ports='4' vectors='11'/>"),
 	    "xml takes kvm, a cmdline and a port count");
+	free(xml);
+	xml = NULL;
+
+	s = spec("sp-abcdefghijkl");
+	s.shared_vectors = 1;
+	ok(sp_virt_domain_xml(&s, &xml, &e) == 0 &&
+	    has(xml, "<controller type='virtio-serial' index='0'/>") &&
+	    !has(xml, "vectors="), "xml with shared vectors has libvirt's "
+	    "default controller, as VMs saved before");
 	free(xml);
 	xml = NULL;
 
@@ -170,6 +183,63 @@ test_xml(void)
 	s = spec("sp-abcdefghijkl");
 	s.chan_dir = "/run/space,x/abcdefghijkl";
 	refused(&s, "a channel directory with a comma (QEMU's option syntax)");
+}
+
+/* A libvirt save image's header (libvirt 9's layout) holding xml. */
+static void
+fake_image(const char *path, const char *xml)
+{
+	unsigned char hdr[16 + 19 * 4] = "LibvirtQemudSave";
+	uint32_t v = 2, len = (uint32_t)strlen(xml) + 1;
+	FILE *f;
+
+	memcpy(hdr + 16, &v, 4);
+	memcpy(hdr + 20, &len, 4);
+	if ((f = fopen(path, "w")) == NULL ||
+	    fwrite(hdr, sizeof hdr, 1, f) != 1 ||
+	    fwrite(xml, len, 1, f) != 1 || fclose(f) != 0)
+		abort();
+}
+
+static void
+test_saved_layout(void)
+{
+	char path[] = "/tmp/test-virt-image.XXXXXX";
+	int fd, shared = -1;
+
+	if ((fd = mkstemp(path)) == -1)
+		abort();
+	close(fd);
+	fake_image(path, "<domain><devices>\n"
+	    "    <controller type='virtio-serial' index='0'>\n"
+	    "      <address type='pci' bus='0x02'/>\n    </controller>\n"
+	    "    <controller type='pci' index='0' model='pcie-root'/>\n"
+	    "</devices></domain>");
+	ok(sp_ckpt_shared_vectors(path, &shared, &e) == 0 && shared == 1,
+	    "an image saved with libvirt's default controller has shared "
+	    "vectors");
+	fake_image(path, "<domain><devices>\n"
+	    "    <controller type='virtio-serial' index='0' ports='10' "
+	    "vectors='23'>\n    </controller>\n</devices></domain>");
+	ok(sp_ckpt_shared_vectors(path, &shared, &e) == 0 && shared == 0,
+	    "an image saved with ports and vectors has a vector per queue");
+	fake_image(path, "<domain><devices>\n"
+	    "    <controller type='virtio-serial' index='0'/>\n"
+	    "    <controller type='pci' vectors='4'/>\n</devices></domain>");
+	ok(sp_ckpt_shared_vectors(path, &shared, &e) == 0 && shared == 1,
+	    "another controller's vectors are not the serial one's");
+	fake_image(path, "<domain><devices/></domain>");
+	ok(sp_ckpt_shared_vectors(path, &shared, &e) == -1 &&
+	    strcmp(e.code, "bad-state") == 0, "an image without a serial "
+	    "controller is refused");
+	fd = open(path, O_WRONLY | O_TRUNC);
+	if (fd == -1 || write(fd, "not an image at all, not at all, no", 35) != 35)
+		abort();
+	close(fd);
+	ok(sp_ckpt_shared_vectors(path, &shared, &e) == -1 &&
+	    strcmp(e.code, "bad-state") == 0, "a file that is no save image "
+	    "is refused");
+	unlink(path);
 }
 
 /* Runs fn with stderr sent to a file; returns how many bytes it wrote. */
@@ -402,6 +472,7 @@ int
 main(void)
 {
 	test_xml();
+	test_saved_layout();
 	test_domain();
 	return tap_done();
 }
