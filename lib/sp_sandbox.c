@@ -390,7 +390,7 @@ sp_sandbox_make(struct sp_ctx *x, const struct sp_make *m,
 	struct sp_sandbox_row row = { 0 };
 	struct sp_vm_spec spec;
 	json_t *meta = NULL;
-	int rc = -1, inserted = 0, lock = -1, shared = 0;
+	int rc = -1, inserted = 0, lock = -1, shared;
 
 	if (sp_ctx_virt(x, e) == -1 || sp_id_new(row.id, e) == -1)
 		return -1;
