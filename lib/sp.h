@@ -323,11 +323,26 @@ struct sp_vm_spec {
 					 * one interrupt vector), as VMs saved
 					 * before 2026-12 have it; 0: ports for
 					 * ours alone, a vector per queue */
+	int no_egress;			/* 1: no egress port (VMs saved before
+					 * 2026-11-30 have none) */
 };
-/* The layout of a VM booted, not restored: shared when SPACE_VM_LAYOUT is
- * "shared" (to test what VMs saved before 2026-12 need, or to go back). */
-int sp_virt_boot_shared_vectors(void);
 #define SP_PORTS_DEFAULT	8
+#define SP_PORTS_MAX		31	/* one virtio-serial controller's */
+/* The devices a saved VM must find again when it is restored: QEMU loads
+ * its state only into the virtio-serial layout it was saved with. */
+struct sp_vm_layout {
+	int shared_vectors;		/* as in sp_vm_spec */
+	int nports;			/* space.0 .. space.N-1 */
+	int egress;			/* has the egress port */
+};
+/* What a VM booted, not restored, gets: this build's layout, unless
+ * SPACE_VM_LAYOUT says "shared" (the controller of VMs saved before
+ * 2026-12) or "pre-egress" (that, and no egress port: VMs saved before
+ * 2026-11-30) — to test what restoring those needs, or to go back. */
+void sp_virt_boot_layout(struct sp_vm_layout *l);
+/* 1 when l is this build's layout (either controller), else 0: a template
+ * checkpoint of another is stale, its guest made by an older build. */
+int sp_vm_layout_current(const struct sp_vm_layout *l);
 /* Where the daemon writes the sandbox's id, host name and labels for the
  * workload (the identity op). */
 #define SP_GUEST_IDENTITY_FILE	"/run/space/identity.json"
@@ -842,9 +857,12 @@ int sp_ckpt_path(const char *root, const struct sp_template_row *t,
     char *out, size_t n, struct sp_err *e);
 int sp_ckpt_read(const char *ckpt, struct sp_ckpt_info *ci, struct sp_err *e);
 int sp_ckpt_uuid_new(char out[37], struct sp_err *e);
-/* *shared: 1 when the VM saved at path has the shared-vector layout
- * (sp_vm_spec), which a restore with a fresh XML must give it again. */
-int sp_ckpt_shared_vectors(const char *path, int *shared, struct sp_err *e);
+/* The layout of the VM saved at path (a libvirt save image), read from its
+ * header: what a restore with a fresh XML must give it again. */
+int sp_ckpt_layout(const char *path, struct sp_vm_layout *l, struct sp_err *e);
+/* 1 when the template checkpoint ckpt (a directory) has this build's layout
+ * (sp_vm_layout_current), 0 when it is stale, -1 when it cannot be read. */
+int sp_ckpt_current(const char *ckpt, struct sp_err *e);
 /* Rewrites name and uuid (same lengths) in a libvirt save image's header. */
 int sp_ckpt_reidentify(const char *path, const char *old_name,
     const char *new_name, const char *old_uuid, const char *new_uuid,

@@ -104,8 +104,39 @@ header_xml(int fd, const char *path, char **xml, uint32_t *len,
 	return 0;
 }
 
+/* Which of our ports the domain XML xml names: space.0 .. space.N-1, each
+ * once, and the egress port.  A name out of that order is refused: a header
+ * with it was not written by us. */
+static int
+count_ports(const char *xml, const char *path, struct sp_vm_layout *l,
+    struct sp_err *e)
+{
+	static const char tag[] = "<target type='virtio' name='";
+	const char *c, *name;
+	char want[32];
+
+	l->nports = l->egress = 0;
+	for (c = strstr(xml, tag); c != NULL; c = strstr(c, tag)) {
+		name = c += sizeof tag - 1;
+		snprintf(want, sizeof want, "space.%d'", l->nports);
+		if (strncmp(name, SP_EGRESS_PORT_NAME "'",
+		    sizeof SP_EGRESS_PORT_NAME) == 0 && !l->egress)
+			l->egress = 1;
+		else if (strncmp(name, want, strlen(want)) == 0 &&
+		    l->nports < SP_PORTS_MAX)
+			l->nports++;
+		else if (strncmp(name, "space.", 6) == 0)
+			return sp_err_set(e, "bad-state", 0, "%s: port %.20s out "
+			    "of order in its header", path, name);
+	}
+	if (l->nports == 0)
+		return sp_err_set(e, "bad-state", 0, "%s: no space.N port in its "
+		    "header", path);
+	return 0;
+}
+
 int
-sp_ckpt_shared_vectors(const char *path, int *shared, struct sp_err *e)
+sp_ckpt_layout(const char *path, struct sp_vm_layout *l, struct sp_err *e)
 {
 	static const char tag[] = "<controller type='virtio-serial'";
 	char *xml, *c, *end;
@@ -116,6 +147,8 @@ sp_ckpt_shared_vectors(const char *path, int *shared, struct sp_err *e)
 		return sp_err_sys(e, "io", "%s", path);
 	if (header_xml(fd, path, &xml, &len, e) == -1)
 		goto out;
+	if (count_ports(xml, path, l, e) == -1)
+		goto out;
 	/* libvirt writes the XML it made, attributes in single quotes. */
 	if ((c = strstr(xml, tag)) == NULL ||
 	    (end = strchr(c, '>')) == NULL) {
@@ -124,12 +157,24 @@ sp_ckpt_shared_vectors(const char *path, int *shared, struct sp_err *e)
 		goto out;
 	}
 	*end = '\0';
-	*shared = strstr(c, " vectors='") == NULL;
+	l->shared_vectors = strstr(c, " vectors='") == NULL;
 	rc = 0;
 out:
 	free(xml);
 	close(fd);
 	return rc;
+}
+
+int
+sp_ckpt_current(const char *ckpt, struct sp_err *e)
+{
+	char p[SP_PATH_MAX];
+	struct sp_vm_layout l;
+
+	if (sp_path_fmt(p, sizeof p, e, "%s/mem.sav", ckpt) == -1 ||
+	    sp_ckpt_layout(p, &l, e) == -1)
+		return -1;
+	return sp_vm_layout_current(&l);
 }
 
 int
@@ -201,11 +246,13 @@ boot_and_save(struct sp_ctx *x, const char *dir, const char *id,
 	char run[SP_PATH_MAX], disk[SP_PATH_MAX], kernel[SP_PATH_MAX];
 	char initrd[SP_PATH_MAX], sav[SP_PATH_MAX], dom[SP_ID_LEN + 4];
 	struct sp_vm_spec spec;
+	struct sp_vm_layout l;
 	struct sp_err ignored;
 	char *xml = NULL;
 	int rc = -1;
 
 	sp_sandbox_domain(id, dom);
+	sp_virt_boot_layout(&l);
 	if (sp_sandbox_run_dir(x, id, run, sizeof run, e) == -1 ||
 	    sp_path_fmt(disk, sizeof disk, e, "%s/disk.raw", dir) == -1 ||
 	    sp_path_fmt(kernel, sizeof kernel, e, "%s/vmlinuz", dir) == -1 ||
@@ -217,8 +264,8 @@ boot_and_save(struct sp_ctx *x, const char *dir, const char *id,
 		.name = dom, .uuid = uuid, .memory_mib = memory_mib,
 		.vcpus = vcpus, .kernel = kernel, .initrd = initrd,
 		.cmdline = SP_VIRT_CMDLINE, .disk = disk, .chan_dir = run,
-		.nports = SP_PORTS_DEFAULT, .virt_type = x->virt_type,
-		.shared_vectors = sp_virt_boot_shared_vectors(),
+		.nports = l.nports, .virt_type = x->virt_type,
+		.shared_vectors = l.shared_vectors, .no_egress = !l.egress,
 	};
 	if (sp_virt_domain_xml(&spec, &xml, e) == -1 ||
 	    sp_virt_define(x->virt, xml, e) == -1)
@@ -234,6 +281,21 @@ out:
 	sp_path_remove_tree(run, &ignored);
 	free(xml);
 	return rc;
+}
+
+/* Moves the checkpoint ckpt aside, then deletes it: a create that looks
+ * at once finds no checkpoint, rather than half of one. */
+static int
+drop_stale(struct sp_ctx *x, const char *ckpt, struct sp_err *e)
+{
+	char id[SP_ID_LEN + 1], old[SP_PATH_MAX];
+
+	if (sp_id_new(id, e) == -1 ||
+	    sp_path_fmt(old, sizeof old, e, "%s.stale-%s", ckpt, id) == -1)
+		return -1;
+	if (rename(ckpt, old) == -1)
+		return sp_err_sys(e, "io", "rename %s", ckpt);
+	return sp_subvol_delete(old, e);
 }
 
 int
@@ -262,8 +324,14 @@ sp_template_warm(struct sp_ctx *x, const char *ref, int memory_mib, int vcpus,
 	if (sp_flock_wait(fd, e) == -1)
 		goto out;
 	if (sp_subvol_exists(ckpt)) {
-		reused = 1;
-		goto done;
+		if (sp_ckpt_current(ckpt, &ignored) == 1) {
+			reused = 1;
+			goto done;
+		}
+		/* Made by an older build (or unreadable): a create boots cold
+		 * past it, and it is replaced here. */
+		if (drop_stale(x, ckpt, e) == -1)
+			goto out;
 	}
 	if (sp_id_new(id, e) == -1 || sp_ckpt_uuid_new(uuid, e) == -1 ||
 	    sp_path_fmt(work, sizeof work, e, "%s/templates/.warming-%s-%s",

@@ -361,7 +361,8 @@ sp_sandbox_create(struct sp_ctx *x, const struct sp_create_req *r, json_t **out,
 	/* The template's booted checkpoint, when it was booted as asked. */
 	warm = !r->no_checkpoint && sp_subvol_exists(ckpt) &&
 	    sp_ckpt_read(ckpt, &ci, &ignored) == 0 &&
-	    ci.memory_mib == r->memory_mib && ci.vcpus == r->vcpus;
+	    ci.memory_mib == r->memory_mib && ci.vcpus == r->vcpus &&
+	    sp_ckpt_current(ckpt, &ignored) == 1;
 	snprintf(ref, sizeof ref, "%s@%s", t.name, t.digest);
 	m = (struct sp_make){
 		.src = warm ? ckpt : tpath, .saved = warm ? &ci : NULL,
@@ -389,12 +390,13 @@ sp_sandbox_make(struct sp_ctx *x, const struct sp_make *m,
 	char *envtext = NULL, sav[SP_PATH_MAX], old[SP_ID_LEN + 4], uuid[37];
 	struct sp_sandbox_row row = { 0 };
 	struct sp_vm_spec spec;
+	struct sp_vm_layout l;
 	json_t *meta = NULL;
-	int rc = -1, inserted = 0, lock = -1, shared;
+	int rc = -1, inserted = 0, lock = -1;
 
 	if (sp_ctx_virt(x, e) == -1 || sp_id_new(row.id, e) == -1)
 		return -1;
-	shared = sp_virt_boot_shared_vectors();	/* a restore reads its own */
+	sp_virt_boot_layout(&l);	/* a restore reads its own */
 	if (sp_sandbox_dir(x, row.id, dir, sizeof dir, e) == -1 ||
 	    sp_sandbox_run_dir(x, row.id, run, sizeof run, e) == -1 ||
 	    sp_path_fmt(disk, sizeof disk, e, "%s/disk.raw", dir) == -1 ||
@@ -435,7 +437,7 @@ sp_sandbox_make(struct sp_ctx *x, const struct sp_make *m,
 	if (m->saved != NULL) {
 		sp_sandbox_domain(m->saved->id, old);
 		if (sp_ckpt_reidentify(sav, old, dom, m->saved->uuid, uuid, e) == -1 ||
-		    sp_ckpt_shared_vectors(sav, &shared, e) == -1)
+		    sp_ckpt_layout(sav, &l, e) == -1)
 			goto out;
 	} else
 		unlink(sav);	/* a disk snapshot of a checkpoint has one */
@@ -445,8 +447,9 @@ sp_sandbox_make(struct sp_ctx *x, const struct sp_make *m,
 		.name = dom, .uuid = uuid, .memory_mib = m->memory_mib,
 		.vcpus = m->vcpus,
 		.kernel = kernel, .initrd = initrd, .cmdline = SP_VIRT_CMDLINE,
-		.disk = disk, .chan_dir = run, .nports = SP_PORTS_DEFAULT,
-		.virt_type = x->virt_type, .shared_vectors = shared,
+		.disk = disk, .chan_dir = run, .nports = l.nports,
+		.virt_type = x->virt_type, .shared_vectors = l.shared_vectors,
+		.no_egress = !l.egress,
 	};
 	if (sp_virt_domain_xml(&spec, &xml, e) == -1)
 		goto out;

@@ -347,7 +347,7 @@ define_here(struct sp_ctx *x, const char *id, const char *dir,
 	char run[SP_PATH_MAX], disk[SP_PATH_MAX], kernel[SP_PATH_MAX];
 	char initrd[SP_PATH_MAX], dom[SP_ID_LEN + 4], p[SP_PATH_MAX];
 	struct sp_vm_spec spec;
-	int shared;
+	struct sp_vm_layout l;
 	FILE *f;
 
 	sp_sandbox_domain(id, dom);
@@ -356,7 +356,7 @@ define_here(struct sp_ctx *x, const char *id, const char *dir,
 	    sp_path_fmt(kernel, sizeof kernel, e, "%s/vmlinuz", dir) == -1 ||
 	    sp_path_fmt(initrd, sizeof initrd, e, "%s/initrd.img", dir) == -1 ||
 	    sp_path_fmt(p, sizeof p, e, "%s/mem.sav", dir) == -1 ||
-	    sp_ckpt_shared_vectors(p, &shared, e) == -1 ||
+	    sp_ckpt_layout(p, &l, e) == -1 ||
 	    sp_path_fmt(p, sizeof p, e, "%s/domain.xml", dir) == -1 ||
 	    sp_sandbox_make_run_dir(run, e) == -1)
 		return -1;
@@ -364,8 +364,8 @@ define_here(struct sp_ctx *x, const char *id, const char *dir,
 		.name = dom, .uuid = ci->uuid, .memory_mib = ci->memory_mib,
 		.vcpus = ci->vcpus, .kernel = kernel, .initrd = initrd,
 		.cmdline = SP_VIRT_CMDLINE, .disk = disk, .chan_dir = run,
-		.nports = SP_PORTS_DEFAULT, .virt_type = x->virt_type,
-		.shared_vectors = shared,
+		.nports = l.nports, .virt_type = x->virt_type,
+		.shared_vectors = l.shared_vectors, .no_egress = !l.egress,
 	};
 	if (sp_virt_domain_xml(&spec, xml, e) == -1)
 		return -1;

@@ -81,7 +81,6 @@ lv_load(struct sp_err *e)
 	return sp_dl_load_table(&lv_dl, lv_names, lv, e);
 }
 
-#define VIRT_PORTS_MAX	31	/* ports one virtio-serial controller offers */
 #define VIRT_VCPUS_MAX	255
 #define VIRT_MEM_MAX	(1024 * 1024)	/* MiB */
 
@@ -319,9 +318,9 @@ check_spec(const struct sp_vm_spec *s, struct sp_err *e)
 	if (s->vcpus < 1 || s->vcpus > VIRT_VCPUS_MAX)
 		return sp_err_set(e, "bad-input", 0,
 		    "vm vcpus %d: want 1..%d", s->vcpus, VIRT_VCPUS_MAX);
-	if (s->nports < 1 || s->nports > VIRT_PORTS_MAX)
+	if (s->nports < 1 || s->nports > SP_PORTS_MAX)
 		return sp_err_set(e, "bad-input", 0,
-		    "vm ports %d: want 1..%d", s->nports, VIRT_PORTS_MAX);
+		    "vm ports %d: want 1..%d", s->nports, SP_PORTS_MAX);
 	/* QEMU's own monitor is a -chardev option: a comma would end it. */
 	if (strchr(s->chan_dir, ',') != NULL)
 		return sp_err_set(e, "bad-input", 0,
@@ -335,12 +334,21 @@ check_spec(const struct sp_vm_spec *s, struct sp_err *e)
 	return 0;
 }
 
-int
-sp_virt_boot_shared_vectors(void)
+void
+sp_virt_boot_layout(struct sp_vm_layout *l)
 {
 	const char *v = getenv("SPACE_VM_LAYOUT");
 
-	return v != NULL && strcmp(v, "shared") == 0;
+	l->nports = SP_PORTS_DEFAULT;
+	l->shared_vectors = v != NULL && (strcmp(v, "shared") == 0 ||
+	    strcmp(v, "pre-egress") == 0);
+	l->egress = v == NULL || strcmp(v, "pre-egress") != 0;
+}
+
+int
+sp_vm_layout_current(const struct sp_vm_layout *l)
+{
+	return l->nports == SP_PORTS_DEFAULT && l->egress;
 }
 
 static void
@@ -405,14 +413,14 @@ write_xml(FILE *f, const struct sp_vm_spec *s)
 	 * TCG).  Ports for ours (port 0 is the console's) and the egress
 	 * one, and a vector per queue (two a port and two for control) and
 	 * one for config.  A saved VM restores only into the layout it was
-	 * saved with: a restore says which (sp_ckpt_shared_vectors).
+	 * saved with: a restore says which (sp_ckpt_layout).
 	 */
 	if (s->shared_vectors)
 		fputs("    <controller type='virtio-serial' index='0'/>\n", f);
 	else
 		fprintf(f, "    <controller type='virtio-serial' index='0' "
-		    "ports='%d' vectors='%d'/>\n", s->nports + 2,
-		    2 * (s->nports + 2) + 3);
+		    "ports='%d' vectors='%d'/>\n", s->nports + 1 + !s->no_egress,
+		    2 * (s->nports + 1 + !s->no_egress) + 3);
 	/*
 	 * The console goes through virtlogd, which rotates the file and so
 	 * bounds what a hostile guest can write; a file chardev would not.
@@ -434,12 +442,14 @@ write_xml(FILE *f, const struct sp_vm_spec *s)
 		    "    </channel>\n", i, i);
 	}
 	/* The egress tunnel: space-gatewayd's (DESIGN §9). */
-	fputs("    <channel type='unix'>\n"
-	    "      <source mode='bind' path='", f);
-	xesc(f, s->chan_dir);
-	fputs("/" SP_EGRESS_SOCK "'/>\n"
-	    "      <target type='virtio' name='" SP_EGRESS_PORT_NAME "'/>\n"
-	    "    </channel>\n", f);
+	if (!s->no_egress) {
+		fputs("    <channel type='unix'>\n"
+		    "      <source mode='bind' path='", f);
+		xesc(f, s->chan_dir);
+		fputs("/" SP_EGRESS_SOCK "'/>\n"
+		    "      <target type='virtio' name='" SP_EGRESS_PORT_NAME
+		    "'/>\n    </channel>\n", f);
+	}
 	fputs("    <memballoon model='none'/>\n"
 	    "  </devices>\n", f);
 	/*

@@ -144,6 +144,15 @@ test_xml(void)
 	xml = NULL;
 
 	s = spec("sp-abcdefghijkl");
+	s.shared_vectors = s.no_egress = 1;
+	ok(sp_virt_domain_xml(&s, &xml, &e) == 0 &&
+	    has(xml, "name='space.7'") && !has(xml, SP_EGRESS_PORT_NAME) &&
+	    !has(xml, SP_EGRESS_SOCK), "xml without egress has the ports and "
+	    "no egress channel, as VMs saved before it");
+	free(xml);
+	xml = NULL;
+
+	s = spec("sp-abcdefghijkl");
 	s.disk = "/tmp/it's a \"disk\" & <more>.raw";
 	ok(sp_virt_domain_xml(&s, &xml, &e) == 0 &&
 	    has(xml, "<source file='/tmp/it&apos;s a &quot;disk&quot; "
@@ -201,45 +210,102 @@ fake_image(const char *path, const char *xml)
 		abort();
 }
 
+/* An image's header with a controller (ctl) and n ports, egress or not. */
+static void
+fake_layout(const char *path, const char *ctl, int n, int egress)
+{
+	char xml[8192];
+	size_t k;
+	int i;
+
+	k = (size_t)snprintf(xml, sizeof xml, "<domain><devices>\n%s\n", ctl);
+	for (i = 0; i < n; i++)
+		k += (size_t)snprintf(xml + k, sizeof xml - k,
+		    "    <channel type='unix'>\n      <target type='virtio' "
+		    "name='space.%d'/>\n    </channel>\n", i);
+	if (egress)
+		k += (size_t)snprintf(xml + k, sizeof xml - k,
+		    "    <channel type='unix'>\n      <target type='virtio' "
+		    "name='" SP_EGRESS_PORT_NAME "'/>\n    </channel>\n");
+	snprintf(xml + k, sizeof xml - k, "</devices></domain>");
+	fake_image(path, xml);
+}
+
 static void
 test_saved_layout(void)
 {
+	static const char shared[] = "    <controller type='virtio-serial' "
+	    "index='0'>\n      <address type='pci' bus='0x02'/>\n"
+	    "    </controller>\n    <controller type='pci' index='0' "
+	    "model='pcie-root'/>";
+	static const char own[] = "    <controller type='virtio-serial' "
+	    "index='0' ports='10' vectors='23'>\n    </controller>";
 	char path[] = "/tmp/test-virt-image.XXXXXX";
-	int fd, shared = -1;
+	struct sp_vm_layout l, boot;
+	int fd;
 
 	if ((fd = mkstemp(path)) == -1)
 		abort();
 	close(fd);
-	fake_image(path, "<domain><devices>\n"
-	    "    <controller type='virtio-serial' index='0'>\n"
-	    "      <address type='pci' bus='0x02'/>\n    </controller>\n"
-	    "    <controller type='pci' index='0' model='pcie-root'/>\n"
-	    "</devices></domain>");
-	ok(sp_ckpt_shared_vectors(path, &shared, &e) == 0 && shared == 1,
+	fake_layout(path, shared, 8, 1);
+	ok(sp_ckpt_layout(path, &l, &e) == 0 && l.shared_vectors == 1 &&
+	    l.nports == 8 && l.egress == 1 && sp_vm_layout_current(&l),
 	    "an image saved with libvirt's default controller has shared "
-	    "vectors");
-	fake_image(path, "<domain><devices>\n"
-	    "    <controller type='virtio-serial' index='0' ports='10' "
-	    "vectors='23'>\n    </controller>\n</devices></domain>");
-	ok(sp_ckpt_shared_vectors(path, &shared, &e) == 0 && shared == 0,
+	    "vectors, 8 ports and egress: current");
+	fake_layout(path, own, 8, 1);
+	ok(sp_ckpt_layout(path, &l, &e) == 0 && l.shared_vectors == 0 &&
+	    l.nports == 8 && l.egress == 1 && sp_vm_layout_current(&l),
 	    "an image saved with ports and vectors has a vector per queue");
-	fake_image(path, "<domain><devices>\n"
-	    "    <controller type='virtio-serial' index='0'/>\n"
-	    "    <controller type='pci' vectors='4'/>\n</devices></domain>");
-	ok(sp_ckpt_shared_vectors(path, &shared, &e) == 0 && shared == 1,
+	fake_layout(path, "    <controller type='virtio-serial' index='0'/>\n"
+	    "    <controller type='pci' vectors='4'/>", 8, 1);
+	ok(sp_ckpt_layout(path, &l, &e) == 0 && l.shared_vectors == 1,
 	    "another controller's vectors are not the serial one's");
-	fake_image(path, "<domain><devices/></domain>");
-	ok(sp_ckpt_shared_vectors(path, &shared, &e) == -1 &&
-	    strcmp(e.code, "bad-state") == 0, "an image without a serial "
-	    "controller is refused");
+	fake_layout(path, shared, 8, 0);
+	ok(sp_ckpt_layout(path, &l, &e) == 0 && l.nports == 8 &&
+	    l.egress == 0 && !sp_vm_layout_current(&l),
+	    "an image saved without the egress port is read so, and is stale");
+	fake_layout(path, own, 3, 1);
+	ok(sp_ckpt_layout(path, &l, &e) == 0 && l.nports == 3 &&
+	    !sp_vm_layout_current(&l), "an image with 3 ports is read so, and "
+	    "is stale");
+	fake_image(path, "<domain><devices><controller type='virtio-serial'/>"
+	    "<target type='virtio' name='space.0'/>"
+	    "<target type='virtio' name='space.2'/></devices></domain>");
+	ok(sp_ckpt_layout(path, &l, &e) == -1 && strcmp(e.code, "bad-state") == 0,
+	    "an image with a port missing in the middle is refused");
+	fake_image(path, "<domain><devices><controller type='virtio-serial'/>"
+	    "<target type='virtio' name='space.0'/>"
+	    "<target type='virtio' name='space.0'/></devices></domain>");
+	ok(sp_ckpt_layout(path, &l, &e) == -1 && strcmp(e.code, "bad-state") == 0,
+	    "an image with a port twice is refused");
+	fake_layout(path, shared, 0, 1);
+	ok(sp_ckpt_layout(path, &l, &e) == -1 && strcmp(e.code, "bad-state") == 0,
+	    "an image without our ports is refused");
+	fake_layout(path, "", 8, 1);
+	ok(sp_ckpt_layout(path, &l, &e) == -1 && strcmp(e.code, "bad-state") == 0,
+	    "an image without a serial controller is refused");
 	fd = open(path, O_WRONLY | O_TRUNC);
 	if (fd == -1 || write(fd, "not an image at all, not at all, no", 35) != 35)
 		abort();
 	close(fd);
-	ok(sp_ckpt_shared_vectors(path, &shared, &e) == -1 &&
-	    strcmp(e.code, "bad-state") == 0, "a file that is no save image "
-	    "is refused");
+	ok(sp_ckpt_layout(path, &l, &e) == -1 && strcmp(e.code, "bad-state") == 0,
+	    "a file that is no save image is refused");
 	unlink(path);
+
+	unsetenv("SPACE_VM_LAYOUT");
+	sp_virt_boot_layout(&boot);
+	ok(boot.nports == SP_PORTS_DEFAULT && boot.egress &&
+	    !boot.shared_vectors && sp_vm_layout_current(&boot),
+	    "a VM booted gets this build's layout");
+	setenv("SPACE_VM_LAYOUT", "shared", 1);
+	sp_virt_boot_layout(&boot);
+	ok(boot.egress && boot.shared_vectors && sp_vm_layout_current(&boot),
+	    "SPACE_VM_LAYOUT=shared: the old controller, still current");
+	setenv("SPACE_VM_LAYOUT", "pre-egress", 1);
+	sp_virt_boot_layout(&boot);
+	ok(!boot.egress && boot.shared_vectors && !sp_vm_layout_current(&boot),
+	    "SPACE_VM_LAYOUT=pre-egress: the layout before the egress port");
+	unsetenv("SPACE_VM_LAYOUT");
 }
 
 /* Runs fn with stderr sent to a file; returns how many bytes it wrote. */
