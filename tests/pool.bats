@@ -23,10 +23,10 @@ teardown_file() {
 	jout -se 'map(select(.action == "made")) | all(.state == "paused")'
 	run space-pool ls
 	jout -e '.pool == "minimal" and .size == 2 and .ready == 2'
-	! space-ls | jq -e 'select(.pod)' >/dev/null
+	! space-ls | jq -e 'select(.pod)' >/dev/null || false
 	[ "$(space-ls --pods | jq -s 'map(select(.pod and .vm == "paused")) | length')" -eq 2 ]
 	# space-ls --state paused | space-resume must never wake a pod.
-	! space-ls --state paused | jq -e 'select(.pod)' >/dev/null
+	! space-ls --state paused | jq -e 'select(.pod)' >/dev/null || false
 	run space-pool fill
 	assert_success
 	[ "$(jout -s 'map(select(.action == "made")) | length')" -eq 0 ]
@@ -67,7 +67,7 @@ teardown_file() {
 	[ "$(sed -n 2,4p "$BATS_TEST_TMPDIR/out")" = "$(printf '%s\nfrom-stdin\nhej' "$id")" ]
 	[ "$(wc -l < "$BATS_TEST_TMPDIR/out")" -eq 4 ]
 	grep -qx oops "$BATS_TEST_TMPDIR/err"
-	! grep -q 'libvirt\.so' "$BATS_TEST_TMPDIR/err"
+	! grep -q 'libvirt\.so' "$BATS_TEST_TMPDIR/err" || false
 	space-ls "$id" | jq -e '.state == "running"'
 	# A command that cannot start: 127, as a shell says; the sandbox stays.
 	run -127 space-create --template minimal -- /no/such/program
@@ -95,7 +95,7 @@ teardown_file() {
 	id=$(jq -r .id "$BATS_TEST_TMPDIR/out")
 	echo "$id" >> "$BATS_FILE_TMPDIR/ids"
 	jq -e '.ok and .path == "pool" and .virt == "qemu"' "$BATS_TEST_TMPDIR/out"
-	! grep -q 'libvirt\.so' "$BATS_TEST_TMPDIR/ld"
+	! grep -q 'libvirt\.so' "$BATS_TEST_TMPDIR/ld" || false
 	run virsh -c qemu:///system domstate --reason "sp-$id"
 	assert_output --partial "running (unpaused)"
 	run space-exec "$id" -- hostname

@@ -137,7 +137,7 @@ XML
 	[ "$(state "$ID")" = "paused/running" ]
 	flock "$SPACE_ROOT/locks/sandbox-$ID.lock" space-reconcile --once > "$BATS_TEST_TMPDIR/out"
 	[ "$(state "$ID")" = "paused/running" ]
-	! grep -q "$ID" "$BATS_TEST_TMPDIR/out"
+	! grep -q "$ID" "$BATS_TEST_TMPDIR/out" || false
 	reconcile
 	[ "$(state "$ID")" = "paused/paused" ]
 	space-resume "$ID"
