@@ -33,6 +33,37 @@ jout() {
 	grep '^{' <<<"$output" | jq "$@"
 }
 
+# jq 1.6 with -e exits 0 on an input without any JSON value, so a check like
+# `space-ls ID | jq -e '.state == "running"'` would pass on no output at all.
+# Here -e asks for at least one value, as jq 1.7 does (exit 4 without);
+# with -s or -n the input may be empty.
+jq() {
+	local a exit_status=0 whole=0 in
+	for a in "$@"; do
+		case $a in
+		--exit-status) exit_status=1 ;;
+		--slurp|--null-input) whole=1 ;;
+		--*) ;;
+		-*)
+			[[ $a =~ ^-[a-zA-Z]+$ ]] || continue
+			[[ $a == *e* ]] && exit_status=1
+			[[ $a == *[sn]* ]] && whole=1
+			;;
+		esac
+	done
+	if [ "$exit_status" = 0 ] || [ "$whole" = 1 ]; then
+		command jq "$@"
+		return
+	fi
+	in=$(cat; echo .)
+	in=${in%.}
+	if [[ ! $in =~ [^[:space:]] ]]; then
+		echo "jq -e: no JSON value in the input" >&2
+		return 4
+	fi
+	command jq "$@" <<<"$in"
+}
+
 # N free TCP ports on 127.0.0.1, on one line.
 free_ports() {
 	python3 -c '

@@ -27,7 +27,7 @@ teardown_file() {
 	run space-template add --name "$NAME" "http://127.0.0.1:$PORT/rootfs.tar.zst"
 	assert_success
 	jout -e --arg p "$PORT" '.kernel == "http://127.0.0.1:\($p)/vmlinuz"'
-	! space-template ls | jq -e --arg n "$NAME" 'select(.template == $n)' >/dev/null || false
+	[ "$(space-template ls | jq -s --arg n "$NAME" 'map(select(.template == $n)) | length')" -eq 0 ]
 	[ ! -e "$COUNTS" ]
 }
 
@@ -52,7 +52,7 @@ teardown_file() {
 	run space-create --template "$NAME-missing"
 	[ "$status" -eq 1 ]
 	jout -e '.error == "fetch" and (.msg | contains("404"))'
-	! space-template ls | jq -e --arg n "$NAME-missing" 'select(.template == $n)' >/dev/null || false
+	[ "$(space-template ls | jq -s --arg n "$NAME-missing" 'map(select(.template == $n)) | length')" -eq 0 ]
 	[ -z "$(ls "$SPACE_ROOT/tmp" | grep fetch-)" ]
 	run space-template add --name bad /no/such/path.tar
 	[ "$status" -eq 100 ]

@@ -23,10 +23,10 @@ teardown_file() {
 	jout -se 'map(select(.action == "made")) | all(.state == "paused")'
 	run space-pool ls
 	jout -e '.pool == "minimal" and .size == 2 and .ready == 2'
-	! space-ls | jq -e 'select(.pod)' >/dev/null || false
+	[ "$(space-ls | jq -s 'map(select(.pod)) | length')" -eq 0 ]
 	[ "$(space-ls --pods | jq -s 'map(select(.pod and .vm == "paused")) | length')" -eq 2 ]
 	# space-ls --state paused | space-resume must never wake a pod.
-	! space-ls --state paused | jq -e 'select(.pod)' >/dev/null || false
+	[ "$(space-ls --state paused | jq -s 'map(select(.pod)) | length')" -eq 0 ]
 	run space-pool fill
 	assert_success
 	[ "$(jout -s 'map(select(.action == "made")) | length')" -eq 0 ]
