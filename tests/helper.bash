@@ -35,33 +35,29 @@ jout() {
 
 # jq 1.6 with -e exits 0 on an input without any JSON value, so a check like
 # `space-ls ID | jq -e '.state == "running"'` would pass on no output at all.
-# Here -e asks for at least one value, as jq 1.7 does (exit 4 without);
-# with -s or -n the input may be empty.
+# Here -e asks for a value: no output at all is exit 4, as in jq 1.7.
 jq() {
-	local a exit_status=0 whole=0 in
+	local a exit_status=0 out rc
 	for a in "$@"; do
 		case $a in
 		--exit-status) exit_status=1 ;;
-		--slurp|--null-input) whole=1 ;;
 		--*) ;;
-		-*)
-			[[ $a =~ ^-[a-zA-Z]+$ ]] || continue
-			[[ $a == *e* ]] && exit_status=1
-			[[ $a == *[sn]* ]] && whole=1
-			;;
+		-*) [[ $a =~ ^-[a-zA-Z]+$ && $a == *e* ]] && exit_status=1 ;;
 		esac
 	done
-	if [ "$exit_status" = 0 ] || [ "$whole" = 1 ]; then
+	if [ "$exit_status" = 0 ]; then
 		command jq "$@"
 		return
 	fi
-	in=$(cat; echo .)
-	in=${in%.}
-	if [[ ! $in =~ [^[:space:]] ]]; then
-		echo "jq -e: no JSON value in the input" >&2
+	out=$(command jq "$@"; rc=$?; echo ".$rc")
+	rc=${out##*.}
+	out=${out%.*}
+	if [ -z "$out" ]; then
+		echo "jq -e: no JSON value" >&2
 		return 4
 	fi
-	command jq "$@" <<<"$in"
+	printf '%s' "$out"
+	return "$rc"
 }
 
 # N free TCP ports on 127.0.0.1, on one line.
