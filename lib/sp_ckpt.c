@@ -263,7 +263,7 @@ boot_and_save(struct sp_ctx *x, const char *dir, const char *id,
 	spec = (struct sp_vm_spec){
 		.name = dom, .uuid = uuid, .memory_mib = memory_mib,
 		.vcpus = vcpus, .kernel = kernel, .initrd = initrd,
-		.cmdline = SP_VIRT_CMDLINE, .disk = disk, .chan_dir = run,
+		.cmdline = NULL, .disk = disk, .chan_dir = run,
 		.nports = l.nports, .virt_type = x->virt_type,
 		.shared_vectors = l.shared_vectors, .no_egress = !l.egress,
 	};

@@ -446,7 +446,7 @@ sp_sandbox_make(struct sp_ctx *x, const struct sp_make *m,
 	spec = (struct sp_vm_spec){
 		.name = dom, .uuid = uuid, .memory_mib = m->memory_mib,
 		.vcpus = m->vcpus,
-		.kernel = kernel, .initrd = initrd, .cmdline = SP_VIRT_CMDLINE,
+		.kernel = kernel, .initrd = initrd, .cmdline = NULL,
 		.disk = disk, .chan_dir = run, .nports = l.nports,
 		.virt_type = x->virt_type, .shared_vectors = l.shared_vectors,
 		.no_egress = !l.egress,

@@ -363,7 +363,7 @@ define_here(struct sp_ctx *x, const char *id, const char *dir,
 	spec = (struct sp_vm_spec){
 		.name = dom, .uuid = ci->uuid, .memory_mib = ci->memory_mib,
 		.vcpus = ci->vcpus, .kernel = kernel, .initrd = initrd,
-		.cmdline = SP_VIRT_CMDLINE, .disk = disk, .chan_dir = run,
+		.cmdline = NULL, .disk = disk, .chan_dir = run,
 		.nports = l.nports, .virt_type = x->virt_type,
 		.shared_vectors = l.shared_vectors, .no_egress = !l.egress,
 	};

@@ -375,8 +375,9 @@ write_xml(FILE *f, const struct sp_vm_spec *s)
 	fputs("</kernel>\n    <initrd>", f);
 	xesc(f, s->initrd);
 	fputs("</initrd>\n    <cmdline>", f);
-	xesc(f, s->cmdline != NULL && *s->cmdline != '\0' ?
-	    s->cmdline : SP_VIRT_CMDLINE);
+	xesc(f, s->cmdline != NULL && *s->cmdline != '\0' ? s->cmdline :
+	    strcmp(s->virt_type, "qemu") == 0 ? SP_VIRT_CMDLINE_TCG :
+	    SP_VIRT_CMDLINE);
 	fputs("</cmdline>\n  </os>\n", f);
 	/*
 	 * ACPI lets the guest power itself off; without S3/S4 it cannot

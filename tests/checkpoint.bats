@@ -151,6 +151,20 @@ teardown_file() {
 	jout -r .id >> "$BATS_FILE_TMPDIR/ids"
 	jout -e '.path == "cold"'
 	echo "# cold create: $(jout -r .create_ms) ms" >&3
+	# Under TCG the guest's kernel runs without what guards nothing there
+	# (SP_VIRT_CMDLINE_TCG): no Spectre mitigations, Landlock the only LSM.
+	id=$(jout -r .id)
+	[ "$(jout -r .virt)" = qemu ] || skip "the settings are TCG's; this is $(jout -r .virt)"
+	run space-exec "$id" -- sh -c 'cat /proc/cmdline;
+	    cat /sys/devices/system/cpu/vulnerabilities/spectre_v2;
+	    mount -t securityfs none /sys/kernel/security 2>/dev/null;
+	    echo "lsm: $(cat /sys/kernel/security/lsm)"'
+	assert_success
+	assert_output --partial "mitigations=off init_on_alloc=0"
+	assert_output --partial "Vulnerable"
+	assert_output --regexp "lsm: [a-z,]*landlock"
+	refute_output --partial apparmor
+	refute_output --partial yama
 }
 
 @test "a create asking other memory than the checkpoint's boots cold" {

@@ -82,8 +82,8 @@ test_xml(void)
 	    "xml has type, name, q35, memory and vcpus");
 	ok(has(xml, "<kernel>/var/lib/space/templates/t@d/vmlinuz</kernel>") &&
 	    has(xml, "<initrd>/var/lib/space/templates/t@d/initrd.img</initrd>") &&
-	    has(xml, "<cmdline>" SP_VIRT_CMDLINE "</cmdline>"),
-	    "xml boots the kernel directly, default cmdline");
+	    has(xml, "<cmdline>" SP_VIRT_CMDLINE_TCG "</cmdline>"),
+	    "xml boots the kernel directly, TCG's default cmdline");
 	ok(has(xml, "<source file='/var/lib/space/sandboxes/abcdefghijkl/disk.raw'/>") &&
 	    has(xml, "<target dev='vda' bus='virtio'/>") &&
 	    has(xml, "type='raw'"),
@@ -123,6 +123,12 @@ test_xml(void)
 
 	s = spec("sp-abcdefghijkl");
 	s.virt_type = "kvm";
+	ok(sp_virt_domain_xml(&s, &xml, &e) == 0 &&
+	    has(xml, "<cmdline>" SP_VIRT_CMDLINE "</cmdline>") &&
+	    !has(xml, "mitigations=off"), "under kvm the default cmdline keeps "
+	    "the kernel's defaults");
+	free(xml);
+	xml = NULL;
 	s.cmdline = "console=ttyS0 a<b";
 	s.nports = 2;
 	ok(sp_virt_domain_xml(&s, &xml, &e) == 0 &&
