@@ -364,8 +364,8 @@ int sp_qmp_cmds(struct sp_qmp *q, const char *const cmds[], size_t n,
 void sp_qmp_close(struct sp_qmp *q);
 #define SP_VIRT_CMDLINE	"console=ttyS0 root=/dev/vda panic=-1 quiet"
 /*
- * What a guest under TCG (virt type qemu) gets after it, by default: ~9% less
- * of the guest's CPU per call (three guests of each, side by side).  TCG runs
+ * What a guest under TCG (virt type qemu) gets after it, by default: 5-9% less
+ * of the guest's CPU per call (guests of each, side by side).  TCG runs
  * no guest instruction speculatively, so the Spectre mitigations guard
  * nothing there; the guest kernel need not zero each allocation for itself,
  * count pressure stalls, watch its TSC or its lockups; and of the security
