@@ -286,7 +286,7 @@ out:
 /* Moves the checkpoint ckpt aside, then deletes it: a create that looks
  * at once finds no checkpoint, rather than half of one. */
 static int
-drop_stale(struct sp_ctx *x, const char *ckpt, struct sp_err *e)
+drop_stale(const char *ckpt, struct sp_err *e)
 {
 	char id[SP_ID_LEN + 1], old[SP_PATH_MAX];
 
@@ -330,7 +330,7 @@ sp_template_warm(struct sp_ctx *x, const char *ref, int memory_mib, int vcpus,
 		}
 		/* Made by an older build (or unreadable): a create boots cold
 		 * past it, and it is replaced here. */
-		if (drop_stale(x, ckpt, e) == -1)
+		if (drop_stale(ckpt, e) == -1)
 			goto out;
 	}
 	if (sp_id_new(id, e) == -1 || sp_ckpt_uuid_new(uuid, e) == -1 ||
