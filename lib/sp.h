@@ -379,6 +379,11 @@ void sp_qmp_close(struct sp_qmp *q);
 #define SP_VIRT_CMDLINE_TCG	SP_VIRT_CMDLINE " mitigations=off " \
 	"init_on_alloc=0 psi=0 tsc=reliable nowatchdog lsm=landlock " \
 	"cgroup_disable=memory hardened_usercopy=off randomize_kstack_offset=off"
+/* The guest kernel's command line of a VM booted here, when its spec names
+ * none: SPACE_VM_CMDLINE when set, else SP_VIRT_CMDLINE_TCG for virt type
+ * "qemu" and SP_VIRT_CMDLINE for "kvm".  A template checkpoint booted with
+ * another is stale (sp_ckpt_current). */
+const char *sp_virt_boot_cmdline(const char *virt_type);
 /* Opens the connection with a quiet error handler. */
 int sp_virt_open(struct sp_virt **v, const char *uri, struct sp_err *e);
 void sp_virt_close(struct sp_virt *v);
@@ -878,7 +883,9 @@ int sp_ckpt_uuid_new(char out[37], struct sp_err *e);
  * header: what a restore with a fresh XML must give it again. */
 int sp_ckpt_layout(const char *path, struct sp_vm_layout *l, struct sp_err *e);
 /* 1 when the template checkpoint ckpt (a directory) has this build's layout
- * (sp_vm_layout_current), 0 when it is stale, -1 when it cannot be read. */
+ * (sp_vm_layout_current) and was booted with the command line a VM of its
+ * virt type boots with now (sp_virt_boot_cmdline), 0 when it is stale, -1
+ * when it cannot be read. */
 int sp_ckpt_current(const char *ckpt, struct sp_err *e);
 /* Rewrites name and uuid (same lengths) in a libvirt save image's header. */
 int sp_ckpt_reidentify(const char *path, const char *old_name,

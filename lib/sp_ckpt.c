@@ -135,46 +135,98 @@ count_ports(const char *xml, const char *path, struct sp_vm_layout *l,
 	return 0;
 }
 
+/* The layout that the header XML xml (of the save image at path) names. */
+static int
+parse_layout(char *xml, const char *path, struct sp_vm_layout *l,
+    struct sp_err *e)
+{
+	static const char tag[] = "<controller type='virtio-serial'";
+	char *c, *end;
+
+	if (count_ports(xml, path, l, e) == -1)
+		return -1;
+	/* libvirt writes the XML it made, attributes in single quotes. */
+	if ((c = strstr(xml, tag)) == NULL || (end = strchr(c, '>')) == NULL)
+		return sp_err_set(e, "bad-state", 0, "%s: no virtio-serial "
+		    "controller in its header", path);
+	*end = '\0';
+	l->shared_vectors = strstr(c, " vectors='") == NULL;
+	*end = '>';
+	return 0;
+}
+
+/* Whether the header XML xml was booted with the command line a VM of its
+ * type gets now.  libvirt escapes the text as XML: the five entities are
+ * undone before the compare. */
+static int
+cmdline_current(const char *xml)
+{
+	static const char *const ents[] = { "&amp;", "&lt;", "&gt;",
+	    "&apos;", "&quot;" };
+	static const char chars[] = "&<>'\"";
+	const char *c, *end, *want;
+	char type[8];
+	size_t i, n;
+
+	if ((c = strstr(xml, "<domain type='")) == NULL ||
+	    sscanf(c, "<domain type='%7[a-z]'", type) != 1 ||
+	    (c = strstr(xml, "<cmdline>")) == NULL ||
+	    (end = strstr(c, "</cmdline>")) == NULL)
+		return 0;
+	want = sp_virt_boot_cmdline(type);
+	for (c += sizeof "<cmdline>" - 1, n = 0; c < end; n++) {
+		for (i = 0; i < sizeof chars - 1 &&
+		    strncmp(c, ents[i], strlen(ents[i])) != 0; i++)
+			;
+		if (want[n] != (i < sizeof chars - 1 ? chars[i] : *c))
+			return 0;
+		c += i < sizeof chars - 1 ? strlen(ents[i]) : 1;
+	}
+	return want[n] == '\0';
+}
+
+/* The header XML of the save image at path, for the caller to free. */
+static int
+read_header(const char *path, char **xml, struct sp_err *e)
+{
+	uint32_t len;
+	int fd, rc;
+
+	*xml = NULL;
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)) == -1)
+		return sp_err_sys(e, "io", "%s", path);
+	rc = header_xml(fd, path, xml, &len, e);
+	close(fd);
+	return rc;
+}
+
 int
 sp_ckpt_layout(const char *path, struct sp_vm_layout *l, struct sp_err *e)
 {
-	static const char tag[] = "<controller type='virtio-serial'";
-	char *xml, *c, *end;
-	uint32_t len;
-	int fd, rc = -1;
+	char *xml;
+	int rc;
 
-	if ((fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)) == -1)
-		return sp_err_sys(e, "io", "%s", path);
-	if (header_xml(fd, path, &xml, &len, e) == -1)
-		goto out;
-	if (count_ports(xml, path, l, e) == -1)
-		goto out;
-	/* libvirt writes the XML it made, attributes in single quotes. */
-	if ((c = strstr(xml, tag)) == NULL ||
-	    (end = strchr(c, '>')) == NULL) {
-		sp_err_set(e, "bad-state", 0, "%s: no virtio-serial controller "
-		    "in its header", path);
-		goto out;
-	}
-	*end = '\0';
-	l->shared_vectors = strstr(c, " vectors='") == NULL;
-	rc = 0;
-out:
+	if (read_header(path, &xml, e) == -1)
+		return -1;
+	rc = parse_layout(xml, path, l, e);
 	free(xml);
-	close(fd);
 	return rc;
 }
 
 int
 sp_ckpt_current(const char *ckpt, struct sp_err *e)
 {
-	char p[SP_PATH_MAX];
+	char p[SP_PATH_MAX], *xml;
 	struct sp_vm_layout l;
+	int rc;
 
 	if (sp_path_fmt(p, sizeof p, e, "%s/mem.sav", ckpt) == -1 ||
-	    sp_ckpt_layout(p, &l, e) == -1)
+	    read_header(p, &xml, e) == -1)
 		return -1;
-	return sp_vm_layout_current(&l);
+	if ((rc = parse_layout(xml, p, &l, e)) == 0)
+		rc = sp_vm_layout_current(&l) && cmdline_current(xml);
+	free(xml);
+	return rc;
 }
 
 int

@@ -287,6 +287,14 @@ check_str(const char *what, const char *s, int path, struct sp_err *e)
 	return 0;
 }
 
+/* The guest kernel's command line of the spec: its own, or the default. */
+static const char *
+spec_cmdline(const struct sp_vm_spec *s)
+{
+	return s->cmdline != NULL && *s->cmdline != '\0' ? s->cmdline :
+	    sp_virt_boot_cmdline(s->virt_type);
+}
+
 static int
 check_spec(const struct sp_vm_spec *s, struct sp_err *e)
 {
@@ -299,8 +307,7 @@ check_spec(const struct sp_vm_spec *s, struct sp_err *e)
 	    check_str("disk", s->disk, 1, e) == -1 ||
 	    check_str("channel directory", s->chan_dir, 1, e) == -1)
 		return -1;
-	if (s->cmdline != NULL && *s->cmdline != '\0' &&
-	    check_str("cmdline", s->cmdline, 0, e) == -1)
+	if (check_str("kernel command line", spec_cmdline(s), 0, e) == -1)
 		return -1;
 	if (s->uuid != NULL && (strlen(s->uuid) != 36 ||
 	    strspn(s->uuid, "0123456789abcdef-") != 36))
@@ -345,6 +352,17 @@ sp_virt_boot_layout(struct sp_vm_layout *l)
 	l->egress = v == NULL || strcmp(v, "pre-egress") != 0;
 }
 
+const char *
+sp_virt_boot_cmdline(const char *virt_type)
+{
+	const char *v = getenv("SPACE_VM_CMDLINE");
+
+	if (v != NULL && *v != '\0')
+		return v;
+	return virt_type != NULL && strcmp(virt_type, "qemu") == 0 ?
+	    SP_VIRT_CMDLINE_TCG : SP_VIRT_CMDLINE;
+}
+
 int
 sp_vm_layout_current(const struct sp_vm_layout *l)
 {
@@ -375,9 +393,7 @@ write_xml(FILE *f, const struct sp_vm_spec *s)
 	fputs("</kernel>\n    <initrd>", f);
 	xesc(f, s->initrd);
 	fputs("</initrd>\n    <cmdline>", f);
-	xesc(f, s->cmdline != NULL && *s->cmdline != '\0' ? s->cmdline :
-	    strcmp(s->virt_type, "qemu") == 0 ? SP_VIRT_CMDLINE_TCG :
-	    SP_VIRT_CMDLINE);
+	xesc(f, spec_cmdline(s));
 	fputs("</cmdline>\n  </os>\n", f);
 	/*
 	 * ACPI lets the guest power itself off; without S3/S4 it cannot

@@ -113,6 +113,45 @@ teardown_file() {
 	space-template rm --force layoutpre >/dev/null
 }
 
+@test "a checkpoint booted with another kernel command line is stale: creates boot cold past it, warm replaces it" {
+	# The guest's command line changes with a build (SP_VIRT_CMDLINE_TCG)
+	# or with SPACE_VM_CMDLINE; a checkpoint keeps the one it was booted
+	# with, so one of another is not used, and warm makes it again.
+	space-template import --name cmdold "$SPACE_GUEST/rootfs.tar.zst" >/dev/null
+	run env SPACE_VM_CMDLINE="console=ttyS0 root=/dev/vda panic=-1 quiet space.test=old" \
+	    space-template warm cmdold
+	assert_success
+	jout -e '.reused == false'
+	space-template ls | jq -s -e 'any(.[]; .template == "cmdold" and .warm == false)'
+	run space-create --template cmdold --no-pool
+	assert_success
+	id=$(jout -r .id)
+	echo "$id" >> "$BATS_FILE_TMPDIR/ids"
+	jout -e '.path == "cold"'
+	run space-exec "$id" -- cat /proc/cmdline
+	assert_success
+	refute_output --partial "space.test=old"
+	space-rm "$id" >/dev/null
+	run space-template warm cmdold
+	assert_success
+	jout -e '.reused == false'
+	space-template ls | jq -s -e 'any(.[]; .template == "cmdold" and .warm == true)'
+	[ "$(find "$SPACE_ROOT/templates" -maxdepth 1 -name '*.stale-*' | wc -l)" -eq 0 ]
+	run space-template warm cmdold
+	jout -e '.reused == true'
+	run space-create --template cmdold --no-pool
+	assert_success
+	id=$(jout -r .id)
+	echo "$id" >> "$BATS_FILE_TMPDIR/ids"
+	jout -e '.path == "checkpoint"'
+	run space-exec "$id" -- cat /proc/cmdline
+	assert_success
+	refute_output --partial "space.test=old"
+	assert_output --partial "root=/dev/vda"
+	space-rm "$id" >/dev/null
+	space-template rm --force cmdold >/dev/null
+}
+
 @test "a sandbox booted before the egress port forks: the copies restore into its ports" {
 	run env SPACE_VM_LAYOUT=pre-egress space-create --template minimal --cold
 	assert_success

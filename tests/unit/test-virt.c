@@ -176,6 +176,19 @@ test_xml(void)
 	s = spec("sp-abc\ndefghijkl");
 	refused(&s, "a control character in the name");
 	s = spec("sp-abcdefghijkl");
+	s.cmdline = "console=ttyS0\tquiet";
+	refused(&s, "a control character in the command line");
+	s = spec("sp-abcdefghijkl");
+	setenv("SPACE_VM_CMDLINE", "console=ttyS0\nquiet", 1);
+	refused(&s, "a control character in SPACE_VM_CMDLINE");
+	setenv("SPACE_VM_CMDLINE", "console=ttyS0 x=<&>", 1);
+	ok(sp_virt_domain_xml(&s, &xml, &e) == 0 &&
+	    has(xml, "<cmdline>console=ttyS0 x=&lt;&amp;&gt;</cmdline>"),
+	    "SPACE_VM_CMDLINE is the default command line, escaped");
+	free(xml);
+	xml = NULL;
+	unsetenv("SPACE_VM_CMDLINE");
+	s = spec("sp-abcdefghijkl");
 	s.nports = 0;
 	refused(&s, "zero ports");
 	s.nports = 32;
@@ -235,6 +248,77 @@ fake_layout(const char *path, const char *ctl, int n, int egress)
 		    "name='" SP_EGRESS_PORT_NAME "'/>\n    </channel>\n");
 	snprintf(xml + k, sizeof xml - k, "</devices></domain>");
 	fake_image(path, xml);
+}
+
+/* A template checkpoint directory dir whose mem.sav was booted under virt
+ * type type with the command line cmdline (as libvirt writes it: escaped),
+ * or none when cmdline is NULL, in this build's layout. */
+static void
+fake_ckpt(const char *dir, const char *type, const char *cmdline)
+{
+	char xml[8192], path[256];
+	size_t k;
+	int i;
+
+	k = (size_t)snprintf(xml, sizeof xml, "<domain type='%s'>\n  <os>\n"
+	    "    <type arch='x86_64' machine='pc-q35-7.2'>hvm</type>\n", type);
+	if (cmdline != NULL)
+		k += (size_t)snprintf(xml + k, sizeof xml - k,
+		    "    <cmdline>%s</cmdline>\n", cmdline);
+	k += (size_t)snprintf(xml + k, sizeof xml - k, "  </os>\n  <devices>\n"
+	    "    <controller type='virtio-serial' index='0' ports='10' "
+	    "vectors='23'/>\n");
+	for (i = 0; i < SP_PORTS_DEFAULT; i++)
+		k += (size_t)snprintf(xml + k, sizeof xml - k,
+		    "    <target type='virtio' name='space.%d'/>\n", i);
+	snprintf(xml + k, sizeof xml - k, "    <target type='virtio' name='"
+	    SP_EGRESS_PORT_NAME "'/>\n  </devices>\n</domain>\n");
+	snprintf(path, sizeof path, "%s/mem.sav", dir);
+	fake_image(path, xml);
+}
+
+static void
+test_ckpt_cmdline(void)
+{
+	char dir[] = "/tmp/test-virt-ckpt.XXXXXX", path[256];
+
+	if (mkdtemp(dir) == NULL)
+		abort();
+	unsetenv("SPACE_VM_CMDLINE");
+	fake_ckpt(dir, "qemu", SP_VIRT_CMDLINE_TCG);
+	ok(sp_ckpt_current(dir, &e) == 1, "a TCG checkpoint booted with "
+	    "SP_VIRT_CMDLINE_TCG is current");
+	fake_ckpt(dir, "qemu", SP_VIRT_CMDLINE);
+	ok(sp_ckpt_current(dir, &e) == 0, "a TCG checkpoint booted with "
+	    "another command line is stale");
+	fake_ckpt(dir, "kvm", SP_VIRT_CMDLINE);
+	ok(sp_ckpt_current(dir, &e) == 1, "a KVM checkpoint is held to "
+	    "SP_VIRT_CMDLINE");
+	fake_ckpt(dir, "qemu", SP_VIRT_CMDLINE_TCG " more=1");
+	ok(sp_ckpt_current(dir, &e) == 0, "a command line longer than ours "
+	    "is stale");
+	fake_ckpt(dir, "qemu", "console=ttyS0");
+	ok(sp_ckpt_current(dir, &e) == 0, "a shorter one too");
+	fake_ckpt(dir, "qemu", NULL);
+	ok(sp_ckpt_current(dir, &e) == 0, "a header without a command line "
+	    "is stale");
+	setenv("SPACE_VM_CMDLINE", "console=ttyS0 x=\"a<b\" y='&'", 1);
+	ok(strcmp(sp_virt_boot_cmdline("qemu"), getenv("SPACE_VM_CMDLINE")) == 0 &&
+	    strcmp(sp_virt_boot_cmdline("kvm"), getenv("SPACE_VM_CMDLINE")) == 0,
+	    "SPACE_VM_CMDLINE is the command line of VMs booted, either type");
+	fake_ckpt(dir, "qemu", "console=ttyS0 x=&quot;a&lt;b&quot; "
+	    "y=&apos;&amp;&apos;");
+	ok(sp_ckpt_current(dir, &e) == 1, "a header's escaped text is "
+	    "compared unescaped");
+	fake_ckpt(dir, "qemu", SP_VIRT_CMDLINE_TCG);
+	ok(sp_ckpt_current(dir, &e) == 0, "with SPACE_VM_CMDLINE set, a "
+	    "checkpoint booted with the default is stale");
+	unsetenv("SPACE_VM_CMDLINE");
+	snprintf(path, sizeof path, "%s/mem.sav", dir);
+	unlink(path);
+	ok(sp_ckpt_current(dir, &e) == -1, "a checkpoint without mem.sav "
+	    "cannot be read");
+	rmdir(dir);
 }
 
 static void
@@ -545,6 +629,7 @@ main(void)
 {
 	test_xml();
 	test_saved_layout();
+	test_ckpt_cmdline();
 	test_domain();
 	return tap_done();
 }
