@@ -11,6 +11,42 @@ teardown_file() {
 	remove_listed "$BATS_FILE_TMPDIR/ids"
 	space-template rm --force layoutold >/dev/null 2>&1 || true
 	space-template rm --force layoutpre >/dev/null 2>&1 || true
+	space-template rm --force cmdold >/dev/null 2>&1 || true
+}
+
+# What becomes of a stale template checkpoint: template NAME is warmed under
+# the environment assignment ENV, and that checkpoint is not warm; a create
+# boots cold past it; warm makes it again (then reuses it), and the next
+# create restores from it.  CHECK runs on each sandbox made (its id as $1).
+stale_checkpoint_replaced() {
+	local name=$1 env=$2 check=$3 id
+	space-template import --name "$name" "$SPACE_GUEST/rootfs.tar.zst" >/dev/null
+	run env "$env" space-template warm "$name"
+	assert_success
+	jout -e '.reused == false'
+	space-template ls | jq -s -e --arg n "$name" 'any(.[]; .template == $n and .warm == false)'
+	run space-create --template "$name" --no-pool
+	assert_success
+	id=$(jout -r .id)
+	echo "$id" >> "$BATS_FILE_TMPDIR/ids"
+	jout -e '.path == "cold"'
+	"$check" "$id"
+	space-rm "$id" >/dev/null
+	run space-template warm "$name"
+	assert_success
+	jout -e '.reused == false'
+	space-template ls | jq -s -e --arg n "$name" 'any(.[]; .template == $n and .warm == true)'
+	[ "$(find "$SPACE_ROOT/templates" -maxdepth 1 -name '*.stale-*' | wc -l)" -eq 0 ]
+	run space-template warm "$name"
+	jout -e '.reused == true'
+	run space-create --template "$name" --no-pool
+	assert_success
+	id=$(jout -r .id)
+	echo "$id" >> "$BATS_FILE_TMPDIR/ids"
+	jout -e '.path == "checkpoint"'
+	"$check" "$id"
+	space-rm "$id" >/dev/null
+	space-template rm --force "$name" >/dev/null
 }
 
 @test "concurrent warm-ups of one template boot it once" {
@@ -78,78 +114,37 @@ teardown_file() {
 	virsh -c qemu:///system dumpxml "sp-$id" | grep -q "vectors='23'"
 }
 
+# Today's ports, egress among them, and a daemon that answers.
+has_egress_port() {
+	virsh -c qemu:///system dumpxml "sp-$1" | grep -q "name='space.egress'"
+	run space-exec "$1" -- sh -c 'echo "$(hostname) answers"'
+	assert_output "$1 answers"
+}
+
 @test "a checkpoint made before the egress port is stale: creates boot cold past it, warm replaces it" {
 	# SPACE_VM_LAYOUT=pre-egress boots as the code before 2026-11-30 did:
 	# no egress port.  QEMU restores a VM only into the ports it was saved
 	# with, and a template's sandboxes need today's, so such a checkpoint
 	# is not used (libvirt would refuse it: "channel count 9 does not
 	# match source 8"), and warm makes it again.
-	space-template import --name layoutpre "$SPACE_GUEST/rootfs.tar.zst" >/dev/null
-	run env SPACE_VM_LAYOUT=pre-egress space-template warm layoutpre
+	stale_checkpoint_replaced layoutpre SPACE_VM_LAYOUT=pre-egress has_egress_port
+}
+
+# Booted with this build's command line, not the old one.
+has_build_cmdline() {
+	run space-exec "$1" -- cat /proc/cmdline
 	assert_success
-	jout -e '.reused == false'
-	space-template ls | jq -s -e 'any(.[]; .template == "layoutpre" and .warm == false)'
-	run space-create --template layoutpre --no-pool
-	assert_success
-	id=$(jout -r .id)
-	echo "$id" >> "$BATS_FILE_TMPDIR/ids"
-	jout -e '.path == "cold"'
-	virsh -c qemu:///system dumpxml "sp-$id" | grep -q "name='space.egress'"
-	run space-exec "$id" -- sh -c 'echo "$(hostname) answers"'
-	assert_output "$id answers"
-	space-rm "$id" >/dev/null
-	run space-template warm layoutpre
-	assert_success
-	jout -e '.reused == false'
-	space-template ls | jq -s -e 'any(.[]; .template == "layoutpre" and .warm == true)'
-	[ "$(find "$SPACE_ROOT/templates" -maxdepth 1 -name '*.stale-*' | wc -l)" -eq 0 ]
-	run space-create --template layoutpre --no-pool
-	assert_success
-	id=$(jout -r .id)
-	echo "$id" >> "$BATS_FILE_TMPDIR/ids"
-	jout -e '.path == "checkpoint"'
-	virsh -c qemu:///system dumpxml "sp-$id" | grep -q "name='space.egress'"
-	space-rm "$id" >/dev/null
-	space-template rm --force layoutpre >/dev/null
+	refute_output --partial "space.test=old"
+	assert_output --partial "root=/dev/vda"
 }
 
 @test "a checkpoint booted with another kernel command line is stale: creates boot cold past it, warm replaces it" {
 	# The guest's command line changes with a build (SP_VIRT_CMDLINE_TCG)
 	# or with SPACE_VM_CMDLINE; a checkpoint keeps the one it was booted
 	# with, so one of another is not used, and warm makes it again.
-	space-template import --name cmdold "$SPACE_GUEST/rootfs.tar.zst" >/dev/null
-	run env SPACE_VM_CMDLINE="console=ttyS0 root=/dev/vda panic=-1 quiet space.test=old" \
-	    space-template warm cmdold
-	assert_success
-	jout -e '.reused == false'
-	space-template ls | jq -s -e 'any(.[]; .template == "cmdold" and .warm == false)'
-	run space-create --template cmdold --no-pool
-	assert_success
-	id=$(jout -r .id)
-	echo "$id" >> "$BATS_FILE_TMPDIR/ids"
-	jout -e '.path == "cold"'
-	run space-exec "$id" -- cat /proc/cmdline
-	assert_success
-	refute_output --partial "space.test=old"
-	space-rm "$id" >/dev/null
-	run space-template warm cmdold
-	assert_success
-	jout -e '.reused == false'
-	space-template ls | jq -s -e 'any(.[]; .template == "cmdold" and .warm == true)'
-	[ "$(find "$SPACE_ROOT/templates" -maxdepth 1 -name '*.stale-*' | wc -l)" -eq 0 ]
-	run space-template warm cmdold
-	jout -e '.reused == true'
-	run space-create --template cmdold --no-pool
-	assert_success
-	id=$(jout -r .id)
-	echo "$id" >> "$BATS_FILE_TMPDIR/ids"
-	jout -e '.path == "checkpoint"'
-	run space-exec "$id" -- cat /proc/cmdline
-	assert_success
-	refute_output --partial "space.test=old"
-	assert_output --partial "root=/dev/vda"
-	space-rm "$id" >/dev/null
-	space-template rm --force cmdold >/dev/null
+	stale_checkpoint_replaced cmdold \
+	    "SPACE_VM_CMDLINE=console=ttyS0 root=/dev/vda panic=-1 quiet space.test=old" \
+	    has_build_cmdline
 }
 
 @test "a sandbox booted before the egress port forks: the copies restore into its ports" {
