@@ -51,6 +51,11 @@ _Static_assert(NSLOTS == SP_EGRESS_STREAMS_MAX, "a slot per stream");
 #define FRAMES_PER_ROUND 64		/* then poll: the loop has others */
 #define ACCEPTS_PER_ROUND 16
 #define PORT_LOOK_MS	5000
+/* With the port open and no host, the driver's signal wakes the thread when
+ * one comes; it looks unwoken this often as well, like the space.N ports.
+ * It looked every second: as a SCHED_FIFO thread each look also armed the
+ * kernel's RT period timer, three wakeups a second of an idle guest. */
+#define HOST_LOOK_MS	10000
 #define NONCE_MAX	128
 
 enum kind { K_FREE, K_PROXY, K_TCP, K_DNS };
@@ -1303,7 +1308,7 @@ poll_build(int *timeout)
 	else if (conf.sock != NULL)
 		pfds[P_HOST] = (struct pollfd){ dev, POLLIN, 0 };
 	else
-		t = dev < 0 ? PORT_LOOK_MS : 1000;
+		t = dev < 0 ? PORT_LOOK_MS : HOST_LOOK_MS;
 	pfds[P_PROXY] = (struct pollfd){ proxyfd, POLLIN, 0 };
 	pfds[P_REDIR] = (struct pollfd){ redirfd, POLLIN, 0 };
 	if (now < accept_pause_until) {

@@ -374,11 +374,14 @@ void sp_qmp_close(struct sp_qmp *q);
  * stays, which programs in the sandbox may use to confine themselves.  The
  * sandbox's boundary is the VM, none of these.  Nor is its memory limit a
  * cgroup in the guest: the VM's size is the limit, and without the memory
- * controller the guest's kernel charges no page it hands out.
+ * controller the guest's kernel charges no page it hands out.  Nor does it
+ * compact its memory ahead of need (kcompactd looked twice a second, waking
+ * an idle guest): it still compacts when an allocation asks.
  */
 #define SP_VIRT_CMDLINE_TCG	SP_VIRT_CMDLINE " mitigations=off " \
 	"init_on_alloc=0 psi=0 tsc=reliable nowatchdog lsm=landlock " \
-	"cgroup_disable=memory hardened_usercopy=off randomize_kstack_offset=off"
+	"cgroup_disable=memory hardened_usercopy=off randomize_kstack_offset=off " \
+	"sysctl.vm.compaction_proactiveness=0"
 /* The guest kernel's command line of a VM booted here, when its spec names
  * none: SPACE_VM_CMDLINE when set, else SP_VIRT_CMDLINE_TCG for virt type
  * "qemu" and SP_VIRT_CMDLINE for "kvm".  A template checkpoint booted with

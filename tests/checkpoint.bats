@@ -187,17 +187,20 @@ has_build_cmdline() {
 	echo "# cold create: $(jout -r .create_ms) ms" >&3
 	# Under TCG the guest's kernel runs without what guards nothing there
 	# (SP_VIRT_CMDLINE_TCG): no Spectre mitigations, Landlock the only LSM,
-	# no memory controller (/proc/cgroups: memory ... enabled 0).
+	# no memory controller (/proc/cgroups: memory ... enabled 0), no
+	# proactive compaction.
 	id=$(jout -r .id)
 	[ "$(jout -r .virt)" = qemu ] || skip "the settings are TCG's; this is $(jout -r .virt)"
 	run space-exec "$id" -- sh -c 'cat /proc/cmdline;
 	    cat /sys/devices/system/cpu/vulnerabilities/spectre_v2;
 	    mount -t securityfs none /sys/kernel/security 2>/dev/null;
 	    echo "lsm: $(cat /sys/kernel/security/lsm)";
+	    echo "proactive compaction: $(cat /proc/sys/vm/compaction_proactiveness)";
 	    echo "memcg: $(grep ^memory /proc/cgroups)"'
 	assert_success
 	assert_output --partial "mitigations=off init_on_alloc=0"
 	assert_output --partial "hardened_usercopy=off randomize_kstack_offset=off"
+	assert_output --partial "proactive compaction: 0"
 	assert_output --regexp "memcg: memory[[:space:]]+[0-9]+[[:space:]]+[0-9]+[[:space:]]+0$"
 	assert_output --partial "Vulnerable"
 	assert_output --regexp "lsm: [a-z,]*landlock"
