@@ -53,8 +53,8 @@ _Static_assert(NSLOTS == SP_EGRESS_STREAMS_MAX, "a slot per stream");
 #define PORT_LOOK_MS	5000
 /* With the port open and no host, the driver's signal wakes the thread when
  * one comes; it looks unwoken this often as well, like the space.N ports.
- * It looked every second: as a SCHED_FIFO thread each look also armed the
- * kernel's RT period timer, three wakeups a second of an idle guest. */
+ * It looked every second, waking an idle guest, and as a SCHED_FIFO thread
+ * each look also armed the kernel's RT period timer, a second wakeup. */
 #define HOST_LOOK_MS	10000
 #define NONCE_MAX	128
 
