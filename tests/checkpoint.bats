@@ -14,24 +14,31 @@ teardown_file() {
 	space-template rm --force cmdold >/dev/null 2>&1 || true
 }
 
+# A sandbox of template NAME (no pool), made by PATH (cold or checkpoint);
+# CHECK runs on it (its id as $1), then it goes.
+create_checked() {
+	local id
+	run space-create --template "$1" --no-pool
+	assert_success
+	id=$(jout -r .id)
+	echo "$id" >> "$BATS_FILE_TMPDIR/ids"
+	jout -e --arg p "$2" '.path == $p'
+	"$3" "$id"
+	space-rm "$id" >/dev/null
+}
+
 # What becomes of a stale template checkpoint: template NAME is warmed under
 # the environment assignment ENV, and that checkpoint is not warm; a create
 # boots cold past it; warm makes it again (then reuses it), and the next
 # create restores from it.  CHECK runs on each sandbox made (its id as $1).
 stale_checkpoint_replaced() {
-	local name=$1 env=$2 check=$3 id
+	local name=$1 env=$2 check=$3
 	space-template import --name "$name" "$SPACE_GUEST/rootfs.tar.zst" >/dev/null
 	run env "$env" space-template warm "$name"
 	assert_success
 	jout -e '.reused == false'
 	space-template ls | jq -s -e --arg n "$name" 'any(.[]; .template == $n and .warm == false)'
-	run space-create --template "$name" --no-pool
-	assert_success
-	id=$(jout -r .id)
-	echo "$id" >> "$BATS_FILE_TMPDIR/ids"
-	jout -e '.path == "cold"'
-	"$check" "$id"
-	space-rm "$id" >/dev/null
+	create_checked "$name" cold "$check"
 	run space-template warm "$name"
 	assert_success
 	jout -e '.reused == false'
@@ -39,13 +46,7 @@ stale_checkpoint_replaced() {
 	[ "$(find "$SPACE_ROOT/templates" -maxdepth 1 -name '*.stale-*' | wc -l)" -eq 0 ]
 	run space-template warm "$name"
 	jout -e '.reused == true'
-	run space-create --template "$name" --no-pool
-	assert_success
-	id=$(jout -r .id)
-	echo "$id" >> "$BATS_FILE_TMPDIR/ids"
-	jout -e '.path == "checkpoint"'
-	"$check" "$id"
-	space-rm "$id" >/dev/null
+	create_checked "$name" checkpoint "$check"
 	space-template rm --force "$name" >/dev/null
 }
 
