@@ -13,6 +13,7 @@
  * posix_spawn starts the command without copying the parent.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -79,14 +80,14 @@ main(int argc, char *argv[])
 	}
 	n = (int)v;
 	for (i = 0; i < n; i++) {
-		if (pipe(p) == -1) {
+		/* Close-on-exec: a copy gets its own pipe as stdout and
+		 * none of the others' ends. */
+		if (pipe2(p, O_CLOEXEC) == -1) {
 			perror("at-once: pipe");
 			return 1;
 		}
 		posix_spawn_file_actions_init(&fa);
 		posix_spawn_file_actions_adddup2(&fa, p[1], STDOUT_FILENO);
-		posix_spawn_file_actions_addclose(&fa, p[0]);
-		posix_spawn_file_actions_addclose(&fa, p[1]);
 		c[i].out = p[0];
 		c[i].t0 = now_ms();
 		errno = posix_spawnp(&c[i].pid, argv[2], &fa, NULL, argv + 2,
