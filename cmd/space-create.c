@@ -163,6 +163,7 @@ main(int argc, char *argv[])
 	/* libvirt is opened only when no warm pod is there to claim. */
 	if (sp_ctx_open(&x, 0, &e) == -1)
 		return sp_out_fail(NULL, &e);
+	sp_db_checkpoint_later(x.db);
 	for (i = 0; i < count; i++) {
 		if (sp_sandbox_create(&x, &r, &out, &e) == -1) {
 			one = sp_out_fail(NULL, &e);

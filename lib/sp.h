@@ -169,6 +169,9 @@ struct sp_sandbox_row {
 void sp_db_row_release(struct sp_sandbox_row *r);
 int sp_db_open(struct sp_db **db, const struct sp_conf *c, struct sp_err *e);
 void sp_db_close(struct sp_db *db);
+/* Commits of this command leave the WAL's checkpoint to a later command
+ * unless the WAL is far over its bound: for a caller's critical path. */
+void sp_db_checkpoint_later(struct sp_db *db);
 int sp_db_schema_version(struct sp_db *db);
 int sp_db_sandbox_insert(struct sp_db *db, const struct sp_sandbox_row *r,
     struct sp_err *e);

@@ -376,6 +376,48 @@ test_wal_reader(void)
 	    "once the reader is gone, the next commit empties the WAL");
 }
 
+/*
+ * A command on a caller's critical path (sp_db_checkpoint_later) leaves
+ * the checkpoint to others: over 300 such commands the WAL grows past the
+ * ordinary bound but not past 512 pages, and the next ordinary command's
+ * commit empties it.
+ */
+static void
+test_wal_later(void)
+{
+	char id[SP_ID_LEN + 1], wal[sizeof conf.db + 8], name[160];
+	struct sp_db *db;
+	struct sp_err e;
+	struct stat st;
+	off_t most = 0;
+	int i;
+
+	if (snprintf(wal, sizeof wal, "%s-wal", conf.db + 7) >= (int)sizeof wal)
+		exit(2);
+	for (i = 0; i < 300; i++) {
+		sp_id_new(id, &e);
+		db = open_db();
+		sp_db_checkpoint_later(db);
+		insert(db, id, SP_ST_RUNNING);
+		sp_db_close(db);
+		if (stat(wal, &st) == -1)
+			exit(2);
+		if (st.st_size > most)
+			most = st.st_size;
+	}
+	snprintf(name, sizeof name, "300 commands that checkpoint later: "
+	    "the WAL grows past 80 pages, not past 520 (at most %lld bytes)",
+	    (long long)most);
+	tap_ok(most > 80 * (4096 + 24) + 32 && most <= 520 * (4096 + 24) + 32,
+	    name);
+	sp_id_new(id, &e);
+	db = open_db();
+	insert(db, id, SP_ST_RUNNING);
+	sp_db_close(db);
+	tap_ok(stat(wal, &st) == 0 && st.st_size <= 80 * (4096 + 24),
+	    "the next ordinary command's commit empties the WAL");
+}
+
 int
 main(void)
 {
@@ -392,6 +434,7 @@ main(void)
 	test_busy_wait();
 	test_wal_bound();
 	test_wal_reader();
+	test_wal_later();
 	snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
 	if (system(cmd) != 0)
 		return 2;
