@@ -64,12 +64,11 @@ busy_wait(void *arg, int count)
  * A command on a caller's critical path (space-create) lets the WAL grow to
  * WAL_PAGES_LATER before it checkpoints: the copy and its syncs (an
  * fdatasync takes 1.6 ms here at the median, 6 at p90) took ~5 ms of a
- * claim, in one create of twelve.  The next command
- * that is not on such a path, a pool fill (which follows claims) or a
- * removal, does it at WAL_PAGES.  The larger bound still holds the WAL when
- * only creates write (each then from a checkpoint or a cold boot, which
- * take a second), at ~3 ms of index rebuilding for a command that opens it
- * alone.
+ * claim, in one create of twelve.  The next command that is not on such a
+ * path, a pool fill (which follows claims) or a removal, does it at
+ * WAL_PAGES.  The larger bound still holds the WAL when only creates write
+ * (each then from a checkpoint or a cold boot, which take a second), at ~3
+ * ms of index rebuilding for a command that opens it alone.
  */
 #define WAL_PAGES_LATER	512
 
