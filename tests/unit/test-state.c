@@ -290,6 +290,46 @@ count_rows(void)
 	return rows;
 }
 
+/* The WAL's path beside the test's DB. */
+static void
+wal_path(char *out, size_t n)
+{
+	if (snprintf(out, n, "%s-wal", conf.db + 7) >= (int)n)
+		exit(2);
+}
+
+/*
+ * n commands that each open the DB, insert a row and close it (with later,
+ * each calls sp_db_checkpoint_later first).  Returns the WAL's largest size
+ * after any of them; *last is its size after the last.
+ */
+static off_t
+commands_write(int n, int later, off_t *last)
+{
+	char id[SP_ID_LEN + 1], wal[sizeof conf.db + 8];
+	struct sp_db *db;
+	struct sp_err e;
+	struct stat st;
+	off_t most = 0;
+	int i;
+
+	wal_path(wal, sizeof wal);
+	for (i = 0; i < n; i++) {
+		sp_id_new(id, &e);
+		db = open_db();
+		if (later)
+			sp_db_checkpoint_later(db);
+		insert(db, id, SP_ST_RUNNING);
+		sp_db_close(db);
+		if (stat(wal, &st) == -1)
+			exit(2);
+		if (st.st_size > most)
+			most = st.st_size;
+	}
+	*last = st.st_size;
+	return most;
+}
+
 /*
  * Commands open the DB, write a little and close it; the last to close
  * does not checkpoint the WAL (that is a commit's work past 64 pages).
@@ -300,29 +340,15 @@ count_rows(void)
 static void
 test_wal_bound(void)
 {
-	char id[SP_ID_LEN + 1], wal[sizeof conf.db + 8], name[128];
-	int i, before = count_rows();
-	off_t most = 0;
-	struct sp_db *db;
-	struct sp_err e;
-	struct stat st;
+	char name[128];
+	int before = count_rows();
+	off_t most, last;
 
-	if (snprintf(wal, sizeof wal, "%s-wal", conf.db + 7) >= (int)sizeof wal)
-		exit(2);
-	for (i = 0; i < 300; i++) {
-		sp_id_new(id, &e);
-		db = open_db();
-		insert(db, id, SP_ST_RUNNING);
-		sp_db_close(db);
-		if (stat(wal, &st) == -1)
-			exit(2);
-		if (st.st_size > most)
-			most = st.st_size;
-	}
+	most = commands_write(300, 0, &last);
 	snprintf(name, sizeof name, "300 commands that each write: the WAL "
 	    "stays under 80 pages (at most %lld bytes)", (long long)most);
 	tap_ok(most <= 80 * (4096 + 24) + 32, name);
-	tap_ok(st.st_size > 0, "the last close leaves the WAL to the next "
+	tap_ok(last > 0, "the last close leaves the WAL to the next "
 	    "command (no checkpoint on the way out)");
 	tap_ok(before >= 0 && count_rows() == before + 300,
 	    "another reader sees all 300 new rows");
@@ -336,31 +362,23 @@ test_wal_bound(void)
 static void
 test_wal_reader(void)
 {
-	char id[SP_ID_LEN + 1], wal[sizeof conf.db + 8], name[160];
+	char name[160];
 	int64_t t0, slowest = 0;
-	struct sp_db *db;
-	struct sp_err e;
-	struct stat st;
 	sqlite3 *h;
-	off_t most = 0;
+	off_t most = 0, size, last;
 	int i;
 
-	if (snprintf(wal, sizeof wal, "%s-wal", conf.db + 7) >= (int)sizeof wal)
-		exit(2);
 	if (sqlite3_open(conf.db + 7, &h) != SQLITE_OK ||
 	    sqlite3_exec(h, "BEGIN; SELECT count(*) FROM sandboxes", NULL, NULL,
 	    NULL) != SQLITE_OK)
 		exit(2);
 	for (i = 0; i < 100; i++) {
-		sp_id_new(id, &e);
 		t0 = sp_clock_ms();
-		db = open_db();
-		insert(db, id, SP_ST_RUNNING);
-		sp_db_close(db);
+		size = commands_write(1, 0, &last);
 		if (sp_clock_ms() - t0 > slowest)
 			slowest = sp_clock_ms() - t0;
-		if (stat(wal, &st) == 0 && st.st_size > most)
-			most = st.st_size;
+		if (size > most)
+			most = size;
 	}
 	snprintf(name, sizeof name, "with a reader holding its snapshot, 100 "
 	    "commands do not wait for it (slowest %lld ms; the WAL grew to "
@@ -368,11 +386,8 @@ test_wal_reader(void)
 	tap_ok(slowest < 3000 && most > 80 * (4096 + 24), name);
 	sqlite3_exec(h, "COMMIT", NULL, NULL, NULL);
 	sqlite3_close(h);
-	sp_id_new(id, &e);
-	db = open_db();
-	insert(db, id, SP_ST_RUNNING);
-	sp_db_close(db);
-	tap_ok(stat(wal, &st) == 0 && st.st_size <= 80 * (4096 + 24),
+	commands_write(1, 0, &last);
+	tap_ok(last <= 80 * (4096 + 24),
 	    "once the reader is gone, the next commit empties the WAL");
 }
 
@@ -385,36 +400,17 @@ test_wal_reader(void)
 static void
 test_wal_later(void)
 {
-	char id[SP_ID_LEN + 1], wal[sizeof conf.db + 8], name[160];
-	struct sp_db *db;
-	struct sp_err e;
-	struct stat st;
-	off_t most = 0;
-	int i;
+	char name[160];
+	off_t most, last;
 
-	if (snprintf(wal, sizeof wal, "%s-wal", conf.db + 7) >= (int)sizeof wal)
-		exit(2);
-	for (i = 0; i < 300; i++) {
-		sp_id_new(id, &e);
-		db = open_db();
-		sp_db_checkpoint_later(db);
-		insert(db, id, SP_ST_RUNNING);
-		sp_db_close(db);
-		if (stat(wal, &st) == -1)
-			exit(2);
-		if (st.st_size > most)
-			most = st.st_size;
-	}
+	most = commands_write(300, 1, &last);
 	snprintf(name, sizeof name, "300 commands that checkpoint later: "
 	    "the WAL grows past 80 pages, not past 520 (at most %lld bytes)",
 	    (long long)most);
 	tap_ok(most > 80 * (4096 + 24) + 32 && most <= 520 * (4096 + 24) + 32,
 	    name);
-	sp_id_new(id, &e);
-	db = open_db();
-	insert(db, id, SP_ST_RUNNING);
-	sp_db_close(db);
-	tap_ok(stat(wal, &st) == 0 && st.st_size <= 80 * (4096 + 24),
+	commands_write(1, 0, &last);
+	tap_ok(last <= 80 * (4096 + 24),
 	    "the next ordinary command's commit empties the WAL");
 }
 
