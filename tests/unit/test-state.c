@@ -290,14 +290,6 @@ count_rows(void)
 	return rows;
 }
 
-/* The WAL's path beside the test's DB. */
-static void
-wal_path(char *out, size_t n)
-{
-	if (snprintf(out, n, "%s-wal", conf.db + 7) >= (int)n)
-		exit(2);
-}
-
 /*
  * n commands that each open the DB, insert a row and close it (with later,
  * each calls sp_db_checkpoint_later first).  Returns the WAL's largest size
@@ -313,7 +305,8 @@ commands_write(int n, int later, off_t *last)
 	off_t most = 0;
 	int i;
 
-	wal_path(wal, sizeof wal);
+	if (snprintf(wal, sizeof wal, "%s-wal", conf.db + 7) >= (int)sizeof wal)
+		exit(2);
 	for (i = 0; i < n; i++) {
 		sp_id_new(id, &e);
 		db = open_db();
