@@ -84,7 +84,8 @@ main(int argc, char *argv[])
 		 * none of the others' ends. */
 		if (pipe2(p, O_CLOEXEC) == -1) {
 			perror("at-once: pipe");
-			return 1;
+			failed = 1;
+			break;
 		}
 		posix_spawn_file_actions_init(&fa);
 		posix_spawn_file_actions_adddup2(&fa, p[1], STDOUT_FILENO);
@@ -97,9 +98,15 @@ main(int argc, char *argv[])
 		if (errno != 0) {
 			fprintf(stderr, "at-once: %s: %s\n", argv[2],
 			    strerror(errno));
-			return 1;
+			close(c[i].out);
+			failed = 1;
+			break;
 		}
 	}
+	/* Only the copies that started, each waited for and told: a caller
+	 * cleans up after what they made even when a later one did not
+	 * start. */
+	n = i;
 	for (k = 0; k < n; k++) {
 		while ((pid = waitpid(-1, &status, 0)) == -1 && errno == EINTR)
 			;
