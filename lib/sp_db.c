@@ -289,7 +289,8 @@ sp_db_open(struct sp_db **dbp, const struct sp_conf *c, struct sp_err *e)
 	 * makes it anew (a sync of the file and of the directory) and
 	 * deletes it on the way out.  Nor does the last command checkpoint
 	 * it on the way out (two syncs, ~1.2 ms a writing command here):
-	 * wal_bound does, after a commit that leaves it over WAL_PAGES. */
+	 * wal_bound does, after a commit that leaves it over the bound
+	 * (WAL_PAGES, or WAL_PAGES_LATER after sp_db_checkpoint_later). */
 	sqlite3_file_control(db->h, "main", SQLITE_FCNTL_PERSIST_WAL, &persist);
 	sqlite3_db_config(db->h, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, NULL);
 	sqlite3_wal_hook(db->h, wal_bound, db);
