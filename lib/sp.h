@@ -979,6 +979,10 @@ int sp_sandbox_hand_identity(struct sp_ctx *x, const char *id, json_t *labels,
 /* Sets the guest's clock to the host's (after a resume: a paused VM's clock
  * stands still). */
 int sp_sandbox_sync_clock(struct sp_ctx *x, const char *id, struct sp_err *e);
+/* Runs argv in the sandbox's guest with no input and its output dropped,
+ * killed after a minute; *status as sp_chan_exec gives it. */
+int sp_sandbox_exec_quiet(struct sp_ctx *x, const char *id, char *argv[],
+    int *status, struct sp_err *e);
 /* The run dir QEMU makes the channel sockets in (its group may write). */
 int sp_sandbox_make_run_dir(const char *dir, struct sp_err *e);
 

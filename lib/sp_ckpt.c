@@ -300,8 +300,8 @@ boot_and_save(struct sp_ctx *x, const char *dir, const char *id,
 	struct sp_vm_spec spec;
 	struct sp_vm_layout l;
 	struct sp_err ignored;
-	char *xml = NULL;
-	int rc = -1;
+	char *sync_argv[] = { "sync", NULL }, *xml = NULL;
+	int rc = -1, status;
 
 	sp_sandbox_domain(id, dom);
 	sp_virt_boot_layout(&l);
@@ -323,8 +323,13 @@ boot_and_save(struct sp_ctx *x, const char *dir, const char *id,
 	    sp_virt_define(x->virt, xml, e) == -1)
 		goto out;
 	if (sp_virt_start(x->virt, dom, e) == -1 ||
-	    sp_chan_wait_ready(x->conf.run, id, WARM_READY_MS, e) == -1 ||
-	    sp_virt_save(x->virt, dom, sav, e) == -1)
+	    sp_chan_wait_ready(x->conf.run, id, WARM_READY_MS, e) == -1)
+		goto out;
+	/* What the boot left dirty (atimes, the journal) is written out
+	 * here, once: saved dirty, every copy would write it after its
+	 * restore.  Best effort: a copy can do it itself. */
+	sp_sandbox_exec_quiet(x, id, sync_argv, &status, &ignored);
+	if (sp_virt_save(x->virt, dom, sav, e) == -1)
 		goto out;
 	rc = 0;
 out:

@@ -207,6 +207,29 @@ sp_sandbox_sync_clock(struct sp_ctx *x, const char *id, struct sp_err *e)
 	    (json_int_t)realtime_ns()), NULL, e);
 }
 
+#define QUIET_EXEC_MS	60000	/* then SIGKILL: no wait without an end */
+
+int
+sp_sandbox_exec_quiet(struct sp_ctx *x, const char *id, char *argv[],
+    int *status, struct sp_err *e)
+{
+	struct sp_exec xr = { .argv = argv, .in_fd = -1,
+	    .timeout_ms = QUIET_EXEC_MS };
+	struct sp_chan *c;
+	int null, rc;
+
+	if ((null = open("/dev/null", O_WRONLY | O_CLOEXEC)) == -1)
+		return sp_err_sys(e, "io", "open /dev/null");
+	xr.out_fd = xr.err_fd = null;
+	rc = sp_chan_open(&c, x->conf.run, id, 5000, e);
+	if (rc == 0) {
+		rc = sp_chan_exec(c, &xr, status, e);
+		sp_chan_close(c);
+	}
+	close(null);
+	return rc;
+}
+
 /*
  * Runs what a claim will run (the identity op, an exec) in a pod before it is
  * paused: under TCG a restored VM starts with an empty translation cache, and
@@ -220,21 +243,13 @@ static void
 warm_up(struct sp_ctx *x, const char *id)
 {
 	char *argv[] = { "true", NULL };
-	struct sp_exec xr = { .argv = argv, .in_fd = -1 };
 	struct sp_chan *c;
 	struct sp_err ignored;
-	int i, status, null;
+	int i, status;
 
 	sp_sandbox_hand_identity(x, id, NULL, NULL, &ignored);
-	if ((null = open("/dev/null", O_WRONLY | O_CLOEXEC)) == -1)
-		return;
-	xr.out_fd = xr.err_fd = null;
 	for (i = 0; i < 2; i++)
-		if (sp_chan_open(&c, x->conf.run, id, 5000, &ignored) == 0) {
-			sp_chan_exec(c, &xr, &status, &ignored);
-			sp_chan_close(c);
-		}
-	close(null);
+		sp_sandbox_exec_quiet(x, id, argv, &status, &ignored);
 	if (sp_chan_open(&c, x->conf.run, id, 5000, &ignored) == 0) {
 		sp_fs_remove(c, SP_GUEST_IDENTITY_FILE, 0, &ignored);
 		sp_chan_close(c);

@@ -180,6 +180,21 @@ has_build_cmdline() {
 	assert_output mine
 }
 
+
+# The checkpoint is saved after a sync in the guest: a copy restored from it
+# has no journal to commit, nor anything else of the boot's to write.
+no_disk_writes() {
+	local before after
+	before=$(space-exec "$1" -- cat /sys/block/vda/stat)
+	sleep 6	# past ext4's 5 s commit interval
+	after=$(space-exec "$1" -- cat /sys/block/vda/stat)
+	[ "$(awk '{ print $5 }' <<<"$before")" -gt 0 ]	# the sync's
+	[ "$(awk '{ print $5 }' <<<"$after")" = "$(awk '{ print $5 }' <<<"$before")" ]
+}
+
+@test "a copy of the checkpoint writes nothing to its disk in its first seconds" {
+	create_checked minimal checkpoint no_disk_writes
+}
 @test "--cold boots from the disk even when the template is warm" {
 	run space-create --template minimal --cold
 	assert_success

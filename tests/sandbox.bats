@@ -55,7 +55,7 @@ teardown_file() {
 	run space-exec "$ID" -- sh -c 'grep " / " /proc/mounts
 	    for c in /proc/[0-9]*/comm; do cat "$c"; done 2>/dev/null'
 	assert_success
-	assert_output --regexp '^/dev/vda / ext4 [^ ]*noinit_itable,no_prefetch_block_bitmaps'
+	assert_output --regexp '^/dev/vda / ext4 rw,noatime,[^ ]*noinit_itable,no_prefetch_block_bitmaps'
 	refute_output --partial ext4lazyinit
 }
 
