@@ -22,7 +22,9 @@ sp_pool_set(struct sp_ctx *x, const char *template, int size, int memory_mib,
 		return -1;
 	if (size < 0 || size > 1000)
 		return sp_err_set(e, "bad-input", 0, "pool size must be 0 to 1000");
-	if (sp_db_template_get(x->db, template, &t, e) == -1)
+	/* Size 0 needs no template: it is how a pool whose template was
+	 * removed is let go. */
+	if (size > 0 && sp_db_template_get(x->db, template, &t, e) == -1)
 		return -1;
 	return sp_db_pool_set(x->db, template, size, memory_mib, vcpus, e);
 }
@@ -70,11 +72,18 @@ fill1(struct sp_ctx *x, const struct sp_pool_row *p,
 	struct census c = { 0 };
 	struct sp_err pe;
 	json_t *made;
-	int existed, rc = -1;
+	int existed, gone = 0, rc = -1;
 
-	if (sp_db_template_get(x->db, p->template, &t, e) == -1)
-		return -1;
-	snprintf(ref, sizeof ref, "%s@%s", t.name, t.digest);
+	/* A template removed under its pool (space-template rm --force) makes
+	 * every pod of it stale; a pool of size 0 is then done, a bigger one
+	 * fails with not-found, and the other pools fill all the same. */
+	if (sp_db_template_get(x->db, p->template, &t, e) == -1) {
+		if (strcmp(e->code, "not-found") != 0)
+			return -1;
+		gone = 1;
+		ref[0] = '\0';
+	} else
+		snprintf(ref, sizeof ref, "%s@%s", t.name, t.digest);
 	c.p = p;
 	c.ref = ref;
 	c.cap = 2048;
@@ -101,6 +110,8 @@ fill1(struct sp_ctx *x, const struct sp_pool_row *p,
 			    p->template, "action", "removed-extra", "id",
 			    c.ready[c.nready]));
 	}
+	if (gone && p->size > 0)
+		goto out;
 	req.template = ref;
 	req.memory_mib = p->memory_mib;
 	req.vcpus = p->vcpus;

@@ -150,3 +150,26 @@ teardown_file() {
 	run space-pool frob
 	[ "$status" -eq 100 ]
 }
+
+@test "a pool whose template was removed: fill removes its pods, fails on it until its size is 0" {
+	space-template import --name poolgone "$SPACE_GUEST/rootfs.tar.zst" >/dev/null
+	space-pool set --template poolgone --size 1 >/dev/null
+	run space-pool fill
+	assert_success
+	pod=$(jout -r 'select(.pool == "poolgone" and .action == "made") | .id')
+	[ -n "$pod" ]
+	run space-template rm --force poolgone
+	assert_success
+	run space-pool fill
+	[ "$status" -eq 1 ]
+	jout -se --arg id "$pod" 'any(.[]; .action == "removed-stale" and .id == $id)'
+	jout -se 'any(.[]; .pool == "poolgone" and .ok == false and .error == "not-found")'
+	jout -se 'any(.[]; .pool == "minimal" and .action == "full")'
+	run space-ls --pods "$pod"
+	assert_failure
+	run space-pool set --template poolgone --size 0
+	assert_success
+	run space-pool fill
+	assert_success
+	jout -se 'any(.[]; .pool == "poolgone" and .action == "full" and .ready == 0)'
+}
