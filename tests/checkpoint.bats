@@ -180,7 +180,6 @@ has_build_cmdline() {
 	assert_output mine
 }
 
-
 # The checkpoint is saved after a sync in the guest: a copy restored from it
 # has no journal to commit, nor anything else of the boot's to write.
 no_disk_writes() {
@@ -195,6 +194,7 @@ no_disk_writes() {
 @test "a copy of the checkpoint writes nothing to its disk in its first seconds" {
 	create_checked minimal checkpoint no_disk_writes
 }
+
 @test "--cold boots from the disk even when the template is warm" {
 	run space-create --template minimal --cold
 	assert_success
