@@ -1274,6 +1274,25 @@ port_arg(const char *s)
 	return (int)v;
 }
 
+/*
+ * Every signal the daemon was started with ignored goes back to its default:
+ * an ignored signal survives execve, so its commands would ignore it too (a
+ * daemon started from a shell's background job ignores SIGINT and SIGQUIT,
+ * and ^C at a command's pty then did nothing).  Once here, not in each
+ * child, where it would cost ~60 system calls a command.
+ */
+static void
+signals_default(void)
+{
+	struct sigaction sa;
+	int sig;
+
+	for (sig = 1; sig < NSIG; sig++)
+		if (sig != SIGKILL && sig != SIGSTOP &&
+		    sigaction(sig, NULL, &sa) == 0 && sa.sa_handler == SIG_IGN)
+			signal(sig, SIG_DFL);
+}
+
 int
 main(int argc, char *argv[])
 {
@@ -1314,8 +1333,8 @@ main(int argc, char *argv[])
 		;
 	if (i > 2)
 		close(i);
-	signal(SIGPIPE, SIG_IGN);
-	signal(SIGCHLD, SIG_DFL);
+	signals_default();
+	signal(SIGPIPE, SIG_IGN);	/* the child sets it back */
 	sig_port = SIGRTMIN;
 	sigemptyset(&set);
 	sigaddset(&set, SIGIO);
