@@ -261,6 +261,8 @@ struct sp_pool_row {
 };
 int sp_db_pool_set(struct sp_db *db, const char *template, int size,
     int memory_mib, int vcpus, struct sp_err *e);
+/* Deletes the pool's row if its size is 0 (a pool whose template is gone). */
+int sp_db_pool_drop(struct sp_db *db, const char *template, struct sp_err *e);
 int sp_db_pool_each(struct sp_db *db,
     int (*fn)(const struct sp_pool_row *, void *), void *arg,
     struct sp_err *e);

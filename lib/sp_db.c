@@ -651,6 +651,14 @@ sp_db_pool_set(struct sp_db *db, const char *template, int size,
 }
 
 int
+sp_db_pool_drop(struct sp_db *db, const char *template, struct sp_err *e)
+{
+	/* Only while it still asks for nothing: a set in between wins. */
+	return write_sql(db, "drop pool", "DELETE FROM pools WHERE template = ?1"
+	    " AND size = 0", e, "s", template);
+}
+
+int
 sp_db_pool_each(struct sp_db *db, int (*fn)(const struct sp_pool_row *, void *),
     void *arg, struct sp_err *e)
 {

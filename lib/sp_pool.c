@@ -72,11 +72,12 @@ fill1(struct sp_ctx *x, const struct sp_pool_row *p,
 	struct census c = { 0 };
 	struct sp_err pe;
 	json_t *made;
-	int existed, gone = 0, rc = -1;
+	int existed, gone = 0, left = 0, rc = -1;
 
 	/* A template removed under its pool (space-template rm --force) makes
-	 * every pod of it stale; a pool of size 0 is then done, a bigger one
-	 * fails with not-found, and the other pools fill all the same. */
+	 * every pod of it stale; a pool of size 0 is then dropped once they
+	 * are gone, a bigger one fails with not-found, and the other pools
+	 * fill all the same. */
 	if (sp_db_template_get(x->db, p->template, &t, e) == -1) {
 		if (strcmp(e->code, "not-found") != 0)
 			return -1;
@@ -102,6 +103,8 @@ fill1(struct sp_ctx *x, const struct sp_pool_row *p,
 			tell(fn, arg, json_pack("{s:s, s:s, s:s}", "pool",
 			    p->template, "action", "removed-stale", "id",
 			    c.stale[c.nstale]));
+		else
+			left++;
 	}
 	while (c.nready > (size_t)p->size) {
 		c.nready--;
@@ -112,6 +115,14 @@ fill1(struct sp_ctx *x, const struct sp_pool_row *p,
 	}
 	if (gone && p->size > 0)
 		goto out;
+	if (gone && left == 0) {
+		if (sp_db_pool_drop(x->db, p->template, e) == -1)
+			goto out;
+		tell(fn, arg, json_pack("{s:s, s:s}", "pool", p->template,
+		    "action", "dropped"));
+		rc = 0;
+		goto out;
+	}
 	req.template = ref;
 	req.memory_mib = p->memory_mib;
 	req.vcpus = p->vcpus;

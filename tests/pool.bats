@@ -151,7 +151,7 @@ teardown_file() {
 	[ "$status" -eq 100 ]
 }
 
-@test "a pool whose template was removed: fill removes its pods, fails on it until its size is 0" {
+@test "a pool whose template was removed: fill removes its pods, fails on it until its size is 0, then drops it" {
 	space-template import --name poolgone "$SPACE_GUEST/rootfs.tar.zst" >/dev/null
 	space-pool set --template poolgone --size 1 >/dev/null
 	run space-pool fill
@@ -171,5 +171,7 @@ teardown_file() {
 	assert_success
 	run space-pool fill
 	assert_success
-	jout -se 'any(.[]; .pool == "poolgone" and .action == "full" and .ready == 0)'
+	jout -se 'any(.[]; .pool == "poolgone" and .action == "dropped")'
+	run space-pool ls
+	refute_output --partial poolgone
 }
