@@ -981,10 +981,11 @@ int sp_sandbox_hand_identity(struct sp_ctx *x, const char *id, json_t *labels,
 /* Sets the guest's clock to the host's (after a resume: a paused VM's clock
  * stands still). */
 int sp_sandbox_sync_clock(struct sp_ctx *x, const char *id, struct sp_err *e);
-/* Runs argv in the sandbox's guest with no input and its output dropped,
- * killed after a minute; *status as sp_chan_exec gives it. */
+/* Runs argv in the sandbox's guest with no input and its output dropped:
+ * the channel waited for up to open_ms, the command killed after exec_ms
+ * (0: never); *status as sp_chan_exec gives it. */
 int sp_sandbox_exec_quiet(struct sp_ctx *x, const char *id, char *argv[],
-    int *status, struct sp_err *e);
+    int open_ms, int exec_ms, int *status, struct sp_err *e);
 /* The run dir QEMU makes the channel sockets in (its group may write). */
 int sp_sandbox_make_run_dir(const char *dir, struct sp_err *e);
 

@@ -26,6 +26,7 @@
 #define SAVE_HDR	(16 + 19 * 4)	/* magic + 19 u32 fields, libvirt 9 */
 #define SAVE_XML_MAX	(1024 * 1024)
 #define WARM_READY_MS	180000
+#define SYNC_MS		60000	/* the guest's sync before the save, then SIGKILL */
 
 int
 sp_ckpt_path(const char *root, const struct sp_template_row *t, char *out,
@@ -328,7 +329,8 @@ boot_and_save(struct sp_ctx *x, const char *dir, const char *id,
 	/* What the boot left dirty (atimes, the journal) is written out
 	 * here, once: saved dirty, every copy would write it after its
 	 * restore.  Best effort: a copy can do it itself. */
-	sp_sandbox_exec_quiet(x, id, sync_argv, &status, &ignored);
+	sp_sandbox_exec_quiet(x, id, sync_argv, 5000, SYNC_MS, &status,
+	    &ignored);
 	if (sp_virt_save(x->virt, dom, sav, e) == -1)
 		goto out;
 	rc = 0;

@@ -135,19 +135,11 @@ static void
 ask_poweroff(struct sp_ctx *x, const char *id)
 {
 	char *argv[] = { "poweroff", NULL };
-	struct sp_exec xr = { .argv = argv, .in_fd = -1 };
-	struct sp_chan *c;
 	struct sp_err ignored;
-	int status, null;
+	int status;
 
-	if ((null = open("/dev/null", O_WRONLY | O_CLOEXEC)) == -1)
-		return;
-	xr.out_fd = xr.err_fd = null;
-	if (sp_chan_open(&c, x->conf.run, id, SHUTDOWN_ASK_MS, &ignored) == 0) {
-		sp_chan_exec(c, &xr, &status, &ignored);
-		sp_chan_close(c);
-	}
-	close(null);
+	sp_sandbox_exec_quiet(x, id, argv, SHUTDOWN_ASK_MS, 0, &status,
+	    &ignored);
 }
 
 static int

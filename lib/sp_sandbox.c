@@ -211,17 +211,17 @@ sp_sandbox_sync_clock(struct sp_ctx *x, const char *id, struct sp_err *e)
 
 int
 sp_sandbox_exec_quiet(struct sp_ctx *x, const char *id, char *argv[],
-    int *status, struct sp_err *e)
+    int open_ms, int exec_ms, int *status, struct sp_err *e)
 {
 	struct sp_exec xr = { .argv = argv, .in_fd = -1,
-	    .timeout_ms = QUIET_EXEC_MS };
+	    .timeout_ms = exec_ms };
 	struct sp_chan *c;
 	int null, rc;
 
 	if ((null = open("/dev/null", O_WRONLY | O_CLOEXEC)) == -1)
 		return sp_err_sys(e, "io", "open /dev/null");
 	xr.out_fd = xr.err_fd = null;
-	rc = sp_chan_open(&c, x->conf.run, id, 5000, e);
+	rc = sp_chan_open(&c, x->conf.run, id, open_ms, e);
 	if (rc == 0) {
 		rc = sp_chan_exec(c, &xr, status, e);
 		sp_chan_close(c);
@@ -249,7 +249,8 @@ warm_up(struct sp_ctx *x, const char *id)
 
 	sp_sandbox_hand_identity(x, id, NULL, NULL, &ignored);
 	for (i = 0; i < 2; i++)
-		sp_sandbox_exec_quiet(x, id, argv, &status, &ignored);
+		sp_sandbox_exec_quiet(x, id, argv, 5000, QUIET_EXEC_MS, &status,
+		    &ignored);
 	if (sp_chan_open(&c, x->conf.run, id, 5000, &ignored) == 0) {
 		sp_fs_remove(c, SP_GUEST_IDENTITY_FILE, 0, &ignored);
 		sp_chan_close(c);
