@@ -140,12 +140,17 @@ counter() {
 	assert_success
 	refute_output --partial "$ID"
 	# A loaded host slows the guest's sampler: wait (bounded) until idle.
+	# The series is printed if the test fails.
 	for _ in $(seq 10); do
 		sleep 2
-		[ "$(space-ls "$ID" | jq -r '.idle_s // 0')" -ge 4 ] && break
+		idle=$(space-ls "$ID" | jq -r '.idle_s // 0')
+		echo "idle_s $idle at $(date +%T.%N)"
+		[ "$idle" -ge 4 ] && break
 	done
 	# Only this file's sandbox: the pipeline, not a sweep of the node.
 	run bash -c "space-ls --idle-over 3 | jq -c 'select(.id == \"$ID\")' | space-pause"
+	echo "pipeline at $(date +%T.%N): $output"
+	space-ls "$ID"
 	assert_success
 	jout -se --arg id "$ID" 'map(select(.id == $id and .state == "paused")) | length == 1'
 	space-resume "$ID" >/dev/null
