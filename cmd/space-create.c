@@ -54,24 +54,21 @@ env_ok(const char *s)
 	return 1;
 }
 
-/* The new sandbox's first command, on the claim's channel when there is one. */
+/* The new sandbox's first command, on the claim's channel when there is one
+ * (which may have sent it already, sp_chan_exec_ahead). */
 static int
 first_command(struct sp_ctx *x, const char *id, struct sp_chan *c,
-    char *argv[])
+    struct sp_exec *xr)
 {
-	struct sp_exec xr = { .argv = argv, .out_fd = 1, .err_fd = 2 };
 	struct sp_err e;
 	int status, rc;
 
-	/* A reader that went away must not kill us mid-call. */
-	signal(SIGPIPE, SIG_IGN);
-	xr.in_fd = isatty(0) ? -1 : 0;
 	if ((c == NULL && sp_chan_open(&c, x->conf.run, id, 30000, &e) == -1) ||
-	    (xr.ctl_fd = sp_exec_forward_signals(0, &e)) == -1) {
+	    (xr->ctl_fd = sp_exec_forward_signals(0, &e)) == -1) {
 		rc = sp_exec_fail_status(id, &e);
 		goto out;
 	}
-	rc = sp_chan_exec(c, &xr, &status, &e) == -1 ?
+	rc = sp_chan_exec(c, xr, &status, &e) == -1 ?
 	    sp_exec_fail_status(id, &e) : status;
 out:
 	sp_chan_close(c);
@@ -97,6 +94,7 @@ main(int argc, char *argv[])
 	struct sp_create_req r = { .memory_mib = 256, .vcpus = 1,
 	    .ready_timeout_ms = 180000 };
 	json_t *labels, *env, *out;
+	struct sp_exec xr = { .out_fd = 1, .err_fd = 2 };
 	struct sp_chan *c = NULL;
 	char id[SP_ID_LEN + 1];
 	struct sp_ctx x;
@@ -156,8 +154,14 @@ main(int argc, char *argv[])
 	argv += optind;
 	if (r.template == NULL || (argc > 0 && count != 1))
 		usage();
-	if (argc > 0)
+	if (argc > 0) {
+		/* A reader that went away must not kill us mid-call. */
+		signal(SIGPIPE, SIG_IGN);
+		xr.argv = argv;
+		xr.in_fd = isatty(0) ? -1 : 0;
 		r.chan = &c;
+		r.first = &xr;
+	}
 	r.labels = labels;
 	r.env = json_array_size(env) > 0 ? env : NULL;
 	/* libvirt is opened only when no warm pod is there to claim. */
@@ -174,7 +178,7 @@ main(int argc, char *argv[])
 			/* The JSON line first, whatever the command writes. */
 			fflush(stdout);
 			if (argc > 0)
-				one = first_command(&x, id, c, argv);
+				one = first_command(&x, id, c, &xr);
 		}
 		if (one > rc)
 			rc = one;

@@ -6,7 +6,9 @@
  * host is mixed into the kernel's entropy pool and the generator reseeded
  * (two copies then draw different bytes), the host name set, the id and
  * labels written to /run/space/identity.json for the workload, and the
- * sandbox's environment kept for the calls that bring none.
+ * sandbox's environment kept for the calls that bring none.  A create's
+ * first command may follow on the same connection before the answer (exec
+ * with "after_identity"): it runs only when this identity was set.
  */
 #include <sys/ioctl.h>
 #include <sys/stat.h>
@@ -172,6 +174,7 @@ sd_op_identity(struct port *p, uint32_t stream, json_t *req)
 	json_t *labels, *rec, *env, *old;
 	int rc;
 
+	p->identity_set = 0;
 	if (json_unpack(req, "{s:s, s:s, s:s}", "id", &id, "hostname", &host,
 	    "seed", &hex) == -1 || strlen(id) > 64 || !hostname_ok(host) ||
 	    unhex(hex, seed, sizeof seed) == -1)
@@ -211,6 +214,7 @@ sd_op_identity(struct port *p, uint32_t stream, json_t *req)
 	ident_env = env != NULL ? json_deep_copy(env) : NULL;
 	pthread_mutex_unlock(&env_mu);
 	json_decref(old);
+	p->identity_set = 1;
 	return sd_send_json(p, SP_FR_EXIT, stream, json_pack("{s:i, s:b}",
 	    "status", 0, "reseeded", 1));
 }

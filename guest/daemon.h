@@ -46,6 +46,9 @@ struct port {
 	int fd;			/* the host's end while one is connected */
 	struct sp_frame_dec dec;
 	struct call call;
+	/* This connection's host set the identity (an exec sent ahead of its
+	 * answer runs only then: "after_identity"). */
+	int identity_set;
 	unsigned char buf[SP_FRAME_CHUNK];	/* reads from the host */
 	unsigned char out[SP_FRAME_HDR + SP_FRAME_CHUNK];	/* one frame */
 };

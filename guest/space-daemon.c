@@ -709,6 +709,13 @@ op_exec(struct port *p, uint32_t stream, json_t *req)
 	size_t i;
 	int rc;
 
+	/* Sent ahead of its identity's answer: it follows that identity. */
+	if (json_is_true(json_object_get(req, "after_identity")) &&
+	    !p->identity_set) {
+		rc = sd_send_error(p, stream, "bad-state", "the identity this "
+		    "command was to follow was not set");
+		goto out;
+	}
 	if ((argv = strings(json_object_get(req, "argv"), 1)) == NULL ||
 	    argv[0][0] == '\0') {
 		rc = sd_send_error(p, stream, "bad-input", "argv must be an "
@@ -775,9 +782,11 @@ hello(struct port *p, uint32_t stream, json_t *req)
 		return sd_send_error(p, stream, "protocol", "bad hello");
 	/* A host that came back after a disconnect we did not see. */
 	call_abort(p);
+	p->identity_set = 0;
 	return sd_send_json(p, SP_FR_HELLO, stream,
-	    json_pack("{s:i,s:s,s:O,s:i}", "version", SP_PROTO_VERSION,
-	    "boot_id", boot_id, "nonce", n, "ports", nports));
+	    json_pack("{s:i,s:s,s:O,s:i,s:b}", "version", SP_PROTO_VERSION,
+	    "boot_id", boot_id, "nonce", n, "ports", nports, "after_identity",
+	    1));
 }
 
 /* {"op":"signal","signal":N} to the call's process group, or
@@ -1066,6 +1075,7 @@ port_main(void *arg)
 		 * raises the signal, one that came before shows in its poll. */
 		port_async(p, 1);
 		call_abort(p);
+		p->identity_set = 0;
 		/* What the decoder holds now is the departed host's: a
 		 * frame cut short, or input its command never took. */
 		dec_reset(p);

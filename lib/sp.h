@@ -354,9 +354,10 @@ int sp_vm_layout_current(const struct sp_vm_layout *l);
 #define SP_GUEST_IDENTITY_FILE	"/run/space/identity.json"
 /* QEMU's own monitor socket in the run directory (sp_qmp.c). */
 #define SP_QMP_SOCK	"qmp.sock"
-/* A session on it: greeting and capabilities done; commands without
- * arguments ("cont", "query-kvm"); *ret (when not NULL) takes the answer's
- * "return".  Errors: not-running (no monitor there), timeout, qemu, protocol. */
+/* A session on it: connected at open, command mode asked for with the first
+ * commands (one write); commands without arguments ("cont", "query-kvm");
+ * *ret (when not NULL) takes the answer's "return".  Errors: not-running (no
+ * monitor there), timeout, qemu, protocol. */
 struct sp_qmp;
 int sp_qmp_open(struct sp_qmp **q, const char *run_dir, int timeout_ms,
     struct sp_err *e);
@@ -589,6 +590,16 @@ struct sp_exec_ctl {
  * 128+signal.  Platform failures are -1 with e set; "exec-failed" when the
  * command could not start, "timed-out" when timeout_ms passed. */
 int sp_chan_exec(struct sp_chan *c, const struct sp_exec *x, int *status,
+    struct sp_err *e);
+/* Sends x's exec request now, on a channel whose open carried an identity
+ * op (sp_chan_open_req), before that op is answered: the guest runs it once
+ * the identity is set and refuses it when the identity failed, and so goes
+ * from one to the other without waiting for the host.  The next
+ * sp_chan_exec, with the same x, goes on with that call.  0 sent; 1 when
+ * nothing was sent (the guest's daemon is an older one, or the request
+ * could not be made: the plain sp_chan_exec says why); -1 when sending
+ * failed, and the guest may have it. */
+int sp_chan_exec_ahead(struct sp_chan *c, const struct sp_exec *x,
     struct sp_err *e);
 /* For a command-line caller of sp_chan_exec: SIGINT, SIGTERM, SIGHUP and
  * SIGQUIT (and SIGWINCH, for the size of stdin's terminal, with tty) become
@@ -826,6 +837,10 @@ struct sp_create_req {
 	struct sp_chan **chan;	/* non-NULL: a claim from the pool leaves the
 				 * channel it told the guest its identity on
 				 * open here (else NULL), for a first call */
+	const struct sp_exec *first;	/* with chan: that first call, which
+				 * a claim sends ahead (sp_chan_exec_ahead);
+				 * once sent, a failure after it is not
+				 * retried on another path */
 };
 /* Creates and boots one sandbox; *out gets {"id","state","template",
  * "create_ms",...}.  On failure everything it made is removed. */

@@ -45,6 +45,8 @@ struct sp_chan {
 	int lockfd;
 	int port;
 	uint32_t stream;	/* the last stream used */
+	uint32_t ahead;		/* an exec sent ahead of its call, or 0 */
+	int ahead_in_done;	/* its stdin was all sent with it */
 	json_t *hello;
 	struct sp_frame_dec dec;
 	unsigned char *obuf;	/* frames queued for the socket */
@@ -748,7 +750,8 @@ add_opts(json_t *req, const struct sp_exec *x, int detach, struct sp_err *e)
 }
 
 static int
-build_req(const struct sp_exec *x, int detach, char **out, struct sp_err *e)
+build_req(const struct sp_exec *x, int detach, int after_identity, char **out,
+    struct sp_err *e)
 {
 	json_t *req;
 	size_t n;
@@ -771,6 +774,11 @@ build_req(const struct sp_exec *x, int detach, char **out, struct sp_err *e)
 	}
 	if (add_opts(req, x, detach, e) == -1)
 		goto out;
+	if (after_identity && json_object_set_new(req, "after_identity",
+	    json_true()) == -1) {
+		sp_err_set(e, "nomem", 1, "cannot build a request");
+		goto out;
+	}
 	if ((*out = json_dumps(req, JSON_COMPACT)) == NULL) {
 		sp_err_set(e, "nomem", 1, "cannot build a request");
 		goto out;
@@ -807,6 +815,61 @@ ctl_add(struct sp_chan *c, uint32_t stream, const struct sp_exec_ctl *r)
 	out_add(c, SP_FR_REQ, stream, m, n);
 }
 
+/*
+ * Queues x's exec request on a new stream, with what stdin has at once (all
+ * of /dev/null: its end) as far as the queue has room: the guest wakes once
+ * for both.  *in_fd is x's stdin, or -1 once its end is queued.
+ */
+static int
+exec_queue(struct sp_chan *c, const struct sp_exec *x, int after_identity,
+    uint32_t *stream, int *in_fd, struct sp_err *e)
+{
+	struct pollfd pfd = { x->in_fd, POLLIN, 0 };
+	ssize_t n = -1, room;
+	char *req = NULL;
+
+	*in_fd = x->in_fd;
+	if (c->fd < 0)
+		return sp_err_set(e, "protocol", 0,
+		    "the channel was closed by an earlier error");
+	if (build_req(x, 0, after_identity, &req, e) == -1)
+		return -1;
+	*stream = sp_chan_stream_new(c);
+	out_add(c, SP_FR_REQ, *stream, req, strlen(req));
+	free(req);
+	room = (ssize_t)OBUF_SIZE - (ssize_t)(c->olen - c->ooff) -
+	    2 * SP_FRAME_HDR;
+	if (room > SP_FRAME_CHUNK)
+		room = SP_FRAME_CHUNK;
+	if (*in_fd >= 0 && room > 0 && poll(&pfd, 1, 0) == 1 &&
+	    (n = read(*in_fd, c->rbuf, room)) > 0)
+		out_add(c, SP_FR_STDIN, *stream, c->rbuf, n);
+	else if (n == 0)
+		*in_fd = -1;
+	if (*in_fd < 0)
+		out_add(c, SP_FR_STDIN, *stream, NULL, 0);
+	return 0;
+}
+
+int
+sp_chan_exec_ahead(struct sp_chan *c, const struct sp_exec *x,
+    struct sp_err *e)
+{
+	json_t *v = json_object_get(c->hello, "after_identity");
+	int in_fd;
+
+	/* Not built (the plain exec after says why): nothing sent. */
+	if (!json_is_true(v) || c->ahead != 0 ||
+	    exec_queue(c, x, 1, &c->ahead, &in_fd, e) == -1)
+		return 1;
+	c->ahead_in_done = in_fd < 0;
+	if (out_push(c, e) == -1) {
+		c->ahead = 0;
+		return -1;
+	}
+	return 0;
+}
+
 int
 sp_chan_exec(struct sp_chan *c, const struct sp_exec *x, int *status,
     struct sp_err *e)
@@ -816,27 +879,24 @@ sp_chan_exec(struct sp_chan *c, const struct sp_exec *x, int *status,
 	struct pollfd pfd[3];
 	struct sp_frame f;
 	struct call k;
-	char *req = NULL;
 	int64_t deadline = -1;
 	ssize_t n;
-	int in_fd = x->in_fd, r = 0, rc = -1, killed = 0;
+	int in_fd, r = 0, rc = -1, killed = 0;
 
 	if (c->fd < 0)
 		return sp_err_set(e, "protocol", 0,
 		    "the channel was closed by an earlier error");
-	if (build_req(x, 0, &req, e) == -1)
-		return -1;
 	memset(&k, 0, sizeof k);
-	if (++c->stream == 0)
-		c->stream = 1;
-	k.stream = c->stream;
+	if (c->ahead != 0) {
+		k.stream = c->ahead;
+		in_fd = c->ahead_in_done ? -1 : x->in_fd;
+		c->ahead = 0;
+	} else if (exec_queue(c, x, 0, &k.stream, &in_fd, e) == -1)
+		return -1;
 	k.out_fd = x->out_fd;
 	k.err_fd = x->err_fd;
 	if (x->timeout_ms > 0)
 		deadline = sp_clock_ms() + x->timeout_ms;
-	out_add(c, SP_FR_REQ, k.stream, req, strlen(req));
-	if (in_fd < 0)
-		out_add(c, SP_FR_STDIN, k.stream, NULL, 0);
 	while (k.done == 0) {
 		if (out_push(c, e) == -1)
 			goto fail;
@@ -920,7 +980,6 @@ fail:
 	close(c->fd);
 	c->fd = -1;
 out:
-	free(req);
 	return rc;
 }
 
@@ -934,7 +993,7 @@ sp_chan_detach(struct sp_chan *c, const struct sp_exec *x, pid_t *pid,
 	char *req = NULL;
 	int rc = -1;
 
-	if (build_req(x, 1, &req, e) == -1)
+	if (build_req(x, 1, 0, &req, e) == -1)
 		return -1;
 	stream = sp_chan_stream_new(c);
 	if (sp_chan_send(c, SP_FR_REQ, stream, req, strlen(req), 10000,

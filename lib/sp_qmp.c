@@ -25,6 +25,7 @@
 
 struct sp_qmp {
 	int fd;
+	int greeted;		/* the greeting and capabilities' answer read */
 	int64_t deadline;
 	size_t len;		/* bytes in buf */
 	size_t used;		/* of them, the line read_line() returned */
@@ -181,10 +182,33 @@ out:
 	return rc;
 }
 
+/* The greeting, then the answer to the capabilities negotiation. */
+static int
+greeting(struct sp_qmp *q, struct sp_err *e)
+{
+	json_t *greet = NULL;
+
+	if (next_reply(q, &greet, e) == -1)
+		return -1;
+	if (json_object_get(greet, "QMP") == NULL) {
+		json_decref(greet);
+		return sp_err_set(e, "protocol", 0, "QEMU's monitor did not "
+		    "greet");
+	}
+	json_decref(greet);
+	if (answer(q, "qmp_capabilities", NULL, e) == -1)
+		return -1;
+	q->greeted = 1;
+	return 0;
+}
+
 /*
  * Sends n commands in one write, then reads their answers, which QEMU gives
- * in order: one turn of its main loop instead of n.  rets (may be NULL) gets
- * each one's "return", NULL for those that did not answer.
+ * in order: one turn of its main loop instead of n.  The first write of a
+ * connection opens command mode in it too (capabilities negotiation, which
+ * may go before the greeting is read: QEMU greets as it accepts and reads
+ * what we sent after that).  rets (may be NULL) gets each one's "return",
+ * NULL for those that did not answer.
  */
 int
 sp_qmp_cmds(struct sp_qmp *q, const char *const cmds[], size_t n,
@@ -195,6 +219,10 @@ sp_qmp_cmds(struct sp_qmp *q, const char *const cmds[], size_t n,
 	int w;
 
 	line[0] = '\0';
+	if (!q->greeted) {
+		memcpy(line, CAPABILITIES, sizeof CAPABILITIES);
+		len = sizeof CAPABILITIES - 1;
+	}
 	for (i = 0; i < n; i++) {
 		if (rets != NULL)
 			rets[i] = NULL;
@@ -205,7 +233,8 @@ sp_qmp_cmds(struct sp_qmp *q, const char *const cmds[], size_t n,
 			return sp_err_set(e, "internal", 0, "bad QMP command");
 		len += (size_t)w;
 	}
-	if (send_all(q, line, len, e) == -1)
+	if (send_all(q, line, len, e) == -1 ||
+	    (!q->greeted && greeting(q, e) == -1))
 		return -1;
 	for (i = 0; i < n; i++)
 		if (answer(q, cmds[i], rets != NULL ? &rets[i] : NULL, e) == -1)
@@ -227,7 +256,6 @@ sp_qmp_open(struct sp_qmp **qp, const char *run_dir, int timeout_ms,
 {
 	char path[SP_PATH_MAX];
 	struct sp_qmp *q;
-	json_t *greet = NULL;
 
 	*qp = NULL;
 	if (sp_path_fmt(path, sizeof path, e, "%s/%s", run_dir, SP_QMP_SOCK) == -1)
@@ -235,34 +263,18 @@ sp_qmp_open(struct sp_qmp **qp, const char *run_dir, int timeout_ms,
 	if ((q = malloc(sizeof *q)) == NULL)
 		return sp_err_sys(e, "nomem", "QMP");
 	q->len = q->used = 0;
+	q->greeted = 0;
 	q->deadline = sp_clock_ms() + timeout_ms;
-	/* not-running: no monitor of ours, a VM defined before there was one. */
+	/* not-running: no monitor of ours, a VM defined before there was one.
+	 * Command mode is asked for with the first commands, in their write:
+	 * a claim costs QEMU's main loop one turn, not two. */
 	if (sp_qemu_connect(path, q->deadline, &q->fd, e) == -1) {
 		q->fd = -1;
-		goto fail;
+		sp_qmp_close(q);
+		return -1;
 	}
-	/*
-	 * Capabilities negotiation opens command mode.  It goes before the
-	 * greeting is read: QEMU greets as it accepts, and reads what we sent
-	 * after that, so the open costs one turn of its main loop, not two.
-	 */
-	if (send_all(q, CAPABILITIES, sizeof CAPABILITIES - 1, e) == -1 ||
-	    next_reply(q, &greet, e) == -1)
-		goto fail;
-	if (json_object_get(greet, "QMP") == NULL) {
-		sp_err_set(e, "protocol", 0, "QEMU's monitor did not greet");
-		goto fail;
-	}
-	json_decref(greet);
-	greet = NULL;
-	if (answer(q, "qmp_capabilities", NULL, e) == -1)
-		goto fail;
 	*qp = q;
 	return 0;
-fail:
-	json_decref(greet);
-	sp_qmp_close(q);
-	return -1;
 }
 
 void

@@ -136,25 +136,39 @@ realtime_ns(void)
  * ops sent here (identity, clock) set a state, and setting it twice does no
  * harm: req goes with the hello, which saves the claim a turn of the guest
  * (~1-2 ms under TCG).  With keep, the channel stays open in *keep when the
- * op succeeded, for a call after it (a create's first command).
+ * op succeeded, for a call after it (a create's first command).  With
+ * first too, that call is sent once the hello is answered, before the op
+ * is (*sent then says so): the guest goes from the op to the command
+ * without waiting for us, and runs it only after an identity that took.
  */
 static int
 guest_op(struct sp_ctx *x, const char *id, json_t *req, struct sp_chan **keep,
-    struct sp_err *e)
+    const struct sp_exec *first, int *sent, struct sp_err *e)
 {
 	struct sp_chan *c = NULL;
 	struct sp_frame f;
 	uint32_t stream;
-	int rc = -1;
+	int rc = -1, r;
 
 	if (req == NULL)
 		return sp_err_set(e, "internal", 0, "json_pack");
 	if (sp_chan_open_req(&c, x->conf.run, id, IDENTITY_MS, req, &stream,
-	    e) == -1 || sp_chan_recv(c, &f, IDENTITY_MS, e) == -1)
+	    e) == -1)
 		goto out;
-	if (f.type == SP_FR_ERROR)
+	if (keep != NULL && first != NULL) {
+		r = sp_chan_exec_ahead(c, first, e);
+		*sent = r != 1;
+		if (r == -1)
+			goto out;
+	}
+	if (sp_chan_recv(c, &f, IDENTITY_MS, e) == -1)
+		goto out;
+	if (f.type == SP_FR_ERROR) {
 		sp_chan_error_frame(&f, e);
-	else if (f.type != SP_FR_EXIT || f.stream != stream)
+		/* The guest refuses a call sent ahead of a failed op. */
+		if (sent != NULL && f.stream == stream)
+			*sent = 0;
+	} else if (f.type != SP_FR_EXIT || f.stream != stream)
 		sp_err_set(e, "protocol", 0, "%s: unexpected answer",
 		    json_string_value(json_object_get(req, "op")));
 	else
@@ -170,7 +184,8 @@ out:
 
 static int
 hand_identity(struct sp_ctx *x, const char *id, json_t *labels, json_t *env,
-    struct sp_chan **keep, struct sp_err *e)
+    struct sp_chan **keep, const struct sp_exec *first, int *sent,
+    struct sp_err *e)
 {
 	unsigned char seed[32];
 	char hex[65];
@@ -189,14 +204,14 @@ hand_identity(struct sp_ctx *x, const char *id, json_t *labels, json_t *env,
 	explicit_bzero(hex, sizeof hex);
 	/* The seed is fresh entropy for the guest, not a secret kept: its copy
 	 * inside jansson goes with the object (the host is trusted memory). */
-	return guest_op(x, id, req, keep, e);
+	return guest_op(x, id, req, keep, first, sent, e);
 }
 
 int
 sp_sandbox_hand_identity(struct sp_ctx *x, const char *id, json_t *labels,
     json_t *env, struct sp_err *e)
 {
-	return hand_identity(x, id, labels, env, NULL, e);
+	return hand_identity(x, id, labels, env, NULL, NULL, NULL, e);
 }
 
 /* A guest's clock stands still while its VM is paused: set it again. */
@@ -204,7 +219,7 @@ int
 sp_sandbox_sync_clock(struct sp_ctx *x, const char *id, struct sp_err *e)
 {
 	return guest_op(x, id, json_pack("{s:s, s:I}", "op", "clock", "time_ns",
-	    (json_int_t)realtime_ns()), NULL, e);
+	    (json_int_t)realtime_ns()), NULL, NULL, NULL, e);
 }
 
 #define QUIET_EXEC_MS	60000	/* then SIGKILL: no wait without an end */
@@ -304,7 +319,7 @@ take_pod(struct sp_ctx *x, const struct sp_create_req *r,
 	char ref[2 * SP_NAME_MAX + 2], id[SP_ID_LEN + 1], dom[SP_ID_LEN + 4];
 	char *labels, *env, virt[16];
 	struct sp_err lost;
-	int c, fd, existed;
+	int c, fd, existed, sent = 0;
 
 	snprintf(ref, sizeof ref, "%s@%s", t->name, t->digest);
 	labels = r->labels ? json_dumps(r->labels, JSON_COMPACT | JSON_SORT_KEYS) :
@@ -321,7 +336,8 @@ take_pod(struct sp_ctx *x, const struct sp_create_req *r,
 	if (sp_sandbox_lock(x, id, 1, &fd, e) == -1)
 		return -1;
 	if (resume_pod(x, id, dom, virt, &lost) == -1 ||
-	    hand_identity(x, id, r->labels, r->env, r->chan, &lost) == -1 ||
+	    hand_identity(x, id, r->labels, r->env, r->chan,
+	    r->chan != NULL ? r->first : NULL, &sent, &lost) == -1 ||
 	    sp_db_transition(x->db, id, SP_ST_RUNNING, -1, NULL, &lost) == -1) {
 		if (r->chan != NULL) {
 			sp_chan_close(*r->chan);
@@ -329,6 +345,12 @@ take_pod(struct sp_ctx *x, const struct sp_create_req *r,
 		}
 		sp_sandbox_unlock(fd);
 		sp_sandbox_remove(x, id, &existed, e);
+		/* A first command that may have started is not run again
+		 * elsewhere: this create fails. */
+		if (sent) {
+			*e = lost;
+			return -1;
+		}
 		return 0;
 	}
 	sp_sandbox_unlock(fd);

@@ -2,7 +2,8 @@
  * test-procs: the process side of the guest daemon, end to end against the
  * real daemon in its listening test mode (build/guest/space-daemon, or
  * $SPACE_DAEMON): user switch, signals, pty and resize, detached processes
- * with their ring buffer, ps, logs and kill, and the per-call timeout.
+ * with their ring buffer, ps, logs and kill, the per-call timeout, and an
+ * exec sent ahead of an identity (it runs only after one that took).
  * TAP output; exit 1 on any failure.
  */
 #include <sys/stat.h>
@@ -35,6 +36,24 @@ run(struct sp_chan *c, struct sp_exec *x, char *out, size_t n, int *status,
 	x->in_fd = -1;
 	x->out_fd = fileno(fo);
 	x->err_fd = -1;
+	*status = -1;
+	rc = sp_chan_exec(c, x, status, e);
+	got = pread(fileno(fo), out, n - 1, 0);
+	out[got > 0 ? got : 0] = '\0';
+	fclose(fo);
+	return rc;
+}
+
+/* As run(), with x's own stdin. */
+static int
+cat_through(struct sp_chan *c, struct sp_exec *x, char *out, size_t n,
+    int *status, struct sp_err *e)
+{
+	FILE *fo = tmpfile();
+	ssize_t got;
+	int rc;
+
+	x->out_fd = fileno(fo);
 	*status = -1;
 	rc = sp_chan_exec(c, x, status, e);
 	got = pread(fileno(fo), out, n - 1, 0);
@@ -332,6 +351,76 @@ test_detached(pid_t dpid)
 	sp_chan_close(c);
 }
 
+/*
+ * A first command sent ahead of its identity's answer (sp_chan_exec_ahead)
+ * runs only after an identity that took: refused after one that failed
+ * (no seed here: the op fails before it changes anything, so this test
+ * does not rename the host it runs on) and on a connection without one.
+ * And what stdin has at once goes with the request: all of /dev/null, or
+ * a pipe's bytes and then its end.
+ */
+static void
+test_after_identity(void)
+{
+	char ran[128], *a_touch[] = { "touch", ran, NULL };
+	char *a_cat[] = { "cat", NULL };
+	struct sp_exec x = { .argv = a_touch, .in_fd = -1, .out_fd = -1,
+	    .err_fd = -1 };
+	struct sp_err e = { "", 0, "" };
+	struct sp_chan *c;
+	struct sp_frame f;
+	uint32_t stream;
+	json_t *req;
+	char out[64];
+	int r, st = -1, p[2];
+
+	snprintf(ran, sizeof ran, "%s/ran", dir);
+	req = json_pack("{s:s, s:s, s:s}", "op", "identity", "id", ID,
+	    "hostname", ID);
+	r = sp_chan_open_req(&c, dir, ID, 2000, req, &stream, &e);
+	json_decref(req);
+	if (!tap_okf(e.code, e.msg, r == 0, "open with an identity op"))
+		return;
+	r = sp_chan_exec_ahead(c, &x, &e);
+	tap_okf(e.code, e.msg, r == 0, "the daemon takes an exec sent ahead");
+	tap_okf(e.code, e.msg, sp_chan_recv(c, &f, 2000, &e) == 0 &&
+	    f.type == SP_FR_ERROR && f.stream == stream,
+	    "an identity without a seed fails");
+	r = sp_chan_exec(c, &x, &st, &e);
+	tap_okf(e.code, e.msg, r == -1 && strcmp(e.code, "bad-state") == 0 &&
+	    access(ran, F_OK) == -1,
+	    "the exec sent after it is refused, not run: bad-state");
+	sp_chan_close(c);
+
+	if (sp_chan_open(&c, dir, ID, 2000, &e) == -1)
+		return;
+	r = sp_chan_exec_ahead(c, &x, &e) == 0 ? sp_chan_exec(c, &x, &st, &e) :
+	    0;
+	tap_okf(e.code, e.msg, r == -1 && strcmp(e.code, "bad-state") == 0 &&
+	    access(ran, F_OK) == -1,
+	    "an exec sent ahead on a connection with no identity: bad-state");
+	/* The same request without after_identity runs (the path is right). */
+	r = sp_chan_exec(c, &x, &st, &e);
+	tap_okf(e.code, e.msg, r == 0 && st == 0 && access(ran, F_OK) == 0,
+	    "the same command sent plainly runs");
+
+	x.argv = a_cat;
+	x.in_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	r = cat_through(c, &x, out, sizeof out, &st, &e);
+	tap_okf(e.code, e.msg, r == 0 && st == 0 && out[0] == '\0',
+	    "cat with /dev/null as stdin: its end goes with the request");
+	close(x.in_fd);
+	if (pipe(p) == -1 || write(p[1], "abc", 3) != 3)
+		abort();
+	close(p[1]);
+	x.in_fd = p[0];
+	r = cat_through(c, &x, out, sizeof out, &st, &e);
+	tap_okf(e.code, e.msg, r == 0 && st == 0 && strcmp(out, "abc") == 0,
+	    "cat with a pipe as stdin: its bytes there at once, then its end");
+	close(p[0]);
+	sp_chan_close(c);
+}
+
 int
 main(void)
 {
@@ -378,6 +467,7 @@ main(void)
 		test_pty(c);
 		sp_chan_close(c);
 		test_detached(dpid);
+		test_after_identity();
 	}
 	kill(dpid, SIGTERM);
 	waitpid(dpid, NULL, 0);

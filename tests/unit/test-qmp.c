@@ -98,6 +98,20 @@ query_and_cont(json_t *rets[2], struct sp_err *e)
 	return rc;
 }
 
+/* Opens the monitor and sends cont: -1 with e when either failed. */
+static int
+open_and_cont(struct sp_err *e)
+{
+	struct sp_qmp *q;
+	int rc;
+
+	if (sp_qmp_open(&q, dir, 2000, e) == -1)
+		return -1;
+	rc = sp_qmp_cmd(q, "cont", NULL, e);
+	sp_qmp_close(q);
+	return rc;
+}
+
 int
 main(void)
 {
@@ -121,12 +135,14 @@ main(void)
 	    "{\"return\": {\"enabled\": false, \"present\": true}}\r\n"
 	    EVENT OK, 0, 1);
 	ok = sp_qmp_open(&q, dir, 2000, &e) == 0;
-	tap_okf(e.code, e.msg, ok, "greeting and capabilities");
+	tap_okf(e.code, e.msg, ok, "connected (command mode is asked for with "
+	    "the first command)");
 	if (ok) {
 		tap_okf(e.code, e.msg, sp_qmp_cmd(q, "query-kvm", &ret, &e) == 0 &&
 		    json_is_false(json_object_get(ret, "enabled")) &&
 		    json_is_true(json_object_get(ret, "present")),
-		    "an answer after an event, its return kept");
+		    "greeting, capabilities, then an answer after an event, "
+		    "its return kept");
 		json_decref(ret);
 		tap_okf(e.code, e.msg, sp_qmp_cmd(q, "cont", NULL, &e) == 0,
 		    "the next command's answer, an event before it skipped");
@@ -191,13 +207,21 @@ main(void)
 	reap(pid);
 
 	pid = monitor("this is not json\r\n", 0, 1);
-	tap_okf(e.code, e.msg, sp_qmp_open(&q, dir, 2000, &e) == -1 &&
+	tap_okf(e.code, e.msg, open_and_cont(&e) == -1 &&
 	    strcmp(e.code, "protocol") == 0, "a greeting that is not JSON");
 	reap(pid);
 
 	pid = monitor(OK, 0, 1);
-	tap_okf(e.code, e.msg, sp_qmp_open(&q, dir, 2000, &e) == -1 &&
+	tap_okf(e.code, e.msg, open_and_cont(&e) == -1 &&
 	    strcmp(e.code, "protocol") == 0, "an answer instead of a greeting");
+	reap(pid);
+
+	pid = monitor(GREETING "{\"error\": {\"class\": \"CommandNotFound\", "
+	    "\"desc\": \"no caps\"}}\r\n", 0, 1);
+	tap_okf(e.code, e.msg, open_and_cont(&e) == -1 &&
+	    strcmp(e.code, "qemu") == 0 &&
+	    strstr(e.msg, "qmp_capabilities") != NULL,
+	    "capabilities refused: code qemu, the command named");
 	reap(pid);
 
 	strcpy(script, GREETING OK);
@@ -222,7 +246,7 @@ main(void)
 	reap(pid);
 
 	pid = monitor(GREETING, 0, 0);
-	tap_okf(e.code, e.msg, sp_qmp_open(&q, dir, 2000, &e) == -1 &&
+	tap_okf(e.code, e.msg, open_and_cont(&e) == -1 &&
 	    strcmp(e.code, "not-running") == 0,
 	    "a monitor that hangs up after its greeting: not-running");
 	reap(pid);
