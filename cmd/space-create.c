@@ -4,6 +4,8 @@
  * channel the create already holds: its output follows the JSON line, and
  * the exit status is the command's.
  */
+#include <sys/time.h>
+
 #include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
@@ -54,6 +56,36 @@ env_ok(const char *s)
 	return 1;
 }
 
+/*
+ * A claim's boost (sp_boost.c) lasts until its first command ends, or for
+ * BOOST_MS: a long first command runs at the weight of any other sandbox.
+ * The timer's handler only puts the weight back (async-signal-safe).
+ */
+#define BOOST_MS	1000
+static struct sp_boost boost;
+
+static void
+boost_over(int sig)
+{
+	(void)sig;
+	sp_boost_restore(&boost);
+}
+
+static void
+boost_timer(int ms)
+{
+	struct itimerval it = { { 0, 0 }, { ms / 1000, (ms % 1000) * 1000 } };
+	struct sigaction sa;
+
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = boost_over;
+	sa.sa_flags = SA_RESTART;
+	sigemptyset(&sa.sa_mask);
+	if (ms > 0)
+		sigaction(SIGALRM, &sa, NULL);
+	setitimer(ITIMER_REAL, &it, NULL);
+}
+
 /* The new sandbox's first command, on the claim's channel when there is one
  * (which may have sent it already, sp_chan_exec_ahead). */
 static int
@@ -68,9 +100,14 @@ first_command(struct sp_ctx *x, const char *id, struct sp_chan *c,
 		rc = sp_exec_fail_status(id, &e);
 		goto out;
 	}
+	if (boost.fd >= 0)
+		boost_timer(BOOST_MS);
 	rc = sp_chan_exec(c, xr, &status, &e) == -1 ?
 	    sp_exec_fail_status(id, &e) : status;
 out:
+	if (boost.fd >= 0)
+		boost_timer(0);
+	sp_boost_end(&boost);
 	sp_chan_close(c);
 	return rc;
 }
@@ -164,6 +201,8 @@ main(int argc, char *argv[])
 	}
 	r.labels = labels;
 	r.env = json_array_size(env) > 0 ? env : NULL;
+	sp_boost_init(&boost);
+	r.boost = &boost;
 	/* libvirt is opened only when no warm pod is there to claim. */
 	if (sp_ctx_open(&x, 0, &e) == -1)
 		return sp_out_fail(NULL, &e);
@@ -180,6 +219,7 @@ main(int argc, char *argv[])
 			if (argc > 0)
 				one = first_command(&x, id, c, &xr);
 		}
+		sp_boost_end(&boost);
 		if (one > rc)
 			rc = one;
 	}

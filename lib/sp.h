@@ -825,6 +825,27 @@ int sp_ctx_open(struct sp_ctx *x, int with_virt, struct sp_err *e);
 int sp_ctx_open_db(struct sp_ctx *x, struct sp_err *e);
 void sp_ctx_close(struct sp_ctx *x);
 int sp_ctx_virt(struct sp_ctx *x, struct sp_err *e);	/* opens libvirt lazily */
+/* sp_boost.c: a claim's VM at ten times the CPU weight of the node's other
+ * sandboxes until its create is done. */
+struct sp_boost {
+	int fd;			/* the VM cgroup's weight file, or -1 */
+	int markfd;		/* run/ID/boost, locked while boosted */
+	char old[24];		/* the weight to put back */
+	size_t oldlen;
+	char mark[SP_PATH_MAX];
+};
+void sp_boost_init(struct sp_boost *b);
+/* Boosts the VM of sandbox id whose vCPU thread is tid; -1 (nothing
+ * changed, best effort) when its cgroup cannot be found or written. */
+int sp_boost_start(struct sp_boost *b, const char *run_dir, const char *id,
+    pid_t tid);
+/* Puts the weight back; async-signal-safe, and may be called again. */
+void sp_boost_restore(const struct sp_boost *b);
+/* Puts it back and forgets it (sp_boost_init). */
+void sp_boost_end(struct sp_boost *b);
+/* Puts back what a booster that died left: 1 when it did, 0 when there was
+ * nothing to do (none, or its booster is alive), -1 on error. */
+int sp_boost_repair(const char *run_dir, const char *id, struct sp_err *e);
 struct sp_create_req {
 	const char *template;	/* name or name@digest */
 	int memory_mib, vcpus;
@@ -841,6 +862,8 @@ struct sp_create_req {
 				 * a claim sends ahead (sp_chan_exec_ahead);
 				 * once sent, a failure after it is not
 				 * retried on another path */
+	struct sp_boost *boost;	/* non-NULL: a claim boosts its VM here, for
+				 * the caller to end (sp_boost_end) */
 };
 /* Creates and boots one sandbox; *out gets {"id","state","template",
  * "create_ms",...}.  On failure everything it made is removed. */

@@ -371,6 +371,7 @@ sp_reconcile_once(struct sp_ctx *x, int (*fn)(json_t *, void *), void *arg,
 	struct ids known = { 0 };
 	void *walk[2] = { &p, &known };
 	size_t i;
+	int rc;
 
 	if (sp_ctx_virt(x, e) == -1)
 		return -1;
@@ -379,8 +380,14 @@ sp_reconcile_once(struct sp_ctx *x, int (*fn)(json_t *, void *), void *arg,
 		free(known.v);
 		return -1;
 	}
-	for (i = 0; i < known.n; i++)
+	for (i = 0; i < known.n; i++) {
 		one(&p, known.v[i]);
+		/* A create killed while its claim was boosted left the VM's
+		 * CPU weight raised: put it back. */
+		if ((rc = sp_boost_repair(x->conf.run, known.v[i], e)) != 0)
+			tell(&p, known.v[i], "unboosted", "boosted",
+			    rc == 1 ? 0 : -1, e);
+	}
 	if (sp_snap_drop_unfinished(x, fn, arg, e) == -1)
 		p.failed = 1;
 	orphans(&p, &known);

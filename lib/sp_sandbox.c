@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <limits.h>
 #include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -276,15 +277,17 @@ warm_up(struct sp_ctx *x, const char *id)
  * Wakes a claimed pod through QEMU's own monitor, and learns from it whether
  * it runs on KVM: no libvirt in the claim's path (loading it costs ~16 ms a
  * process here).  A pod without that monitor (made before there was one) is
- * resumed through libvirt.
+ * resumed through libvirt.  With boost, its VM's CPU weight is raised
+ * (sp_boost.c), found from the vCPU thread QEMU names.
  */
 static int
 resume_pod(struct sp_ctx *x, const char *id, const char *dom, char virt[16],
-    struct sp_err *e)
+    struct sp_boost *boost, struct sp_err *e)
 {
-	static const char *const cmds[] = { "query-kvm", "cont" };
+	static const char *const cmds[] = { "query-kvm", "query-cpus-fast",
+	    "cont" };
 	char run[SP_PATH_MAX];
-	json_t *rets[2] = { NULL, NULL };
+	json_t *rets[3] = { NULL, NULL, NULL }, *tid;
 	struct sp_qmp *q;
 	int rc;
 
@@ -297,11 +300,18 @@ resume_pod(struct sp_ctx *x, const char *id, const char *dom, char virt[16],
 		snprintf(virt, 16, "%s", x->virt_type);
 		return sp_virt_resume(x->virt, dom, e);
 	}
-	rc = sp_qmp_cmds(q, cmds, 2, rets, e);
+	rc = sp_qmp_cmds(q, cmds, 3, rets, e);
 	snprintf(virt, 16, "%s", json_is_true(json_object_get(rets[0],
 	    "enabled")) ? "kvm" : "qemu");
+	/* QEMU is the host's, but its answer is checked all the same. */
+	tid = json_object_get(json_array_get(rets[1], 0), "thread-id");
+	if (rc == 0 && boost != NULL && json_is_integer(tid) &&
+	    json_integer_value(tid) > 0 && json_integer_value(tid) < INT_MAX)
+		(void)sp_boost_start(boost, x->conf.run, id,
+		    (pid_t)json_integer_value(tid));
 	json_decref(rets[0]);
 	json_decref(rets[1]);
+	json_decref(rets[2]);
 	sp_qmp_close(q);
 	return rc;
 }
@@ -335,7 +345,7 @@ take_pod(struct sp_ctx *x, const struct sp_create_req *r,
 	sp_sandbox_domain(id, dom);
 	if (sp_sandbox_lock(x, id, 1, &fd, e) == -1)
 		return -1;
-	if (resume_pod(x, id, dom, virt, &lost) == -1 ||
+	if (resume_pod(x, id, dom, virt, r->boost, &lost) == -1 ||
 	    hand_identity(x, id, r->labels, r->env, r->chan,
 	    r->chan != NULL ? r->first : NULL, &sent, &lost) == -1 ||
 	    sp_db_transition(x->db, id, SP_ST_RUNNING, -1, NULL, &lost) == -1) {
@@ -343,6 +353,8 @@ take_pod(struct sp_ctx *x, const struct sp_create_req *r,
 			sp_chan_close(*r->chan);
 			*r->chan = NULL;
 		}
+		if (r->boost != NULL)
+			sp_boost_end(r->boost);
 		sp_sandbox_unlock(fd);
 		sp_sandbox_remove(x, id, &existed, e);
 		/* A first command that may have started is not run again

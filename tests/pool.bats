@@ -115,6 +115,71 @@ teardown_file() {
 	assert_output "$pod"
 }
 
+# The CPU weight file of sandbox $1's VM: its QEMU's cgroup, as libvirt made
+# it (cgroup v1's cpu controller, or v2).
+weight_file() {
+	local pid line path
+	pid=$(cat "/run/libvirt/qemu/sp-$1.pid")
+	if line=$(grep -E '^[0-9]+:([^:]*,)?cpu(,[^:]*)?:' "/proc/$pid/cgroup"); then
+		path=${line#*:*:}
+		echo "/sys/fs/cgroup/cpu${path%/emulator}/cpu.shares"
+	else
+		path=$(sed -n 's/^0:://p' "/proc/$pid/cgroup")
+		echo "/sys/fs/cgroup${path%/emulator}/cpu.weight"
+	fi
+}
+
+# Waits (bounded) for a claim's boost mark; prints the sandbox's id.
+boosted_id() {
+	local m
+	for _ in $(seq 100); do
+		m=$(ls "$SPACE_RUN"/*/boost 2>/dev/null | head -n 1)
+		[ -n "$m" ] && { basename "$(dirname "$m")"; return 0; }
+		sleep 0.05
+	done
+	return 1
+}
+
+@test "a claim runs its VM at ten times the weight until its first command ends, a second at most; reconcile puts back a killed one's" {
+	space-pool set --template minimal --size 2 >/dev/null
+	space-pool fill >/dev/null
+	pod=$(space-ls --pods | jq -r 'select(.pod) | .id' | head -n 1)
+	base=$(cat "$(weight_file "$pod")")
+	[ "$base" -gt 0 ]
+	# Until the first command ends.
+	space-create --template minimal -- sleep 0.6 >"$BATS_TEST_TMPDIR/a" &
+	id=$(boosted_id)
+	echo "$id" >> "$BATS_FILE_TMPDIR/ids"
+	[ "$(cat "$(weight_file "$id")")" -eq $((base * 10)) ]
+	wait
+	[ "$(cat "$(weight_file "$id")")" -eq "$base" ]
+	[ ! -e "$SPACE_RUN/$id/boost" ]
+	# A second at most: a long first command runs at the common weight.
+	space-create --template minimal -- sleep 3 >"$BATS_TEST_TMPDIR/b" &
+	id=$(boosted_id)
+	echo "$id" >> "$BATS_FILE_TMPDIR/ids"
+	sleep 1.5
+	[ "$(cat "$(weight_file "$id")")" -eq "$base" ]
+	wait
+	[ ! -e "$SPACE_RUN/$id/boost" ]
+	# Killed while boosted: the next reconcile pass puts it back.
+	space-pool fill >/dev/null
+	space-create --template minimal -- sleep 30 >"$BATS_TEST_TMPDIR/c" &
+	pid=$!
+	id=$(boosted_id)
+	echo "$id" >> "$BATS_FILE_TMPDIR/ids"
+	kill -9 "$pid"
+	wait "$pid" || :
+	[ "$(cat "$(weight_file "$id")")" -eq $((base * 10)) ]
+	run space-reconcile --once
+	assert_success
+	jout -se --arg id "$id" 'map(select(.id == $id and .action == "unboosted" and .ok)) | length == 1'
+	[ "$(cat "$(weight_file "$id")")" -eq "$base" ]
+	[ ! -e "$SPACE_RUN/$id/boost" ]
+	run space-reconcile --once
+	jout -se --arg id "$id" 'map(select(.id == $id)) | length == 0'
+}
+
 @test "concurrent creates each get their own pod, then fall back" {
 	space-pool fill >/dev/null
 	for i in 1 2 3 4; do
