@@ -24,29 +24,10 @@
 
 static char dir[64], sock0[100];
 
-/* Runs argv; stdout into out (NUL-terminated, cut at n - 1). */
+/* Runs argv with x's own stdin; stdout into out (NUL-terminated, cut at
+ * n - 1). */
 static int
-run(struct sp_chan *c, struct sp_exec *x, char *out, size_t n, int *status,
-    struct sp_err *e)
-{
-	FILE *fo = tmpfile();
-	ssize_t got;
-	int rc;
-
-	x->in_fd = -1;
-	x->out_fd = fileno(fo);
-	x->err_fd = -1;
-	*status = -1;
-	rc = sp_chan_exec(c, x, status, e);
-	got = pread(fileno(fo), out, n - 1, 0);
-	out[got > 0 ? got : 0] = '\0';
-	fclose(fo);
-	return rc;
-}
-
-/* As run(), with x's own stdin. */
-static int
-cat_through(struct sp_chan *c, struct sp_exec *x, char *out, size_t n,
+run_stdin(struct sp_chan *c, struct sp_exec *x, char *out, size_t n,
     int *status, struct sp_err *e)
 {
 	FILE *fo = tmpfile();
@@ -60,6 +41,16 @@ cat_through(struct sp_chan *c, struct sp_exec *x, char *out, size_t n,
 	out[got > 0 ? got : 0] = '\0';
 	fclose(fo);
 	return rc;
+}
+
+/* As run_stdin(), with no stdin and stderr dropped. */
+static int
+run(struct sp_chan *c, struct sp_exec *x, char *out, size_t n, int *status,
+    struct sp_err *e)
+{
+	x->in_fd = -1;
+	x->err_fd = -1;
+	return run_stdin(c, x, out, n, status, e);
 }
 
 /* A pipe holding the control records given, for x->ctl_fd. */
@@ -406,7 +397,7 @@ test_after_identity(void)
 
 	x.argv = a_cat;
 	x.in_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-	r = cat_through(c, &x, out, sizeof out, &st, &e);
+	r = run_stdin(c, &x, out, sizeof out, &st, &e);
 	tap_okf(e.code, e.msg, r == 0 && st == 0 && out[0] == '\0',
 	    "cat with /dev/null as stdin: its end goes with the request");
 	close(x.in_fd);
@@ -414,7 +405,7 @@ test_after_identity(void)
 		abort();
 	close(p[1]);
 	x.in_fd = p[0];
-	r = cat_through(c, &x, out, sizeof out, &st, &e);
+	r = run_stdin(c, &x, out, sizeof out, &st, &e);
 	tap_okf(e.code, e.msg, r == 0 && st == 0 && strcmp(out, "abc") == 0,
 	    "cat with a pipe as stdin: its bytes there at once, then its end");
 	close(p[0]);
