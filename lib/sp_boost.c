@@ -14,6 +14,7 @@
  * killed left (sp_boost_repair).  The restore is async-signal-safe.
  */
 #include <sys/file.h>
+#include <sys/stat.h>
 
 #include <errno.h>
 #include <fcntl.h>
@@ -146,6 +147,7 @@ sp_boost_start(struct sp_boost *b, const char *run_dir, const char *id,
 {
 	char file[SP_PATH_MAX], val[32], rec[SP_PATH_MAX + 64];
 	long long old, max;
+	struct stat st;
 	ssize_t r;
 	int n;
 
@@ -167,6 +169,13 @@ sp_boost_start(struct sp_boost *b, const char *run_dir, const char *id,
 	if ((b->markfd = open(b->mark, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC |
 	    O_NOFOLLOW, 0600)) == -1 || flock(b->markfd, LOCK_EX) == -1)
 		goto fail;
+	/* A repair that found it empty before this lock removed it: a
+	 * record written there now would be in no file (no boost then). */
+	if (fstat(b->markfd, &st) == -1 || st.st_nlink == 0) {
+		close(b->markfd);
+		b->markfd = -1;
+		goto fail;
+	}
 	n = snprintf(rec, sizeof rec, "%s\n%s\n", file, b->old);
 	if (n <= 0 || (size_t)n >= sizeof rec ||
 	    write(b->markfd, rec, (size_t)n) != n)
@@ -224,7 +233,11 @@ sp_boost_repair(const char *run_dir, const char *id, struct sp_err *e)
 	rec[r > 0 ? r : 0] = '\0';
 	/* FILE\nWEIGHT\n, FILE under /sys/fs/cgroup and of this domain. */
 	if ((nl = strchr(rec, '\n')) == NULL) {
-		rc = 0;		/* killed before it wrote: nothing changed */
+		/* Killed before it wrote it whole, so before the weight:
+		 * nothing changed, the mark goes (a booster that had not
+		 * locked it yet sees it gone, and does not boost). */
+		unlink(mark);
+		rc = 0;
 		goto out;
 	}
 	*nl = '\0';

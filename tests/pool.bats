@@ -178,6 +178,14 @@ boosted_id() {
 	[ ! -e "$SPACE_RUN/$id/boost" ]
 	run space-reconcile --once
 	jout -se --arg id "$id" 'map(select(.id == $id)) | length == 0'
+	# Killed after it made its mark, before it wrote it: the weight was
+	# never raised; the mark goes, and nothing is reported.
+	: >"$SPACE_RUN/$id/boost"
+	run space-reconcile --once
+	assert_success
+	jout -se --arg id "$id" 'map(select(.id == $id)) | length == 0'
+	[ ! -e "$SPACE_RUN/$id/boost" ]
+	[ "$(cat "$(weight_file "$id")")" -eq "$base" ]
 }
 
 @test "concurrent creates each get their own pod, then fall back" {
