@@ -11,7 +11,9 @@
  * directory of that thread's cgroup whose name holds the domain's name.
  * While boosted, run/ID/boost holds the file and the weight to put back,
  * locked by the booster: space-reconcile puts back what a booster that was
- * killed left (sp_boost_repair).  The restore is async-signal-safe.
+ * killed left (sp_boost_repair), and removes a mark its booster did not get
+ * to write (it had not raised the weight).  The restore is
+ * async-signal-safe.
  */
 #include <sys/file.h>
 #include <sys/stat.h>
