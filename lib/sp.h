@@ -846,6 +846,12 @@ void sp_boost_end(struct sp_boost *b);
 /* Puts back what a booster that died left: 1 when it did, 0 when there was
  * nothing to do (none, or its booster is alive), -1 on error. */
 int sp_boost_repair(const char *run_dir, const char *id, struct sp_err *e);
+/* The weight file of sandbox id's VM (cpu.shares under cgroup v1, cpu.weight
+ * under v2: the topmost directory of the thread's cgroup whose name holds
+ * the domain's), from the texts of a vCPU thread's /proc/TID/cgroup and of
+ * /proc/self/mountinfo, both changed in place; -1 when none is found. */
+int sp_boost_weight_path(char *cgroup, char *mountinfo, const char *id,
+    char *out, size_t n);
 struct sp_create_req {
 	const char *template;	/* name or name@digest */
 	int memory_mib, vcpus;

@@ -30,31 +30,48 @@
 #define BOOST_FACTOR	10
 #define MARK		"boost"
 
-/* The mount point of the cgroup hierarchy holding the cpu controller: v1's
- * (super options with "cpu") or, when none, v2's. */
-static int
-cpu_mount(char *v1, char *v2, size_t n)
+#define PROC_TEXT_MAX	(1 << 20)	/* /proc/self/mountinfo of a busy host */
+
+/* The next line of *text (NUL-terminated in place), or NULL at the end. */
+static char *
+next_line(char **text)
 {
-	char line[1024], *sep, *f[6], *opt, *save;
-	FILE *m;
+	char *line = *text, *nl;
+
+	if (line == NULL || *line == '\0')
+		return NULL;
+	if ((nl = strchr(line, '\n')) != NULL) {
+		*nl = '\0';
+		*text = nl + 1;
+	} else
+		*text = line + strlen(line);
+	return line;
+}
+
+/* The mount points, from mountinfo's text (changed in place), of the cgroup
+ * v1 hierarchy with the cpu controller (super options holding "cpu") and of
+ * cgroup v2: "" for none. */
+static void
+cpu_mounts(char *text, char *v1, char *v2, size_t n)
+{
+	char *line, *sep, *f[6], *opt, *save;
 	int i;
 
 	v1[0] = v2[0] = '\0';
-	if ((m = fopen("/proc/self/mountinfo", "re")) == NULL)
-		return -1;
-	while (fgets(line, sizeof line, m) != NULL) {
+	while ((line = next_line(&text)) != NULL) {
 		/* ID PARENT MAJ:MIN ROOT MOUNTPOINT ... - FSTYPE SRC OPTS */
 		if ((sep = strstr(line, " - ")) == NULL)
 			continue;
 		*sep = '\0';
 		f[0] = strtok_r(line, " ", &save);
-		for (i = 1; i < 5 && f[i - 1] != NULL; i++)
-			f[i] = strtok_r(NULL, " ", &save);
+		for (i = 1; i < 5; i++)
+			f[i] = f[i - 1] != NULL ? strtok_r(NULL, " ", &save) :
+			    NULL;
 		if (f[0] == NULL || f[4] == NULL || strcmp(f[3], "/") != 0)
 			continue;
-		f[5] = strtok_r(sep + 3, " \n", &save);	/* fstype */
-		(void)strtok_r(NULL, " \n", &save);	/* source */
-		opt = strtok_r(NULL, " \n", &save);
+		f[5] = strtok_r(sep + 3, " ", &save);	/* fstype */
+		(void)strtok_r(NULL, " ", &save);	/* source */
+		opt = strtok_r(NULL, " ", &save);
 		if (f[5] != NULL && strcmp(f[5], "cgroup2") == 0 && v2[0] == '\0')
 			snprintf(v2, n, "%s", f[4]);
 		if (f[5] == NULL || strcmp(f[5], "cgroup") != 0 || opt == NULL)
@@ -64,8 +81,6 @@ cpu_mount(char *v1, char *v2, size_t n)
 			if (strcmp(opt, "cpu") == 0)
 				snprintf(v1, n, "%s", f[4]);
 	}
-	fclose(m);
-	return v1[0] != '\0' || v2[0] != '\0' ? 0 : -1;
 }
 
 /* Does the path's last component name the domain (libvirt writes "sp-ID"
@@ -82,40 +97,35 @@ names_domain(const char *path, const char *id)
 	return strstr(last, a) != NULL || strstr(last, b) != NULL;
 }
 
-/* The weight file of the VM whose vCPU thread is tid. */
-static int
-weight_file(pid_t tid, const char *id, char *out, size_t n)
+int
+sp_boost_weight_path(char *cgroup, char *mountinfo, const char *id,
+    char *out, size_t n)
 {
-	char path[SP_PATH_MAX], line[SP_PATH_MAX], m1[SP_PATH_MAX];
-	char m2[SP_PATH_MAX], v1[SP_PATH_MAX] = "", v2[SP_PATH_MAX] = "";
-	char *c, *p, *tok, *save;
-	FILE *f;
+	char m1[SP_PATH_MAX], m2[SP_PATH_MAX], v1[SP_PATH_MAX] = "";
+	char v2[SP_PATH_MAX] = "", up[SP_PATH_MAX], *line, *c, *p, *tok, *save;
 
-	snprintf(path, sizeof path, "/proc/%d/cgroup", (int)tid);
-	if ((f = fopen(path, "re")) == NULL)
-		return -1;
 	/* HIERARCHY:CONTROLLERS:PATH */
-	while (fgets(line, sizeof line, f) != NULL) {
-		line[strcspn(line, "\n")] = '\0';
+	while ((line = next_line(&cgroup)) != NULL) {
 		if ((c = strchr(line, ':')) == NULL ||
 		    (p = strchr(c + 1, ':')) == NULL)
 			continue;
-		*p++ = '\0';
-		if (strcmp(line, "0") == 0 && c[1] == '\0')
+		*c++ = '\0';	/* line: the hierarchy's number */
+		*p++ = '\0';	/* c: its controllers, p: the path */
+		if (strcmp(line, "0") == 0 && *c == '\0')
 			snprintf(v2, sizeof v2, "%s", p);
-		for (tok = strtok_r(c + 1, ",", &save); tok != NULL;
+		for (tok = strtok_r(c, ",", &save); tok != NULL;
 		    tok = strtok_r(NULL, ",", &save))
 			if (strcmp(tok, "cpu") == 0)
 				snprintf(v1, sizeof v1, "%s", p);
 	}
-	fclose(f);
-	if (cpu_mount(m1, m2, sizeof m1) == -1)
-		return -1;
+	cpu_mounts(mountinfo, m1, m2, sizeof m1);
 	if (v1[0] != '\0' && m1[0] != '\0')
 		p = v1, c = m1;
 	else if (v2[0] != '\0' && m2[0] != '\0')
 		p = v2, c = m2;
 	else
+		return -1;
+	if (p[0] != '/' || strstr(p, "/..") != NULL)
 		return -1;
 	/* Up to the topmost directory that names the domain. */
 	while (strlen(p) > 1 && !names_domain(p, id))
@@ -123,16 +133,74 @@ weight_file(pid_t tid, const char *id, char *out, size_t n)
 	if (strlen(p) <= 1)
 		return -1;
 	for (;;) {
-		snprintf(line, sizeof line, "%s", p);
-		*strrchr(line, '/') = '\0';
-		if (strlen(line) <= 1 || !names_domain(line, id))
+		snprintf(up, sizeof up, "%s", p);
+		*strrchr(up, '/') = '\0';
+		if (strlen(up) <= 1 || !names_domain(up, id))
 			break;
 		*strrchr(p, '/') = '\0';
 	}
 	if ((size_t)snprintf(out, n, "%s%s/%s", c, p, c == m1 ? "cpu.shares" :
 	    "cpu.weight") >= n)
 		return -1;
-	return access(out, W_OK);
+	return 0;
+}
+
+/* The whole of a /proc file, NUL-terminated, or NULL: free() it. */
+static char *
+proc_text(const char *path)
+{
+	size_t len = 0, room = 4096;
+	char *buf = NULL, *bigger;
+	ssize_t r;
+	int fd;
+
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) == -1)
+		return NULL;
+	for (;;) {
+		if (len + 1 >= room || buf == NULL) {
+			if (buf != NULL)
+				room *= 2;
+			if (room > PROC_TEXT_MAX ||
+			    (bigger = realloc(buf, room)) == NULL) {
+				free(buf);
+				buf = NULL;
+				break;
+			}
+			buf = bigger;
+		}
+		if ((r = read(fd, buf + len, room - len - 1)) < 0) {
+			if (errno == EINTR)
+				continue;
+			free(buf);
+			buf = NULL;
+			break;
+		}
+		if (r == 0) {
+			buf[len] = '\0';
+			break;
+		}
+		len += (size_t)r;
+	}
+	close(fd);
+	return buf;
+}
+
+/* The weight file of the VM whose vCPU thread is tid. */
+static int
+weight_file(pid_t tid, const char *id, char *out, size_t n)
+{
+	char path[64], *cgroup, *mountinfo;
+	int rc = -1;
+
+	snprintf(path, sizeof path, "/proc/%d/cgroup", (int)tid);
+	cgroup = proc_text(path);
+	mountinfo = proc_text("/proc/self/mountinfo");
+	if (cgroup != NULL && mountinfo != NULL &&
+	    sp_boost_weight_path(cgroup, mountinfo, id, out, n) == 0)
+		rc = access(out, W_OK);
+	free(cgroup);
+	free(mountinfo);
+	return rc;
 }
 
 void
