@@ -150,39 +150,36 @@ static char *
 proc_text(const char *path)
 {
 	size_t len = 0, room = 4096;
-	char *buf = NULL, *bigger;
+	char *buf, *bigger;
 	ssize_t r;
 	int fd;
 
 	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) == -1)
 		return NULL;
-	for (;;) {
-		if (len + 1 >= room || buf == NULL) {
-			if (buf != NULL)
-				room *= 2;
-			if (room > PROC_TEXT_MAX ||
-			    (bigger = realloc(buf, room)) == NULL) {
-				free(buf);
-				buf = NULL;
-				break;
-			}
-			buf = bigger;
-		}
-		if ((r = read(fd, buf + len, room - len - 1)) < 0) {
+	if ((buf = malloc(room)) == NULL)
+		goto fail;
+	while ((r = read(fd, buf + len, room - len - 1)) != 0) {
+		if (r < 0) {
 			if (errno == EINTR)
 				continue;
-			free(buf);
-			buf = NULL;
-			break;
-		}
-		if (r == 0) {
-			buf[len] = '\0';
-			break;
+			goto fail;
 		}
 		len += (size_t)r;
+		if (len + 1 == room) {
+			if (room * 2 > PROC_TEXT_MAX ||
+			    (bigger = realloc(buf, room * 2)) == NULL)
+				goto fail;
+			buf = bigger;
+			room *= 2;
+		}
 	}
+	buf[len] = '\0';
 	close(fd);
 	return buf;
+fail:
+	free(buf);
+	close(fd);
+	return NULL;
 }
 
 /* The weight file of the VM whose vCPU thread is tid. */

@@ -55,7 +55,7 @@ int
 main(void)
 {
 	char out[SP_PATH_MAX], *longline;
-	size_t n;
+	size_t n, at;
 
 	tap_ok(found(v1_cgroup, v1_mounts, ID, out, sizeof out) == 0 &&
 	    strcmp(out, "/sys/fs/cgroup/cpu/machine/qemu-157-sp-" ID
@@ -118,9 +118,9 @@ main(void)
 		strcpy(longline, v1_mounts);
 		strcat(longline, "50 24 0:50 / /var/lib/x rw - overlay overlay "
 		    "rw,lowerdir=");
-		memset(longline + strlen(longline), 'a', n);
-		longline[sizeof v1_mounts - 1 + strlen("50 24 0:50 / /var/lib/x "
-		    "rw - overlay overlay rw,lowerdir=") + n] = '\0';
+		at = strlen(longline);
+		memset(longline + at, 'a', n);
+		longline[at + n] = '\0';
 		strcat(longline, " 2 3 / /evil rw - cgroup cgroup rw,cpu\n");
 		tap_ok(found(v1_cgroup, longline, ID, out, sizeof out) == 0 &&
 		    strcmp(out, "/sys/fs/cgroup/cpu/machine/qemu-157-sp-" ID
