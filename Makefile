@@ -73,9 +73,10 @@ $(B)/asan/tests/%: tests/unit/%.c $(ASAN_OBJ) lib/sp.h
 	@mkdir -p $(@D)
 	$(CC) $(WFLAGS) $(ASAN_FLAGS) $(CPPFLAGS) -o $@ $< $(ASAN_OBJ) $(LIBS)
 
-# The guest image: Debian's kernel, an initramfs, a busybox root with the daemon.
+# The guest image: a kernel built for it from Debian's source, an initramfs,
+# a busybox root with the daemon.
 guest: $(GUEST_IMAGE)
-$(GUEST_IMAGE) &: guest/build-image $(GUEST_DAEMON) $(shell find guest/rootfs guest/initramfs -type f)
+$(GUEST_IMAGE) &: guest/build-image guest/kernel.config $(GUEST_DAEMON) $(shell find guest/rootfs guest/initramfs -type f)
 	guest/build-image $(GUEST_DAEMON) guest/build
 
 # space-exec under ASan/UBSan (LeakSanitizer too), for the hostile-guest test.
@@ -146,7 +147,7 @@ install: all
 	install -d $(DESTDIR)$(UNITDIR)
 	install -m 644 units/*.service units/*.timer $(DESTDIR)$(UNITDIR)/
 
-# guest/build keeps the downloaded kernel: only distclean drops it.
+# guest/build keeps the built kernel (kernel/): only distclean drops it.
 clean:
 	rm -rf $(B) guest/build/rootfs.tar.zst guest/build/initrd.img guest/build/vmlinuz
 
