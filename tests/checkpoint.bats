@@ -203,7 +203,8 @@ no_disk_writes() {
 	echo "# cold create: $(jout -r .create_ms) ms" >&3
 	# Under TCG the guest's kernel runs without what guards nothing there
 	# (SP_VIRT_CMDLINE_TCG): no Spectre mitigations, Landlock the only LSM,
-	# no memory controller (/proc/cgroups: memory ... enabled 0), no
+	# no memory controller (not in the kernel build-image builds; a
+	# packaged kernel's is off: /proc/cgroups memory ... enabled 0), no
 	# proactive compaction.
 	id=$(jout -r .id)
 	[ "$(jout -r .virt)" = qemu ] || skip "the settings are TCG's; this is $(jout -r .virt)"
@@ -217,7 +218,7 @@ no_disk_writes() {
 	assert_output --partial "mitigations=off init_on_alloc=0"
 	assert_output --partial "hardened_usercopy=off randomize_kstack_offset=off"
 	assert_output --partial "proactive compaction: 0"
-	assert_output --regexp "memcg: memory[[:space:]]+[0-9]+[[:space:]]+[0-9]+[[:space:]]+0$"
+	assert_output --regexp "memcg: (memory[[:space:]]+[0-9]+[[:space:]]+[0-9]+[[:space:]]+0)?$"
 	assert_output --partial "Vulnerable"
 	assert_output --regexp "lsm: [a-z,]*landlock"
 	refute_output --partial apparmor
