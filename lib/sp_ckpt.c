@@ -27,6 +27,7 @@
 #define SAVE_XML_MAX	(1024 * 1024)
 #define WARM_READY_MS	180000
 #define SYNC_MS		60000	/* the guest's sync before the save, then SIGKILL */
+#define SETTLE_S	"2"	/* of the guest's time after its daemon's hello */
 
 int
 sp_ckpt_path(const char *root, const struct sp_template_row *t, char *out,
@@ -302,6 +303,7 @@ boot_and_save(struct sp_ctx *x, const char *dir, const char *id,
 	struct sp_vm_layout l;
 	struct sp_err ignored;
 	char *sync_argv[] = { "sync", NULL }, *xml = NULL;
+	char *settle_argv[] = { "sleep", SETTLE_S, NULL };
 	int rc = -1, status;
 
 	sp_sandbox_domain(id, dom);
@@ -326,6 +328,14 @@ boot_and_save(struct sp_ctx *x, const char *dir, const char *id,
 	if (sp_virt_start(x->virt, dom, e) == -1 ||
 	    sp_chan_wait_ready(x->conf.run, id, WARM_READY_MS, e) == -1)
 		goto out;
+	/* The boot's own deferred work runs here, once, not in every copy
+	 * after its claim: the guest's clock stands still while a pod waits
+	 * paused, so a timer of the boot's still pending at the save fires
+	 * in each copy's first second (Linux refines the TSC's calibration
+	 * a second after its first read, then switches clocksource).
+	 * Best effort, as the sync. */
+	sp_sandbox_exec_quiet(x, id, settle_argv, 5000, SYNC_MS, &status,
+	    &ignored);
 	/* What the boot left dirty (atimes, the journal) is written out
 	 * here, once: saved dirty, every copy would write it after its
 	 * restore.  Best effort: a copy can do it itself. */
