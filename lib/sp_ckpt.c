@@ -328,18 +328,19 @@ boot_and_save(struct sp_ctx *x, const char *dir, const char *id,
 	if (sp_virt_start(x->virt, dom, e) == -1 ||
 	    sp_chan_wait_ready(x->conf.run, id, WARM_READY_MS, e) == -1)
 		goto out;
-	/* The boot's own deferred work runs here, once, not in every copy
-	 * after its claim: the guest's clock stands still while a pod waits
-	 * paused, so a timer of the boot's still pending at the save fires
-	 * in each copy's first second (Linux refines the TSC's calibration
-	 * a second after its first read, then switches clocksource).
-	 * Best effort, as the sync. */
-	sp_sandbox_exec_quiet(x, id, settle_argv, 5000, SYNC_MS, &status,
-	    &ignored);
 	/* What the boot left dirty (atimes, the journal) is written out
 	 * here, once: saved dirty, every copy would write it after its
 	 * restore.  Best effort: a copy can do it itself. */
 	sp_sandbox_exec_quiet(x, id, sync_argv, 5000, SYNC_MS, &status,
+	    &ignored);
+	/* The deferred work of the boot and of the sync runs here, once,
+	 * not in every copy after its claim: the guest's clock stands still
+	 * while a pod waits paused, so a timer still pending at the save
+	 * fires in each copy's first second (Linux refines the TSC's
+	 * calibration a second after its first read, then switches
+	 * clocksource; the block layer's writeback timers follow the
+	 * sync's writes).  Best effort, as the sync. */
+	sp_sandbox_exec_quiet(x, id, settle_argv, 5000, SYNC_MS, &status,
 	    &ignored);
 	if (sp_virt_save(x->virt, dom, sav, e) == -1)
 		goto out;
