@@ -106,6 +106,10 @@ test_xml(void)
 	    "path=/run/space/abcdefghijkl/" SP_QMP_SOCK "'/>") &&
 	    has(xml, "<qemu:arg value='chardev=spqmp,mode=control'/>"),
 	    "xml gives QEMU a monitor of our own in the run directory");
+	ok(has(xml, "<qemu:arg value='-global'/>\n"
+	    "    <qemu:arg value='virtio-serial-pci.ioeventfd=off'/>"),
+	    "xml has the channel's kicks served by the vCPU thread (no "
+	    "ioeventfd)");
 	ok(has(xml, "<serial type='pty'>") &&
 	    has(xml, "<log file='/run/space/abcdefghijkl/console.log'"),
 	    "xml logs the serial console through virtlogd");
