@@ -839,6 +839,11 @@ void sp_boost_init(struct sp_boost *b);
  * changed, best effort) when its cgroup cannot be found or written. */
 int sp_boost_start(struct sp_boost *b, const char *run_dir, const char *id,
     pid_t tid);
+/* The same with the weight file found before (sp_boost_weight_file). */
+int sp_boost_start_file(struct sp_boost *b, const char *run_dir,
+    const char *id, const char *file);
+/* The writable weight file of sandbox id's VM whose vCPU thread is tid. */
+int sp_boost_weight_file(pid_t tid, const char *id, char *out, size_t n);
 /* Puts the weight back; async-signal-safe, and may be called again. */
 void sp_boost_restore(const struct sp_boost *b);
 /* Puts it back and forgets it (sp_boost_init). */

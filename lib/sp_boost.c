@@ -182,9 +182,8 @@ fail:
 	return NULL;
 }
 
-/* The weight file of the VM whose vCPU thread is tid. */
-static int
-weight_file(pid_t tid, const char *id, char *out, size_t n)
+int
+sp_boost_weight_file(pid_t tid, const char *id, char *out, size_t n)
 {
 	char path[64], *cgroup, *mountinfo;
 	int rc = -1;
@@ -212,15 +211,25 @@ int
 sp_boost_start(struct sp_boost *b, const char *run_dir, const char *id,
     pid_t tid)
 {
-	char file[SP_PATH_MAX], val[32], rec[SP_PATH_MAX + 64];
+	char file[SP_PATH_MAX];
+
+	sp_boost_init(b);
+	if (tid <= 0 || sp_boost_weight_file(tid, id, file, sizeof file) == -1)
+		return -1;
+	return sp_boost_start_file(b, run_dir, id, file);
+}
+
+int
+sp_boost_start_file(struct sp_boost *b, const char *run_dir, const char *id,
+    const char *file)
+{
+	char val[32], rec[SP_PATH_MAX + 64];
 	long long old, max;
 	struct stat st;
 	ssize_t r;
 	int n;
 
 	sp_boost_init(b);
-	if (tid <= 0 || weight_file(tid, id, file, sizeof file) == -1)
-		return -1;
 	if ((b->fd = open(file, O_RDWR | O_CLOEXEC)) == -1)
 		return -1;
 	if ((r = pread(b->fd, val, sizeof val - 1, 0)) <= 0)

@@ -274,25 +274,95 @@ warm_up(struct sp_ctx *x, const char *id)
 }
 
 /*
- * Wakes a claimed pod through QEMU's own monitor, and learns from it whether
- * it runs on KVM: no libvirt in the claim's path (loading it costs ~16 ms a
- * process here).  A pod without that monitor (made before there was one) is
- * resumed through libvirt.  With boost, its VM's CPU weight is raised
- * (sp_boost.c), found from the vCPU thread QEMU names.
+ * What a claim would otherwise ask QEMU each time, learnt once when the pod
+ * is made: whether it runs on KVM, and its VM's CPU weight file for the
+ * boost (found from the vCPU thread QEMU names).  In run/ID/pod.json, read
+ * and removed by the claim, which then sends QEMU "cont" alone.  Best
+ * effort: a claim without it asks QEMU, as before.
+ */
+#define POD_RECORD	"pod.json"
+
+static void
+record_pod(struct sp_ctx *x, const char *id)
+{
+	static const char *const cmds[] = { "query-kvm", "query-cpus-fast" };
+	char run[SP_PATH_MAX], p[SP_PATH_MAX], file[SP_PATH_MAX] = "";
+	json_t *rets[2] = { NULL, NULL }, *tid, *rec = NULL;
+	struct sp_qmp *q;
+	struct sp_err ignored;
+
+	if (sp_sandbox_run_dir(x, id, run, sizeof run, &ignored) == -1 ||
+	    sp_path_fmt(p, sizeof p, &ignored, "%s/" POD_RECORD, run) == -1 ||
+	    sp_qmp_open(&q, run, QMP_MS, &ignored) == -1)
+		return;
+	if (sp_qmp_cmds(q, cmds, 2, rets, &ignored) == 0) {
+		tid = json_object_get(json_array_get(rets[1], 0), "thread-id");
+		if (!json_is_integer(tid) || json_integer_value(tid) <= 0 ||
+		    json_integer_value(tid) >= INT_MAX ||
+		    sp_boost_weight_file((pid_t)json_integer_value(tid), id,
+		    file, sizeof file) == -1)
+			file[0] = '\0';
+		rec = json_pack("{s:s, s:s}", "virt",
+		    json_is_true(json_object_get(rets[0], "enabled")) ? "kvm" :
+		    "qemu", "weight_file", file);
+		if (rec == NULL || json_dump_file(rec, p, JSON_COMPACT) == -1)
+			unlink(p);
+	}
+	json_decref(rec);
+	json_decref(rets[0]);
+	json_decref(rets[1]);
+	sp_qmp_close(q);
+}
+
+/* The pod's record (record_pod), removed: 0 with virt and file (empty when
+ * it has none), -1 when there is none or it is not one we wrote. */
+static int
+take_pod_record(const char *run, char virt[16], char *file, size_t n)
+{
+	char p[SP_PATH_MAX];
+	const char *v, *f;
+	struct sp_err ignored;
+	json_t *rec;
+	int rc = -1;
+
+	if (sp_path_fmt(p, sizeof p, &ignored, "%s/" POD_RECORD, run) == -1 ||
+	    (rec = json_load_file(p, JSON_REJECT_DUPLICATES, NULL)) == NULL)
+		return -1;
+	unlink(p);
+	if (json_unpack(rec, "{s:s, s:s}", "virt", &v, "weight_file", &f) == 0 &&
+	    (strcmp(v, "qemu") == 0 || strcmp(v, "kvm") == 0) &&
+	    strlen(f) < n && (*f == '\0' ||
+	    (strncmp(f, "/sys/fs/cgroup/", 15) == 0 && strstr(f, "/..") == NULL))) {
+		snprintf(virt, 16, "%s", v);
+		snprintf(file, n, "%s", f);
+		rc = 0;
+	}
+	json_decref(rec);
+	return rc;
+}
+
+/*
+ * Wakes a claimed pod through QEMU's own monitor: no libvirt in the claim's
+ * path (loading it costs ~16 ms a process here).  Whether it runs on KVM
+ * and its CPU weight file come from its record (record_pod), else from
+ * QEMU.  A pod without that monitor (made before there was one) is resumed
+ * through libvirt.  With boost, its VM's CPU weight is raised (sp_boost.c).
  */
 static int
 resume_pod(struct sp_ctx *x, const char *id, const char *dom, char virt[16],
     struct sp_boost *boost, struct sp_err *e)
 {
-	static const char *const cmds[] = { "query-kvm", "query-cpus-fast",
+	static const char *const asking[] = { "query-kvm", "query-cpus-fast",
 	    "cont" };
-	char run[SP_PATH_MAX];
+	static const char *const cont[] = { "cont" };
+	char run[SP_PATH_MAX], file[SP_PATH_MAX];
 	json_t *rets[3] = { NULL, NULL, NULL }, *tid;
 	struct sp_qmp *q;
-	int rc;
+	int rc, known;
 
 	if (sp_sandbox_run_dir(x, id, run, sizeof run, e) == -1)
 		return -1;
+	known = take_pod_record(run, virt, file, sizeof file) == 0;
 	if (sp_qmp_open(&q, run, QMP_MS, e) == -1) {
 		if (strcmp(e->code, "not-running") != 0 ||
 		    sp_ctx_virt(x, e) == -1)
@@ -300,7 +370,13 @@ resume_pod(struct sp_ctx *x, const char *id, const char *dom, char virt[16],
 		snprintf(virt, 16, "%s", x->virt_type);
 		return sp_virt_resume(x->virt, dom, e);
 	}
-	rc = sp_qmp_cmds(q, cmds, 3, rets, e);
+	if (known) {
+		rc = sp_qmp_cmds(q, cont, 1, rets, e);
+		if (rc == 0 && boost != NULL && file[0] != '\0')
+			(void)sp_boost_start_file(boost, x->conf.run, id, file);
+		goto out;
+	}
+	rc = sp_qmp_cmds(q, asking, 3, rets, e);
 	snprintf(virt, 16, "%s", json_is_true(json_object_get(rets[0],
 	    "enabled")) ? "kvm" : "qemu");
 	/* QEMU is the host's, but its answer is checked all the same. */
@@ -309,6 +385,7 @@ resume_pod(struct sp_ctx *x, const char *id, const char *dom, char virt[16],
 	    json_integer_value(tid) > 0 && json_integer_value(tid) < INT_MAX)
 		(void)sp_boost_start(boost, x->conf.run, id,
 		    (pid_t)json_integer_value(tid));
+out:
 	json_decref(rets[0]);
 	json_decref(rets[1]);
 	json_decref(rets[2]);
@@ -531,6 +608,7 @@ sp_sandbox_make(struct sp_ctx *x, const struct sp_make *m,
 		/* A pod waits with its vCPUs stopped, for whoever claims it
 		 * and tells it who it is. */
 		warm_up(x, row.id);
+		record_pod(x, row.id);
 		if (sp_virt_pause(x->virt, dom, e) == -1 ||
 		    sp_db_transition(x->db, row.id, SP_ST_PAUSED, -1, NULL, e) == -1)
 			goto out;

@@ -146,6 +146,10 @@ boosted_id() {
 	pod=$(space-ls --pods | jq -r 'select(.pod) | .id' | head -n 1)
 	base=$(cat "$(weight_file "$pod")")
 	[ "$base" -gt 0 ]
+	# Each pod records what its claim would ask QEMU (KVM or not, the
+	# weight file); the claim takes the record away.
+	jq -e --arg f "$(weight_file "$pod")" \
+	    '.virt == "qemu" and .weight_file == $f' "$SPACE_RUN/$pod/pod.json"
 	# Until the first command ends.
 	space-create --template minimal -- sleep 0.6 >"$BATS_TEST_TMPDIR/a" &
 	id=$(boosted_id)
@@ -154,6 +158,22 @@ boosted_id() {
 	wait
 	[ "$(cat "$(weight_file "$id")")" -eq "$base" ]
 	[ ! -e "$SPACE_RUN/$id/boost" ]
+	[ ! -e "$SPACE_RUN/$id/pod.json" ]
+	# A record that is not ours names no weight file under /sys/fs/cgroup:
+	# the claim asks QEMU instead, and boosts all the same.
+	space-pool fill >/dev/null
+	for p in $(space-ls --pods | jq -r 'select(.pod) | .id'); do
+		echo '{"virt":"qemu","weight_file":"/etc/passwd"}' \
+		    >"$SPACE_RUN/$p/pod.json"
+	done
+	cp /etc/passwd "$BATS_TEST_TMPDIR/passwd"
+	space-create --template minimal -- sleep 0.6 >"$BATS_TEST_TMPDIR/a" &
+	id=$(boosted_id)
+	echo "$id" >> "$BATS_FILE_TMPDIR/ids"
+	[ "$(cat "$(weight_file "$id")")" -eq $((base * 10)) ]
+	wait
+	[ "$(cat "$(weight_file "$id")")" -eq "$base" ]
+	cmp /etc/passwd "$BATS_TEST_TMPDIR/passwd"
 	# A second at most: a long first command runs at the common weight.
 	space-create --template minimal -- sleep 3 >"$BATS_TEST_TMPDIR/b" &
 	id=$(boosted_id)
