@@ -556,6 +556,17 @@ int sp_chan_open(struct sp_chan **c, const char *run, const char *id,
  * is sent again too, and the first may still run. */
 int sp_chan_open_req(struct sp_chan **c, const char *run, const char *id,
     int timeout_ms, const json_t *req, uint32_t *stream, struct sp_err *e);
+struct sp_exec;
+/* As sp_chan_open_req, with first's exec request (after_identity) and its
+ * stdin's end, when that is at hand, in the same write as the hello and
+ * req: the guest goes from the hello to the op to the command in one turn.
+ * The daemon must know after_identity (a claim knows it from the pod's
+ * record).  Never sent twice: an unanswered hello is waited on until
+ * timeout_ms, then an error.  *sent says whether any of it went (the guest
+ * may run it); the next sp_chan_exec, with the same x, goes on with it. */
+int sp_chan_open_req_first(struct sp_chan **c, const char *run,
+    const char *id, int timeout_ms, const json_t *req, uint32_t *stream,
+    const struct sp_exec *first, int *sent, struct sp_err *e);
 void sp_chan_close(struct sp_chan *c);
 /* The guest's hello ({"version","boot_id",...}); borrowed reference. */
 json_t *sp_chan_hello(struct sp_chan *c);

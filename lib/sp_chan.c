@@ -54,12 +54,20 @@ struct sp_chan {
 	unsigned char rbuf[SP_FRAME_CHUNK];
 };
 
-/* A request sent in the same write as the hello (sp_chan_open_req). */
+/* A request sent in the same write as the hello (sp_chan_open_req), and
+ * with first, an exec after it (sp_chan_open_req_first). */
 struct early_req {
 	const char *text;
 	size_t len;
 	uint32_t stream;
+	const struct sp_exec *first;
+	uint32_t first_stream;
+	int first_in_done;	/* its stdin was all sent with it */
+	int first_sent;		/* some of it went: the guest may run it */
 };
+
+static int exec_queue(struct sp_chan *, const struct sp_exec *, int,
+    uint32_t *, int *, struct sp_err *);
 
 /* One call in progress. */
 struct call {
@@ -286,7 +294,7 @@ chan_next(struct sp_chan *c, int64_t deadline, struct sp_frame *f,
 /* One hello on the connection: 1 with *rep when the answer carrying a
  * fresh nonce came before until, 0 when none did. */
 static int
-hello_once(struct sp_chan *c, int64_t until, const struct early_req *early,
+hello_once(struct sp_chan *c, int64_t until, struct early_req *early,
     json_t **rep, struct sp_err *e)
 {
 	unsigned char raw[NONCE_BYTES];
@@ -294,7 +302,7 @@ hello_once(struct sp_chan *c, int64_t until, const struct early_req *early,
 	json_t *req = NULL, *v;
 	char *s = NULL;
 	struct sp_frame f;
-	int i, stale = 0, rc = -1;
+	int i, in_fd, stale = 0, rc = -1;
 
 	*rep = NULL;
 	if (getrandom(raw, sizeof raw, 0) != (ssize_t)sizeof raw) {
@@ -315,6 +323,13 @@ hello_once(struct sp_chan *c, int64_t until, const struct early_req *early,
 	out_add(c, SP_FR_HELLO, 0, s, strlen(s));
 	if (early != NULL)
 		out_add(c, SP_FR_REQ, early->stream, early->text, early->len);
+	if (early != NULL && early->first != NULL) {
+		if (exec_queue(c, early->first, 1, &early->first_stream, &in_fd,
+		    e) == -1)
+			goto out;
+		early->first_in_done = in_fd < 0;
+		early->first_sent = 1;
+	}
 	if (out_drain(c, until, e) == -1) {
 		rc = strcmp(e->code, "timeout") == 0 ? 0 : -1;
 		goto out;
@@ -356,7 +371,7 @@ out:
  * and coming back clears both. */
 static int
 chan_hello(struct sp_chan *c, const char *path, int64_t deadline,
-    const struct early_req *early, struct sp_err *e)
+    struct early_req *early, struct sp_err *e)
 {
 	json_t *rep = NULL, *v;
 	int64_t until;
@@ -366,12 +381,21 @@ chan_hello(struct sp_chan *c, const char *path, int64_t deadline,
 		if (sp_qemu_connect(path, deadline, &c->fd, e) == -1)
 			goto out;
 		until = sp_clock_ms() + wait;
+		/* A command sent with the hello is not sent again: the
+		 * guest may have it.  One connection, waited on to the end. */
+		if (early != NULL && early->first != NULL)
+			until = deadline;
 		if (deadline >= 0 && deadline < until)
 			until = deadline;
 		if ((r = hello_once(c, until, early, &rep, e)) == -1)
 			goto out;
 		if (r == 1)
 			break;
+		if (early != NULL && early->first_sent) {
+			sp_err_set(e, "timeout", 1, "the guest daemon did not "
+			    "answer the hello its first command came with");
+			goto out;
+		}
 		if (deadline >= 0 && left_ms(deadline) == 0) {
 			sp_err_set(e, "timeout", 1, "the guest daemon did not "
 			    "answer hello on port %d in time", c->port);
@@ -444,6 +468,10 @@ chan_open(struct sp_chan **cp, const char *run, const char *id, int port,
 	if (port_path(path, sizeof path, run, id, c->port, "sock", e) == -1 ||
 	    chan_hello(c, path, deadline, early, e) == -1)
 		goto out;
+	if (early != NULL && early->first != NULL) {
+		c->ahead = early->first_stream;
+		c->ahead_in_done = early->first_in_done;
+	}
 	*cp = c;
 	c = NULL;
 	rc = 0;
@@ -462,15 +490,18 @@ sp_chan_open(struct sp_chan **cp, const char *run, const char *id,
 }
 
 int
-sp_chan_open_req(struct sp_chan **cp, const char *run, const char *id,
-    int timeout_ms, const json_t *req, uint32_t *stream, struct sp_err *e)
+sp_chan_open_req_first(struct sp_chan **cp, const char *run, const char *id,
+    int timeout_ms, const json_t *req, uint32_t *stream,
+    const struct sp_exec *first, int *sent, struct sp_err *e)
 {
 	int64_t deadline = timeout_ms < 0 ? -1 : sp_clock_ms() + timeout_ms;
 	char buf[SP_JSON_MAX + 1];
-	struct early_req early;
+	struct early_req early = { .first = first };
 	int rc;
 
 	*cp = NULL;
+	if (sent != NULL)
+		*sent = 0;
 	early.len = json_dumpb(req, buf, sizeof buf, JSON_COMPACT);
 	if (early.len == 0 || early.len > SP_JSON_MAX)
 		return sp_err_set(e, "bad-input", 0, "request over %d bytes",
@@ -478,7 +509,17 @@ sp_chan_open_req(struct sp_chan **cp, const char *run, const char *id,
 	early.text = buf;
 	rc = chan_open(cp, run, id, -1, deadline, &early, e);
 	*stream = early.stream;
+	if (sent != NULL)
+		*sent = early.first_sent;
 	return rc;
+}
+
+int
+sp_chan_open_req(struct sp_chan **cp, const char *run, const char *id,
+    int timeout_ms, const json_t *req, uint32_t *stream, struct sp_err *e)
+{
+	return sp_chan_open_req_first(cp, run, id, timeout_ms, req, stream,
+	    NULL, NULL, e);
 }
 
 void

@@ -141,10 +141,13 @@ realtime_ns(void)
  * first too, that call is sent once the hello is answered, before the op
  * is (*sent then says so): the guest goes from the op to the command
  * without waiting for us, and runs it only after an identity that took.
+ * With with_hello (the daemon is known to take it), it goes in the
+ * hello's own write, which saves the guest another turn; a hello not
+ * answered is then not said again (the command must not run twice).
  */
 static int
 guest_op(struct sp_ctx *x, const char *id, json_t *req, struct sp_chan **keep,
-    const struct sp_exec *first, int *sent, struct sp_err *e)
+    const struct sp_exec *first, int with_hello, int *sent, struct sp_err *e)
 {
 	struct sp_chan *c = NULL;
 	struct sp_frame f;
@@ -153,10 +156,14 @@ guest_op(struct sp_ctx *x, const char *id, json_t *req, struct sp_chan **keep,
 
 	if (req == NULL)
 		return sp_err_set(e, "internal", 0, "json_pack");
-	if (sp_chan_open_req(&c, x->conf.run, id, IDENTITY_MS, req, &stream,
-	    e) == -1)
+	if (keep != NULL && first != NULL && with_hello) {
+		if (sp_chan_open_req_first(&c, x->conf.run, id, IDENTITY_MS,
+		    req, &stream, first, sent, e) == -1)
+			goto out;
+	} else if (sp_chan_open_req(&c, x->conf.run, id, IDENTITY_MS, req,
+	    &stream, e) == -1)
 		goto out;
-	if (keep != NULL && first != NULL) {
+	else if (keep != NULL && first != NULL) {
 		r = sp_chan_exec_ahead(c, first, e);
 		*sent = r != 1;
 		if (r == -1)
@@ -185,8 +192,8 @@ out:
 
 static int
 hand_identity(struct sp_ctx *x, const char *id, json_t *labels, json_t *env,
-    struct sp_chan **keep, const struct sp_exec *first, int *sent,
-    struct sp_err *e)
+    struct sp_chan **keep, const struct sp_exec *first, int with_hello,
+    int *sent, struct sp_err *e)
 {
 	unsigned char seed[32];
 	char hex[65];
@@ -205,14 +212,14 @@ hand_identity(struct sp_ctx *x, const char *id, json_t *labels, json_t *env,
 	explicit_bzero(hex, sizeof hex);
 	/* The seed is fresh entropy for the guest, not a secret kept: its copy
 	 * inside jansson goes with the object (the host is trusted memory). */
-	return guest_op(x, id, req, keep, first, sent, e);
+	return guest_op(x, id, req, keep, first, with_hello, sent, e);
 }
 
 int
 sp_sandbox_hand_identity(struct sp_ctx *x, const char *id, json_t *labels,
     json_t *env, struct sp_err *e)
 {
-	return hand_identity(x, id, labels, env, NULL, NULL, NULL, e);
+	return hand_identity(x, id, labels, env, NULL, NULL, 0, NULL, e);
 }
 
 /* A guest's clock stands still while its VM is paused: set it again. */
@@ -220,7 +227,7 @@ int
 sp_sandbox_sync_clock(struct sp_ctx *x, const char *id, struct sp_err *e)
 {
 	return guest_op(x, id, json_pack("{s:s, s:I}", "op", "clock", "time_ns",
-	    (json_int_t)realtime_ns()), NULL, NULL, NULL, e);
+	    (json_int_t)realtime_ns()), NULL, NULL, 0, NULL, e);
 }
 
 #define QUIET_EXEC_MS	60000	/* then SIGKILL: no wait without an end */
@@ -255,35 +262,40 @@ sp_sandbox_exec_quiet(struct sp_ctx *x, const char *id, char *argv[],
  * dropping a file written before the pause cost the first call after it
  * ~3 ms here (tmpfs, TCG), a third of the claim's identity op.
  */
-static void
+static int
 warm_up(struct sp_ctx *x, const char *id)
 {
 	char *argv[] = { "true", NULL };
 	struct sp_chan *c;
 	struct sp_err ignored;
-	int i, status;
+	int i, status, after_identity = 0;
 
 	sp_sandbox_hand_identity(x, id, NULL, NULL, &ignored);
 	for (i = 0; i < 2; i++)
 		sp_sandbox_exec_quiet(x, id, argv, 5000, QUIET_EXEC_MS, &status,
 		    &ignored);
 	if (sp_chan_open(&c, x->conf.run, id, 5000, &ignored) == 0) {
+		after_identity = json_is_true(json_object_get(sp_chan_hello(c),
+		    "after_identity"));
 		sp_fs_remove(c, SP_GUEST_IDENTITY_FILE, 0, &ignored);
 		sp_chan_close(c);
 	}
+	return after_identity;
 }
 
 /*
  * What a claim would otherwise ask QEMU each time, learnt once when the pod
  * is made: whether it runs on KVM, and its VM's CPU weight file for the
- * boost (found from the vCPU thread QEMU names).  In run/ID/pod.json, read
- * and removed by the claim, which then sends QEMU "cont" alone.  Best
- * effort: a claim without it asks QEMU, as before.
+ * boost (found from the vCPU thread QEMU names); and whether its daemon
+ * takes a first command in the hello's own write (after_identity).  In
+ * run/ID/pod.json, read and removed by the claim, which then sends QEMU
+ * "cont" alone.  Best effort: a claim without it asks QEMU, as before, and
+ * sends its command after the hello's answer.
  */
 #define POD_RECORD	"pod.json"
 
 static void
-record_pod(struct sp_ctx *x, const char *id)
+record_pod(struct sp_ctx *x, const char *id, int after_identity)
 {
 	static const char *const cmds[] = { "query-kvm", "query-cpus-fast" };
 	char run[SP_PATH_MAX], p[SP_PATH_MAX], file[SP_PATH_MAX] = "";
@@ -302,9 +314,10 @@ record_pod(struct sp_ctx *x, const char *id)
 		    sp_boost_weight_file((pid_t)json_integer_value(tid), id,
 		    file, sizeof file) == -1)
 			file[0] = '\0';
-		rec = json_pack("{s:s, s:s}", "virt",
+		rec = json_pack("{s:s, s:s, s:b}", "virt",
 		    json_is_true(json_object_get(rets[0], "enabled")) ? "kvm" :
-		    "qemu", "weight_file", file);
+		    "qemu", "weight_file", file, "after_identity",
+		    after_identity);
 		if (rec == NULL || json_dump_file(rec, p, JSON_COMPACT) == -1)
 			unlink(p);
 	}
@@ -314,27 +327,31 @@ record_pod(struct sp_ctx *x, const char *id)
 	sp_qmp_close(q);
 }
 
-/* The pod's record (record_pod), removed: 0 with virt and file (empty when
- * it has none), -1 when there is none or it is not one we wrote. */
+/* The pod's record (record_pod), removed: 0 with virt, file (empty when
+ * it has none) and *after_identity, -1 when there is none or it is not one
+ * we wrote. */
 static int
-take_pod_record(const char *run, char virt[16], char *file, size_t n)
+take_pod_record(const char *run, char virt[16], char *file, size_t n,
+    int *after_identity)
 {
 	char p[SP_PATH_MAX];
 	const char *v, *f;
 	struct sp_err ignored;
 	json_t *rec;
-	int rc = -1;
+	int rc = -1, a = 0;
 
 	if (sp_path_fmt(p, sizeof p, &ignored, "%s/" POD_RECORD, run) == -1 ||
 	    (rec = json_load_file(p, JSON_REJECT_DUPLICATES, NULL)) == NULL)
 		return -1;
 	unlink(p);
-	if (json_unpack(rec, "{s:s, s:s}", "virt", &v, "weight_file", &f) == 0 &&
+	if (json_unpack(rec, "{s:s, s:s, s?b}", "virt", &v, "weight_file", &f,
+	    "after_identity", &a) == 0 &&
 	    (strcmp(v, "qemu") == 0 || strcmp(v, "kvm") == 0) &&
 	    strlen(f) < n && (*f == '\0' ||
 	    (strncmp(f, "/sys/fs/cgroup/", 15) == 0 && strstr(f, "/..") == NULL))) {
 		snprintf(virt, 16, "%s", v);
 		snprintf(file, n, "%s", f);
+		*after_identity = a;
 		rc = 0;
 	}
 	json_decref(rec);
@@ -350,7 +367,7 @@ take_pod_record(const char *run, char virt[16], char *file, size_t n)
  */
 static int
 resume_pod(struct sp_ctx *x, const char *id, const char *dom, char virt[16],
-    struct sp_boost *boost, struct sp_err *e)
+    struct sp_boost *boost, int *after_identity, struct sp_err *e)
 {
 	static const char *const asking[] = { "query-kvm", "query-cpus-fast",
 	    "cont" };
@@ -362,7 +379,9 @@ resume_pod(struct sp_ctx *x, const char *id, const char *dom, char virt[16],
 
 	if (sp_sandbox_run_dir(x, id, run, sizeof run, e) == -1)
 		return -1;
-	known = take_pod_record(run, virt, file, sizeof file) == 0;
+	*after_identity = 0;
+	known = take_pod_record(run, virt, file, sizeof file,
+	    after_identity) == 0;
 	if (sp_qmp_open(&q, run, QMP_MS, e) == -1) {
 		if (strcmp(e->code, "not-running") != 0 ||
 		    sp_ctx_virt(x, e) == -1)
@@ -406,7 +425,7 @@ take_pod(struct sp_ctx *x, const struct sp_create_req *r,
 	char ref[2 * SP_NAME_MAX + 2], id[SP_ID_LEN + 1], dom[SP_ID_LEN + 4];
 	char *labels, *env, virt[16];
 	struct sp_err lost;
-	int c, fd, existed, sent = 0;
+	int c, fd, existed, sent = 0, with_hello;
 
 	snprintf(ref, sizeof ref, "%s@%s", t->name, t->digest);
 	labels = r->labels ? json_dumps(r->labels, JSON_COMPACT | JSON_SORT_KEYS) :
@@ -422,9 +441,10 @@ take_pod(struct sp_ctx *x, const struct sp_create_req *r,
 	sp_sandbox_domain(id, dom);
 	if (sp_sandbox_lock(x, id, 1, &fd, e) == -1)
 		return -1;
-	if (resume_pod(x, id, dom, virt, r->boost, &lost) == -1 ||
+	if (resume_pod(x, id, dom, virt, r->boost, &with_hello, &lost) == -1 ||
 	    hand_identity(x, id, r->labels, r->env, r->chan,
-	    r->chan != NULL ? r->first : NULL, &sent, &lost) == -1 ||
+	    r->chan != NULL ? r->first : NULL, with_hello, &sent,
+	    &lost) == -1 ||
 	    sp_db_transition(x->db, id, SP_ST_RUNNING, -1, NULL, &lost) == -1) {
 		if (r->chan != NULL) {
 			sp_chan_close(*r->chan);
@@ -607,8 +627,7 @@ sp_sandbox_make(struct sp_ctx *x, const struct sp_make *m,
 	if (m->pool != NULL) {
 		/* A pod waits with its vCPUs stopped, for whoever claims it
 		 * and tells it who it is. */
-		warm_up(x, row.id);
-		record_pod(x, row.id);
+		record_pod(x, row.id, warm_up(x, row.id));
 		if (sp_virt_pause(x->virt, dom, e) == -1 ||
 		    sp_db_transition(x->db, row.id, SP_ST_PAUSED, -1, NULL, e) == -1)
 			goto out;
