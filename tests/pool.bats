@@ -147,9 +147,11 @@ boosted_id() {
 	base=$(cat "$(weight_file "$pod")")
 	[ "$base" -gt 0 ]
 	# Each pod records what its claim would ask QEMU (KVM or not, the
-	# weight file); the claim takes the record away.
+	# weight file) and that its daemon takes a first command with the
+	# hello; the claim takes the record away.
 	jq -e --arg f "$(weight_file "$pod")" \
-	    '.virt == "qemu" and .weight_file == $f' "$SPACE_RUN/$pod/pod.json"
+	    '.virt == "qemu" and .weight_file == $f and .after_identity' \
+	    "$SPACE_RUN/$pod/pod.json"
 	# Until the first command ends.
 	space-create --template minimal -- sleep 0.6 >"$BATS_TEST_TMPDIR/a" &
 	id=$(boosted_id)

@@ -417,6 +417,59 @@ g_early_retry(struct fake *g)
 			;
 }
 
+/* A request and a first command sent with the hello
+ * (sp_chan_open_req_first): all here before the hello is answered, the
+ * command's end of stdin too (the host had it at hand). */
+static void
+g_early_first(struct fake *g)
+{
+	struct sp_frame f;
+	struct sp_err e;
+	json_t *j = NULL, *req = NULL;
+	uint32_t hs, op;
+
+	if (fake_hello_take(g, &j, &hs) == -1)
+		return;
+	if (fake_next(g, &f) != 1 || f.type != SP_FR_REQ)
+		goto out;
+	op = f.stream;
+	if (fake_next(g, &f) != 1 || f.type != SP_FR_REQ ||
+	    sp_frame_json(&f, &req, &e) == -1 ||
+	    !json_is_true(json_object_get(req, "after_identity")))
+		goto out;
+	g->stream = f.stream;
+	if (fake_next(g, &f) != 1 || f.type != SP_FR_STDIN || f.len != 0 ||
+	    f.stream != g->stream)
+		goto out;
+	fake_hello_answer(g, j, hs, SP_PROTO_VERSION);
+	j = NULL;
+	fake_send(g, SP_FR_EXIT, op, "{\"status\":0}");
+	fake_send(g, SP_FR_STDOUT, g->stream, "first\n");
+	fake_send(g, SP_FR_EXIT, g->stream, "{\"status\":4}");
+	while (fake_next(g, &f) == 1)
+		;
+out:
+	json_decref(j);
+	json_decref(req);
+}
+
+/* Never answers; a host that came again would leave dir/again. */
+static void
+g_deaf_first(struct fake *g)
+{
+	struct sp_frame f;
+	char p[128];
+	int fd;
+
+	while (fake_next(g, &f) == 1)
+		;
+	if (accept(g->lfd, NULL, NULL) >= 0) {
+		snprintf(p, sizeof p, "%s/again", dir);
+		if ((fd = open(p, O_CREAT | O_WRONLY, 0600)) >= 0)
+			close(fd);
+	}
+}
+
 static void
 g_oversize(struct fake *g)
 {
@@ -732,6 +785,56 @@ test_fake(void)
 		    r == 0 ? "" : e.msg);
 		sp_chan_close(c);
 		fake_stop(g);
+		json_decref(req);
+	}
+
+	{
+		json_t *req = json_pack("{s:s}", "op", "identity");
+		char *first[] = { "true", NULL }, p[128], buf[16] = "";
+		FILE *fo = tmpfile(), *fe = tmpfile();
+		struct sp_exec x;
+		struct sp_frame f;
+		uint32_t s;
+		int sent = -1;
+
+		memset(&x, 0, sizeof x);
+		x.argv = first;
+		x.in_fd = -1;
+		x.out_fd = fileno(fo);
+		x.err_fd = fileno(fe);
+		g = fake_start(g_early_first);
+		r = sp_chan_open_req_first(&c, dir, ID, 2000, req, &s, &x, &sent,
+		    &e);
+		ok(r == 0 && sent == 1 && sp_chan_recv(c, &f, 2000, &e) == 0 &&
+		    f.type == SP_FR_EXIT && f.stream == s,
+		    "a request and a first command (and its stdin's end) sent "
+		    "with the hello: %s", r == 0 ? "" : e.msg);
+		if (r == 0) {
+			r = sp_chan_exec(c, &x, &st, &e);
+			(void)!pread(fileno(fo), buf, sizeof buf - 1, 0);
+			ok(r == 0 && st == 4 && strcmp(buf, "first\n") == 0,
+			    "the call goes on with the command sent ahead: its "
+			    "output, status 4: %s", r == 0 ? "" : e.msg);
+			sp_chan_close(c);
+		}
+		fake_stop(g);
+
+		snprintf(p, sizeof p, "%s/again", dir);
+		unlink(p);
+		g = fake_start(g_deaf_first);
+		t0 = now_ms();
+		sent = -1;
+		r = sp_chan_open_req_first(&c, dir, ID, 1500, req, &s, &x, &sent,
+		    &e);
+		ok(r == -1 && strcmp(e.code, "timeout") == 0 && sent == 1 &&
+		    now_ms() - t0 >= 1400 && access(p, F_OK) == -1,
+		    "a hello with a first command, unanswered, is not said "
+		    "again on a new connection: %s after %lld ms",
+		    r == -1 ? e.msg : "", (long long)(now_ms() - t0));
+		fake_stop(g);
+		unlink(p);
+		fclose(fo);
+		fclose(fe);
 		json_decref(req);
 	}
 
