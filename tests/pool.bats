@@ -140,6 +140,17 @@ boosted_id() {
 	return 1
 }
 
+# A create with a short first command: its VM at ten times the weight base
+# while the command runs, at base after; the sandbox's id in $id.
+boosted_until_done() {
+	space-create --template minimal -- sleep 0.6 >"$BATS_TEST_TMPDIR/a" &
+	id=$(boosted_id)
+	echo "$id" >> "$BATS_FILE_TMPDIR/ids"
+	[ "$(cat "$(weight_file "$id")")" -eq $(($1 * 10)) ]
+	wait
+	[ "$(cat "$(weight_file "$id")")" -eq "$1" ]
+}
+
 @test "a claim runs its VM at ten times the weight until its first command ends, a second at most; reconcile puts back a killed one's" {
 	space-pool set --template minimal --size 2 >/dev/null
 	space-pool fill >/dev/null
@@ -153,12 +164,7 @@ boosted_id() {
 	    '.virt == "qemu" and .weight_file == $f and .after_identity' \
 	    "$SPACE_RUN/$pod/pod.json"
 	# Until the first command ends.
-	space-create --template minimal -- sleep 0.6 >"$BATS_TEST_TMPDIR/a" &
-	id=$(boosted_id)
-	echo "$id" >> "$BATS_FILE_TMPDIR/ids"
-	[ "$(cat "$(weight_file "$id")")" -eq $((base * 10)) ]
-	wait
-	[ "$(cat "$(weight_file "$id")")" -eq "$base" ]
+	boosted_until_done "$base"
 	[ ! -e "$SPACE_RUN/$id/boost" ]
 	[ ! -e "$SPACE_RUN/$id/pod.json" ]
 	# A record that is not ours names no weight file under /sys/fs/cgroup:
@@ -169,12 +175,7 @@ boosted_id() {
 		    >"$SPACE_RUN/$p/pod.json"
 	done
 	cp /etc/passwd "$BATS_TEST_TMPDIR/passwd"
-	space-create --template minimal -- sleep 0.6 >"$BATS_TEST_TMPDIR/a" &
-	id=$(boosted_id)
-	echo "$id" >> "$BATS_FILE_TMPDIR/ids"
-	[ "$(cat "$(weight_file "$id")")" -eq $((base * 10)) ]
-	wait
-	[ "$(cat "$(weight_file "$id")")" -eq "$base" ]
+	boosted_until_done "$base"
 	cmp /etc/passwd "$BATS_TEST_TMPDIR/passwd"
 	# A second at most: a long first command runs at the common weight.
 	space-create --template minimal -- sleep 3 >"$BATS_TEST_TMPDIR/b" &
