@@ -63,7 +63,7 @@ struct early_req {
 	const struct sp_exec *first;
 	uint32_t first_stream;
 	int first_in_done;	/* its stdin was all sent with it */
-	int first_sent;		/* some of it went: the guest may run it */
+	int first_sent;		/* some of it went out */
 };
 
 static int exec_queue(struct sp_chan *, const struct sp_exec *, int,

@@ -27,7 +27,7 @@
 #define SAVE_XML_MAX	(1024 * 1024)
 #define WARM_READY_MS	180000
 #define SYNC_MS		60000	/* the guest's sync before the save, then SIGKILL */
-#define SETTLE_S	"2"	/* of the guest's time, after its sync, before the save */
+#define SETTLE_S	"2"	/* s of the guest's time before the save */
 
 int
 sp_ckpt_path(const char *root, const struct sp_template_row *t, char *out,

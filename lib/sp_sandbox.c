@@ -348,7 +348,8 @@ take_pod_record(const char *run, char virt[16], char *file, size_t n,
 	    "after_identity", &a) == 0 &&
 	    (strcmp(v, "qemu") == 0 || strcmp(v, "kvm") == 0) &&
 	    strlen(f) < n && (*f == '\0' ||
-	    (strncmp(f, "/sys/fs/cgroup/", 15) == 0 && strstr(f, "/..") == NULL))) {
+	    (strncmp(f, "/sys/fs/cgroup/", 15) == 0 &&
+	    strstr(f, "/..") == NULL))) {
 		snprintf(virt, 16, "%s", v);
 		snprintf(file, n, "%s", f);
 		*after_identity = a;

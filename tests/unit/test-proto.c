@@ -803,8 +803,8 @@ test_fake(void)
 		x.out_fd = fileno(fo);
 		x.err_fd = fileno(fe);
 		g = fake_start(g_early_first);
-		r = sp_chan_open_req_first(&c, dir, ID, 2000, req, &s, &x, &sent,
-		    &e);
+		r = sp_chan_open_req_first(&c, dir, ID, 2000, req, &s, &x,
+		    &sent, &e);
 		ok(r == 0 && sent == 1 && sp_chan_recv(c, &f, 2000, &e) == 0 &&
 		    f.type == SP_FR_EXIT && f.stream == s,
 		    "a request and a first command (and its stdin's end) sent "
@@ -824,8 +824,8 @@ test_fake(void)
 		g = fake_start(g_deaf_first);
 		t0 = now_ms();
 		sent = -1;
-		r = sp_chan_open_req_first(&c, dir, ID, 1500, req, &s, &x, &sent,
-		    &e);
+		r = sp_chan_open_req_first(&c, dir, ID, 1500, req, &s, &x,
+		    &sent, &e);
 		ok(r == -1 && strcmp(e.code, "timeout") == 0 && sent == 1 &&
 		    now_ms() - t0 >= 1400 && access(p, F_OK) == -1,
 		    "a hello with a first command, unanswered, is not said "
