@@ -149,6 +149,7 @@ static int
 guest_op(struct sp_ctx *x, const char *id, json_t *req, struct sp_chan **keep,
     const struct sp_exec *first, int with_hello, int *sent, struct sp_err *e)
 {
+	const struct sp_exec *early;
 	struct sp_chan *c = NULL;
 	struct sp_frame f;
 	uint32_t stream;
@@ -156,14 +157,11 @@ guest_op(struct sp_ctx *x, const char *id, json_t *req, struct sp_chan **keep,
 
 	if (req == NULL)
 		return sp_err_set(e, "internal", 0, "json_pack");
-	if (keep != NULL && first != NULL && with_hello) {
-		if (sp_chan_open_req_first(&c, x->conf.run, id, IDENTITY_MS,
-		    req, &stream, first, sent, e) == -1)
-			goto out;
-	} else if (sp_chan_open_req(&c, x->conf.run, id, IDENTITY_MS, req,
-	    &stream, e) == -1)
+	early = keep != NULL && with_hello ? first : NULL;
+	if (sp_chan_open_req_first(&c, x->conf.run, id, IDENTITY_MS, req,
+	    &stream, early, sent, e) == -1)
 		goto out;
-	else if (keep != NULL && first != NULL) {
+	if (keep != NULL && first != NULL && early == NULL) {
 		r = sp_chan_exec_ahead(c, first, e);
 		*sent = r != 1;
 		if (r == -1)
@@ -294,30 +292,42 @@ warm_up(struct sp_ctx *x, const char *id)
  */
 #define POD_RECORD	"pod.json"
 
+/* What QEMU's answers to query-kvm and query-cpus-fast say: virt, and the
+ * first vCPU thread in *tid (0 when the answer names none).  QEMU is the
+ * host's, but its answer is checked all the same. */
+static void
+qemu_facts(json_t *kvm, json_t *cpus, char virt[16], pid_t *tid)
+{
+	json_t *t = json_object_get(json_array_get(cpus, 0), "thread-id");
+
+	snprintf(virt, 16, "%s", json_is_true(json_object_get(kvm, "enabled")) ?
+	    "kvm" : "qemu");
+	*tid = json_is_integer(t) && json_integer_value(t) > 0 &&
+	    json_integer_value(t) < INT_MAX ? (pid_t)json_integer_value(t) : 0;
+}
+
 static void
 record_pod(struct sp_ctx *x, const char *id, int after_identity)
 {
 	static const char *const cmds[] = { "query-kvm", "query-cpus-fast" };
 	char run[SP_PATH_MAX], p[SP_PATH_MAX], file[SP_PATH_MAX] = "";
-	json_t *rets[2] = { NULL, NULL }, *tid, *rec = NULL;
+	char virt[16];
+	json_t *rets[2] = { NULL, NULL }, *rec = NULL;
 	struct sp_qmp *q;
 	struct sp_err ignored;
+	pid_t tid;
 
 	if (sp_sandbox_run_dir(x, id, run, sizeof run, &ignored) == -1 ||
 	    sp_path_fmt(p, sizeof p, &ignored, "%s/" POD_RECORD, run) == -1 ||
 	    sp_qmp_open(&q, run, QMP_MS, &ignored) == -1)
 		return;
 	if (sp_qmp_cmds(q, cmds, 2, rets, &ignored) == 0) {
-		tid = json_object_get(json_array_get(rets[1], 0), "thread-id");
-		if (!json_is_integer(tid) || json_integer_value(tid) <= 0 ||
-		    json_integer_value(tid) >= INT_MAX ||
-		    sp_boost_weight_file((pid_t)json_integer_value(tid), id,
-		    file, sizeof file) == -1)
+		qemu_facts(rets[0], rets[1], virt, &tid);
+		if (tid == 0 ||
+		    sp_boost_weight_file(tid, id, file, sizeof file) == -1)
 			file[0] = '\0';
-		rec = json_pack("{s:s, s:s, s:b}", "virt",
-		    json_is_true(json_object_get(rets[0], "enabled")) ? "kvm" :
-		    "qemu", "weight_file", file, "after_identity",
-		    after_identity);
+		rec = json_pack("{s:s, s:s, s:b}", "virt", virt, "weight_file",
+		    file, "after_identity", after_identity);
 		if (rec == NULL || json_dump_file(rec, p, JSON_COMPACT) == -1)
 			unlink(p);
 	}
@@ -374,8 +384,9 @@ resume_pod(struct sp_ctx *x, const char *id, const char *dom, char virt[16],
 	    "cont" };
 	static const char *const cont[] = { "cont" };
 	char run[SP_PATH_MAX], file[SP_PATH_MAX];
-	json_t *rets[3] = { NULL, NULL, NULL }, *tid;
+	json_t *rets[3] = { NULL, NULL, NULL };
 	struct sp_qmp *q;
+	pid_t tid;
 	int rc, known;
 
 	if (sp_sandbox_run_dir(x, id, run, sizeof run, e) == -1)
@@ -397,14 +408,9 @@ resume_pod(struct sp_ctx *x, const char *id, const char *dom, char virt[16],
 		goto out;
 	}
 	rc = sp_qmp_cmds(q, asking, 3, rets, e);
-	snprintf(virt, 16, "%s", json_is_true(json_object_get(rets[0],
-	    "enabled")) ? "kvm" : "qemu");
-	/* QEMU is the host's, but its answer is checked all the same. */
-	tid = json_object_get(json_array_get(rets[1], 0), "thread-id");
-	if (rc == 0 && boost != NULL && json_is_integer(tid) &&
-	    json_integer_value(tid) > 0 && json_integer_value(tid) < INT_MAX)
-		(void)sp_boost_start(boost, x->conf.run, id,
-		    (pid_t)json_integer_value(tid));
+	qemu_facts(rets[0], rets[1], virt, &tid);
+	if (rc == 0 && boost != NULL && tid != 0)
+		(void)sp_boost_start(boost, x->conf.run, id, tid);
 out:
 	json_decref(rets[0]);
 	json_decref(rets[1]);
