@@ -11,6 +11,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -343,6 +344,52 @@ test_detached(pid_t dpid)
 }
 
 /*
+ * A seed is exactly 64 hex digits: what sscanf's "%2x" let through (a sign,
+ * a space, "0x") is refused as bad input.  Its time_ns is bad too: a
+ * daemon that took the seed fails there, with another message, before it
+ * would set the host name (the daemon has a UTS namespace of its own here
+ * besides).
+ */
+static void
+test_identity_seed(void)
+{
+	static const char *const bad[] = {
+	    "+1", " f", "0x", "g0", "-0" };
+	char seed[65];
+	struct sp_err e = { "", 0, "" };
+	struct sp_chan *c;
+	struct sp_frame f;
+	uint32_t stream;
+	json_t *req, *ans;
+	const char *code, *msg;
+	size_t i;
+	int r;
+
+	for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		memset(seed, 'a', 64);
+		seed[64] = '\0';
+		memcpy(seed + 10, bad[i], 2);
+		req = json_pack("{s:s, s:s, s:s, s:s, s:s}", "op", "identity",
+		    "id", ID, "hostname", ID, "seed", seed, "time_ns", "bad");
+		r = sp_chan_open_req(&c, dir, ID, 2000, req, &stream, &e);
+		json_decref(req);
+		if (!tap_okf(e.code, e.msg, r == 0, "open with an identity op"))
+			return;
+		r = sp_chan_recv(c, &f, 2000, &e);
+		ans = r == 0 && f.type == SP_FR_ERROR ?
+		    json_loadb((const char *)f.data, f.len, 0, NULL) : NULL;
+		code = json_string_value(json_object_get(ans, "error"));
+		msg = json_string_value(json_object_get(ans, "msg"));
+		tap_okf(e.code, e.msg, code != NULL && msg != NULL &&
+		    strcmp(code, "bad-input") == 0 &&
+		    strstr(msg, "hex seed") != NULL,
+		    "a seed with \"%s\" in it is bad input", bad[i]);
+		json_decref(ans);
+		sp_chan_close(c);
+	}
+}
+
+/*
  * A first command sent ahead of its identity's answer (sp_chan_exec_ahead)
  * runs only after an identity that took: refused after one that failed
  * (no seed here: the op fails before it changes anything, so this test
@@ -445,6 +492,10 @@ main(void)
 		 * back (an ignored signal survives execve). */
 		signal(SIGINT, SIG_IGN);
 		signal(SIGQUIT, SIG_IGN);
+		/* An identity op that took would name the host it runs on:
+		 * as root, the daemon gets a host name of its own. */
+		if (geteuid() == 0)
+			(void)unshare(CLONE_NEWUTS);
 		execl(daemon, daemon, "-l", sock0, (char *)NULL);
 		_exit(127);
 	}
@@ -458,6 +509,7 @@ main(void)
 		test_pty(c);
 		sp_chan_close(c);
 		test_detached(dpid);
+		test_identity_seed();
 		test_after_identity();
 	}
 	kill(dpid, SIGTERM);
