@@ -266,7 +266,7 @@ sp_sandbox_exec_quiet(struct sp_ctx *x, const char *id, char *argv[],
  * credentials and files, timers) runs now, not after the claim's resume.
  * Blocks translated at a claim and in the 300 ms after, 4 pods each
  * (QEMU's "info jit"): 210-284 with a plain identity op and two execs on
- * connections of their own, 96-108 so.
+ * connections of their own, 96-111 so.
  */
 #define POD_SETTLE_MS	50
 
