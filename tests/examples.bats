@@ -17,8 +17,47 @@ setup_file() {
 	[ ! -e "$d/result.txt" ]
 }
 
-@test "examples/pause-idle pauses nothing that is busy" {
+teardown() {
+	remove_listed "$BATS_TEST_TMPDIR/ids"
+}
+
+@test "examples/pause-idle pauses the idle sandbox and not the busy one" {
+	create -n 2 > "$BATS_TEST_TMPDIR/ids"
+	idle=$(sed -n 1p "$BATS_TEST_TMPDIR/ids")
+	busy=$(sed -n 2p "$BATS_TEST_TMPDIR/ids")
+	[ -n "$idle" ] && [ -n "$busy" ]
+	space-exec "$busy" -d -- sh -c 'while :; do :; done' >/dev/null
+	# A loaded host slows the guest's sampler: wait (bounded) until idle.
+	for _ in $(seq 40); do
+		[ "$(space-ls "$idle" | jq -r '.idle_s // 0')" -ge 4 ] && break
+		sleep 0.5
+	done
+	run "$top/examples/pause-idle" 3
+	assert_success
+	jout -e --arg id "$idle" 'select(.id == $id) | .ok'
+	[ "$(jout -r .id | grep -c "$busy")" -eq 0 ]
+	space-ls "$idle" | jq -e '.state == "paused"'
+	space-ls "$busy" | jq -e '.state == "running"'
+	# Nobody has been idle for a day: nothing more is paused.
+	space-resume "$idle" >/dev/null
 	run "$top/examples/pause-idle" 86400
 	assert_success
 	[ -z "$output" ]
+	space-ls "$idle" | jq -e '.state == "running"'
+}
+
+@test "examples/demo keeps every step when its output goes to a file" {
+	log=$BATS_TEST_TMPDIR/demo.log
+	"$top/examples/demo" >"$log" 2>&1 || { tail -n 20 "$log"; false; }
+	# Each step's header, once and in order, and no hole of zero bytes
+	# (what a reopen of the log with O_TRUNC left).
+	diff <(sed -n 's/^step "\{0,1\}\([a-z-]*\).*/\1/p' "$top/examples/demo") \
+	    <(sed -n 's/^\$ \([a-z-]*\).*/\1/p' "$log")
+	[ "$(tr -d '\0' <"$log" | wc -c)" -eq "$(wc -c <"$log")" ]
+	# The JSON lines the demo shows twice over (for the reader and for jq)
+	# are there: the create, the full snapshot, the two forks.
+	grep -q '"path":"checkpoint"' "$log"
+	grep -q '"snap":' "$log"
+	[ "$(grep -c '"from":' "$log")" -ge 2 ]
+	tail -n 1 "$log" | jq -e '.ok and .removed'
 }
