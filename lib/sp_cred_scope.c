@@ -1,0 +1,636 @@
+/*
+ * sp_cred_scope: where credentials live on disk (one NAME.json of
+ * metadata per credential under its scope's directory), reading and
+ * writing that metadata, and walking the scopes in their order.
+ */
+#include <sys/file.h>
+#include <sys/stat.h>
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include <sodium.h>
+
+#include "sp.h"
+#include "sp_cred_int.h"
+
+/* ---- paths and files ---- */
+
+int
+cred_dir(const char *root, struct sp_err *e)
+{
+	char p[SP_PATH_MAX];
+
+	if (sp_path_fmt(p, sizeof p, e, "%s/creds", root) == -1)
+		return -1;
+	if (mkdir(p, 0700) == -1 && errno != EEXIST)
+		return sp_err_sys(e, "io", "mkdir %s", p);
+	return 0;
+}
+
+int
+cred_meta_path(const char *root, const char *scope, const char *name, char *out,
+    size_t n, struct sp_err *e)
+{
+	return sp_path_fmt(out, n, e, "%s/creds/scopes/%s/%s.json", root, scope,
+	    name);
+}
+
+static void
+fsync_dir(const char *dir)
+{
+	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+	if (fd != -1) {
+		fsync(fd);
+		close(fd);
+	}
+}
+
+/* Reads a whole regular file of at most max bytes: not-found, io, corrupt. */
+int
+cred_file_read(const char *path, void *buf, size_t max, size_t *n,
+    struct sp_err *e)
+{
+	struct stat st;
+	size_t got = 0;
+	ssize_t r;
+	int fd, rc = -1;
+
+	/* O_NONBLOCK: a FIFO put there does not hang us. */
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW |
+	    O_NONBLOCK)) == -1) {
+		if (errno == ENOENT)
+			return sp_err_set(e, "not-found", 0, "%s is gone", path);
+		return sp_err_sys(e, "io", "open %s", path);
+	}
+	if (fstat(fd, &st) == -1) {
+		sp_err_sys(e, "io", "stat %s", path);
+		goto out;
+	}
+	if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size > max) {
+		sp_err_set(e, "corrupt", 0, "%s is not a file of at most %zu "
+		    "bytes", path, max);
+		goto out;
+	}
+	/* Until its size, or EOF should it have shrunk: one read, mostly. */
+	while (got < (size_t)st.st_size &&
+	    (r = read(fd, (char *)buf + got, max - got)) != 0) {
+		if (r == -1 && errno == EINTR)
+			continue;
+		if (r == -1) {
+			sp_err_sys(e, "io", "read %s", path);
+			goto out;
+		}
+		got += r;
+	}
+	*n = got;
+	rc = 0;
+out:
+	close(fd);
+	return rc;
+}
+
+/* Writes buf as path, whole or not at all: a temporary file in the same
+ * directory, fsync'd, renamed over it. */
+int
+cred_file_replace(const char *path, const void *buf, size_t n, struct sp_err *e)
+{
+	char tmp[SP_PATH_MAX], dir[SP_PATH_MAX], *slash;
+	int fd, rc = -1;
+
+	if (sp_path_fmt(dir, sizeof dir, e, "%s", path) == -1)
+		return -1;
+	if ((slash = strrchr(dir, '/')) == NULL)
+		return sp_err_set(e, "internal", 0, "%s: no directory", path);
+	*slash = '\0';
+	if (sp_path_fmt(tmp, sizeof tmp, e, "%s/.tmp-XXXXXX", dir) == -1)
+		return -1;
+	if ((fd = mkostemp(tmp, O_CLOEXEC)) == -1)
+		return sp_err_sys(e, "io", "create %s", tmp);
+	if (fchmod(fd, 0600) == -1 || sp_write_all(fd, buf, n) == -1 ||
+	    fsync(fd) == -1) {
+		sp_err_sys(e, "io", "write %s", tmp);
+		goto out;
+	}
+	if (rename(tmp, path) == -1) {
+		sp_err_sys(e, "io", "rename %s", path);
+		goto out;
+	}
+	fsync_dir(dir);
+	rc = 0;
+out:
+	close(fd);
+	if (rc == -1)
+		unlink(tmp);
+	return rc;
+}
+
+/* ---- metadata ---- */
+
+json_t *
+sp_cred_json(const struct sp_cred *c)
+{
+	json_t *o, *hosts;
+	char rate[32];
+	int i;
+
+	hosts = json_array();
+	for (i = 0; i < c->nhosts; i++)
+		json_array_append_new(hosts, json_string(c->hosts[i]));
+	cred_rate_text(c, rate);
+	o = json_pack("{s:s, s:s, s:o, s:s}", "name", c->name, "scope",
+	    c->scope, "hosts", hosts, "inject", c->inject);
+	if (o == NULL)
+		return NULL;
+	json_object_set_new(o, "expires", c->expires > 0 ?
+	    json_integer(c->expires) : json_null());
+	json_object_set_new(o, "rate", c->rate_n > 0 ? json_string(rate) :
+	    json_null());
+	json_object_set_new(o, "version", json_integer(c->version));
+	json_object_set_new(o, "created", json_integer(c->created));
+	json_object_set_new(o, "rotated", json_integer(c->rotated));
+	json_object_set_new(o, "vault", json_string(c->vault));
+	json_object_set_new(o, "ref", json_string(c->ref));
+	return o;
+}
+
+static int
+int_field(json_t *j, const char *k, int64_t lo, int64_t *out)
+{
+	json_t *v = json_object_get(j, k);
+
+	if (!json_is_integer(v) || json_integer_value(v) < lo ||
+	    json_integer_value(v) > TIME_MAX)
+		return -1;
+	*out = json_integer_value(v);
+	return 0;
+}
+
+static int
+str_field(json_t *j, const char *k, char *out, size_t n)
+{
+	json_t *v = json_object_get(j, k);
+
+	if (!json_is_string(v) || json_string_length(v) >= n ||
+	    strlen(json_string_value(v)) != json_string_length(v))
+		return -1;
+	memcpy(out, json_string_value(v), json_string_length(v) + 1);
+	return 0;
+}
+
+/* The metadata of a file, strictly: every field known, well formed and
+ * checked again as when it was added, for nobody but root wrote it. */
+static int
+cred_from_json(json_t *j, const char *path, struct sp_cred *c,
+    struct sp_err *e)
+{
+	static const char *const known[] = { "name", "scope", "hosts",
+	    "inject", "expires", "rate", "created", "rotated", "version",
+	    "vault", "ref", NULL };
+	struct sp_err why = { "", 0, "" };
+	const char *k, *bad = NULL;
+	char h[SP_CRED_HOST_MAX + 1];
+	json_t *v, *hosts;
+	size_t i;
+	int ki;
+
+	memset(c, 0, sizeof *c);
+	if (!json_is_object(j))
+		return sp_err_set(e, "corrupt", 0, "%s: not a JSON object", path);
+	json_object_foreach(j, k, v) {
+		for (ki = 0; known[ki] != NULL; ki++)
+			if (strcmp(k, known[ki]) == 0)
+				break;
+		if (known[ki] == NULL)
+			return sp_err_set(e, "corrupt", 0, "%s: unknown field",
+			    path);
+	}
+	if (str_field(j, "name", c->name, sizeof c->name) == -1 ||
+	    sp_name_check("name", c->name, &why) == -1)
+		bad = "name";
+	else if (str_field(j, "scope", c->scope, sizeof c->scope) == -1 ||
+	    sp_cred_scope_check(c->scope, &why) == -1)
+		bad = "scope";
+	else if (str_field(j, "inject", c->inject, sizeof c->inject) == -1 ||
+	    sp_cred_inject_check(c->inject, &why) == -1)
+		bad = "inject";
+	else if (str_field(j, "vault", c->vault, sizeof c->vault) == -1 ||
+	    sp_cred_vault_check(c->vault, &why) == -1)
+		bad = "vault";
+	else if (str_field(j, "ref", c->ref, sizeof c->ref) == -1 ||
+	    !cred_ref_ok(c->ref))
+		bad = "ref";
+	else if (int_field(j, "created", 0, &c->created) == -1 ||
+	    int_field(j, "rotated", 0, &c->rotated) == -1 ||
+	    int_field(j, "version", 1, &c->version) == -1)
+		bad = "times or version";
+	if (bad != NULL)
+		goto bad;
+	v = json_object_get(j, "expires");
+	if (!json_is_null(v) && int_field(j, "expires", 1, &c->expires) == -1) {
+		bad = "expires";
+		goto bad;
+	}
+	v = json_object_get(j, "rate");
+	if (!json_is_null(v) && (!json_is_string(v) || sp_cred_rate_parse(
+	    json_string_value(v), &c->rate_n, &c->rate_period, &why) == -1)) {
+		bad = "rate";
+		goto bad;
+	}
+	hosts = json_object_get(j, "hosts");
+	if (!json_is_array(hosts) || json_array_size(hosts) == 0 ||
+	    json_array_size(hosts) > SP_CRED_HOSTS_MAX) {
+		bad = "hosts";
+		goto bad;
+	}
+	json_array_foreach(hosts, i, v) {
+		if (!json_is_string(v) || sp_cred_host_norm(json_string_value(v),
+		    1, h, sizeof h, &why) == -1 || strcmp(h,
+		    json_string_value(v)) != 0) {
+			bad = "hosts";
+			goto bad;
+		}
+		strcpy(c->hosts[c->nhosts++], h);
+	}
+	return 0;
+bad:
+	return sp_err_set(e, "corrupt", 0, "%s: bad %s%s%s", path, bad,
+	    why.msg[0] ? ": " : "", why.msg);
+}
+
+static int
+meta_read(const char *path, struct sp_cred *c, struct sp_err *e)
+{
+	char buf[META_MAX];
+	json_error_t jerr;
+	json_t *j;
+	size_t n;
+	int rc;
+
+	if (cred_file_read(path, buf, sizeof buf, &n, e) == -1)
+		return -1;
+	if ((j = json_loadb(buf, n, JSON_REJECT_DUPLICATES, &jerr)) == NULL)
+		return sp_err_set(e, "corrupt", 0, "%s: not JSON: %s", path,
+		    jerr.text);
+	rc = cred_from_json(j, path, c, e);
+	json_decref(j);
+	return rc;
+}
+
+/* The metadata of name in scope, checked against where it lies. */
+int
+cred_meta_load(const char *root, const char *scope, const char *name,
+    struct sp_cred *c, struct sp_err *e)
+{
+	char p[SP_PATH_MAX];
+
+	if (cred_meta_path(root, scope, name, p, sizeof p, e) == -1 ||
+	    meta_read(p, c, e) == -1)
+		return -1;
+	if (strcmp(c->name, name) != 0 || strcmp(c->scope, scope) != 0)
+		return sp_err_set(e, "corrupt", 0, "%s holds %s of %s", p,
+		    c->name, c->scope);
+	return 0;
+}
+
+int
+cred_meta_write(const char *root, const struct sp_cred *c, struct sp_err *e)
+{
+	char p[SP_PATH_MAX], dir[SP_PATH_MAX], *s, *line;
+	json_t *o;
+	size_t n;
+	int rc;
+
+	if (sp_path_fmt(dir, sizeof dir, e, "%s/creds/scopes/%s", root,
+	    c->scope) == -1 || cred_meta_path(root, c->scope, c->name, p, sizeof p,
+	    e) == -1 || cred_dir(root, e) == -1 ||
+	    sp_path_mkdirs(dir, 0700, e) == -1)
+		return -1;
+	if ((o = sp_cred_json(c)) == NULL ||
+	    (s = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER)) == NULL) {
+		json_decref(o);
+		return sp_err_set(e, "nomem", 1, "metadata of %s", c->name);
+	}
+	json_decref(o);
+	/* One line, newline-terminated, for the humans who look. */
+	n = strlen(s);
+	if ((line = realloc(s, n + 2)) == NULL) {
+		free(s);
+		return sp_err_set(e, "nomem", 1, "metadata of %s", c->name);
+	}
+	line[n++] = '\n';
+	line[n] = '\0';
+	rc = cred_file_replace(p, line, n, e);
+	free(line);
+	return rc;
+}
+
+/* ---- walking the scopes ---- */
+
+static int
+not_hidden(const struct dirent *d)
+{
+	return d->d_name[0] != '.';
+}
+
+/* The entries of dir (hidden ones left out) to fn until it returns
+ * non-zero; an absent dir has none. */
+static int
+dir_each(const char *dir, int (*fn)(const char *name, void *), void *arg,
+    struct sp_err *e)
+{
+	struct dirent **ents;
+	int i, n, rc = 0;
+
+	if ((n = scandir(dir, &ents, not_hidden, alphasort)) == -1) {
+		if (errno == ENOENT || errno == ENOTDIR)
+			return 0;
+		return sp_err_sys(e, "io", "list %s", dir);
+	}
+	for (i = 0; i < n; i++) {
+		if (rc == 0)
+			rc = fn(ents[i]->d_name, arg);
+		free(ents[i]);
+	}
+	free(ents);
+	return rc;
+}
+
+struct walk {
+	const char *root;
+	int (*fn)(const char *scope, void *);
+	void *arg;
+	struct sp_err *e;
+	char tenant[SP_NAME_MAX + 1];
+	int rc;
+};
+
+static int
+walk_project(const char *name, void *arg)
+{
+	struct walk *w = arg;
+	char scope[SP_CRED_SCOPE_MAX + 1];
+
+	if (sp_name_check("project", name, NULL) == -1)
+		return 0;
+	snprintf(scope, sizeof scope, "project/%s/%s", w->tenant, name);
+	return w->fn(scope, w->arg);
+}
+
+static int
+walk_tenant(const char *name, void *arg)
+{
+	struct walk *w = arg;
+	char scope[SP_CRED_SCOPE_MAX + 1];
+
+	if (sp_name_check("tenant", name, NULL) == -1)
+		return 0;
+	snprintf(scope, sizeof scope, "tenant/%s", name);
+	return w->fn(scope, w->arg);
+}
+
+static int
+walk_project_tenant(const char *name, void *arg)
+{
+	struct walk *w = arg;
+	char dir[SP_PATH_MAX];
+
+	if (sp_name_check("tenant", name, NULL) == -1)
+		return 0;
+	snprintf(w->tenant, sizeof w->tenant, "%s", name);
+	if (sp_path_fmt(dir, sizeof dir, w->e, "%s/creds/scopes/project/%s",
+	    w->root, name) == -1)
+		return -1;
+	return dir_each(dir, walk_project, w, w->e);
+}
+
+static int
+walk_sandbox(const char *name, void *arg)
+{
+	struct walk *w = arg;
+	char scope[SP_CRED_SCOPE_MAX + 1];
+
+	if (!sp_id_valid(name))
+		return 0;
+	snprintf(scope, sizeof scope, "sandbox/%s", name);
+	return w->fn(scope, w->arg);
+}
+
+/* fn for every scope that has a directory: global, the tenants, the
+ * projects, the sandboxes, each in byte order.  Stops at fn's first
+ * non-zero return and returns it. */
+static int
+scopes_each(const char *root, int (*fn)(const char *scope, void *),
+    void *arg, struct sp_err *e)
+{
+	struct walk w = { root, fn, arg, e, "", 0 };
+	char dir[SP_PATH_MAX];
+	struct stat st;
+	int rc;
+
+	if (sp_path_fmt(dir, sizeof dir, e, "%s/creds/scopes/global", root) == -1)
+		return -1;
+	if (stat(dir, &st) == 0 && S_ISDIR(st.st_mode) &&
+	    (rc = fn("global", arg)) != 0)
+		return rc;
+	if (sp_path_fmt(dir, sizeof dir, e, "%s/creds/scopes/tenant", root) == -1 ||
+	    (rc = dir_each(dir, walk_tenant, &w, e)) != 0)
+		return rc;
+	if (sp_path_fmt(dir, sizeof dir, e, "%s/creds/scopes/project", root) == -1 ||
+	    (rc = dir_each(dir, walk_project_tenant, &w, e)) != 0)
+		return rc;
+	if (sp_path_fmt(dir, sizeof dir, e, "%s/creds/scopes/sandbox", root) == -1)
+		return -1;
+	return dir_each(dir, walk_sandbox, &w, e);
+}
+
+/* The credential names of one scope, from its NAME.json files. */
+struct names {
+	const char *root, *scope;
+	int (*fn)(const char *name, void *);
+	void *arg;
+};
+
+static int
+names1(const char *file, void *arg)
+{
+	struct names *nm = arg;
+	char name[SP_NAME_MAX + 1];
+	size_t len = strlen(file);
+
+	if (len <= 5 || len - 5 > SP_NAME_MAX ||
+	    strcmp(file + len - 5, ".json") != 0)
+		return 0;
+	memcpy(name, file, len - 5);
+	name[len - 5] = '\0';
+	if (sp_name_check("name", name, NULL) == -1)
+		return 0;
+	return nm->fn(name, nm->arg);
+}
+
+static int
+scope_names(const char *root, const char *scope,
+    int (*fn)(const char *name, void *), void *arg, struct sp_err *e)
+{
+	struct names nm = { root, scope, fn, arg };
+	char dir[SP_PATH_MAX];
+
+	if (sp_path_fmt(dir, sizeof dir, e, "%s/creds/scopes/%s", root,
+	    scope) == -1)
+		return -1;
+	return dir_each(dir, names1, &nm, e);
+}
+
+/* The same in directory order, for the gateway's path: no sort, no
+ * allocation per entry. */
+int
+cred_scope_names_fast(const char *root, const char *scope,
+    int (*fn)(const char *name, void *), void *arg, struct sp_err *e)
+{
+	struct names nm = { root, scope, fn, arg };
+	char dir[SP_PATH_MAX];
+	struct dirent *d;
+	DIR *dp;
+	int rc = 0;
+
+	if (sp_path_fmt(dir, sizeof dir, e, "%s/creds/scopes/%s", root,
+	    scope) == -1)
+		return -1;
+	if ((dp = opendir(dir)) == NULL) {
+		if (errno == ENOENT || errno == ENOTDIR)
+			return 0;
+		return sp_err_sys(e, "io", "list %s", dir);
+	}
+	while (rc == 0 && (d = readdir(dp)) != NULL)
+		if (d->d_name[0] != '.')
+			rc = names1(d->d_name, &nm);
+	closedir(dp);
+	return rc;
+}
+
+struct each {
+	const char *root;
+	int (*fn)(const struct sp_cred *, const struct sp_err *, void *);
+	void *arg;
+	const char *scope;
+	struct sp_err *e;
+};
+
+static int
+each_name(const char *name, void *arg)
+{
+	struct each *x = arg;
+	struct sp_cred c;
+	struct sp_err bad;
+
+	if (cred_meta_load(x->root, x->scope, name, &c, &bad) == 0)
+		return x->fn(&c, NULL, x->arg) != 0 ? 1 : 0;
+	if (strcmp(bad.code, "not-found") == 0)
+		return 0;	/* removed while we walked */
+	memset(&c, 0, sizeof c);
+	snprintf(c.name, sizeof c.name, "%s", name);
+	snprintf(c.scope, sizeof c.scope, "%s", x->scope);
+	return x->fn(&c, &bad, x->arg) != 0 ? 1 : 0;
+}
+
+static int
+each_scope(const char *scope, void *arg)
+{
+	struct each *x = arg;
+
+	x->scope = scope;
+	return scope_names(x->root, scope, each_name, x, x->e);
+}
+
+int
+sp_cred_each(const char *root,
+    int (*fn)(const struct sp_cred *, const struct sp_err *, void *),
+    void *arg, struct sp_err *e)
+{
+	struct each x = { root, fn, arg, NULL, e };
+
+	return scopes_each(root, each_scope, &x, e) == -1 ? -1 : 0;
+}
+
+/* Which scopes hold name: the first in *where, how many in n. */
+struct find {
+	const char *root, *name;
+	char where[SP_CRED_SCOPE_MAX + 1];
+	char list[256];
+	int n;
+	struct sp_err *e;
+};
+
+static int
+find_scope(const char *scope, void *arg)
+{
+	struct find *f = arg;
+	char p[SP_PATH_MAX];
+	size_t l = strlen(f->list);
+
+	if (cred_meta_path(f->root, scope, f->name, p, sizeof p, f->e) == -1)
+		return -1;
+	if (access(p, F_OK) != 0)
+		return 0;
+	if (f->n++ == 0)
+		snprintf(f->where, sizeof f->where, "%s", scope);
+	if (l < sizeof f->list - 1)
+		snprintf(f->list + l, sizeof f->list - l, "%s%s", l ? ", " : "",
+		    scope);
+	return 0;
+}
+
+/* The scope of name: scope itself when given (checked), else the one that
+ * holds it.  *found 0 when none does. */
+int
+cred_scope_of(const char *root, const char *name, const char *scope,
+    char out[SP_CRED_SCOPE_MAX + 1], int *found, struct sp_err *e)
+{
+	struct find f;
+	char p[SP_PATH_MAX];
+
+	if (sp_name_check("name", name, e) == -1)
+		return -1;
+	if (scope != NULL) {
+		if (sp_cred_scope_check(scope, e) == -1 ||
+		    cred_meta_path(root, scope, name, p, sizeof p, e) == -1)
+			return -1;
+		*found = access(p, F_OK) == 0;
+		snprintf(out, SP_CRED_SCOPE_MAX + 1, "%s", scope);
+		return 0;
+	}
+	memset(&f, 0, sizeof f);
+	f.root = root;
+	f.name = name;
+	f.e = e;
+	if (scopes_each(root, find_scope, &f, e) == -1)
+		return -1;
+	if (f.n > 1)
+		return sp_err_set(e, "bad-input", 0, "credential %s is in %d "
+		    "scopes (%s): say which with a scope", name, f.n, f.list);
+	*found = f.n == 1;
+	snprintf(out, SP_CRED_SCOPE_MAX + 1, "%s", f.where);
+	return 0;
+}
+
+int
+sp_cred_get(const char *root, const char *name, const char *scope,
+    struct sp_cred *out, struct sp_err *e)
+{
+	char where[SP_CRED_SCOPE_MAX + 1];
+	int found;
+
+	if (cred_scope_of(root, name, scope, where, &found, e) == -1)
+		return -1;
+	if (!found)
+		return sp_err_set(e, "not-found", 0, "no credential %s%s%s",
+		    name, scope ? " in " : "", scope ? scope : "");
+	return cred_meta_load(root, where, name, out, e);
+}
