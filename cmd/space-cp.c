@@ -19,9 +19,9 @@
 static void
 usage(void)
 {
-	fprintf(stderr, "usage: space-cp ID:PATH HOSTPATH|-\n"
+	fprintf(sp_usage_stream(), "usage: space-cp ID:PATH HOSTPATH|-\n"
 	    "       space-cp HOSTPATH|- ID:PATH\n");
-	exit(SP_EXIT_USAGE);
+	sp_usage_exit();
 }
 
 /* 1 with id and path set when s is ID:PATH. */
@@ -144,7 +144,7 @@ main(int argc, char *argv[])
 	int64_t t0;
 	int in, rc;
 
-	sp_out_init(argv[0]);
+	sp_cli_init(argc, argv, usage);
 	signal(SIGPIPE, SIG_IGN);
 	if (getopt(argc, argv, "") != -1)
 		usage();

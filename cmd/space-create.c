@@ -18,11 +18,12 @@
 static void
 usage(void)
 {
-	fprintf(stderr, "usage: space-create --template NAME[@DIGEST] [--memory MiB]"
+	fprintf(sp_usage_stream(),
+	    "usage: space-create --template NAME[@DIGEST] [--memory MiB]"
 	    " [--vcpus N]\n           [--label KEY=VALUE]... [--env NAME=VALUE]... [-n COUNT]"
 	    " [--timeout SECONDS] [--no-pool] [--cold]\n"
 	    "           [-- CMD [ARG...]]\n");
-	exit(SP_EXIT_USAGE);
+	sp_usage_exit();
 }
 
 static int
@@ -139,7 +140,7 @@ main(int argc, char *argv[])
 	char *eq;
 	int ch, i, count = 1, rc = 0, one;
 
-	sp_out_init(argv[0]);
+	sp_cli_init(argc, argv, usage);
 	labels = json_object();
 	env = json_array();
 	while ((ch = getopt_long(argc, argv, "n:h", opts, NULL)) != -1) {

@@ -36,7 +36,8 @@ struct opt {
 static void
 usage(void)
 {
-	fprintf(stderr, "usage: space-cred add --name N --scope S --host "
+	fprintf(sp_usage_stream(),
+	    "usage: space-cred add --name N --scope S --host "
 	    "H[,H...] --inject METHOD\n"
 	    "           [--expires T] [--rate N/PERIOD]   < secret\n"
 	    "       space-cred ls\n"
@@ -45,7 +46,7 @@ usage(void)
 	    "       space-cred audit [--since T]\n"
 	    "       space-cred resolve --sandbox ID [--tenant T] [--project P] "
 	    "HOST...\n");
-	exit(SP_EXIT_USAGE);
+	sp_usage_exit();
 }
 
 /* Options of every subcommand; allowed says which this one takes. */
@@ -372,7 +373,7 @@ main(int argc, char *argv[])
 	const char *sub;
 	int rc;
 
-	sp_out_init("space-cred");
+	sp_cli_init(argc, argv, usage);
 	if (argc < 2)
 		usage();
 	sub = argv[1];

@@ -30,13 +30,14 @@ struct args {
 static void
 usage(void)
 {
-	fprintf(stderr, "usage: space-egress set (ID | --tenant T | --template NAME) "
+	fprintf(sp_usage_stream(),
+	    "usage: space-egress set (ID | --tenant T | --template NAME) "
 	    "[--allow RULE...] [--deny RULE...]\n"
 	    "       space-egress show [ID...] [--tenant T] [--template NAME]\n"
 	    "       space-egress clear (ID... | --tenant T | --template NAME)\n"
 	    "       space-egress check [ID] [--tenant T] [--template NAME] HOST "
 	    "(PORT [--addr IP...] | --dns)\n");
-	exit(SP_EXIT_USAGE);
+	sp_usage_exit();
 }
 
 /* Rules follow --allow or --deny, addresses --addr, up to the next option;
@@ -346,7 +347,7 @@ main(int argc, char *argv[])
 	struct sp_err e;
 	int rc;
 
-	sp_out_init("space-egress");
+	sp_cli_init(argc, argv, usage);
 	if (argc < 2 || (strcmp(argv[1], "set") != 0 &&
 	    strcmp(argv[1], "show") != 0 && strcmp(argv[1], "clear") != 0 &&
 	    strcmp(argv[1], "check") != 0))

@@ -27,9 +27,10 @@ static int raw_on;
 static void
 usage(void)
 {
-	fprintf(stderr, "usage: space-exec ID [-t] [-d] [-e KEY=VALUE]... "
+	fprintf(sp_usage_stream(),
+	    "usage: space-exec ID [-t] [-d] [-e KEY=VALUE]... "
 	    "[-w DIR] [-u USER] [--timeout S] -- CMD [ARG...]\n");
-	exit(SP_EXIT_USAGE);
+	sp_usage_exit();
 }
 
 static void
@@ -86,15 +87,12 @@ main(int argc, char *argv[])
 	double secs;
 	int ch, nenv = 0, status, rc, tty = 0, det = 0;
 
-	sp_out_init(argv[0]);
+	sp_cli_init(argc, argv, usage);
 	/* A reader that went away must not kill us mid-call. */
 	signal(SIGPIPE, SIG_IGN);
-	if (argc < 2 || argv[1][0] == '-')
-		usage();
-	id = argv[1];
-	argc--;
-	argv++;
-	while ((ch = getopt_long(argc, argv, "+tde:w:u:", opts, NULL)) != -1) {
+	/* Options may stand before or after the id; "--" ends them, and
+	 * what follows is the guest's command, options of its own and all. */
+	while ((ch = getopt_long(argc, argv, "tde:w:u:", opts, NULL)) != -1) {
 		switch (ch) {
 		case 't':
 			tty = 1;
@@ -131,8 +129,10 @@ main(int argc, char *argv[])
 	}
 	argc -= optind;
 	argv += optind;
-	if (argc < 1)
+	if (argc < 2)
 		usage();
+	id = *argv++;
+	argc--;
 	env[nenv] = NULL;
 	if (sp_id_check(id, &e) == -1)
 		return sp_exec_fail_status(id, &e);

@@ -12,8 +12,8 @@
 static void
 usage(void)
 {
-	fprintf(stderr, "usage: space-fork ID [SNAP] [-n COUNT]\n");
-	exit(SP_EXIT_USAGE);
+	fprintf(sp_usage_stream(), "usage: space-fork ID [SNAP] [-n COUNT]\n");
+	sp_usage_exit();
 }
 
 static int
@@ -31,7 +31,7 @@ main(int argc, char *argv[])
 	long count = 1;
 	int ch, rc;
 
-	sp_out_init(argv[0]);
+	sp_cli_init(argc, argv, usage);
 	while ((ch = getopt(argc, argv, "n:")) != -1) {
 		if (ch != 'n')
 			usage();

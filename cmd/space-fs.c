@@ -14,12 +14,12 @@
 static void
 usage(void)
 {
-	fprintf(stderr, "usage: space-fs ID ls|stat|cat PATH\n"
+	fprintf(sp_usage_stream(), "usage: space-fs ID ls|stat|cat PATH\n"
 	    "       space-fs ID write [-a] [-m MODE] PATH\n"
 	    "       space-fs ID mkdir [-p] [-m MODE] PATH\n"
 	    "       space-fs ID rm [-r] PATH\n"
 	    "       space-fs ID mv PATH NEWPATH\n");
-	exit(SP_EXIT_USAGE);
+	sp_usage_exit();
 }
 
 /* A channel into a running sandbox. */
@@ -87,14 +87,8 @@ main(int argc, char *argv[])
 	int ch, append = 0, parents = 0, recursive = 0, mode = -1, trunc = 0;
 	int raw, rc;
 
-	sp_out_init(argv[0]);
+	sp_cli_init(argc, argv, usage);
 	signal(SIGPIPE, SIG_IGN);
-	if (argc < 3 || argv[1][0] == '-')
-		usage();
-	id = argv[1];
-	verb = argv[2];
-	argc -= 2;
-	argv += 2;
 	while ((ch = getopt(argc, argv, "apm:r")) != -1) {
 		switch (ch) {
 		case 'a':
@@ -116,6 +110,12 @@ main(int argc, char *argv[])
 	}
 	argc -= optind;
 	argv += optind;
+	if (argc < 3)
+		usage();
+	id = argv[0];
+	verb = argv[1];
+	argc -= 2;
+	argv += 2;
 	if (argc != (strcmp(verb, "mv") == 0 ? 2 : 1))
 		usage();
 	path = argv[0];

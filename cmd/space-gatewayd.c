@@ -32,8 +32,8 @@ on_signal(int sig)
 static void
 usage(void)
 {
-	fprintf(stderr, "usage: space-gatewayd [--scan-ms MS]\n");
-	exit(SP_EXIT_USAGE);
+	fprintf(sp_usage_stream(), "usage: space-gatewayd [--scan-ms MS]\n");
+	sp_usage_exit();
 }
 
 static int
@@ -72,7 +72,7 @@ main(int argc, char *argv[])
 	long rounds = 0;
 	char *end;
 
-	sp_out_init("space-gatewayd");
+	sp_cli_init(argc, argv, usage);
 	/* A stream's buffers (its window, its chunks) are mapped and given
 	 * back whole when it ends, whatever glibc's heuristics would do; and
 	 * a thread per stream does not get an arena each. */

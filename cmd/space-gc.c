@@ -13,6 +13,13 @@ print(json_t *o, void *arg)
 	return sp_out_json(o);
 }
 
+static void
+usage(void)
+{
+	fprintf(sp_usage_stream(), "usage: space-gc [--dry-run]\n");
+	sp_usage_exit();
+}
+
 int
 main(int argc, char *argv[])
 {
@@ -24,18 +31,14 @@ main(int argc, char *argv[])
 	struct sp_err e;
 	int ch, dry = 0, rc = 0;
 
-	sp_out_init("space-gc");
+	sp_cli_init(argc, argv, usage);
 	while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-		if (ch != 'n') {
-			fprintf(stderr, "usage: space-gc [--dry-run]\n");
-			return SP_EXIT_USAGE;
-		}
+		if (ch != 'n')
+			usage();
 		dry = 1;
 	}
-	if (optind != argc) {
-		fprintf(stderr, "usage: space-gc [--dry-run]\n");
-		return SP_EXIT_USAGE;
-	}
+	if (optind != argc)
+		usage();
 	if (sp_ctx_open(&x, 0, &e) == -1)
 		return sp_out_fail(NULL, &e);
 	if (sp_snap_gc(&x, dry, print, NULL, &e) == -1) {

@@ -9,8 +9,8 @@
 static void
 usage(void)
 {
-	fprintf(stderr, "usage: space-init [--loop-size SIZE]\n");
-	exit(SP_EXIT_USAGE);
+	fprintf(sp_usage_stream(), "usage: space-init [--loop-size SIZE]\n");
+	sp_usage_exit();
 }
 
 int
@@ -28,7 +28,7 @@ main(int argc, char *argv[])
 	uint64_t loop = 0;
 	int ch, ca_made;
 
-	sp_out_init(argv[0]);
+	sp_cli_init(argc, argv, usage);
 	while ((ch = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (ch) {
 		case 'l':

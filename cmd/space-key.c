@@ -18,10 +18,10 @@
 static void
 usage(void)
 {
-	fprintf(stderr, "usage: space-key set TENANT KEYREF\n"
+	fprintf(sp_usage_stream(), "usage: space-key set TENANT KEYREF\n"
 	    "       space-key ls\n"
 	    "       space-key rotate TENANT KEYREF\n");
-	exit(SP_EXIT_USAGE);
+	sp_usage_exit();
 }
 
 static int
@@ -59,7 +59,7 @@ main(int argc, char *argv[])
 	struct sp_err e;
 	int rc = 0;
 
-	sp_out_init("space-key");
+	sp_cli_init(argc, argv, usage);
 	if (argc < 2)
 		usage();
 	if (!((strcmp(argv[1], "set") == 0 && argc == 4) ||

@@ -15,8 +15,8 @@
 static void
 usage(void)
 {
-	fprintf(stderr, "usage: space-kill ID PID [-s SIG]\n");
-	exit(SP_EXIT_USAGE);
+	fprintf(sp_usage_stream(), "usage: space-kill ID PID [-s SIG]\n");
+	sp_usage_exit();
 }
 
 /* A number, or a name with or without SIG (KILL, SIGTERM, ...). */
@@ -51,15 +51,7 @@ main(int argc, char *argv[])
 	long pid;
 	int ch, sig = SIGTERM, rc;
 
-	sp_out_init(argv[0]);
-	if (argc < 3 || argv[1][0] == '-')
-		usage();
-	id = argv[1];
-	pid = strtol(argv[2], &end, 10);
-	if (*end != '\0' || pid <= 0 || pid > 0x7fffffff)
-		usage();
-	argc -= 2;
-	argv += 2;
+	sp_cli_init(argc, argv, usage);
 	while ((ch = getopt(argc, argv, "s:")) != -1)
 		switch (ch) {
 		case 's':
@@ -71,7 +63,13 @@ main(int argc, char *argv[])
 		default:
 			usage();
 		}
-	if (optind != argc)
+	argc -= optind;
+	argv += optind;
+	if (argc != 2)
+		usage();
+	id = argv[0];
+	pid = strtol(argv[1], &end, 10);
+	if (*end != '\0' || pid <= 0 || pid > 0x7fffffff)
 		usage();
 	if (sp_ctx_open_db(&x, &e) == -1)
 		return sp_out_fail(id, &e);

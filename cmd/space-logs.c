@@ -13,8 +13,8 @@
 static void
 usage(void)
 {
-	fprintf(stderr, "usage: space-logs ID PID [-f]\n");
-	exit(SP_EXIT_USAGE);
+	fprintf(sp_usage_stream(), "usage: space-logs ID PID [-f]\n");
+	sp_usage_exit();
 }
 
 int
@@ -28,16 +28,8 @@ main(int argc, char *argv[])
 	long pid;
 	int ch, follow = 0, rc = 0;
 
-	sp_out_init(argv[0]);
+	sp_cli_init(argc, argv, usage);
 	signal(SIGPIPE, SIG_IGN);
-	if (argc < 3 || argv[1][0] == '-')
-		usage();
-	id = argv[1];
-	pid = strtol(argv[2], &end, 10);
-	if (*end != '\0' || pid <= 0 || pid > 0x7fffffff)
-		usage();
-	argc -= 2;
-	argv += 2;
 	while ((ch = getopt(argc, argv, "f")) != -1)
 		switch (ch) {
 		case 'f':
@@ -46,7 +38,13 @@ main(int argc, char *argv[])
 		default:
 			usage();
 		}
-	if (optind != argc)
+	argc -= optind;
+	argv += optind;
+	if (argc != 2)
+		usage();
+	id = argv[0];
+	pid = strtol(argv[1], &end, 10);
+	if (*end != '\0' || pid <= 0 || pid > 0x7fffffff)
 		usage();
 	if (sp_ctx_open_db(&x, &e) == -1)
 		return sp_out_fail(id, &e);

@@ -9,9 +9,10 @@
 static void
 usage(void)
 {
-	fprintf(stderr, "usage: space-ls [--state STATE] [--idle-over SECONDS] "
+	fprintf(sp_usage_stream(),
+	    "usage: space-ls [--state STATE] [--idle-over SECONDS] "
 	    "[--pods] [ID...]\n");
-	exit(SP_EXIT_USAGE);
+	sp_usage_exit();
 }
 
 struct ls {
@@ -28,9 +29,13 @@ show(const struct sp_sandbox_row *r, void *arg)
 	struct ls *l = arg;
 	struct sp_err e;
 	json_t *o;
+	int rc;
 
 	if (sp_sandbox_describe(&l->x, r, &o, &e) == -1) {
-		l->rc = sp_out_fail(r->id, &e);
+		/* The worst status of the items listed, as sp_each gives. */
+		rc = sp_out_fail(r->id, &e);
+		if (rc > l->rc)
+			l->rc = rc;
 		return 0;
 	}
 	if (l->state != NULL &&
@@ -78,7 +83,7 @@ main(int argc, char *argv[])
 	char *end;
 	int ch, rc;
 
-	sp_out_init(argv[0]);
+	sp_cli_init(argc, argv, usage);
 	while ((ch = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (ch) {
 		case 's':

@@ -12,11 +12,12 @@
 static void
 usage(void)
 {
-	fprintf(stderr, "usage: space-pool set --template NAME --size N "
+	fprintf(sp_usage_stream(),
+	    "usage: space-pool set --template NAME --size N "
 	    "[--memory MiB] [--vcpus N]\n"
 	    "       space-pool fill\n"
 	    "       space-pool ls\n");
-	exit(SP_EXIT_USAGE);
+	sp_usage_exit();
 }
 
 static int
@@ -93,7 +94,7 @@ main(int argc, char *argv[])
 	struct sp_err e;
 	int rc = 0;
 
-	sp_out_init("space-pool");
+	sp_cli_init(argc, argv, usage);
 	if (argc < 2)
 		usage();
 	if (strcmp(argv[1], "set") != 0 && strcmp(argv[1], "fill") != 0 &&

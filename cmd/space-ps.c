@@ -10,8 +10,8 @@
 static void
 usage(void)
 {
-	fprintf(stderr, "usage: space-ps ID\n");
-	exit(SP_EXIT_USAGE);
+	fprintf(sp_usage_stream(), "usage: space-ps ID\n");
+	sp_usage_exit();
 }
 
 static int
@@ -38,7 +38,7 @@ main(int argc, char *argv[])
 	struct sp_err e;
 	int rc = 0;
 
-	sp_out_init(argv[0]);
+	sp_cli_init(argc, argv, usage);
 	if (argc != 2 || argv[1][0] == '-')
 		usage();
 	if (sp_ctx_open_db(&x, &e) == -1)

@@ -14,8 +14,9 @@
 static void
 usage(void)
 {
-	fprintf(stderr, "usage: space-reconcile [--once | --interval SECONDS]\n");
-	exit(SP_EXIT_USAGE);
+	fprintf(sp_usage_stream(),
+	    "usage: space-reconcile [--once | --interval SECONDS]\n");
+	sp_usage_exit();
 }
 
 static int
@@ -51,7 +52,7 @@ main(int argc, char *argv[])
 	int ch, once = 0, interval = 10;
 	char *end;
 
-	sp_out_init(argv[0]);
+	sp_cli_init(argc, argv, usage);
 	while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		switch (ch) {
 		case 'o':

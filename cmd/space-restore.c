@@ -25,6 +25,14 @@ restore1(const char *id, json_t *rec, void *arg)
 	return sp_out_json(out);
 }
 
+static void
+usage(void)
+{
+	fprintf(sp_usage_stream(), "usage: space-restore [--node NODE] "
+	    "[ID...]   (or ids on stdin)\n");
+	sp_usage_exit();
+}
+
 int
 main(int argc, char *argv[])
 {
@@ -35,13 +43,10 @@ main(int argc, char *argv[])
 	struct restore r = { .node = NULL };
 	int ch;
 
-	sp_out_init("space-restore");
+	sp_cli_init(argc, argv, usage);
 	while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-		if (ch != 'n') {
-			fprintf(stderr, "usage: space-restore [--node NODE] [ID...]"
-			    "   (or ids on stdin)\n");
-			return SP_EXIT_USAGE;
-		}
+		if (ch != 'n')
+			usage();
 		r.node = optarg;
 	}
 	return sp_each_sandbox(argc - optind, argv + optind, &r.x, 1, restore1,

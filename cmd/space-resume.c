@@ -17,15 +17,21 @@ resume1(const char *id, json_t *rec, void *ctx)
 	    "changed", changed, "ms", (json_int_t)(sp_clock_ms() - t0)));
 }
 
+static void
+usage(void)
+{
+	fprintf(sp_usage_stream(),
+	    "usage: space-resume [ID...]   (or ids on stdin)\n");
+	sp_usage_exit();
+}
+
 int
 main(int argc, char *argv[])
 {
 	struct sp_ctx x;
 
-	sp_out_init(argv[0]);
-	if (getopt(argc, argv, "") != -1) {
-		fprintf(stderr, "usage: space-resume [ID...]   (or ids on stdin)\n");
-		return SP_EXIT_USAGE;
-	}
+	sp_cli_init(argc, argv, usage);
+	if (getopt(argc, argv, "") != -1)
+		usage();
 	return sp_each_sandbox(argc - optind, argv + optind, &x, 1, resume1, &x);
 }

@@ -16,15 +16,21 @@ rm1(const char *id, json_t *rec, void *ctx)
 	return sp_out_ok(id, json_pack("{s:b}", "removed", existed));
 }
 
+static void
+usage(void)
+{
+	fprintf(sp_usage_stream(),
+	    "usage: space-rm [ID...]   (or ids on stdin)\n");
+	sp_usage_exit();
+}
+
 int
 main(int argc, char *argv[])
 {
 	struct sp_ctx x;
 
-	sp_out_init(argv[0]);
-	if (getopt(argc, argv, "") != -1) {
-		fprintf(stderr, "usage: space-rm [ID...]   (or ids on stdin)\n");
-		return SP_EXIT_USAGE;
-	}
+	sp_cli_init(argc, argv, usage);
+	if (getopt(argc, argv, "") != -1)
+		usage();
 	return sp_each_sandbox(argc - optind, argv + optind, &x, 1, rm1, &x);
 }

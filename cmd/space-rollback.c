@@ -8,6 +8,13 @@
 
 #include "sp.h"
 
+static void
+usage(void)
+{
+	fprintf(sp_usage_stream(), "usage: space-rollback ID SNAP\n");
+	sp_usage_exit();
+}
+
 int
 main(int argc, char *argv[])
 {
@@ -16,11 +23,9 @@ main(int argc, char *argv[])
 	json_t *o;
 	int rc;
 
-	sp_out_init(argv[0]);
-	if (getopt(argc, argv, "") != -1 || argc - optind != 2) {
-		fprintf(stderr, "usage: space-rollback ID SNAP\n");
-		return SP_EXIT_USAGE;
-	}
+	sp_cli_init(argc, argv, usage);
+	if (getopt(argc, argv, "") != -1 || argc - optind != 2)
+		usage();
 	if (sp_ctx_open(&x, 1, &e) == -1)
 		return sp_out_fail(NULL, &e);
 	rc = sp_snap_rollback(&x, argv[optind], argv[optind + 1], &o, &e) == -1 ?

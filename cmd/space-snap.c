@@ -19,11 +19,12 @@ struct take {
 static void
 usage(void)
 {
-	fprintf(stderr, "usage: space-snap [--full] [--tag T] [ID...]   "
+	fprintf(sp_usage_stream(),
+	    "usage: space-snap [--full] [--tag T] [ID...]   "
 	    "(or ids on stdin)\n"
 	    "       space-snap ls ID...\n"
 	    "       space-snap rm ID SNAP...\n");
-	exit(SP_EXIT_USAGE);
+	sp_usage_exit();
 }
 
 static int
@@ -86,7 +87,7 @@ main(int argc, char *argv[])
 	struct sp_err e;
 	int ch, rc;
 
-	sp_out_init("space-snap");
+	sp_cli_init(argc, argv, usage);
 	if (argc >= 2 && strcmp(argv[1], "ls") == 0) {
 		if (argc < 3)
 			usage();

@@ -13,8 +13,9 @@ struct stop {
 static void
 usage(void)
 {
-	fprintf(stderr, "usage: space-stop [--timeout SECONDS] [ID...]\n");
-	exit(SP_EXIT_USAGE);
+	fprintf(sp_usage_stream(),
+	    "usage: space-stop [--timeout SECONDS] [ID...]\n");
+	sp_usage_exit();
 }
 
 static int
@@ -44,7 +45,7 @@ main(int argc, char *argv[])
 	long v;
 	int ch;
 
-	sp_out_init(argv[0]);
+	sp_cli_init(argc, argv, usage);
 	while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		if (ch != 't')
 			usage();

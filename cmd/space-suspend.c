@@ -26,6 +26,14 @@ suspend1(const char *id, json_t *rec, void *arg)
 	return sp_out_json(out);
 }
 
+static void
+usage(void)
+{
+	fprintf(sp_usage_stream(), "usage: space-suspend [--keep-local] "
+	    "[ID...]   (or ids on stdin)\n");
+	sp_usage_exit();
+}
+
 int
 main(int argc, char *argv[])
 {
@@ -36,13 +44,10 @@ main(int argc, char *argv[])
 	struct suspend s = { .keep_local = 0 };
 	int ch;
 
-	sp_out_init("space-suspend");
+	sp_cli_init(argc, argv, usage);
 	while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-		if (ch != 'k') {
-			fprintf(stderr, "usage: space-suspend [--keep-local] [ID...]"
-			    "   (or ids on stdin)\n");
-			return SP_EXIT_USAGE;
-		}
+		if (ch != 'k')
+			usage();
 		s.keep_local = 1;
 	}
 	return sp_each_sandbox(argc - optind, argv + optind, &s.x, 1, suspend1,

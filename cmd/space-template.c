@@ -16,7 +16,7 @@
 static void
 usage(void)
 {
-	fprintf(stderr,
+	fprintf(sp_usage_stream(),
 	    "usage: space-template import --name NAME [--kernel F --initrd F]\n"
 	    "           [--disk-extra SIZE] ROOTFS.tar[.gz|.zst]|DIR\n"
 	    "       space-template add --name NAME [--kernel F|URL --initrd F|URL]\n"
@@ -26,7 +26,7 @@ usage(void)
 	    "       space-template rm [--force] NAME[@DIGEST]...\n"
 	    "       space-template push NAME[@DIGEST]...\n"
 	    "       space-template pull NAME@DIGEST...\n");
-	exit(SP_EXIT_USAGE);
+	sp_usage_exit();
 }
 
 /* By default the kernel and initrd lie beside the root filesystem tarball. */
@@ -391,7 +391,7 @@ transfer(int argc, char *argv[], int push)
 int
 main(int argc, char *argv[])
 {
-	sp_out_init("space-template");
+	sp_cli_init(argc, argv, usage);
 	if (argc < 2)
 		usage();
 	if (strcmp(argv[1], "import") == 0)

@@ -272,6 +272,8 @@ _space() {
 			esac ;;
 		esac ;;
 	esac
+	# Every command takes --help and --version, before or after its operands.
+	[[ $cur == --* ]] && COMPREPLY+=($(compgen -W "--help --version" -- "$cur"))
 }
 complete -F _space space-init space-template space-create space-exec space-ls space-rm \
 	space-pause space-resume space-stop space-start space-reconcile \

@@ -7,6 +7,7 @@
 #define SP_H
 
 #include <stddef.h>
+#include <stdio.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -51,6 +52,15 @@ int sp_tar_pack(struct archive *w, const char *src, const char *top,
 
 /* ---- out: JSON lines on stdout, human lines on stderr ---- */
 void sp_out_init(const char *prog);
+/*
+ * The start of every command's main: sp_out_init, then --help (usage() on
+ * stdout, exit 0) and --version ("prog VERSION", exit 0) wherever they stand
+ * before "--".  usage() writes to sp_usage_stream() and ends with
+ * sp_usage_exit(): stderr and exit 100 for a mistake, stdout and 0 for help.
+ */
+void sp_cli_init(int argc, char *argv[], void (*usage)(void));
+FILE *sp_usage_stream(void);
+_Noreturn void sp_usage_exit(void);
 const char *sp_out_prog(void);
 /* Prints obj as one compact line and flushes; steals the reference. */
 int sp_out_json(json_t *obj);

@@ -2,10 +2,19 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "sp.h"
 
+#ifndef SP_VERSION
+#define SP_VERSION "unknown"
+#endif
+
 static const char *prog = "space";
+/* Where a command's usage goes and how it exits after: stderr and 100 for a
+ * mistake, stdout and 0 when --help asked for it. */
+static FILE *usage_to;
+static int usage_status = SP_EXIT_USAGE;
 
 void
 sp_out_init(const char *p)
@@ -18,6 +27,42 @@ sp_out_init(const char *p)
 		if (*p == '/')
 			slash = p + 1;
 	prog = slash;
+}
+
+void
+sp_cli_init(int argc, char *argv[], void (*usage)(void))
+{
+	int i;
+
+	sp_out_init(argv[0]);
+	/* Looked for before getopt, which would take them for unknown options,
+	 * and only up to "--": what follows is a guest's command. */
+	for (i = 1; i < argc && strcmp(argv[i], "--") != 0; i++) {
+		if (strcmp(argv[i], "--help") == 0) {
+			usage_to = stdout;
+			usage_status = 0;
+			usage();
+			exit(0);
+		}
+		if (strcmp(argv[i], "--version") == 0) {
+			printf("%s %s\n", prog, SP_VERSION);
+			exit(fflush(stdout) == EOF ? SP_EXIT_TEMP : 0);
+		}
+	}
+}
+
+FILE *
+sp_usage_stream(void)
+{
+	return usage_to != NULL ? usage_to : stderr;
+}
+
+_Noreturn void
+sp_usage_exit(void)
+{
+	if (fflush(stdout) == EOF && usage_status == 0)
+		exit(SP_EXIT_TEMP);
+	exit(usage_status);
 }
 
 const char *
