@@ -11,9 +11,8 @@ UNITDIR ?= /etc/systemd/system
 CC ?= cc
 PKGS = libvirt libarchive libcurl libssl libcrypto
 # Linked into each command rather than loaded at its start: mapping and
-# relocating four more shared objects was ~1.3 ms of a command's ~7 ms of CPU
-# (space-create, 6 alternating runs of 30 each, 2026-12-01), and a fork and
-# a page fault cost a lot on some of the machines here.  libvirt, libcurl and
+# relocating four more shared objects was a sixth of a short command's CPU
+# (docs/benchmarks.md).  libvirt, libcurl and
 # libarchive stay shared: they are loaded on first use (sp_dl.c).
 STATIC_PKGS = jansson sqlite3 libsodium libbtrfsutil
 VERSION = 0.1.0
@@ -106,7 +105,7 @@ $(B)/tests/space-hostile: tests/guest/space-hostile.c
 
 asan: $(ASAN_UNITS) $(B)/asan/bin/space-exec $(B)/tests/space-hostile
 
-# Benchmarks: bench/<name> scripts print JSON lines (DESIGN §14).
+# Benchmarks: bench/<name> scripts print JSON lines (benchmarks.md).
 $(B)/bench/%: bench/%.c $(B)/libspace.a
 	@mkdir -p $(@D)
 	$(CC) $(WFLAGS) $(CFLAGS) $(CPPFLAGS) $(DEPFLAGS) -o $@ $< $(B)/libspace.a $(LIBS)

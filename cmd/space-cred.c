@@ -1,6 +1,6 @@
 /*
  * space-cred: the credentials the gateway injects into sandboxes' requests
- * (DESIGN §9).  Secrets come in on stdin only and never go out again.
+ * (design.md).  Secrets come in on stdin only and never go out again.
  *   add --name N --scope S --host H[,H...] --inject M [--expires T]
  *       [--rate N/PERIOD]          a credential, its secret on stdin
  *   ls                             every credential, never a secret

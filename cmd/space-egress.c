@@ -1,5 +1,5 @@
 /*
- * space-egress: what each sandbox may reach through the gateway (DESIGN §9).
+ * space-egress: what each sandbox may reach through the gateway (design.md).
  *   set (ID | --tenant T | --template NAME) [--allow RULE...] [--deny RULE...]
  *   show [ID...] [--tenant T] [--template NAME]
  *   clear (ID... | --tenant T | --template NAME)

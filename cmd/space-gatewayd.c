@@ -1,5 +1,5 @@
 /*
- * space-gatewayd: the network gateway of a node (DESIGN §9).  It serves the
+ * space-gatewayd: the network gateway of a node (design.md).  It serves the
  * egress port of every sandbox under SPACE_RUN -- looking for new ones every
  * SCAN milliseconds -- deciding, relaying and adding credentials to each
  * connection, and appends every decision to $SPACE_ROOT/egress/decisions.log.

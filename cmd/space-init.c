@@ -46,7 +46,7 @@ main(int argc, char *argv[])
 	if (argc != 0)
 		usage();
 	/* The CA comes before any template: templates trust it from their
-	 * import on (DESIGN §9). */
+	 * import on (design.md). */
 	if (sp_conf_load(&c, &e) == -1 || sp_node_init(&c, loop, &info, &e) == -1 ||
 	    sp_tls_ca_create(c.root, c.node, &ca_made, &e) == -1 ||
 	    sp_tls_ca_cert_path(c.root, ca, sizeof ca, &e) == -1)

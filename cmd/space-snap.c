@@ -1,5 +1,5 @@
 /*
- * space-snap: snapshots of sandboxes (DESIGN §7).  Without a subcommand it
+ * space-snap: snapshots of sandboxes (design.md).  Without a subcommand it
  * takes one of each sandbox named (or read from stdin): a disk snapshot, or
  * with --full a checkpoint of disk and memory.  ls and rm list and delete.
  */

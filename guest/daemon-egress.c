@@ -1,5 +1,5 @@
 /*
- * daemon-egress: the guest end of the egress tunnel (DESIGN section 9; the
+ * daemon-egress: the guest end of the egress tunnel (design.md; the
  * protocol is in lib/sp.h, "the egress tunnel").  The guest has no NIC: its
  * programs reach the network through an HTTP proxy on 127.0.0.1:3128, a
  * transparent-redirect target on 127.0.0.1:3129 (the guest's iptables sends

@@ -1,5 +1,5 @@
 /*
- * daemon-fs: the file ops of space-daemon (DESIGN section 5): read, write,
+ * daemon-fs: the file ops of space-daemon (design.md): read, write,
  * append, stat, list, mkdir, remove, rename, and trees in and out as tar
  * streams made with libarchive.  Each op runs to its end in the port's
  * thread; data comes in STDIN frames (an empty one ends it) and goes out in

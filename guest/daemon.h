@@ -124,7 +124,7 @@ json_t *sd_identity_env(void);
  * made if missing) into dev; -1 when the guest has no such port. */
 int sd_port_find(const char *name, char *dev, size_t n);
 
-/* daemon-egress.c: the guest end of the egress tunnel (DESIGN §9), in a
+/* daemon-egress.c: the guest end of the egress tunnel (design.md), in a
  * thread of its own.  Ports of 0 are not served. */
 struct sd_egress_conf {
 	const char *sock;	/* test mode: a unix socket standing for the

@@ -1,5 +1,5 @@
 /*
- * space-daemon: the guest end of the channel (DESIGN section 5).  The
+ * space-daemon: the guest end of the channel (design.md).  The
  * guest's init starts it and respawns it.  It serves each virtio-serial port
  * named space.N in a thread of its own: it answers the host's hello, runs
  * commands and relays their stdin, stdout, stderr and exit status.  It never

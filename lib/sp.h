@@ -13,7 +13,7 @@
 #include <sys/types.h>
 #include <jansson.h>
 
-/* ---- exit statuses (DESIGN §13) ---- */
+/* ---- exit statuses (design.md) ---- */
 #define SP_EXIT_OK	0
 #define SP_EXIT_FAIL	1	/* some item failed */
 #define SP_EXIT_USAGE	100	/* usage or bad input */
@@ -104,7 +104,7 @@ struct sp_conf {
  * environment; every value is validated. */
 int sp_conf_load(struct sp_conf *c, struct sp_err *e);
 
-/* ---- retain: which snapshots the retention tiers keep (DESIGN §7) ---- */
+/* ---- retain: which snapshots the retention tiers keep (design.md) ---- */
 /* KIND:PERIOD:KEEP, separated by spaces or commas: in each of the KEEP
  * newest PERIODs (s, m, h, d, w) that hold a snapshot of KIND (disk|full),
  * the newest snapshot is kept.  A snapshot any tier keeps is kept. */
@@ -142,7 +142,7 @@ int sp_name_check(const char *what, const char *s, struct sp_err *e);
 int sp_label_check(const char *kv, struct sp_err *e);
 int sp_utf8_valid(const char *s, size_t n);	/* 1 or 0 */
 
-/* ---- state: the lifecycle state machine (DESIGN §6), one table ---- */
+/* ---- state: the lifecycle state machine (design.md), one table ---- */
 enum sp_state {
 	SP_ST_CREATING,
 	SP_ST_RUNNING,
@@ -188,7 +188,7 @@ int sp_db_sandbox_insert(struct sp_db *db, const struct sp_sandbox_row *r,
 /* What a rollback or a recovery did to a sandbox, as a JSON object. */
 int sp_db_sandbox_set_recovered(struct sp_db *db, const char *id,
     const char *json, struct sp_err *e);
-/* A snapshot (DESIGN §7): state "taking" until it is whole, then "ready". */
+/* A snapshot (design.md): state "taking" until it is whole, then "ready". */
 struct sp_snap_row {
 	char id[SP_ID_LEN + 1];
 	char snap[SP_ID_LEN + 1];
@@ -444,7 +444,7 @@ int sp_virt_version(struct sp_virt *v, char *out, size_t n, struct sp_err *e);
 int sp_virt_state(struct sp_virt *v, const char *name, char out[16],
     struct sp_err *e);
 
-/* ---- proto: the host<->guest frame format (DESIGN §5), both sides ---- */
+/* ---- proto: the host<->guest frame format (design.md), both sides ---- */
 /* A frame on the wire: u32 length (big endian) of what follows, u8 type,
  * u32 stream (big endian), payload.  length = 5 + payload length. */
 #define SP_PROTO_VERSION	1
@@ -504,7 +504,7 @@ int sp_frame_write_json(int fd, uint8_t type, uint32_t stream,
 int sp_frame_json(const struct sp_frame *f, json_t **out, struct sp_err *e);
 
 /*
- * ---- the egress tunnel (DESIGN §9) ----
+ * ---- the egress tunnel (design.md) ----
  * The port named space.egress (host socket RUN/ID/egress.sock, served by
  * QEMU; space-gatewayd connects to it) carries every network connection of
  * the guest as a stream of frames.  The host sends HELLO {"op":"hello",
@@ -918,7 +918,7 @@ struct sp_make {
 };
 int sp_sandbox_make(struct sp_ctx *x, const struct sp_make *m,
     char id[SP_ID_LEN + 1], struct sp_err *e);
-/* The warm pool (DESIGN §10): space-pool set keeps the wanted size per
+/* The warm pool (design.md): space-pool set keeps the wanted size per
  * template; fill makes or removes pods until each pool has that many (fn is
  * told each as JSON, stolen).  Idempotent: what a timer runs. */
 int sp_pool_set(struct sp_ctx *x, const char *template, int size,
@@ -930,7 +930,7 @@ int sp_pool_fill(struct sp_ctx *x, int (*fn)(json_t *, void *), void *arg,
  * whether there was anything to remove. */
 int sp_sandbox_remove(struct sp_ctx *x, const char *id, int *existed,
     struct sp_err *e);
-/* The lifecycle verbs of DESIGN §6.  Each is idempotent: a sandbox already
+/* The lifecycle verbs of design.md.  Each is idempotent: a sandbox already
  * in the target state is left alone and *changed is 0.  A move the state
  * table forbids is bad-state and changes nothing.  The DB claims the move by
  * compare-and-set before the VM is touched, and is rolled back when libvirt
@@ -974,7 +974,7 @@ int sp_ckpt_reidentify(const char *path, const char *old_name,
 int sp_template_warm(struct sp_ctx *x, const char *ref, int memory_mib,
     int vcpus, json_t **out, struct sp_err *e);
 
-/* ---- snap: snapshots, rollback, fork, retention (DESIGN §7) ---- */
+/* ---- snap: snapshots, rollback, fork, retention (design.md) ---- */
 /* A disk snapshot, or with full a checkpoint of disk and memory; *out gets
  * its JSON line.  Tag (may be NULL) keeps it from space-gc. */
 int sp_snap_take(struct sp_ctx *x, const char *id, int full, const char *tag,
@@ -1059,7 +1059,7 @@ int sp_sandbox_exec_quiet(struct sp_ctx *x, const char *id, char *argv[],
 /* The run dir QEMU makes the channel sockets in (its group may write). */
 int sp_sandbox_make_run_dir(const char *dir, struct sp_err *e);
 
-/* ---- remote: moving things to and from the object store (DESIGN §8) ---- */
+/* ---- remote: moving things to and from the object store (design.md) ---- */
 struct sp_store;
 /* $SPACE_ROOT/tmp/name (the directory made). */
 int sp_remote_tmp(const struct sp_ctx *x, const char *name, char *out,
@@ -1102,7 +1102,7 @@ int sp_template_push(struct sp_ctx *x, struct sp_store *s, const char *ref,
 int sp_template_pull(struct sp_ctx *x, struct sp_store *s, const char *ref,
     json_t **out, struct sp_err *e);
 
-/* ---- suspend: sandboxes to the object store and back (DESIGN §8) ---- */
+/* ---- suspend: sandboxes to the object store and back (design.md) ---- */
 int sp_suspend(struct sp_ctx *x, const char *id, int keep_local, json_t **out,
     struct sp_err *e);
 /* node NULL or this node: restore here; else ask that node (its reconcile). */
@@ -1118,7 +1118,7 @@ int sp_remote_forget(struct sp_ctx *x, const char *id, struct sp_err *e);
 int sp_key_rotate(struct sp_ctx *x, const char *tenant, const char *keyref,
     int (*fn)(json_t *, void *), void *arg, struct sp_err *e);
 
-/* Object store and encryption (DESIGN §8), egress policy and credentials
+/* Object store and encryption (design.md), egress policy and credentials
  * (§9), in headers of their own. */
 #include "sp_store.h"
 #include "sp_crypt.h"

@@ -1,5 +1,5 @@
 /*
- * sp_ckpt: a template's booted checkpoint (DESIGN §4, §10).  The template is
+ * sp_ckpt: a template's booted checkpoint (design.md).  The template is
  * booted once, its daemon answers, and its memory state is saved beside it in
  * the read-only subvolume templates/<name>@<digest>.ckpt/ (disk.raw, mem.sav,
  * vmlinuz, initrd.img, ckpt.json).  A sandbox made from it is a snapshot of

@@ -1,5 +1,5 @@
 /*
- * sp_cred: the credential store of DESIGN §9, host side: credentials by
+ * sp_cred: the credential store of design.md, host side: credentials by
  * scope, their secrets in a vault (a sealed file per secret, or an external
  * secret manager), resolution for a sandbox and a host, and the one call
  * the gateway makes per request, with its expiry, rate limit and audit

@@ -1,5 +1,5 @@
 /*
- * sp_cred.h: the credential manager's host side (DESIGN §9).  Credentials
+ * sp_cred.h: the credential manager's host side (design.md).  Credentials
  * live outside every sandbox, under $SPACE_ROOT/creds/; the network gateway
  * resolves the one a sandbox's request to a host should carry and injects it
  * there, so the secret never enters the guest.  Included from sp.h, after

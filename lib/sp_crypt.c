@@ -1,5 +1,5 @@
 /*
- * sp_crypt: encryption at rest with customer keys (DESIGN §8): the
+ * sp_crypt: encryption at rest with customer keys (design.md): the
  * secretstream format of artifacts, data keys, and their wrapping by a
  * tenant's key through a key file or an external KMS program.  The formats
  * and error codes are described in sp_crypt.h.

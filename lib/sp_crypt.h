@@ -1,5 +1,5 @@
 /*
- * sp_crypt.h: encryption at rest with customer keys (DESIGN §8).
+ * sp_crypt.h: encryption at rest with customer keys (design.md).
  *
  * An artifact is encrypted on the host, as a stream, with a fresh random
  * data key; the data key is wrapped by the tenant's key through the key

@@ -1,5 +1,5 @@
 /*
- * sp_egress: what a sandbox may reach (DESIGN §9).  Rules are parsed
+ * sp_egress: what a sandbox may reach (design.md).  Rules are parsed
  * strictly, policies are kept one small file per sandbox, tenant or
  * template, and the gateway asks here, per connection and per DNS lookup,
  * what to do.  The decisions are pure; only storage, the node's addresses

@@ -1,5 +1,5 @@
 /*
- * sp_egress.h: the egress policy of sandboxes (DESIGN §9): rules, the node's
+ * sp_egress.h: the egress policy of sandboxes (design.md): rules, the node's
  * never-list, the decisions the network gateway takes per connection and per
  * DNS lookup, the decision log, and where policies are kept.  Include after
  * sp.h.

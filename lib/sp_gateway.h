@@ -1,5 +1,5 @@
 /*
- * sp_gateway.h: the network gateway's engine (DESIGN §9), what
+ * sp_gateway.h: the network gateway's engine (design.md), what
  * space-gatewayd runs.  Included from sp.h, after it.
  *
  * One gateway per node serves the egress port of every sandbox there: it

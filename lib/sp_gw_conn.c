@@ -901,7 +901,7 @@ step(struct conn *c, int *progress)
 	return 0;
 }
 
-/* Over when EOF went both ways (DESIGN: a stream's clean end). */
+/* Over when EOF went both ways (design.md: a stream's clean end). */
 static int
 finished(const struct conn *c)
 {

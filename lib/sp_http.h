@@ -1,7 +1,7 @@
 /*
  * sp_http.h: the requests a sandbox's HTTP client sends through the network
  * gateway, read one head at a time so that the gateway can check where each
- * goes and add a credential (DESIGN §9).  Bodies are never buffered: their
+ * goes and add a credential (design.md).  Bodies are never buffered: their
  * bytes are handed back to be forwarded as they came.  nodejs/http-parser
  * does the parsing.  Included from sp.h, after it.
  */

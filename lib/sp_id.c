@@ -1,7 +1,7 @@
 /*
  * sp_id: sandbox ids and the validation of every name a user hands us.  Ids
  * are fixed-length so that a saved VM state can be re-identified in place for
- * a fork (DESIGN §4).
+ * a fork (design.md).
  */
 #include <errno.h>
 #include <string.h>

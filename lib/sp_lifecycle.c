@@ -1,5 +1,5 @@
 /*
- * sp_lifecycle: pause, resume, stop and start (DESIGN §6).  Each verb claims
+ * sp_lifecycle: pause, resume, stop and start (design.md).  Each verb claims
  * its move in the DB by compare-and-set first, so of two commands racing on
  * one sandbox exactly one acts; then it drives libvirt, and puts the claim
  * back when libvirt refuses.  A sandbox already where the verb leads is left

@@ -1,6 +1,6 @@
 /*
  * sp_node: prepares this node: a btrfs filesystem at SPACE_ROOT (a loop-backed
- * image when the directory is on something else), the layout of DESIGN §3,
+ * image when the directory is on something else), the layout in design.md,
  * the DB, and a libvirt that answers.  Every step is idempotent.
  */
 #include <errno.h>

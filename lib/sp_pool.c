@@ -1,5 +1,5 @@
 /*
- * sp_pool: the warm pool (DESIGN §10).  A pod is a sandbox made ahead of any
+ * sp_pool: the warm pool (design.md).  A pod is a sandbox made ahead of any
  * request: its clone exists, its VM booted (or restored from the template's
  * checkpoint) and its daemon answered, then its vCPUs were paused.  A create
  * claims one in a single DB statement, resumes it and tells it who it is.

@@ -1,5 +1,5 @@
 /*
- * sp_reconcile: one pass of the node-local reconcile loop (DESIGN §6, §11).
+ * sp_reconcile: one pass of the node-local reconcile loop (design.md).
  * The DB row says what was last commanded; the node (libvirt, btrfs) says
  * what is.  A command that died halfway left its sandbox in a transient
  * state, or its VM where the row does not say: this pass finishes or rolls

@@ -1,5 +1,5 @@
 /*
- * sp_remote: what moves between a node and the object store (DESIGN §8): the
+ * sp_remote: what moves between a node and the object store (design.md): the
  * send/receive pipelines, checked uploads and downloads, manifests, and
  * templates by lineage.  sp_suspend.c moves sandboxes with them.
  *

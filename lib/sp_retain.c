@@ -1,5 +1,5 @@
 /*
- * sp_retain: retention by tiers (DESIGN §7).  A tier "disk:1h:24" keeps, of a
+ * sp_retain: retention by tiers (design.md).  A tier "disk:1h:24" keeps, of a
  * sandbox's disk snapshots, the newest one in each of the 24 newest hours
  * that hold one; a snapshot that any tier keeps, or that has a tag, stays.
  * Periods count only where snapshots exist, so a sandbox that sat idle for a

@@ -1,5 +1,5 @@
 /*
- * sp_snap: snapshots, rollback, fork, retention and crash recovery (DESIGN §7).
+ * sp_snap: snapshots, rollback, fork, retention and crash recovery (design.md).
  *
  * A disk snapshot is a read-only btrfs snapshot of sandboxes/<id>, taken
  * while the guest runs (crash-consistent: ext4's journal recovers it as after

@@ -1,5 +1,5 @@
 /*
- * sp_source: templates built on first use (DESIGN §10).  A template may be
+ * sp_source: templates built on first use (design.md).  A template may be
  * known by where it comes from (space-template add) before it is on this
  * node; the first create that needs it fetches and imports it, and every
  * concurrent create of the same template waits for that one and uses its

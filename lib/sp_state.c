@@ -1,5 +1,5 @@
 /*
- * sp_state: the lifecycle state machine of DESIGN §6.  This table is the only
+ * sp_state: the lifecycle state machine of design.md.  This table is the only
  * place that says which transition is legal; sp_db_transition checks it
  * inside the compare-and-set.
  */

@@ -1,5 +1,5 @@
 /*
- * sp_store: the object store (DESIGN §8).  file://DIR keeps each object as a
+ * sp_store: the object store (design.md).  file://DIR keeps each object as a
  * file, written beside its place and renamed into it whole.  s3://BUCKET
  * speaks the S3 REST API through libcurl, which signs each request (AWS
  * SigV4); we send the SHA-256 of every body.  Both stream: a put holds at

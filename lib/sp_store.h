@@ -1,5 +1,5 @@
 /*
- * sp_store.h: the object store (DESIGN §8) that suspended sandboxes and
+ * sp_store.h: the object store (design.md) that suspended sandboxes and
  * templates travel through.  Two backends behind one interface:
  *
  *   file://DIR           the embedded default: a key is a path under DIR

@@ -1,6 +1,6 @@
 /*
  * sp_subvol: btrfs subvolumes through libbtrfsutil.  Templates, sandboxes,
- * pods and snapshots are all subvolumes (DESIGN §3): creating a sandbox is a
+ * pods and snapshots are all subvolumes (design.md): creating a sandbox is a
  * snapshot of its template, so no data is copied.  This file also measures
  * how much of a subvolume's data is its own (exclusive bytes), which is what
  * a clone really costs on disk.

@@ -1,6 +1,6 @@
 /*
  * sp_suspend: suspend a sandbox to the object store, restore it on any node
- * (DESIGN §8); the transfers themselves are sp_remote.c's.
+ * (design.md); the transfers themselves are sp_remote.c's.
  *
  * Suspend, holding the sandbox's lock, each step safe to do again:
  *   1. running/paused -> suspending (a rerun finds it suspending)

@@ -1,5 +1,5 @@
 /*
- * sp_template: builds a template (DESIGN §3, §10) from a root filesystem, a
+ * sp_template: builds a template (design.md) from a root filesystem, a
  * tarball in any format libarchive reads or a directory, plus a kernel and an
  * initrd.  The result is the read-only subvolume templates/<name>@<digest>
  * holding disk.raw (an ext4 image), vmlinuz, initrd.img and template.json.
@@ -629,7 +629,7 @@ out:
 /*
  * mkfs.ext4 writes all over its image, so its output is fragmented; the
  * template's disk.raw is a sequential copy of it instead (reflinking a
- * snapshot's extents costs per extent, DESIGN §3), with all-zero chunks left
+ * snapshot's extents costs per extent, design.md), with all-zero chunks left
  * as holes.
  */
 static int

@@ -1,6 +1,6 @@
 /*
- * sp_tls: the node CA and the TLS contexts of the network gateway (DESIGN
- * §9).  The CA is one ECDSA key and a self-signed certificate under
+ * sp_tls: the node CA and the TLS contexts of the network gateway
+ * (design.md).  The CA is one ECDSA key and a self-signed certificate under
  * $SPACE_ROOT/ca/; the gateway presents, for each host a guest talks TLS
  * to, a leaf the CA signs on first use, kept in a small LRU per CA.
  */

@@ -458,7 +458,7 @@ write_xml(FILE *f, const struct sp_vm_spec *s)
 		    "      <target type='virtio' name='space.%d'/>\n"
 		    "    </channel>\n", i, i);
 	}
-	/* The egress tunnel: space-gatewayd's (DESIGN §9). */
+	/* The egress tunnel: space-gatewayd's (design.md). */
 	if (!s->no_egress) {
 		fputs("    <channel type='unix'>\n"
 		    "      <source mode='bind' path='", f);
@@ -823,7 +823,7 @@ out:
 /*
  * Writes the memory state of a running or paused domain to path and leaves
  * it as it was: a memory-only external snapshot without metadata, whose file
- * virDomainRestore takes like a save image (DESIGN §7).  Paused first, the
+ * virDomainRestore takes like a save image (design.md).  Paused first, the
  * disk can be snapshotted at the same instant.
  */
 int

@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# space-cred end to end (DESIGN §9): the credential store on a plain
+# space-cred end to end (design.md): the credential store on a plain
 # temporary SPACE_ROOT -- no VM, no DB, no space-init.  Secrets come in on
 # stdin and never come out: not in the output, not in any file but sealed.
 # The cmd: vault runs the test secret manager (build/tests/vault-test, or

@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# The guest end of the egress tunnel (guest/daemon-egress.c, DESIGN §9) on the
+# The guest end of the egress tunnel (guest/daemon-egress.c, design.md) on the
 # host, no VM: space-daemon in its test mode listens on a unix socket standing
 # for the port space.egress, and on high loopback ports for its proxy,
 # redirect and DNS; tests/fake-gateway plays space-gatewayd and carries the

@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# space-egress end to end (DESIGN §9), on a plain temporary SPACE_ROOT: no
+# space-egress end to end (design.md), on a plain temporary SPACE_ROOT: no
 # space-init, no VM, no packet.  The addresses the gateway would resolve are
 # given with --addr; the examples are documentation ranges and loopback.
 load helper

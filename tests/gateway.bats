@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# The network gateway end to end (DESIGN §9): one real sandbox, whose only
+# The network gateway end to end (design.md): one real sandbox, whose only
 # way out is its egress port; space-gatewayd on the host; real HTTP, HTTPS
 # and TCP servers on 127.0.0.1 (tests/upstream-server).  The test node's
 # never-list lets the gateway reach exactly those three ports of loopback;

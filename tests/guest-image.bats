@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# What the guest image gives the egress design (DESIGN §9), in one real
+# What the guest image gives the egress design (design.md), in one real
 # sandbox: curl and iptables with their libraries, the kernel's netfilter, the
 # redirect of every outbound TCP connection to the daemon's redirect port,
 # UDP and ICMP off loopback refused, and names resolved through the DNS

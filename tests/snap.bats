@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# Snapshots in real VMs (DESIGN §7): disk snapshots and full checkpoints,
+# Snapshots in real VMs (design.md): disk snapshots and full checkpoints,
 # rollback (and its undo), fork, retention with a fake clock, crash recovery
 # from the newest full checkpoint, and kill -9 of the commands halfway.
 load helper

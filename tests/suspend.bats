@@ -2,7 +2,7 @@
 # Suspend to a real S3-compatible server (s3rver on loopback) and restore on
 # another node: two nodes on this machine are two SPACE_ROOTs on two loop
 # btrfs filesystems with their own SPACE_NODE and SPACE_RUN, one shared DB
-# and one bucket (DESIGN §8).
+# and one bucket (design.md).
 load helper
 
 setup_file() {

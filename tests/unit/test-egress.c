@@ -1,5 +1,5 @@
 /*
- * test-egress: the egress policy the gateway applies (DESIGN §9): rules
+ * test-egress: the egress policy the gateway applies (design.md): rules
  * parsed strictly, names and wildcards, deny over allow, ports, the node's
  * never-list in every range and form, its exceptions, DNS rebinding, the
  * DNS decision, where policies are kept and in which order they are looked

@@ -18,7 +18,7 @@
 #include "tap.h"
 
 /*
- * The expected matrix, written out by hand from DESIGN §6 rather than derived
+ * The expected matrix, written out by hand from design.md rather than derived
  * from the library's table, so a slip in either shows.  Row = from, column =
  * to, in enum order: creating running paused stopped suspending suspended
  * restoring failed recovering destroyed.  A rollback (space-rollback) goes
@@ -56,7 +56,7 @@ test_table(void)
 				bad++;
 			}
 		}
-	tap_ok(bad == 0, "all 100 state pairs match DESIGN §6");
+	tap_ok(bad == 0, "all 100 state pairs match design.md");
 	tap_ok(!sp_state_can(SP_ST__COUNT, SP_ST_RUNNING) &&
 	    !sp_state_can(SP_ST_RUNNING, -1), "out-of-range states are illegal");
 	for (from = 0; from < SP_ST__COUNT; from++)
