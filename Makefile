@@ -45,8 +45,10 @@ GUEST_DAEMON = $(B)/guest/space-daemon
 GUEST_IMAGE = guest/build/rootfs.tar.zst guest/build/vmlinuz guest/build/initrd.img
 BENCH_C = $(wildcard bench/*.c)
 
-all: $(B)/libspace.a $(CMDS) $(GUEST_DAEMON) $(UNITS) $(BENCH_C:bench/%.c=$(B)/bench/%) \
+# all: what is installed (progs), the tests and the benchmarks.
+all: progs $(UNITS) $(BENCH_C:bench/%.c=$(B)/bench/%) \
     $(B)/tests/kms-test $(B)/tests/vault-test
+progs: $(B)/libspace.a $(CMDS) $(GUEST_DAEMON)
 
 $(B)/lib/%.o: lib/%.c
 	@mkdir -p $(@D)
@@ -58,7 +60,7 @@ $(B)/libspace.a: $(LIB_OBJ)
 
 $(B)/bin/%: cmd/%.c $(B)/libspace.a
 	@mkdir -p $(@D)
-	$(CC) $(WFLAGS) $(CFLAGS) $(CPPFLAGS) $(DEPFLAGS) -o $@ $< $(B)/libspace.a $(LIBS)
+	$(CC) $(WFLAGS) $(CFLAGS) $(CPPFLAGS) $(DEPFLAGS) $(LDFLAGS) -o $@ $< $(B)/libspace.a $(LIBS)
 
 GUEST_SRC = $(wildcard guest/*.c)
 $(GUEST_DAEMON): $(GUEST_SRC) guest/daemon.h $(GUEST_LIB) lib/sp.h lib/sp_archive.h
@@ -67,7 +69,7 @@ $(GUEST_DAEMON): $(GUEST_SRC) guest/daemon.h $(GUEST_LIB) lib/sp.h lib/sp_archiv
 
 $(B)/tests/%: tests/unit/%.c $(B)/libspace.a
 	@mkdir -p $(@D)
-	$(CC) $(WFLAGS) $(CFLAGS) $(CPPFLAGS) $(DEPFLAGS) -o $@ $< $(B)/libspace.a $(LIBS)
+	$(CC) $(WFLAGS) $(CFLAGS) $(CPPFLAGS) $(DEPFLAGS) $(LDFLAGS) -o $@ $< $(B)/libspace.a $(LIBS)
 
 $(B)/asan/lib/%.o: lib/%.c
 	@mkdir -p $(@D)
@@ -108,7 +110,7 @@ asan: $(ASAN_UNITS) $(B)/asan/bin/space-exec $(B)/tests/space-hostile
 # Benchmarks: bench/<name> scripts print JSON lines (benchmarks.md).
 $(B)/bench/%: bench/%.c $(B)/libspace.a
 	@mkdir -p $(@D)
-	$(CC) $(WFLAGS) $(CFLAGS) $(CPPFLAGS) $(DEPFLAGS) -o $@ $< $(B)/libspace.a $(LIBS)
+	$(CC) $(WFLAGS) $(CFLAGS) $(CPPFLAGS) $(DEPFLAGS) $(LDFLAGS) -o $@ $< $(B)/libspace.a $(LIBS)
 # Programs bench scripts copy into a sandbox: static, like the daemon.
 $(B)/bench/guest/%: bench/guest/%.c
 	@mkdir -p $(@D)
@@ -143,18 +145,24 @@ demo:
 	$(MAKE) all guest
 	examples/demo
 
-install: all
+# The units name the commands by their installed path, /usr/local/bin in the
+# tree: PREFIX replaces it.  The guest image goes in PREFIX/lib/space.
+ZSHDIR ?= $(PREFIX)/share/zsh/site-functions
+install: progs $(GUEST_IMAGE)
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man1 \
 	    $(DESTDIR)$(PREFIX)/share/bash-completion/completions \
-	    $(DESTDIR)$(PREFIX)/share/zsh/site-functions $(DESTDIR)$(PREFIX)/lib/space
+	    $(DESTDIR)$(ZSHDIR) $(DESTDIR)$(PREFIX)/lib/space
 	install -m 755 $(CMDS) $(DESTDIR)$(PREFIX)/bin/
 	install -m 644 cmd/*.1 $(DESTDIR)$(PREFIX)/share/man/man1/
 	install -m 644 completion/space.bash $(DESTDIR)$(PREFIX)/share/bash-completion/completions/space
-	install -m 644 completion/_space $(DESTDIR)$(PREFIX)/share/zsh/site-functions/_space
+	install -m 644 completion/_space $(DESTDIR)$(ZSHDIR)/_space
 	for c in $(CMDS); do ln -sf space $(DESTDIR)$(PREFIX)/share/bash-completion/completions/$${c##*/}; done
 	install -m 644 $(GUEST_IMAGE) $(DESTDIR)$(PREFIX)/lib/space/
 	install -d $(DESTDIR)$(UNITDIR)
-	install -m 644 units/*.service units/*.timer $(DESTDIR)$(UNITDIR)/
+	for u in units/*.service units/*.timer; do \
+		sed 's|/usr/local/bin/|$(PREFIX)/bin/|g' $$u >$(DESTDIR)$(UNITDIR)/$${u##*/} && \
+		chmod 644 $(DESTDIR)$(UNITDIR)/$${u##*/} || exit 1; \
+	done
 
 # guest/build keeps the built kernel (kernel/): only distclean drops it.
 clean:
@@ -163,7 +171,7 @@ clean:
 distclean: clean
 	rm -rf guest/build
 
-.PHONY: all guest asan fuzz unit check demo install clean distclean bench
+.PHONY: all progs guest asan fuzz unit check demo install clean distclean bench
 .SECONDARY:
 
 -include $(shell find $(B) -name '*.d' 2>/dev/null)

@@ -507,8 +507,9 @@ spawn(struct port *p, uint32_t stream, const struct spawn_spec *s,
 		in[0] = open("/dev/null", O_RDONLY | O_CLOEXEC);
 		if (pipe2(out, O_CLOEXEC) == 0)
 			err[1] = fcntl(out[1], F_DUPFD_CLOEXEC, 0);
-	} else if (pipe2(in, O_CLOEXEC) == 0 && pipe2(out, O_CLOEXEC) == 0)
-		(void)pipe2(err, O_CLOEXEC);
+	} else if (pipe2(in, O_CLOEXEC) == 0 && pipe2(out, O_CLOEXEC) == 0 &&
+	    pipe2(err, O_CLOEXEC) == -1)
+		err[1] = -1;	/* the check below reports it */
 	if (in[0] < 0 || out[1] < 0 || err[1] < 0) {
 		rc = sd_send_error(p, stream, "exec-failed", "pipe: %s",
 		    strerror(errno));

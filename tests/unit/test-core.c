@@ -156,10 +156,12 @@ each_on(const char *input)
 	f = fdopen(fd, "w");
 	fwrite(input, 1, strlen(input), f);
 	fclose(f);
-	freopen(path, "r", stdin);
+	if (freopen(path, "r", stdin) == NULL)
+		abort();
 	fflush(stdout);
 	saved_out = dup(1);
-	freopen("/dev/null", "w", stdout);
+	if (freopen("/dev/null", "w", stdout) == NULL)
+		abort();
 	seen_n = 0;
 	rc = sp_each(0, NULL, record, NULL);
 	fflush(stdout);
