@@ -4,14 +4,6 @@
 # README, a man page that formats without a warning, and completions.
 load helper
 
-commands() {
-	local c
-	for c in "$top"/cmd/space-*.c; do
-		c=${c##*/}
-		echo "${c%.c}"
-	done
-}
-
 @test "README and docs/*.md: every link stays in the repository and leads somewhere" {
 	run "$top/tests/check-links"
 	echo "$output"

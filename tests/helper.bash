@@ -12,6 +12,15 @@ export SPACE_NODE=${SPACE_NODE:-check}
 export SPACE_CONF=${SPACE_CONF:-/dev/null}
 export SPACE_GUEST=${SPACE_GUEST:-$top/guest/build}
 
+# The name of every command in cmd/, one per line.
+commands() {
+	local c
+	for c in "$top"/cmd/space-*.c; do
+		c=${c##*/}
+		echo "${c%.c}"
+	done
+}
+
 # The guest image as the template "minimal" (built once, reused after).
 import_minimal() {
 	space-template import --name minimal "$SPACE_GUEST/rootfs.tar.zst" >/dev/null

@@ -3,14 +3,6 @@
 # before or after the operands, as GNU getopt permutes; only "--" ends them.
 load helper
 
-commands() {
-	local c
-	for c in "$top"/cmd/space-*.c; do
-		c=${c##*/}
-		echo "${c%.c}"
-	done
-}
-
 version=$(sed -n 's/^VERSION = //p' "$top/Makefile")
 
 setup_file() {

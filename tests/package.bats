@@ -44,9 +44,7 @@ teardown_file() {
 
 @test "the package puts commands, man pages, completions and units where they belong" {
 	local c
-	for c in "$top"/cmd/space-*.c; do
-		c=${c##*/}
-		c=${c%.c}
+	for c in $(commands); do
 		[ -x "/usr/bin/$c" ] || { echo "no /usr/bin/$c"; false; }
 		[ "$(man -w "$c")" = "/usr/share/man/man1/$c.1.gz" ]
 		[ -e "/usr/share/bash-completion/completions/$c" ]
