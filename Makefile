@@ -9,12 +9,11 @@ PREFIX ?= /usr/local
 DESTDIR ?=
 UNITDIR ?= /etc/systemd/system
 CC ?= cc
-PKGS = libvirt libarchive libcurl libssl libcrypto
-# Linked into each command rather than loaded at its start: mapping and
-# relocating four more shared objects was a sixth of a short command's CPU
-# (docs/benchmarks.md).  libvirt, libcurl and
-# libarchive stay shared: they are loaded on first use (sp_dl.c).
-STATIC_PKGS = jansson sqlite3 libsodium libbtrfsutil
+# Debian's shared libraries, so that its security updates reach installed
+# commands.  libvirt, libcurl and libarchive are opened on first use
+# (sp_dl.c), so a short command does not map them (tests/linking.bats).
+PKGS = libvirt libarchive libcurl libssl libcrypto jansson sqlite3 libsodium \
+    libbtrfsutil
 VERSION = 0.1.0
 CFLAGS ?= -O2 -g
 WFLAGS = -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter
@@ -23,9 +22,8 @@ CPPFLAGS += -Ilib -DSP_VERSION='"$(VERSION)"'
 # rebuilds what includes it and nothing else.
 DEPFLAGS = -MMD -MP
 # --as-needed: a command links only the libraries its objects use.
-LIBS = -Wl,--as-needed $(shell pkg-config --libs $(PKGS)) \
-    -Wl,-Bstatic $(shell pkg-config --libs $(STATIC_PKGS)) -Wl,-Bdynamic \
-    -lm -lhttp_parser -lpthread
+LIBS = -Wl,--as-needed $(shell pkg-config --libs $(PKGS)) -lm -lhttp_parser \
+    -lpthread
 
 B = build
 LIB_SRC = $(wildcard lib/sp_*.c)
