@@ -54,7 +54,7 @@ split(const char *path, char *dir, size_t n, char *name, size_t m,
 	if (len - i == 0 || len - i >= m || i >= n ||
 	    (len - i == 1 && path[i] == '.') ||
 	    (len - i == 2 && strncmp(path + i, "..", 2) == 0))
-		return sp_err_set(e, "bad-input", 0, "\"%.200s\" names no file",
+		return sp_err_set(e, SP_E_BAD_INPUT, 0, "\"%.200s\" names no file",
 		    path);
 	memcpy(name, path + i, len - i);
 	name[len - i] = '\0';
@@ -78,7 +78,7 @@ open_chan(struct sp_ctx *x, const char *id, struct sp_chan **c,
 	    sp_db_sandbox_get(x->db, id, &row, e) == -1)
 		return -1;
 	if (row.state != SP_ST_RUNNING)
-		sp_err_set(e, "bad-state", 0, "sandbox is %s, not running",
+		sp_err_set(e, SP_E_BAD_STATE, 0, "sandbox is %s, not running",
 		    sp_state_name(row.state));
 	else if (sp_chan_open(c, x->conf.run, id, 30000, e) == 0)
 		rc = 0;
@@ -96,17 +96,17 @@ copy_in(struct sp_chan *c, const char *src, const char *dst, struct sp_err *e)
 	int rc = -1;
 
 	if (lstat(src, &hs) == -1)
-		return sp_err_sys(e, errno == ENOENT ? "not-found" : "io",
+		return sp_err_sys(e, errno == ENOENT ? SP_E_NOT_FOUND : SP_E_IO,
 		    "\"%.200s\"", src);
 	if (sp_fs_stat(c, dst, 1, &st, e) == 0 && strcmp(json_string_value(
 	    json_object_get(st, "type")), "dir") == 0) {
 		rc = sp_fs_put(c, src, dst, NULL, e);
 		goto out;
 	}
-	if (st == NULL && strcmp(e->code, "not-found") != 0)
+	if (st == NULL && e->code != SP_E_NOT_FOUND)
 		goto out;
 	if (st != NULL && S_ISDIR(hs.st_mode)) {
-		sp_err_set(e, "bad-input", 0, "cannot copy a directory onto "
+		sp_err_set(e, SP_E_BAD_INPUT, 0, "cannot copy a directory onto "
 		    "the file \"%.200s\"", dst);
 		goto out;
 	}

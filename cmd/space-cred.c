@@ -106,7 +106,7 @@ seconds(const char *what, const char *s, int64_t *out, struct sp_err *e)
 	v = strtoll(s, &end, 10);
 	if (errno != 0 || end == s || *end != '\0' || *s < '0' || *s > '9' ||
 	    v > 253402300799LL)
-		return sp_err_set(e, "bad-input", 0, "%s: not unix seconds "
+		return sp_err_set(e, SP_E_BAD_INPUT, 0, "%s: not unix seconds "
 		    "(0 to 253402300799)", what);
 	*out = v;
 	return 0;
@@ -120,8 +120,8 @@ fail(const char *what, json_t *extra, const struct sp_err *e)
 	json_t *o = extra != NULL ? extra : json_object();
 
 	json_object_set_new(o, "ok", json_false());
-	json_object_set_new(o, "error", json_string(e->code[0] ? e->code :
-	    "internal"));
+	json_object_set_new(o, "error", json_string(e->code != SP_E_NONE ?
+	    sp_code_name(e->code) : "internal"));
 	json_object_set_new(o, "msg", json_string(e->msg));
 	sp_out_json(o);
 	if (what != NULL)
@@ -155,7 +155,7 @@ read_secret(unsigned char *buf, size_t *n, struct sp_err *e)
 		if (r == -1 && errno == EINTR)
 			continue;
 		if (r == -1) {
-			sp_err_sys(e, "io", "read the secret from stdin");
+			sp_err_sys(e, SP_E_IO, "read the secret from stdin");
 			break;
 		}
 		if (r == 0)
@@ -175,10 +175,10 @@ read_secret(unsigned char *buf, size_t *n, struct sp_err *e)
 	if (got > 0 && buf[got - 1] == '\r')
 		got--;
 	if (got > SP_CRED_SECRET_MAX)
-		return sp_err_set(e, "bad-input", 0, "the secret is over %d "
+		return sp_err_set(e, SP_E_BAD_INPUT, 0, "the secret is over %d "
 		    "bytes", SP_CRED_SECRET_MAX);
 	if (got == 0)
-		return sp_err_set(e, "bad-input", 0, "no secret on stdin");
+		return sp_err_set(e, SP_E_BAD_INPUT, 0, "no secret on stdin");
 	*n = got;
 	return 0;
 }
@@ -195,7 +195,7 @@ hosts_check(const char *list, struct sp_err *e)
 	do {
 		n = strcspn(p, ",");
 		if (n >= sizeof one)
-			return sp_err_set(e, "bad-input", 0, "host '%.40s...' is "
+			return sp_err_set(e, SP_E_BAD_INPUT, 0, "host '%.40s...' is "
 			    "over %d characters", p, SP_CRED_HOST_MAX);
 		memcpy(one, p, n);
 		one[n] = '\0';
@@ -380,7 +380,7 @@ main(int argc, char *argv[])
 	if (strcmp(sub, "ls") == 0 && argc != 2)
 		usage();
 	if (sodium_init() < 0) {
-		sp_err_set(&e, "internal", 0, "libsodium cannot start");
+		sp_err_set(&e, SP_E_INTERNAL, 0, "libsodium cannot start");
 		return fail(NULL, NULL, &e);
 	}
 	if (sp_conf_load(&conf, &e) == -1)

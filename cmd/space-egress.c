@@ -50,7 +50,7 @@ parse(struct args *a, int argc, char *argv[], struct sp_err *e)
 	int check = strcmp(argv[1], "check") == 0;
 
 	if ((a->pos = calloc((size_t)argc, sizeof *a->pos)) == NULL)
-		return sp_err_set(e, "nomem", 1, "no memory");
+		return sp_err_set(e, SP_E_NOMEM, 1, "no memory");
 	for (i = 2; i < argc; i++) {
 		if (set && strcmp(argv[i], "--allow") == 0)
 			mode = ALLOW;
@@ -75,7 +75,7 @@ parse(struct args *a, int argc, char *argv[], struct sp_err *e)
 				return -1;
 		} else if (mode == ADDR) {
 			if (a->naddrs == SP_EGRESS_ADDRS_MAX)
-				return sp_err_set(e, "bad-input", 0, "at most %d "
+				return sp_err_set(e, SP_E_BAD_INPUT, 0, "at most %d "
 				    "addresses", SP_EGRESS_ADDRS_MAX);
 			if (sp_egress_addr_parse(argv[i], &a->addrs[a->naddrs++],
 			    e) == -1)
@@ -186,7 +186,7 @@ defaults_of(const struct args *a, const char *id, char tenant[SP_LABEL_MAX + 1],
 	if (sp_db_open(&db, &a->conf, e) == -1)
 		return -1;
 	if (sp_db_sandbox_get(db, id, &r, e) == -1) {
-		rc = strcmp(e->code, "not-found") == 0 ? 0 : -1;
+		rc = e->code == SP_E_NOT_FOUND ? 0 : -1;
 		goto out;
 	}
 	labels = json_loads(r.labels ? r.labels : "{}", 0, NULL);
@@ -263,7 +263,7 @@ port_parse(const char *s, int *port, struct sp_err *e)
 	errno = 0;
 	v = strtol(s, &end, 10);
 	if (s[0] < '1' || s[0] > '9' || *end != '\0' || errno != 0 || v > 65535)
-		return sp_err_set(e, "bad-input", 0, "'%.16s' is not a port "
+		return sp_err_set(e, SP_E_BAD_INPUT, 0, "'%.16s' is not a port "
 		    "(1 to 65535)", s);
 	*port = (int)v;
 	return 0;
@@ -306,7 +306,7 @@ cmd_check(struct args *a)
 	else
 		sp_egress_decide_name(&p, host, port, &d);
 	if (strcmp(d.reason, "bad-host") == 0 || strcmp(d.reason, "bad-port") == 0) {
-		sp_err_set(&e, "bad-input", 0, "'%.64s' is not a host name or "
+		sp_err_set(&e, SP_E_BAD_INPUT, 0, "'%.64s' is not a host name or "
 		    "address", host);
 		rc = sp_out_fail(id, &e);
 		goto done;

@@ -161,7 +161,7 @@ main(int argc, char *argv[])
 		goto out;
 	}
 	if (tty && isatty(0) && raw_enter() == -1) {
-		sp_err_sys(&e, "io", "raw terminal mode");
+		sp_err_sys(&e, SP_E_IO, "raw terminal mode");
 		rc = sp_exec_fail_status(id, &e);
 		goto out;
 	}

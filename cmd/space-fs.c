@@ -35,7 +35,7 @@ open_chan(struct sp_ctx *x, const char *id, struct sp_chan **c,
 	if (sp_db_sandbox_get(x->db, id, &row, e) == -1)
 		return -1;
 	if (row.state != SP_ST_RUNNING)
-		sp_err_set(e, "bad-state", 0, "sandbox is %s, not running",
+		sp_err_set(e, SP_E_BAD_STATE, 0, "sandbox is %s, not running",
 		    sp_state_name(row.state));
 	else if (sp_chan_open(c, x->conf.run, id, 30000, e) == 0)
 		rc = 0;

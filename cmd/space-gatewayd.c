@@ -45,12 +45,12 @@ open_log(const char *root, struct sp_err *e)
 	if (snprintf(dir, sizeof dir, "%s/egress", root) >= (int)sizeof dir ||
 	    snprintf(path, sizeof path, "%s/decisions.log", dir) >=
 	    (int)sizeof path)
-		return sp_err_set(e, "bad-input", 0, "SPACE_ROOT too long");
+		return sp_err_set(e, SP_E_BAD_INPUT, 0, "SPACE_ROOT too long");
 	if (sp_path_mkdirs(dir, 0700, e) == -1)
 		return -1;
 	if ((fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC,
 	    0600)) == -1)
-		return sp_err_sys(e, "io", "opening '%s'", path);
+		return sp_err_sys(e, SP_E_IO, "opening '%s'", path);
 	return fd;
 }
 

@@ -120,7 +120,7 @@ source(const char *s, char *out, size_t n, struct sp_err *e)
 	if (strncmp(s, "http://", 7) == 0 || strncmp(s, "https://", 8) == 0)
 		return sp_path_fmt(out, n, e, "%s", s);
 	if ((abs = realpath(s, NULL)) == NULL)
-		return sp_err_sys(e, "bad-input", "%s", s);
+		return sp_err_sys(e, SP_E_BAD_INPUT, "%s", s);
 	rc = sp_path_fmt(out, n, e, "%s", abs);
 	free(abs);
 	return rc;
@@ -307,7 +307,7 @@ rm1(const char *ref, json_t *rec, void *arg)
 	if (sp_db_sandbox_each(c->x.db, -1, count_use, &u, &e) == -1)
 		return sp_out_fail(ref, &e);
 	if (u.n > 0 && !c->force) {
-		sp_err_set(&e, "in-use", 0, "%d sandbox(es) use %s@%.12s (--force "
+		sp_err_set(&e, SP_E_IN_USE, 0, "%d sandbox(es) use %s@%.12s (--force "
 		    "removes it anyway: their disks are their own)", u.n, t.name,
 		    t.digest);
 		return sp_out_fail(ref, &e);

@@ -832,7 +832,7 @@ host_hello(const struct sp_frame *f, struct sp_err *e)
 	if (!json_is_string(op) || strcmp(json_string_value(op), "hello") != 0 ||
 	    !json_is_string(n) || json_string_length(n) > NONCE_MAX) {
 		json_decref(j);
-		return sp_err_set(e, "protocol", 0, "bad hello");
+		return sp_err_set(e, SP_E_PROTOCOL, 0, "bad hello");
 	}
 	/* A new host, or the same one starting over: nothing of before
 	 * stays.  A frame half written is finished, for the host skips
@@ -851,13 +851,13 @@ host_data(struct stream *s, const struct sp_frame *f, struct sp_err *e)
 	struct chunk *c;
 
 	if (s->kind == K_DNS)
-		return sp_err_set(e, "protocol", 0, "DATA on lookup %u",
+		return sp_err_set(e, SP_E_PROTOCOL, 0, "DATA on lookup %u",
 		    f->stream);
 	if (s->host_eof)
-		return sp_err_set(e, "protocol", 0, "DATA after EOF on "
+		return sp_err_set(e, SP_E_PROTOCOL, 0, "DATA after EOF on "
 		    "stream %u", f->stream);
 	if (f->len > SP_FRAME_CHUNK || f->len > s->down_avail)
-		return sp_err_set(e, "protocol", 0, "DATA of %u bytes over the "
+		return sp_err_set(e, SP_E_PROTOCOL, 0, "DATA of %u bytes over the "
 		    "window (%u) on stream %u", f->len, s->down_avail,
 		    f->stream);
 	if (f->len == 0) {
@@ -893,7 +893,7 @@ host_answer(struct stream *s, const struct sp_frame *f, struct sp_err *e)
 	int rc = -1;
 
 	if (s->kind != K_DNS)
-		return sp_err_set(e, "protocol", 0, "ANSWER on stream %u, not "
+		return sp_err_set(e, SP_E_PROTOCOL, 0, "ANSWER on stream %u, not "
 		    "a lookup", f->stream);
 	if (sp_frame_json(f, &j, e) == -1)
 		return -1;
@@ -901,7 +901,7 @@ host_answer(struct stream *s, const struct sp_frame *f, struct sp_err *e)
 	allow = json_object_get(j, "allow");
 	if (!json_is_string(name) || !json_is_boolean(allow) ||
 	    strcmp(json_string_value(name), s->q.name) != 0) {
-		sp_err_set(e, "protocol", 0, "bad ANSWER on stream %u",
+		sp_err_set(e, SP_E_PROTOCOL, 0, "bad ANSWER on stream %u",
 		    f->stream);
 		goto out;
 	}
@@ -942,14 +942,14 @@ host_frame(const struct sp_frame *f, struct sp_err *e)
 		sd_log(NULL, "egress: the host sent an error");
 		return 0;
 	default:
-		return sp_err_set(e, "protocol", 0, "unexpected frame type %u",
+		return sp_err_set(e, SP_E_PROTOCOL, 0, "unexpected frame type %u",
 		    f->type);
 	}
 	if (f->type == SP_FR_WINDOW && f->len != 4)
-		return sp_err_set(e, "protocol", 0, "WINDOW of %u bytes",
+		return sp_err_set(e, SP_E_PROTOCOL, 0, "WINDOW of %u bytes",
 		    f->len);
 	if (f->type == SP_FR_CLOSE && f->len != 0)
-		return sp_err_set(e, "protocol", 0, "CLOSE of %u bytes", f->len);
+		return sp_err_set(e, SP_E_PROTOCOL, 0, "CLOSE of %u bytes", f->len);
 	/* A stream we closed may still hear from the host: dropped. */
 	if ((s = stream_get(f->stream)) == NULL || s->close_pending) {
 		if (s != NULL && f->type == SP_FR_CLOSE)
@@ -961,11 +961,11 @@ host_frame(const struct sp_frame *f, struct sp_err *e)
 		return host_data(s, f, e);
 	case SP_FR_WINDOW:
 		if (s->kind == K_DNS)
-			return sp_err_set(e, "protocol", 0, "WINDOW on lookup "
+			return sp_err_set(e, SP_E_PROTOCOL, 0, "WINDOW on lookup "
 			    "%u", f->stream);
 		inc = sp_be32_get(f->data);
 		if (inc > SP_EGRESS_WINDOW - s->up_avail)
-			return sp_err_set(e, "protocol", 0, "WINDOW of %u over "
+			return sp_err_set(e, SP_E_PROTOCOL, 0, "WINDOW of %u over "
 			    "what was sent on stream %u", inc, f->stream);
 		s->up_avail += inc;
 		return 0;

@@ -39,14 +39,14 @@ req_path(struct port *p, uint32_t stream, json_t *req, const char *key,
 	const char *s;
 
 	if (!json_is_string(v)) {
-		*rc = sd_send_error(p, stream, "bad-input", "%s must be a path",
+		*rc = sd_send_error(p, stream, SP_E_BAD_INPUT, "%s must be a path",
 		    key);
 		return NULL;
 	}
 	s = json_string_value(v);
 	if (json_string_length(v) != strlen(s) || s[0] != '/' ||
 	    strlen(s) >= FS_PATH_MAX) {
-		*rc = sd_send_error(p, stream, "bad-input", "%s must be an "
+		*rc = sd_send_error(p, stream, SP_E_BAD_INPUT, "%s must be an "
 		    "absolute path under %d bytes without NUL", key,
 		    FS_PATH_MAX);
 		return NULL;
@@ -55,31 +55,31 @@ req_path(struct port *p, uint32_t stream, json_t *req, const char *key,
 }
 
 /* The error token of an errno. */
-static const char *
+static enum sp_code
 err_code(int err)
 {
 	switch (err) {
 	case ENOENT:
-		return "not-found";
+		return SP_E_NOT_FOUND;
 	case EEXIST:
-		return "exists";
+		return SP_E_EXISTS;
 	case ENOTEMPTY:
-		return "not-empty";
+		return SP_E_NOT_EMPTY;
 	case EACCES:
 	case EPERM:
 	case EROFS:
-		return "denied";
+		return SP_E_DENIED;
 	case ENOTDIR:
 	case EISDIR:
 	case EINVAL:
 	case ENAMETOOLONG:
 	case ELOOP:
-		return "bad-input";
+		return SP_E_BAD_INPUT;
 	case ENOSPC:
 	case EDQUOT:
-		return "no-space";
+		return SP_E_NO_SPACE;
 	default:
-		return "io";
+		return SP_E_IO;
 	}
 }
 
@@ -133,7 +133,7 @@ next_input(struct port *p, uint32_t stream, struct sp_frame *f,
 	if (sd_recv_frame(p, f, FS_TIMEOUT_MS, e) == -1)
 		return -1;
 	if (f->type != SP_FR_STDIN || f->stream != stream)
-		return sp_err_set(e, "protocol", 0, "frame of type %u stream %u "
+		return sp_err_set(e, SP_E_PROTOCOL, 0, "frame of type %u stream %u "
 		    "during a data call", f->type, f->stream);
 	return f->len > 0;
 }
@@ -155,7 +155,7 @@ fs_read(struct port *p, uint32_t stream, json_t *req)
 		goto out;
 	}
 	if (!S_ISREG(st.st_mode)) {
-		rc = sd_send_error(p, stream, "bad-input", "\"%.300s\" is not "
+		rc = sd_send_error(p, stream, SP_E_BAD_INPUT, "\"%.300s\" is not "
 		    "a regular file", path);
 		goto out;
 	}
@@ -197,7 +197,7 @@ write_common(struct port *p, uint32_t stream, json_t *req, int append)
 		return rc;
 	if ((mode = req_mode(req, -1)) == -1 &&
 	    json_object_get(req, "mode") != NULL)
-		return sd_send_error(p, stream, "bad-input", "mode must be an "
+		return sd_send_error(p, stream, SP_E_BAD_INPUT, "mode must be an "
 		    "integer 0..07777");
 	tmp[0] = '\0';
 	if (append) {
@@ -235,8 +235,8 @@ write_common(struct port *p, uint32_t stream, json_t *req, int append)
 	}
 	if (r == -1) {
 		sd_log(p, "stream %u: %s", stream, e.msg);
-		rc = strcmp(e.code, "protocol") == 0 ?
-		    sd_send_error(p, stream, "protocol", "%s", e.msg) : -1;
+		rc = e.code == SP_E_PROTOCOL ?
+		    sd_send_error(p, stream, SP_E_PROTOCOL, "%s", e.msg) : -1;
 		goto out;
 	}
 	/* Appends may go to a device or a pipe, which cannot be synced. */
@@ -408,7 +408,7 @@ fs_mkdir(struct port *p, uint32_t stream, json_t *req)
 	if ((path = req_path(p, stream, req, "path", &rc)) == NULL)
 		return rc;
 	if ((mode = req_mode(req, 0755)) == -1)
-		return sd_send_error(p, stream, "bad-input", "mode must be an "
+		return sd_send_error(p, stream, SP_E_BAD_INPUT, "mode must be an "
 		    "integer 0..07777");
 	if (!flag(req, "parents")) {
 		if (mkdir(path, mode) == -1)
@@ -460,7 +460,7 @@ fs_remove(struct port *p, uint32_t stream, json_t *req)
 	if ((path = req_path(p, stream, req, "path", &rc)) == NULL)
 		return rc;
 	if (strspn(path, "/") == strlen(path))
-		return sd_send_error(p, stream, "bad-input", "will not remove /");
+		return sd_send_error(p, stream, SP_E_BAD_INPUT, "will not remove /");
 	if (lstat(path, &st) == -1)
 		return sys_error(p, stream, "stat", path);
 	if (!S_ISDIR(st.st_mode)) {
@@ -538,7 +538,7 @@ tar_out(struct port *p, uint32_t stream, json_t *req)
 	struct archive *w = NULL;
 	struct tar_io t = { p, stream, 0, 0 };
 	const char *path, *top, *slash;
-	struct sp_err e = { "", 0, "" };
+	struct sp_err e = { SP_E_NONE, 0, "" };
 	struct stat st;
 	size_t plen;
 	json_t *v;
@@ -559,12 +559,12 @@ tar_out(struct port *p, uint32_t stream, json_t *req)
 	    json_string_length(v) == 0 || json_string_length(v) > 255 ||
 	    strchr(json_string_value(v), '/') != NULL ||
 	    strcmp(json_string_value(v), "..") == 0))
-		return sd_send_error(p, stream, "bad-input", "name must be one "
+		return sd_send_error(p, stream, SP_E_BAD_INPUT, "name must be one "
 		    "path component");
 	if (v != NULL)
 		top = json_string_value(v);
 	if ((w = archive_write_new()) == NULL) {
-		rc = sd_send_error(p, stream, "nomem", "libarchive");
+		rc = sd_send_error(p, stream, SP_E_NOMEM, "libarchive");
 		goto out;
 	}
 	archive_write_set_format_pax_restricted(w);
@@ -575,20 +575,21 @@ tar_out(struct port *p, uint32_t stream, json_t *req)
 		goto out;
 	}
 	if (archive_write_open(w, &t, NULL, tar_write_cb, NULL) != ARCHIVE_OK) {
-		sp_err_set(&e, "io", 0, "%s", archive_error_string(w));
+		sp_err_set(&e, SP_E_IO, 0, "%s", archive_error_string(w));
 		goto fail;
 	}
 	/* Entries are named from top; mounts below path are not crossed. */
 	if (sp_tar_pack(w, path, top, SP_TAR_ONE_FS, &e) == -1)
 		goto fail;
 	if (archive_write_close(w) != ARCHIVE_OK) {
-		sp_err_set(&e, "io", 0, "%s", archive_error_string(w));
+		sp_err_set(&e, SP_E_IO, 0, "%s", archive_error_string(w));
 		goto fail;
 	}
 	rc = done(p, stream, NULL);
 	goto out;
 fail:
-	rc = t.gone ? -1 : sd_send_error(p, stream, e.code[0] ? e.code : "io",
+	rc = t.gone ? -1 : sd_send_error(p, stream, e.code != SP_E_NONE ?
+	    e.code : SP_E_IO,
 	    "tar \"%.300s\": %.200s", path, e.msg);
 out:
 	t.ended = 1;
@@ -632,7 +633,7 @@ tar_in(struct port *p, uint32_t stream, json_t *req)
 	char real[PATH_MAX], name[PATH_MAX * 2];
 	struct archive *rd = NULL, *disk = NULL;
 	struct archive_entry *ent;
-	struct tar_in t = { p, stream, 0, 0, { "", 0, "" } };
+	struct tar_in t = { p, stream, 0, 0, { SP_E_NONE, 0, "" } };
 	const char *dir, *ep, *err = NULL;
 	const void *buf;
 	size_t size;
@@ -647,11 +648,11 @@ tar_in(struct port *p, uint32_t stream, json_t *req)
 	if (realpath(dir, real) == NULL || stat(real, &st) == -1)
 		return sys_error(p, stream, "resolve", dir);
 	if (!S_ISDIR(st.st_mode))
-		return sd_send_error(p, stream, "bad-input", "\"%.300s\" is not "
+		return sd_send_error(p, stream, SP_E_BAD_INPUT, "\"%.300s\" is not "
 		    "a directory", dir);
 	if ((rd = archive_read_new()) == NULL ||
 	    (disk = archive_write_disk_new()) == NULL) {
-		rc = sd_send_error(p, stream, "nomem", "libarchive");
+		rc = sd_send_error(p, stream, SP_E_NOMEM, "libarchive");
 		goto out;
 	}
 	archive_read_support_format_tar(rd);
@@ -723,10 +724,10 @@ tar_in(struct port *p, uint32_t stream, json_t *req)
 	rc = done(p, stream, json_pack("{s:I}", "entries", (json_int_t)count));
 	goto out;
 fail:
-	if (t.broke && strcmp(t.e.code, "protocol") != 0)
+	if (t.broke && t.e.code != SP_E_PROTOCOL)
 		rc = -1;
 	else
-		rc = sd_send_error(p, stream, t.broke ? "protocol" : "bad-input",
+		rc = sd_send_error(p, stream, t.broke ? SP_E_PROTOCOL : SP_E_BAD_INPUT,
 		    "untar into \"%.300s\": %.200s", dir, t.broke ? t.e.msg :
 		    err != NULL ? err : "failed");
 out:

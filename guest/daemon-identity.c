@@ -173,10 +173,10 @@ sd_op_clock(struct port *p, uint32_t stream, json_t *req)
 	char why[128];
 
 	if (json_object_get(req, "time_ns") == NULL)
-		return sd_send_error(p, stream, "bad-input", "clock needs "
+		return sd_send_error(p, stream, SP_E_BAD_INPUT, "clock needs "
 		    "time_ns");
 	if (set_clock(json_object_get(req, "time_ns"), why, sizeof why) == -1)
-		return sd_send_error(p, stream, "bad-input", "%s", why);
+		return sd_send_error(p, stream, SP_E_BAD_INPUT, "%s", why);
 	return sd_send_json(p, SP_FR_EXIT, stream, json_pack("{s:i}",
 	    "status", 0));
 }
@@ -194,24 +194,24 @@ sd_op_identity(struct port *p, uint32_t stream, json_t *req)
 	if (json_unpack(req, "{s:s, s:s, s:s}", "id", &id, "hostname", &host,
 	    "seed", &hex) == -1 || strlen(id) > 64 || !hostname_ok(host) ||
 	    unhex(hex, seed, sizeof seed) == -1)
-		return sd_send_error(p, stream, "bad-input", "identity needs id, "
+		return sd_send_error(p, stream, SP_E_BAD_INPUT, "identity needs id, "
 		    "a host name of [a-z0-9-] and a %d-byte hex seed", SEED_BYTES);
 	labels = json_object_get(req, "labels");
 	if (labels != NULL && !json_is_object(labels))
-		return sd_send_error(p, stream, "bad-input", "labels must be an "
+		return sd_send_error(p, stream, SP_E_BAD_INPUT, "labels must be an "
 		    "object");
 	env = json_object_get(req, "env");
 	if (!env_ok(env))
-		return sd_send_error(p, stream, "bad-input", "env must be at most "
+		return sd_send_error(p, stream, SP_E_BAD_INPUT, "env must be at most "
 		    "%d strings NAME=VALUE", SD_ENV_MAX);
 	if (set_clock(json_object_get(req, "time_ns"), why, sizeof why) == -1)
-		return sd_send_error(p, stream, "bad-input", "%s", why);
+		return sd_send_error(p, stream, SP_E_BAD_INPUT, "%s", why);
 	rc = reseed(seed, why, sizeof why);
 	explicit_bzero(seed, sizeof seed);
 	if (rc == -1)
-		return sd_send_error(p, stream, "reseed-failed", "%s", why);
+		return sd_send_error(p, stream, SP_E_RESEED_FAILED, "%s", why);
 	if (sethostname(host, strlen(host)) == -1)
-		return sd_send_error(p, stream, "io", "sethostname: %s",
+		return sd_send_error(p, stream, SP_E_IO, "sethostname: %s",
 		    strerror(errno));
 	/* Written whole, then renamed: a reader never sees half of it. */
 	mkdir(IDENTITY_DIR, 0755);
@@ -222,7 +222,7 @@ sd_op_identity(struct port *p, uint32_t stream, json_t *req)
 	json_decref(rec);
 	if (rc == -1 || rename(tmp, IDENTITY_FILE) == -1) {
 		unlink(tmp);
-		return sd_send_error(p, stream, "io", "cannot write %s",
+		return sd_send_error(p, stream, SP_E_IO, "cannot write %s",
 		    IDENTITY_FILE);
 	}
 	pthread_mutex_lock(&env_mu);

@@ -437,7 +437,7 @@ host_stop(struct port *p)
 	if (pfd.revents & (POLLHUP | POLLERR | POLLNVAL))
 		return -1;
 	if (sd_recv_frame(p, &f, 0, &e) == -1)
-		return strcmp(e.code, "timeout") == 0 ? 0 : -1;
+		return e.code == SP_E_TIMED_OUT ? 0 : -1;
 	return 1;
 }
 
@@ -457,12 +457,12 @@ sd_op_logs(struct port *p, uint32_t stream, json_t *req)
 
 	follow = json_is_true(json_object_get(req, "follow"));
 	if (pid_of(req, &pid) == -1)
-		return sd_send_error(p, stream, "bad-input", "pid must be a "
+		return sd_send_error(p, stream, SP_E_BAD_INPUT, "pid must be a "
 		    "positive integer");
 	pthread_mutex_lock(&mu);
 	if ((i = slot_of(pid)) < 0 || !procs[i].detached) {
 		pthread_mutex_unlock(&mu);
-		return sd_send_error(p, stream, "not-found", "no detached "
+		return sd_send_error(p, stream, SP_E_NOT_FOUND, "no detached "
 		    "process %d of this daemon", (int)pid);
 	}
 	mine = procs[i].seq;
@@ -470,7 +470,7 @@ sd_op_logs(struct port *p, uint32_t stream, json_t *req)
 		/* While unlocked the slot may have gone to a newer process. */
 		if (procs[i].seq != mine) {
 			pthread_mutex_unlock(&mu);
-			return sd_send_error(p, stream, "not-found", "process "
+			return sd_send_error(p, stream, SP_E_NOT_FOUND, "process "
 			    "%d left the table", (int)pid);
 		}
 		n = ring_get(&procs[i], &off, p->out + SP_FRAME_HDR,
@@ -517,11 +517,11 @@ sd_op_kill(struct port *p, uint32_t stream, json_t *req)
 	pid_t pid;
 
 	if (pid_of(req, &pid) == -1)
-		return sd_send_error(p, stream, "bad-input", "pid must be a "
+		return sd_send_error(p, stream, SP_E_BAD_INPUT, "pid must be a "
 		    "positive integer");
 	if (v != NULL && (!json_is_integer(v) || json_integer_value(v) < 0 ||
 	    json_integer_value(v) > 64))
-		return sd_send_error(p, stream, "bad-input", "signal must be "
+		return sd_send_error(p, stream, SP_E_BAD_INPUT, "signal must be "
 		    "a number from 0 to 64");
 	if (v != NULL)
 		sig = (int)json_integer_value(v);
@@ -534,13 +534,13 @@ sd_op_kill(struct port *p, uint32_t stream, json_t *req)
 	}
 	pthread_mutex_unlock(&mu);
 	if (i < 0)
-		return sd_send_error(p, stream, "not-found", "no process %d of "
+		return sd_send_error(p, stream, SP_E_NOT_FOUND, "no process %d of "
 		    "this daemon", (int)pid);
 	if (r == -1 && saved == ESRCH)
-		return sd_send_error(p, stream, "bad-state", "process %d is "
+		return sd_send_error(p, stream, SP_E_BAD_STATE, "process %d is "
 		    "not running", (int)pid);
 	if (r == -1)
-		return sd_send_error(p, stream, "io", "kill %d: %s", (int)pid,
+		return sd_send_error(p, stream, SP_E_IO, "kill %d: %s", (int)pid,
 		    strerror(saved));
 	return sd_send_json(p, SP_FR_EXIT, stream, json_pack("{s:i}",
 	    "status", 0));

@@ -68,7 +68,7 @@ int sd_send_out(struct port *p, uint8_t type, uint32_t stream, size_t n);
 int sd_send_json(struct port *p, uint8_t type, uint32_t stream, json_t *j);
 /* ERROR {"error":code,"msg":...}; returns what sd_send_out does, so an op
  * that failed cleanly returns 0 and the connection goes on. */
-int sd_send_error(struct port *p, uint32_t stream, const char *code,
+int sd_send_error(struct port *p, uint32_t stream, enum sp_code code,
     const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 /* Blocks for the host's next frame (for ops that take a stream of data);
  * 1 and a frame (valid until the next call), -1 when the host went or broke

@@ -153,24 +153,25 @@ sd_send_json(struct port *p, uint8_t type, uint32_t stream, json_t *j)
 }
 
 int
-sd_send_error(struct port *p, uint32_t stream, const char *code,
+sd_send_error(struct port *p, uint32_t stream, enum sp_code code,
     const char *fmt, ...)
 {
 	char msg[512];
 	json_t *j;
 	va_list ap;
+	const char *name = sp_code_name(code);
 	size_t i;
 
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof msg, fmt, ap);
 	va_end(ap);
-	sd_log(p, "stream %u: %s: %s", stream, code, msg);
+	sd_log(p, "stream %u: %s: %s", stream, name, msg);
 	/* A cut may have split a UTF-8 sequence: then send plain ASCII. */
-	if ((j = json_pack("{s:s,s:s}", "error", code, "msg", msg)) == NULL) {
+	if ((j = json_pack("{s:s,s:s}", "error", name, "msg", msg)) == NULL) {
 		for (i = 0; msg[i] != '\0'; i++)
 			if ((unsigned char)msg[i] >= 0x80)
 				msg[i] = '?';
-		j = json_pack("{s:s,s:s}", "error", code, "msg", msg);
+		j = json_pack("{s:s,s:s}", "error", name, "msg", msg);
 	}
 	return sd_send_json(p, SP_FR_ERROR, stream, j);
 }
@@ -497,7 +498,7 @@ spawn(struct port *p, uint32_t stream, const struct spawn_spec *s,
 
 	if (s->tty) {
 		if (pty_open(s->rows, s->cols, &master, &in[0]) == -1) {
-			rc = sd_send_error(p, stream, "exec-failed", "pty: %s",
+			rc = sd_send_error(p, stream, SP_E_EXEC_FAILED, "pty: %s",
 			    strerror(errno));
 			goto out;
 		}
@@ -511,7 +512,7 @@ spawn(struct port *p, uint32_t stream, const struct spawn_spec *s,
 	    pipe2(err, O_CLOEXEC) == -1)
 		err[1] = -1;	/* the check below reports it */
 	if (in[0] < 0 || out[1] < 0 || err[1] < 0) {
-		rc = sd_send_error(p, stream, "exec-failed", "pipe: %s",
+		rc = sd_send_error(p, stream, SP_E_EXEC_FAILED, "pipe: %s",
 		    strerror(errno));
 		goto out;
 	}
@@ -520,7 +521,7 @@ spawn(struct port *p, uint32_t stream, const struct spawn_spec *s,
 		;
 	if ((a.paths = exec_paths(s->argv[0], env_path(s->envp))) == NULL ||
 	    (a.sh_argv = calloc(argc + 2, sizeof *a.sh_argv)) == NULL) {
-		rc = sd_send_error(p, stream, "exec-failed", "out of memory");
+		rc = sd_send_error(p, stream, SP_E_EXEC_FAILED, "out of memory");
 		goto out;
 	}
 	a.sh_argv[0] = "/bin/sh";
@@ -528,7 +529,7 @@ spawn(struct port *p, uint32_t stream, const struct spawn_spec *s,
 	/* Back here once the child has called execve or exited. */
 	if ((pid = clone(child, stack + sizeof stack,
 	    CLONE_VM | CLONE_VFORK | SIGCHLD, &a)) == -1) {
-		rc = sd_send_error(p, stream, "exec-failed", "clone: %s",
+		rc = sd_send_error(p, stream, SP_E_EXEC_FAILED, "clone: %s",
 		    strerror(errno));
 		goto out;
 	}
@@ -537,7 +538,7 @@ spawn(struct port *p, uint32_t stream, const struct spawn_spec *s,
 			;
 		if (a.sf.stage < 0 || a.sf.stage > 3)
 			a.sf.stage = 0;
-		rc = sd_send_error(p, stream, "exec-failed", "%s \"%.200s\": %s",
+		rc = sd_send_error(p, stream, SP_E_EXEC_FAILED, "%s \"%.200s\": %s",
 		    stages[a.sf.stage], a.sf.stage == 1 ? s->cwd : s->argv[0],
 		    strerror(a.sf.err));
 		goto out;
@@ -553,7 +554,7 @@ spawn(struct port *p, uint32_t stream, const struct spawn_spec *s,
 				;
 			if (pidfd >= 0)
 				close(pidfd);
-			rc = sd_send_error(p, stream, "busy", "%d processes "
+			rc = sd_send_error(p, stream, SP_E_BUSY, "%d processes "
 			    "are running already", PROCS_MAX);
 			goto out;
 		}
@@ -713,31 +714,31 @@ op_exec(struct port *p, uint32_t stream, json_t *req)
 	/* Sent ahead of its identity's answer: it follows that identity. */
 	if (json_is_true(json_object_get(req, "after_identity")) &&
 	    !p->identity_set) {
-		rc = sd_send_error(p, stream, "bad-state", "the identity this "
+		rc = sd_send_error(p, stream, SP_E_BAD_STATE, "the identity this "
 		    "command was to follow was not set");
 		goto out;
 	}
 	if ((argv = strings(json_object_get(req, "argv"), 1)) == NULL ||
 	    argv[0][0] == '\0') {
-		rc = sd_send_error(p, stream, "bad-input", "argv must be an "
+		rc = sd_send_error(p, stream, SP_E_BAD_INPUT, "argv must be an "
 		    "array of 1 to %d strings, the first not empty", ARGS_MAX);
 		goto out;
 	}
 	if ((v = json_object_get(req, "env")) != NULL &&
 	    (envp = strings(v, 0)) == NULL) {
-		rc = sd_send_error(p, stream, "bad-input", "env must be an array "
+		rc = sd_send_error(p, stream, SP_E_BAD_INPUT, "env must be an array "
 		    "of at most %d strings", ARGS_MAX);
 		goto out;
 	}
 	for (i = 0; envp != NULL && envp[i] != NULL; i++)
 		if (strchr(envp[i], '=') == NULL || envp[i][0] == '=') {
-			rc = sd_send_error(p, stream, "bad-input",
+			rc = sd_send_error(p, stream, SP_E_BAD_INPUT,
 			    "env[%zu] is not NAME=VALUE", i);
 			goto out;
 		}
 	if ((v = json_object_get(req, "cwd")) != NULL) {
 		if (!json_is_string(v) || json_string_length(v) == 0) {
-			rc = sd_send_error(p, stream, "bad-input",
+			rc = sd_send_error(p, stream, SP_E_BAD_INPUT,
 			    "cwd must be a path");
 			goto out;
 		}
@@ -748,13 +749,13 @@ op_exec(struct port *p, uint32_t stream, json_t *req)
 	s.detach = json_is_true(json_object_get(req, "detach"));
 	if (int_opt(req, "rows", 0, 4096, &s.rows) == -1 ||
 	    int_opt(req, "cols", 0, 4096, &s.cols) == -1) {
-		rc = sd_send_error(p, stream, "bad-input", "rows and cols must "
+		rc = sd_send_error(p, stream, SP_E_BAD_INPUT, "rows and cols must "
 		    "be numbers from 0 to 4096");
 		goto out;
 	}
 	if ((v = json_object_get(req, "user")) != NULL &&
 	    sd_user_resolve(v, &s, home, sizeof home, why, sizeof why) == -1) {
-		rc = sd_send_error(p, stream, "bad-input", "%s", why);
+		rc = sd_send_error(p, stream, SP_E_BAD_INPUT, "%s", why);
 		goto out;
 	}
 	if (s.tty)
@@ -780,7 +781,7 @@ hello(struct port *p, uint32_t stream, json_t *req)
 	n = json_object_get(req, "nonce");
 	if (!json_is_string(op) || strcmp(json_string_value(op), "hello") != 0 ||
 	    !json_is_string(n) || json_string_length(n) > NONCE_MAX)
-		return sd_send_error(p, stream, "protocol", "bad hello");
+		return sd_send_error(p, stream, SP_E_PROTOCOL, "bad hello");
 	/* A host that came back after a disconnect we did not see. */
 	call_abort(p);
 	p->identity_set = 0;
@@ -835,17 +836,17 @@ handle_frame(struct port *p, const struct sp_frame *f)
 	case SP_FR_REQ:
 		break;
 	default:
-		return sd_send_error(p, f->stream, "protocol",
+		return sd_send_error(p, f->stream, SP_E_PROTOCOL,
 		    "unexpected frame type %u", f->type);
 	}
 	if (sp_frame_json(f, &j, &e) == -1)
-		return sd_send_error(p, f->stream, "protocol", "%s", e.msg);
+		return sd_send_error(p, f->stream, SP_E_PROTOCOL, "%s", e.msg);
 	if (f->type == SP_FR_HELLO) {
 		rc = hello(p, f->stream, j);
 		goto out;
 	}
 	if (!json_is_string(op = json_object_get(j, "op"))) {
-		rc = sd_send_error(p, f->stream, "bad-input", "request without op");
+		rc = sd_send_error(p, f->stream, SP_E_BAD_INPUT, "request without op");
 		goto out;
 	}
 	/* A signal or a new window size for the running call; one that
@@ -857,7 +858,7 @@ handle_frame(struct port *p, const struct sp_frame *f)
 		goto out;
 	}
 	if (p->call.pid != 0) {
-		rc = sd_send_error(p, f->stream, "busy", "a call is running on "
+		rc = sd_send_error(p, f->stream, SP_E_BUSY, "a call is running on "
 		    "this port (stream %u)", p->call.stream);
 		goto out;
 	}
@@ -869,7 +870,7 @@ handle_frame(struct port *p, const struct sp_frame *f)
 			rc = ops[i].run(p, f->stream, j);
 			goto out;
 		}
-	rc = sd_send_error(p, f->stream, "bad-input", "unknown op \"%.64s\"",
+	rc = sd_send_error(p, f->stream, SP_E_BAD_INPUT, "unknown op \"%.64s\"",
 	    json_string_value(op));
 out:
 	json_decref(j);
@@ -893,14 +894,14 @@ sd_recv_frame(struct port *p, struct sp_frame *f, int timeout_ms,
 		if (r == -1 && errno == EINTR)
 			continue;
 		if (r == -1)
-			return sp_err_sys(e, "io", "poll");
+			return sp_err_sys(e, SP_E_IO, "poll");
 		if (r == 0)
-			return sp_err_set(e, "timeout", 1, "the host sent nothing");
+			return sp_err_set(e, SP_E_TIMED_OUT, 1, "the host sent nothing");
 		n = read(p->fd, p->buf, sizeof p->buf);
 		if (n == -1 && (errno == EINTR || errno == EAGAIN))
 			continue;
 		if (n <= 0)
-			return sp_err_set(e, "gone", 0, "the host went away");
+			return sp_err_set(e, SP_E_GONE, 0, "the host went away");
 		if (sp_frame_dec_feed(&p->dec, p->buf, n, e) == -1)
 			return -1;
 	}
@@ -919,7 +920,7 @@ bad_stream(struct port *p, const struct sp_err *e)
 {
 	call_abort(p);
 	dec_reset(p);
-	return sd_send_error(p, 0, "protocol", "%s", e->msg);
+	return sd_send_error(p, 0, SP_E_PROTOCOL, "%s", e->msg);
 }
 
 /* Serves one host connection until it goes away. */

@@ -20,17 +20,70 @@
 #define SP_EXIT_TEMP	111	/* temporary failure: a retry may help */
 
 /* ---- err: stable error tokens + message ---- */
+/* The error tokens: the "error" of a command's JSON line, the code of a
+ * guest's error frame.  Their names are in sp_err.c; a new one is added to
+ * both and to the list in docs/design.md. */
+enum sp_code {
+	SP_E_NONE,		/* no error set */
+	SP_E_AUDIT,
+	SP_E_BAD_INPUT,
+	SP_E_BAD_STATE,
+	SP_E_BTRFS,
+	SP_E_BUSY,
+	SP_E_CORRUPT,
+	SP_E_DB,
+	SP_E_DENIED,
+	SP_E_EXEC_FAILED,
+	SP_E_EXISTS,
+	SP_E_EXPIRED,
+	SP_E_FETCH,
+	SP_E_FULL,
+	SP_E_GONE,
+	SP_E_GUEST,
+	SP_E_IN_USE,
+	SP_E_INTERNAL,
+	SP_E_IO,
+	SP_E_KEY_REVOKED,
+	SP_E_KILLED,
+	SP_E_KMS,
+	SP_E_LIBVIRT,
+	SP_E_NO_SPACE,
+	SP_E_NOMEM,
+	SP_E_NOT_BTRFS,
+	SP_E_NOT_EMPTY,
+	SP_E_NOT_FOUND,
+	SP_E_NOT_INITIALIZED,
+	SP_E_NOT_RESTORABLE,
+	SP_E_NOT_RUNNING,
+	SP_E_PARTIAL,
+	SP_E_PROTOCOL,
+	SP_E_QEMU,
+	SP_E_RATE_LIMITED,
+	SP_E_RESEED_FAILED,
+	SP_E_STOPPED,
+	SP_E_TIMED_OUT,
+	SP_E_TLS,
+	SP_E_TOO_BIG,
+	SP_E_VAULT,
+	SP_E__COUNT
+};
+
 struct sp_err {
-	char code[32];		/* stable token: not-found, bad-state, bad-input, ... */
+	enum sp_code code;	/* SP_E_NONE until an error is set */
 	int temp;		/* 1 when a retry may help */
 	char msg[512];
 };
 
+/* The token's name ("not-found"), "" for SP_E_NONE. */
+const char *sp_code_name(enum sp_code code);
+/* The token named name; -1 when there is none (a guest's unknown code). */
+int sp_code_of(const char *name, enum sp_code *code);
+
 /* All return -1 so that `return sp_err_set(...)` reads naturally. */
-int sp_err_set(struct sp_err *e, const char *code, int temp,
+int sp_err_set(struct sp_err *e, enum sp_code code, int temp,
     const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 /* Like sp_err_set, appends ": strerror(errno)"; temp is derived from errno. */
-int sp_err_sys(struct sp_err *e, const char *code, const char *fmt, ...)
+int sp_err_sys(struct sp_err *e, enum sp_code code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 void sp_err_clear(struct sp_err *e);
 /* The exit status an error maps to: 111 when temp, 100 for bad-input, else 1. */
@@ -744,7 +797,7 @@ int sp_template_path(const char *root, const struct sp_template_row *t,
 struct sp_dl {
 	const char *soname;	/* "libcurl.so.4" */
 	const char *name;	/* for messages: "libcurl" */
-	const char *code;	/* the sp_err code of a failure */
+	enum sp_code code;	/* the sp_err code of a failure */
 	pthread_mutex_t mu;
 	int loaded;
 };

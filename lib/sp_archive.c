@@ -4,7 +4,7 @@
 union sp_archive_fns sp_archive;
 
 static struct sp_dl dl = SP_DL_INIT("libarchive.so.13", "libarchive",
-    "internal");
+    SP_E_INTERNAL);
 static const char *const names[] = {
 #define SP_ARCHIVE_NAME(m, f) #f,
 	SP_ARCHIVE_FUNCS(SP_ARCHIVE_NAME)

@@ -299,7 +299,7 @@ sp_boost_repair(const char *run_dir, const char *id, struct sp_err *e)
 	if (sp_path_fmt(mark, sizeof mark, e, "%s/%s/" MARK, run_dir, id) == -1)
 		return -1;
 	if ((fd = open(mark, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)) == -1)
-		return errno == ENOENT ? 0 : sp_err_sys(e, "io", "%s", mark);
+		return errno == ENOENT ? 0 : sp_err_sys(e, SP_E_IO, "%s", mark);
 	/* Held: its booster is alive and puts it back itself. */
 	if (flock(fd, LOCK_EX | LOCK_NB) == -1) {
 		close(fd);
@@ -321,17 +321,17 @@ sp_boost_repair(const char *run_dir, const char *id, struct sp_err *e)
 	val[strspn(val, "0123456789")] = '\0';
 	if (strncmp(rec, "/sys/fs/cgroup/", 15) != 0 || strstr(rec, "..") ||
 	    strstr(rec, id) == NULL || *val == '\0' || strlen(val) > 6) {
-		rc = sp_err_set(e, "bad-input", 0, "%s: not a boost record",
+		rc = sp_err_set(e, SP_E_BAD_INPUT, 0, "%s: not a boost record",
 		    mark);
 		goto out;
 	}
 	if ((w = open(rec, O_WRONLY | O_CLOEXEC)) == -1) {
 		/* The VM and its cgroup are gone: nothing to put back. */
-		rc = errno == ENOENT ? 1 : sp_err_sys(e, "io", "%s", rec);
+		rc = errno == ENOENT ? 1 : sp_err_sys(e, SP_E_IO, "%s", rec);
 		goto drop;
 	}
 	if (write(w, val, strlen(val)) != (ssize_t)strlen(val))
-		rc = sp_err_sys(e, "io", "%s", rec);
+		rc = sp_err_sys(e, SP_E_IO, "%s", rec);
 	else
 		rc = 1;
 	close(w);

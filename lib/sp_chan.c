@@ -36,7 +36,6 @@
 /* A request and the hello it may be sent with; or a control message beside
  * a call's data. */
 #define OBUF_SIZE		(2 * SP_FRAME_HDR + SP_JSON_MAX + HELLO_MAX)
-#define TOKEN_MAX		31
 #define KILL_GRACE_MS		5000	/* for the EXIT after a timeout */
 #define CTL_MAX			128	/* a control message */
 
@@ -113,7 +112,7 @@ port_path(char *buf, size_t n, const char *run, const char *id, int port,
 
 	r = snprintf(buf, n, "%s/%s/space.%d.%s", run, id, port, ext);
 	if (r < 0 || (size_t)r >= n)
-		return sp_err_set(e, "bad-input", 0,
+		return sp_err_set(e, SP_E_BAD_INPUT, 0,
 		    "run directory path too long: \"%s\"", run);
 	return 0;
 }
@@ -133,10 +132,10 @@ lock_port(const char *run, const char *id, int from, int to, int *lockfd,
 		fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW,
 		    0600);
 		if (fd == -1 && errno == ENOENT)
-			return sp_err_set(e, "not-running", 0,
+			return sp_err_set(e, SP_E_NOT_RUNNING, 0,
 			    "no channel directory \"%s/%s\"", run, id);
 		if (fd == -1)
-			return sp_err_sys(e, "io", "open \"%s\"", path);
+			return sp_err_sys(e, SP_E_IO, "open \"%s\"", path);
 		if (flock(fd, LOCK_EX | LOCK_NB) == 0) {
 			*lockfd = fd;
 			*port = i;
@@ -146,7 +145,7 @@ lock_port(const char *run, const char *id, int from, int to, int *lockfd,
 		close(fd);
 		if (saved != EWOULDBLOCK) {
 			errno = saved;
-			return sp_err_sys(e, "io", "flock \"%s\"", path);
+			return sp_err_sys(e, SP_E_IO, "flock \"%s\"", path);
 		}
 	}
 	return 0;
@@ -161,14 +160,14 @@ sp_qemu_connect(const char *path, int64_t deadline, int *fdp, struct sp_err *e)
 	memset(&sa, 0, sizeof sa);
 	sa.sun_family = AF_UNIX;
 	if (strlen(path) >= sizeof sa.sun_path)
-		return sp_err_set(e, "bad-input", 0,
+		return sp_err_set(e, SP_E_BAD_INPUT, 0,
 		    "socket path too long: \"%s\"", path);
 	strcpy(sa.sun_path, path);
 	for (;;) {
 		fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK,
 		    0);
 		if (fd == -1)
-			return sp_err_sys(e, "io", "socket");
+			return sp_err_sys(e, SP_E_IO, "socket");
 		if (connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0) {
 			*fdp = fd;
 			return 0;
@@ -182,9 +181,9 @@ sp_qemu_connect(const char *path, int64_t deadline, int *fdp, struct sp_err *e)
 			continue;
 		}
 		if (saved == ENOENT || saved == ECONNREFUSED)
-			return sp_err_sys(e, "not-running", "connect \"%s\"",
+			return sp_err_sys(e, SP_E_NOT_RUNNING, "connect \"%s\"",
 			    path);
-		return sp_err_sys(e, "io", "connect \"%s\"", path);
+		return sp_err_sys(e, SP_E_IO, "connect \"%s\"", path);
 	}
 }
 
@@ -218,7 +217,7 @@ out_push(struct sp_chan *c, struct sp_err *e)
 		if (w == -1 && errno == EAGAIN)
 			return 0;
 		if (w == -1)
-			return sp_err_sys(e, "protocol", "channel write");
+			return sp_err_sys(e, SP_E_PROTOCOL, "channel write");
 		c->ooff += w;
 	}
 	c->ooff = c->olen = 0;
@@ -240,9 +239,9 @@ out_drain(struct sp_chan *c, int64_t deadline, struct sp_err *e)
 		pfd.events = POLLOUT;
 		r = poll(&pfd, 1, left_ms(deadline));
 		if (r == -1 && errno != EINTR)
-			return sp_err_sys(e, "io", "poll");
+			return sp_err_sys(e, SP_E_IO, "poll");
 		if (r == 0)
-			return sp_err_set(e, "timeout", 1,
+			return sp_err_set(e, SP_E_TIMED_OUT, 1,
 			    "the guest does not read its channel");
 	}
 }
@@ -258,9 +257,9 @@ chan_read(struct sp_chan *c, struct sp_err *e)
 	if (n == -1 && (errno == EINTR || errno == EAGAIN))
 		return 0;
 	if (n == -1)
-		return sp_err_sys(e, "protocol", "channel read");
+		return sp_err_sys(e, SP_E_PROTOCOL, "channel read");
 	if (n == 0)
-		return sp_err_set(e, "protocol", 0,
+		return sp_err_set(e, SP_E_PROTOCOL, 0,
 		    "the guest closed the channel%s",
 		    c->dec.len > c->dec.off ? " in the middle of a frame" : "");
 	return sp_frame_dec_feed(&c->dec, c->rbuf, n, e);
@@ -283,9 +282,9 @@ chan_next(struct sp_chan *c, int64_t deadline, struct sp_frame *f,
 		if (r == -1 && errno == EINTR)
 			continue;
 		if (r == -1)
-			return sp_err_sys(e, "io", "poll");
+			return sp_err_sys(e, SP_E_IO, "poll");
 		if (r == 0)
-			return sp_err_set(e, "timeout", 1, "no answer");
+			return sp_err_set(e, SP_E_TIMED_OUT, 1, "no answer");
 		if (chan_read(c, e) == -1)
 			return -1;
 	}
@@ -306,18 +305,18 @@ hello_once(struct sp_chan *c, int64_t until, struct early_req *early,
 
 	*rep = NULL;
 	if (getrandom(raw, sizeof raw, 0) != (ssize_t)sizeof raw) {
-		sp_err_sys(e, "io", "getrandom");
+		sp_err_sys(e, SP_E_IO, "getrandom");
 		goto out;
 	}
 	for (i = 0; i < NONCE_BYTES; i++)
 		snprintf(nonce + 2 * i, 3, "%02x", raw[i]);
 	req = json_pack("{s:s,s:s}", "op", "hello", "nonce", nonce);
 	if (req == NULL || (s = json_dumps(req, JSON_COMPACT)) == NULL) {
-		sp_err_set(e, "nomem", 1, "cannot encode hello");
+		sp_err_set(e, SP_E_NOMEM, 1, "cannot encode hello");
 		goto out;
 	}
 	if (strlen(s) > HELLO_MAX) {
-		sp_err_set(e, "internal", 0, "hello over %d bytes", HELLO_MAX);
+		sp_err_set(e, SP_E_INTERNAL, 0, "hello over %d bytes", HELLO_MAX);
 		goto out;
 	}
 	out_add(c, SP_FR_HELLO, 0, s, strlen(s));
@@ -331,14 +330,14 @@ hello_once(struct sp_chan *c, int64_t until, struct early_req *early,
 		early->first_sent = 1;
 	}
 	if (out_drain(c, until, e) == -1) {
-		rc = strcmp(e->code, "timeout") == 0 ? 0 : -1;
+		rc = e->code == SP_E_TIMED_OUT ? 0 : -1;
 		goto out;
 	}
 	/* Frames an earlier client left unread may come first: skip a few,
 	 * knowing our answer by its nonce. */
 	for (;;) {
 		if (chan_next(c, until, &f, e) == -1) {
-			rc = strcmp(e->code, "timeout") == 0 ? 0 : -1;
+			rc = e->code == SP_E_TIMED_OUT ? 0 : -1;
 			goto out;
 		}
 		if (f.type == SP_FR_HELLO) {
@@ -352,7 +351,7 @@ hello_once(struct sp_chan *c, int64_t until, struct early_req *early,
 			*rep = NULL;
 		}
 		if (++stale > STALE_MAX) {
-			sp_err_set(e, "protocol", 0, "no hello answer among "
+			sp_err_set(e, SP_E_PROTOCOL, 0, "no hello answer among "
 			    "the first %d frames from the guest", STALE_MAX);
 			goto out;
 		}
@@ -392,12 +391,12 @@ chan_hello(struct sp_chan *c, const char *path, int64_t deadline,
 		if (r == 1)
 			break;
 		if (early != NULL && early->first_sent) {
-			sp_err_set(e, "timeout", 1, "the guest daemon did not "
+			sp_err_set(e, SP_E_TIMED_OUT, 1, "the guest daemon did not "
 			    "answer the hello its first command came with");
 			goto out;
 		}
 		if (deadline >= 0 && left_ms(deadline) == 0) {
-			sp_err_set(e, "timeout", 1, "the guest daemon did not "
+			sp_err_set(e, SP_E_TIMED_OUT, 1, "the guest daemon did not "
 			    "answer hello on port %d in time", c->port);
 			goto out;
 		}
@@ -412,12 +411,12 @@ chan_hello(struct sp_chan *c, const char *path, int64_t deadline,
 	}
 	v = json_object_get(rep, "version");
 	if (!json_is_integer(v) || json_integer_value(v) != SP_PROTO_VERSION) {
-		sp_err_set(e, "protocol", 0, "the guest daemon does not speak "
+		sp_err_set(e, SP_E_PROTOCOL, 0, "the guest daemon does not speak "
 		    "protocol version %d", SP_PROTO_VERSION);
 		goto out;
 	}
 	if (!json_is_string(json_object_get(rep, "boot_id"))) {
-		sp_err_set(e, "protocol", 0, "the guest's hello has no boot_id");
+		sp_err_set(e, SP_E_PROTOCOL, 0, "the guest's hello has no boot_id");
 		goto out;
 	}
 	c->hello = rep;
@@ -443,7 +442,7 @@ chan_open(struct sp_chan **cp, const char *run, const char *id, int port,
 		goto out;
 	if ((c = calloc(1, sizeof *c)) == NULL ||
 	    (c->obuf = malloc(OBUF_SIZE)) == NULL) {
-		sp_err_sys(e, "nomem", "channel");
+		sp_err_sys(e, SP_E_NOMEM, "channel");
 		goto out;
 	}
 	c->fd = c->lockfd = -1;
@@ -457,7 +456,7 @@ chan_open(struct sp_chan **cp, const char *run, const char *id, int port,
 		if (r == 1)
 			break;
 		if (left_ms(deadline) == 0) {
-			sp_err_set(e, "busy", 1, "every channel port of "
+			sp_err_set(e, SP_E_BUSY, 1, "every channel port of "
 			    "sandbox %s is busy", id);
 			goto out;
 		}
@@ -504,7 +503,7 @@ sp_chan_open_req_first(struct sp_chan **cp, const char *run, const char *id,
 		*sent = 0;
 	early.len = json_dumpb(req, buf, sizeof buf, JSON_COMPACT);
 	if (early.len == 0 || early.len > SP_JSON_MAX)
-		return sp_err_set(e, "bad-input", 0, "request over %d bytes",
+		return sp_err_set(e, SP_E_BAD_INPUT, 0, "request over %d bytes",
 		    SP_JSON_MAX);
 	early.text = buf;
 	rc = chan_open(cp, run, id, -1, deadline, &early, e);
@@ -560,15 +559,15 @@ sp_chan_wait_ready(const char *run, const char *id, int timeout_ms,
 			sp_chan_close(c);
 			return 0;
 		}
-		if (strcmp(e->code, "timeout") == 0 ||
-		    strcmp(e->code, "busy") == 0 ||
-		    (strcmp(e->code, "not-running") == 0 &&
+		if (e->code == SP_E_TIMED_OUT ||
+		    e->code == SP_E_BUSY ||
+		    (e->code == SP_E_NOT_RUNNING &&
 		    left_ms(deadline) == 0)) {
 			snprintf(why, sizeof why, "%s", e->msg);
-			return sp_err_set(e, "timeout", 1, "sandbox %s: no "
+			return sp_err_set(e, SP_E_TIMED_OUT, 1, "sandbox %s: no "
 			    "answer within %d ms: %s", id, timeout_ms, why);
 		}
-		if (strcmp(e->code, "not-running") != 0)
+		if (e->code != SP_E_NOT_RUNNING)
 			return -1;
 		nap_ms(deadline, CONNECT_RETRY_MS);
 	}
@@ -642,34 +641,27 @@ out:
 	dst[i] = '\0';
 }
 
-static int
-token_ok(const char *s)
-{
-	size_t n = strlen(s);
-
-	if (n == 0 || n > TOKEN_MAX)
-		return 0;
-	return strspn(s, "abcdefghijklmnopqrstuvwxyz-") == n;
-}
-
 /* Fills e with the guest's error; -1 when the message itself is bad. */
 static int
 guest_error(const struct sp_frame *f, struct sp_err *e)
 {
 	json_t *j, *v;
-	const char *code = "guest", *msg = "(no message)";
+	enum sp_code code = SP_E_GUEST;
+	const char *msg = "(no message)";
 	char buf[400];
 
 	if (sp_frame_json(f, &j, e) == -1)
 		return -1;
+	/* A token the host does not know stays "guest". */
 	v = json_object_get(j, "error");
-	if (json_is_string(v) && token_ok(json_string_value(v)))
-		code = json_string_value(v);
+	if (json_is_string(v) &&
+	    sp_code_of(json_string_value(v), &code) == -1)
+		code = SP_E_GUEST;
 	v = json_object_get(j, "msg");
 	if (json_is_string(v))
 		msg = json_string_value(v);
 	clean_msg(buf, sizeof buf, msg);
-	sp_err_set(e, code, strcmp(code, "busy") == 0, "guest: %s", buf);
+	sp_err_set(e, code, code == SP_E_BUSY, "guest: %s", buf);
 	json_decref(j);
 	return 0;
 }
@@ -694,7 +686,7 @@ parse_exit(const struct sp_frame *f, int *status, struct sp_err *e)
 		*status = 128 + (int)v;
 		rc = 0;
 	} else
-		sp_err_set(e, "protocol", 0, "bad exit message from the guest");
+		sp_err_set(e, SP_E_PROTOCOL, 0, "bad exit message from the guest");
 	json_decref(j);
 	return rc;
 }
@@ -712,7 +704,7 @@ exec_frame(struct call *k, const struct sp_frame *f, struct sp_err *e)
 	    guest_error(f, e) == 0)
 		return -1;
 	if (f->stream != k->stream)
-		return sp_err_set(e, "protocol", 0, "the guest sent a frame "
+		return sp_err_set(e, SP_E_PROTOCOL, 0, "the guest sent a frame "
 		    "for stream %u during the call on stream %u", f->stream,
 		    k->stream);
 	switch (f->type) {
@@ -726,7 +718,7 @@ exec_frame(struct call *k, const struct sp_frame *f, struct sp_err *e)
 			*fd = -1;
 			return 0;
 		}
-		return sp_err_sys(e, "io", "writing the command's output");
+		return sp_err_sys(e, SP_E_IO, "writing the command's output");
 	case SP_FR_EXIT:
 		if (parse_exit(f, &k->status, e) == -1)
 			return -1;
@@ -740,7 +732,7 @@ exec_frame(struct call *k, const struct sp_frame *f, struct sp_err *e)
 	default:
 		break;
 	}
-	return sp_err_set(e, "protocol", 0, "the guest sent a frame of type "
+	return sp_err_set(e, SP_E_PROTOCOL, 0, "the guest sent a frame of type "
 	    "%u during a call", f->type);
 }
 
@@ -751,10 +743,10 @@ add_strings(json_t *req, const char *key, char *const *v, struct sp_err *e)
 	size_t i;
 
 	if ((a = json_array()) == NULL || json_object_set_new(req, key, a))
-		return sp_err_set(e, "nomem", 1, "cannot build a request");
+		return sp_err_set(e, SP_E_NOMEM, 1, "cannot build a request");
 	for (i = 0; v[i] != NULL; i++)
 		if (json_array_append_new(a, json_string(v[i])) == -1)
-			return sp_err_set(e, "bad-input", 0,
+			return sp_err_set(e, SP_E_BAD_INPUT, 0,
 			    "%s[%zu] is not valid UTF-8", key, i);
 	return 0;
 }
@@ -775,7 +767,7 @@ add_opts(json_t *req, const struct sp_exec *x, int detach, struct sp_err *e)
 			r |= json_object_set_new(req, "user", json_integer(uid));
 		else if (x->user[0] == '\0' ||
 		    json_object_set_new(req, "user", json_string(x->user)) == -1)
-			return sp_err_set(e, "bad-input", 0, "bad user name");
+			return sp_err_set(e, SP_E_BAD_INPUT, 0, "bad user name");
 	}
 	if (x->tty)
 		r |= json_object_set_new(req, "tty", json_true());
@@ -786,7 +778,7 @@ add_opts(json_t *req, const struct sp_exec *x, int detach, struct sp_err *e)
 	if (detach)
 		r |= json_object_set_new(req, "detach", json_true());
 	if (r != 0)
-		return sp_err_set(e, "nomem", 1, "cannot build a request");
+		return sp_err_set(e, SP_E_NOMEM, 1, "cannot build a request");
 	return 0;
 }
 
@@ -800,9 +792,9 @@ build_req(const struct sp_exec *x, int detach, int after_identity, char **out,
 
 	*out = NULL;
 	if (x->argv == NULL || x->argv[0] == NULL || x->argv[0][0] == '\0')
-		return sp_err_set(e, "bad-input", 0, "empty command");
+		return sp_err_set(e, SP_E_BAD_INPUT, 0, "empty command");
 	if ((req = json_pack("{s:s}", "op", "exec")) == NULL) {
-		sp_err_set(e, "nomem", 1, "cannot build a request");
+		sp_err_set(e, SP_E_NOMEM, 1, "cannot build a request");
 		goto out;
 	}
 	if (add_strings(req, "argv", x->argv, e) == -1 ||
@@ -810,22 +802,22 @@ build_req(const struct sp_exec *x, int detach, int after_identity, char **out,
 		goto out;
 	if (x->cwd != NULL && json_object_set_new(req, "cwd",
 	    json_string(x->cwd)) == -1) {
-		sp_err_set(e, "bad-input", 0, "cwd is not valid UTF-8");
+		sp_err_set(e, SP_E_BAD_INPUT, 0, "cwd is not valid UTF-8");
 		goto out;
 	}
 	if (add_opts(req, x, detach, e) == -1)
 		goto out;
 	if (after_identity && json_object_set_new(req, "after_identity",
 	    json_true()) == -1) {
-		sp_err_set(e, "nomem", 1, "cannot build a request");
+		sp_err_set(e, SP_E_NOMEM, 1, "cannot build a request");
 		goto out;
 	}
 	if ((*out = json_dumps(req, JSON_COMPACT)) == NULL) {
-		sp_err_set(e, "nomem", 1, "cannot build a request");
+		sp_err_set(e, SP_E_NOMEM, 1, "cannot build a request");
 		goto out;
 	}
 	if ((n = strlen(*out)) > SP_JSON_MAX) {
-		sp_err_set(e, "bad-input", 0, "the command takes %zu bytes, "
+		sp_err_set(e, SP_E_BAD_INPUT, 0, "the command takes %zu bytes, "
 		    "over the %d byte limit of a request", n, SP_JSON_MAX);
 		free(*out);
 		*out = NULL;
@@ -871,7 +863,7 @@ exec_queue(struct sp_chan *c, const struct sp_exec *x, int after_identity,
 
 	*in_fd = x->in_fd;
 	if (c->fd < 0)
-		return sp_err_set(e, "protocol", 0,
+		return sp_err_set(e, SP_E_PROTOCOL, 0,
 		    "the channel was closed by an earlier error");
 	if (build_req(x, 0, after_identity, &req, e) == -1)
 		return -1;
@@ -925,7 +917,7 @@ sp_chan_exec(struct sp_chan *c, const struct sp_exec *x, int *status,
 	int in_fd, r = 0, rc = -1, killed = 0;
 
 	if (c->fd < 0)
-		return sp_err_set(e, "protocol", 0,
+		return sp_err_set(e, SP_E_PROTOCOL, 0,
 		    "the channel was closed by an earlier error");
 	memset(&k, 0, sizeof k);
 	if (c->ahead != 0) {
@@ -955,7 +947,7 @@ sp_chan_exec(struct sp_chan *c, const struct sp_exec *x, int *status,
 		if (deadline >= 0 && left_ms(deadline) == 0) {
 			if (killed || c->olen > 0) {
 				if (killed) {
-					sp_err_set(e, "timed-out", 0, "no exit "
+					sp_err_set(e, SP_E_TIMED_OUT, 0, "no exit "
 					    "after the timeout's SIGKILL");
 					goto fail;
 				}
@@ -979,7 +971,7 @@ sp_chan_exec(struct sp_chan *c, const struct sp_exec *x, int *status,
 		    left_ms(deadline) : deadline >= 0 ? 50 : -1) == -1) {
 			if (errno == EINTR)
 				continue;
-			sp_err_sys(e, "io", "poll");
+			sp_err_sys(e, SP_E_IO, "poll");
 			goto fail;
 		}
 		if ((pfd[0].revents & (POLLIN | POLLHUP | POLLERR)) &&
@@ -1008,7 +1000,7 @@ sp_chan_exec(struct sp_chan *c, const struct sp_exec *x, int *status,
 		goto fail;
 	c->ooff = c->olen = 0;
 	if (k.done == 1 && killed) {
-		sp_err_set(e, "timed-out", 0, "the command ran over its "
+		sp_err_set(e, SP_E_TIMED_OUT, 0, "the command ran over its "
 		    "timeout of %d ms and was killed", x->timeout_ms);
 		goto out;
 	}
@@ -1048,7 +1040,7 @@ sp_chan_detach(struct sp_chan *c, const struct sp_exec *x, pid_t *pid,
 	    sp_frame_json(&f, &j, e) == -1 ||
 	    !json_is_integer(v = json_object_get(j, "pid")) ||
 	    json_integer_value(v) <= 0 || json_integer_value(v) > INT_MAX) {
-		sp_err_set(e, "protocol", 0, "bad answer to a detached exec");
+		sp_err_set(e, SP_E_PROTOCOL, 0, "bad answer to a detached exec");
 		goto out;
 	}
 	*pid = (pid_t)json_integer_value(v);
@@ -1079,10 +1071,10 @@ sp_chan_send(struct sp_chan *c, uint8_t type, uint32_t stream, const void *p,
 	int64_t deadline = timeout_ms < 0 ? -1 : sp_clock_ms() + timeout_ms;
 
 	if (c->fd < 0)
-		return sp_err_set(e, "protocol", 0,
+		return sp_err_set(e, SP_E_PROTOCOL, 0,
 		    "the channel was closed by an earlier error");
 	if (n > SP_FRAME_CHUNK)
-		return sp_err_set(e, "internal", 0, "frame of %zu bytes is over "
+		return sp_err_set(e, SP_E_INTERNAL, 0, "frame of %zu bytes is over "
 		    "the %d a send takes", n, SP_FRAME_CHUNK);
 	if (out_drain(c, deadline, e) == -1)
 		goto fail;
@@ -1105,7 +1097,7 @@ sp_chan_send_json(struct sp_chan *c, uint8_t type, uint32_t stream,
 
 	n = json_dumpb(j, buf, sizeof buf, JSON_COMPACT);
 	if (n == 0 || n > SP_JSON_MAX)
-		return sp_err_set(e, "bad-input", 0, "request over %d bytes",
+		return sp_err_set(e, SP_E_BAD_INPUT, 0, "request over %d bytes",
 		    SP_JSON_MAX);
 	return sp_chan_send(c, type, stream, buf, n, timeout_ms, e);
 }
@@ -1117,7 +1109,7 @@ sp_chan_recv(struct sp_chan *c, struct sp_frame *f, int timeout_ms,
 	int64_t deadline = timeout_ms < 0 ? -1 : sp_clock_ms() + timeout_ms;
 
 	if (c->fd < 0)
-		return sp_err_set(e, "protocol", 0,
+		return sp_err_set(e, SP_E_PROTOCOL, 0,
 		    "the channel was closed by an earlier error");
 	if (chan_next(c, deadline, f, e) != 1) {
 		/* A guest that broke the protocol or went silent is not
@@ -1167,7 +1159,7 @@ sp_exec_forward_signals(int tty, struct sp_err *e)
 	size_t i;
 
 	if (exec_ctl[0] == -1 && pipe2(exec_ctl, O_CLOEXEC | O_NONBLOCK) == -1)
-		return sp_err_sys(e, "io", "signal forwarding");
+		return sp_err_sys(e, SP_E_IO, "signal forwarding");
 	memset(&sa, 0, sizeof sa);
 	sa.sa_handler = exec_on_signal;
 	sa.sa_flags = SA_RESTART;
@@ -1175,7 +1167,7 @@ sp_exec_forward_signals(int tty, struct sp_err *e)
 	for (i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
 		if ((sigs[i] != SIGWINCH || tty) &&
 		    sigaction(sigs[i], &sa, NULL) == -1)
-			return sp_err_sys(e, "io", "signal forwarding");
+			return sp_err_sys(e, SP_E_IO, "signal forwarding");
 	return exec_ctl[0];
 }
 
@@ -1184,9 +1176,11 @@ sp_exec_fail_status(const char *id, const struct sp_err *e)
 {
 	sp_warn("%s: %s", id, e->msg);
 	/* As a shell says: the command could not be started. */
-	if (strcmp(e->code, "exec-failed") == 0)
+	if (e->code == SP_E_EXEC_FAILED)
 		return 127;
-	if (strcmp(e->code, "timed-out") == 0)
+	/* The command's own timeout; a guest that did not answer in time is
+	 * a temporary failure (111) instead. */
+	if (e->code == SP_E_TIMED_OUT && !e->temp)
 		return 124;	/* as timeout(1) */
 	return sp_err_exit(e);
 }

@@ -43,7 +43,7 @@ sp_ckpt_uuid_new(char out[37], struct sp_err *e)
 	unsigned char r[16];
 
 	if (getrandom(r, sizeof r, 0) != (ssize_t)sizeof r)
-		return sp_err_sys(e, "internal", "getrandom");
+		return sp_err_sys(e, SP_E_INTERNAL, "getrandom");
 	r[6] = (r[6] & 0x0f) | 0x40;	/* version 4 */
 	r[8] = (r[8] & 0x3f) | 0x80;	/* RFC 4122 variant */
 	snprintf(out, 37, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-"
@@ -89,18 +89,18 @@ header_xml(int fd, const char *path, char **xml, uint32_t *len,
 	*xml = NULL;
 	if (pread(fd, hdr, sizeof hdr, 0) != (ssize_t)sizeof hdr ||
 	    memcmp(hdr, SAVE_MAGIC, 16) != 0)
-		return sp_err_set(e, "bad-state", 0, "%s is not a libvirt save "
+		return sp_err_set(e, SP_E_BAD_STATE, 0, "%s is not a libvirt save "
 		    "image", path);
 	*len = get_u32(hdr + 20);
 	if (*len == 0 || *len > SAVE_XML_MAX)
-		return sp_err_set(e, "bad-state", 0, "%s: XML header of %u "
+		return sp_err_set(e, SP_E_BAD_STATE, 0, "%s: XML header of %u "
 		    "bytes", path, *len);
 	if ((*xml = malloc(*len + 1)) == NULL)
-		return sp_err_sys(e, "internal", "malloc");
+		return sp_err_sys(e, SP_E_INTERNAL, "malloc");
 	if (pread(fd, *xml, *len, SAVE_HDR) != (ssize_t)*len) {
 		free(*xml);
 		*xml = NULL;
-		return sp_err_sys(e, "io", "read %s", path);
+		return sp_err_sys(e, SP_E_IO, "read %s", path);
 	}
 	(*xml)[*len] = '\0';
 	return 0;
@@ -128,11 +128,11 @@ count_ports(const char *xml, const char *path, struct sp_vm_layout *l,
 		    l->nports < SP_PORTS_MAX)
 			l->nports++;
 		else if (strncmp(name, "space.", 6) == 0)
-			return sp_err_set(e, "bad-state", 0, "%s: port %.20s out "
+			return sp_err_set(e, SP_E_BAD_STATE, 0, "%s: port %.20s out "
 			    "of order in its header", path, name);
 	}
 	if (l->nports == 0)
-		return sp_err_set(e, "bad-state", 0, "%s: no space.N port in its "
+		return sp_err_set(e, SP_E_BAD_STATE, 0, "%s: no space.N port in its "
 		    "header", path);
 	return 0;
 }
@@ -149,7 +149,7 @@ parse_layout(char *xml, const char *path, struct sp_vm_layout *l,
 		return -1;
 	/* libvirt writes the XML it made, attributes in single quotes. */
 	if ((c = strstr(xml, tag)) == NULL || (end = strchr(c, '>')) == NULL)
-		return sp_err_set(e, "bad-state", 0, "%s: no virtio-serial "
+		return sp_err_set(e, SP_E_BAD_STATE, 0, "%s: no virtio-serial "
 		    "controller in its header", path);
 	*end = '\0';
 	l->shared_vectors = strstr(c, " vectors='") == NULL;
@@ -196,7 +196,7 @@ read_header(const char *path, char **xml, struct sp_err *e)
 
 	*xml = NULL;
 	if ((fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)) == -1)
-		return sp_err_sys(e, "io", "%s", path);
+		return sp_err_sys(e, SP_E_IO, "%s", path);
 	rc = header_xml(fd, path, xml, &len, e);
 	close(fd);
 	return rc;
@@ -241,20 +241,20 @@ sp_ckpt_reidentify(const char *path, const char *old_name, const char *new_name,
 
 	if (strlen(old_name) != strlen(new_name) ||
 	    strlen(old_uuid) != strlen(new_uuid))
-		return sp_err_set(e, "internal", 0, "re-identify: lengths differ");
+		return sp_err_set(e, SP_E_INTERNAL, 0, "re-identify: lengths differ");
 	if ((fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW)) == -1)
-		return sp_err_sys(e, "io", "%s", path);
+		return sp_err_sys(e, SP_E_IO, "%s", path);
 	if (header_xml(fd, path, &xml, &len, e) == -1)
 		goto out;
 	if (replace_all((unsigned char *)xml, len, old_name, new_name) == 0 ||
 	    replace_all((unsigned char *)xml, len, old_uuid, new_uuid) == 0) {
-		sp_err_set(e, "bad-state", 0, "%s: name or uuid not in its header",
+		sp_err_set(e, SP_E_BAD_STATE, 0, "%s: name or uuid not in its header",
 		    path);
 		goto out;
 	}
 	/* Only the header's blocks are written: the rest stays shared. */
 	if (pwrite(fd, xml, len, SAVE_HDR) != (ssize_t)len || fsync(fd) == -1) {
-		sp_err_sys(e, "io", "write %s", path);
+		sp_err_sys(e, SP_E_IO, "write %s", path);
 		goto out;
 	}
 	rc = 0;
@@ -276,11 +276,11 @@ sp_ckpt_read(const char *ckpt, struct sp_ckpt_info *ci, struct sp_err *e)
 	if (sp_path_fmt(p, sizeof p, e, "%s/ckpt.json", ckpt) == -1)
 		return -1;
 	if ((j = json_load_file(p, JSON_REJECT_DUPLICATES, &je)) == NULL)
-		return sp_err_set(e, "bad-state", 0, "%s: %s", p, je.text);
+		return sp_err_set(e, SP_E_BAD_STATE, 0, "%s: %s", p, je.text);
 	if (json_unpack(j, "{s:s, s:s, s:i, s:i}", "id", &id, "uuid", &uuid,
 	    "memory_mib", &ci->memory_mib, "vcpus", &ci->vcpus) == -1 ||
 	    !sp_id_valid(id) || strlen(uuid) != 36) {
-		sp_err_set(e, "bad-state", 0, "%s: malformed", p);
+		sp_err_set(e, SP_E_BAD_STATE, 0, "%s: malformed", p);
 		goto out;
 	}
 	memcpy(ci->id, id, SP_ID_LEN + 1);
@@ -364,7 +364,7 @@ drop_stale(const char *ckpt, struct sp_err *e)
 	    sp_path_fmt(old, sizeof old, e, "%s.stale-%s", ckpt, id) == -1)
 		return -1;
 	if (rename(ckpt, old) == -1)
-		return sp_err_sys(e, "io", "rename %s", ckpt);
+		return sp_err_sys(e, SP_E_IO, "rename %s", ckpt);
 	return sp_subvol_delete(old, e);
 }
 
@@ -390,7 +390,7 @@ sp_template_warm(struct sp_ctx *x, const char *ref, int memory_mib, int vcpus,
 		return -1;
 	/* One warm-up per template at a time; the others find it done. */
 	if ((fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0600)) == -1)
-		return sp_err_sys(e, "io", "%s", lock);
+		return sp_err_sys(e, SP_E_IO, "%s", lock);
 	if (sp_flock_wait(fd, e) == -1)
 		goto out;
 	if (sp_subvol_exists(ckpt)) {
@@ -416,13 +416,13 @@ sp_template_warm(struct sp_ctx *x, const char *ref, int memory_mib, int vcpus,
 	    (json_int_t)time(NULL), "template", t.digest);
 	if (sp_path_fmt(p, sizeof p, e, "%s/ckpt.json", work) == -1 ||
 	    json_dump_file(info, p, JSON_INDENT(2)) == -1) {
-		sp_err_set(e, "io", 0, "cannot write %s", p);
+		sp_err_set(e, SP_E_IO, 0, "cannot write %s", p);
 		goto fail;
 	}
 	if (sp_subvol_set_readonly(work, 1, e) == -1)
 		goto fail;
 	if (rename(work, ckpt) == -1) {
-		sp_err_sys(e, "io", "rename %s", work);
+		sp_err_sys(e, SP_E_IO, "rename %s", work);
 		goto fail;
 	}
 done:

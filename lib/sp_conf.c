@@ -53,11 +53,11 @@ set_key(struct sp_conf *c, const char *name, const char *val, const char *where,
 		if (strcmp(keys[i].name, name) != 0)
 			continue;
 		if (n >= keys[i].size)
-			return sp_err_set(e, "bad-input", 0,
+			return sp_err_set(e, SP_E_BAD_INPUT, 0,
 			    "%s: %s is longer than %zu bytes", where, name,
 			    keys[i].size - 1);
 		if (!sp_utf8_valid(val, n))
-			return sp_err_set(e, "bad-input", 0,
+			return sp_err_set(e, SP_E_BAD_INPUT, 0,
 			    "%s: %s is not valid UTF-8", where, name);
 		memcpy((char *)c + keys[i].off, val, n + 1);
 		return 0;
@@ -69,13 +69,13 @@ set_key(struct sp_conf *c, const char *name, const char *val, const char *where,
 		if (strcmp(env_keys[i], name) != 0)
 			continue;
 		if (n > 4096 || !sp_utf8_valid(val, n))
-			return sp_err_set(e, "bad-input", 0, "%s: %s is not a "
+			return sp_err_set(e, SP_E_BAD_INPUT, 0, "%s: %s is not a "
 			    "valid value", where, name);
 		if (setenv(name, val, 0) == -1)
-			return sp_err_sys(e, "internal", "setenv %s", name);
+			return sp_err_sys(e, SP_E_INTERNAL, "setenv %s", name);
 		return 0;
 	}
-	return sp_err_set(e, "bad-input", 0, "%s: unknown key '%.64s'", where, name);
+	return sp_err_set(e, SP_E_BAD_INPUT, 0, "%s: unknown key '%.64s'", where, name);
 }
 
 static char *
@@ -102,20 +102,20 @@ read_file(struct sp_conf *c, const char *path, struct sp_err *e)
 	if ((f = fopen(path, "re")) == NULL) {
 		if (errno == ENOENT)
 			return 0;
-		return sp_err_sys(e, "bad-input", "%s", path);
+		return sp_err_sys(e, SP_E_BAD_INPUT, "%s", path);
 	}
 	while (fgets(line, sizeof line, f) != NULL) {
 		lineno++;
 		snprintf(where, sizeof where, "%s:%d", path, lineno);
 		if (strchr(line, '\n') == NULL && !feof(f)) {
-			sp_err_set(e, "bad-input", 0, "%s: line too long", where);
+			sp_err_set(e, SP_E_BAD_INPUT, 0, "%s: line too long", where);
 			goto out;
 		}
 		k = trim(line);
 		if (*k == '\0' || *k == '#')
 			continue;
 		if ((eq = strchr(k, '=')) == NULL) {
-			sp_err_set(e, "bad-input", 0, "%s: expected KEY = value", where);
+			sp_err_set(e, SP_E_BAD_INPUT, 0, "%s: expected KEY = value", where);
 			goto out;
 		}
 		*eq = '\0';
@@ -148,19 +148,19 @@ static int
 check(struct sp_conf *c, struct sp_err *e)
 {
 	if (!abs_path_ok(c->root))
-		return sp_err_set(e, "bad-input", 0,
+		return sp_err_set(e, SP_E_BAD_INPUT, 0,
 		    "SPACE_ROOT must be an absolute path without '..'");
 	if (!abs_path_ok(c->run))
-		return sp_err_set(e, "bad-input", 0,
+		return sp_err_set(e, SP_E_BAD_INPUT, 0,
 		    "SPACE_RUN must be an absolute path without '..'");
 	if (strncmp(c->db, "sqlite:", 7) != 0)
-		return sp_err_set(e, "bad-input", 0,
+		return sp_err_set(e, SP_E_BAD_INPUT, 0,
 		    "SPACE_DB: only sqlite:PATH is supported so far");
 	if (sp_name_check("SPACE_NODE", c->node, e) == -1)
 		return -1;
 	if (strcmp(c->virt_type, "auto") != 0 && strcmp(c->virt_type, "kvm") != 0 &&
 	    strcmp(c->virt_type, "qemu") != 0)
-		return sp_err_set(e, "bad-input", 0,
+		return sp_err_set(e, SP_E_BAD_INPUT, 0,
 		    "SPACE_VIRT_TYPE must be auto, kvm or qemu");
 	/* SPACE_RETAIN is checked by space-gc, its one user: a slip there
 	 * must not stop every other command. */
@@ -188,12 +188,12 @@ sp_conf_load(struct sp_conf *c, struct sp_err *e)
 	if (c->db[0] == '\0') {
 		n = snprintf(c->db, sizeof c->db, "sqlite:%s/space.db", c->root);
 		if (n < 0 || (size_t)n >= sizeof c->db)
-			return sp_err_set(e, "bad-input", 0, "SPACE_ROOT too long");
+			return sp_err_set(e, SP_E_BAD_INPUT, 0, "SPACE_ROOT too long");
 	}
 	if (c->store[0] == '\0') {
 		n = snprintf(c->store, sizeof c->store, "file://%s/objects", c->root);
 		if (n < 0 || (size_t)n >= sizeof c->store)
-			return sp_err_set(e, "bad-input", 0, "SPACE_ROOT too long");
+			return sp_err_set(e, SP_E_BAD_INPUT, 0, "SPACE_ROOT too long");
 	}
 	if (c->libvirt_uri[0] == '\0')
 		strcpy(c->libvirt_uri, "qemu:///system");
@@ -207,7 +207,7 @@ sp_conf_load(struct sp_conf *c, struct sp_err *e)
 		n = snprintf(c->kms, sizeof c->kms, "file:%s/keys/default.key",
 		    c->root);
 		if (n < 0 || (size_t)n >= sizeof c->kms)
-			return sp_err_set(e, "bad-input", 0, "SPACE_ROOT too long");
+			return sp_err_set(e, SP_E_BAD_INPUT, 0, "SPACE_ROOT too long");
 	}
 	if (c->node[0] == '\0' && gethostname(c->node, sizeof c->node - 1) == -1)
 		strcpy(c->node, "localhost");

@@ -36,7 +36,7 @@ wlock(const char *root, int *fd, struct sp_err *e)
 	    sp_path_fmt(p, sizeof p, e, "%s/creds/lock", root) == -1)
 		return -1;
 	if ((*fd = open(p, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600)) == -1)
-		return sp_err_sys(e, "io", "open %s", p);
+		return sp_err_sys(e, SP_E_IO, "open %s", p);
 	if (sp_flock_wait(*fd, e) == -1) {
 		close(*fd);
 		*fd = -1;
@@ -60,10 +60,10 @@ static int
 expires_check(int64_t expires, int64_t now, struct sp_err *e)
 {
 	if (expires < 0 || expires > TIME_MAX)
-		return sp_err_set(e, "bad-input", 0, "expires is unix seconds "
+		return sp_err_set(e, SP_E_BAD_INPUT, 0, "expires is unix seconds "
 		    "up to %lld", (long long)TIME_MAX);
 	if (expires > 0 && expires <= now)
-		return sp_err_set(e, "bad-input", 0, "expires %lld is not in "
+		return sp_err_set(e, SP_E_BAD_INPUT, 0, "expires %lld is not in "
 		    "the future", (long long)expires);
 	return 0;
 }
@@ -111,14 +111,14 @@ sp_cred_add(const char *root, const struct sp_cred_spec *s,
 	    cred_meta_path(root, c.scope, c.name, p, sizeof p, e) == -1)
 		goto out;
 	if (access(p, F_OK) == 0) {
-		sp_err_set(e, "exists", 0, "credential %s is in %s already: "
+		sp_err_set(e, SP_E_EXISTS, 0, "credential %s is in %s already: "
 		    "rotate it, or rm it first", c.name, c.scope);
 		goto out;
 	}
 	if (cred_scope_names_fast(root, c.scope, count1, &count, e) == -1)
 		goto out;
 	if (count >= SP_CRED_PER_SCOPE) {
-		sp_err_set(e, "full", 0, "scope %s holds %d credentials, the "
+		sp_err_set(e, SP_E_FULL, 0, "scope %s holds %d credentials, the "
 		    "most there may be", c.scope, count);
 		goto out;
 	}
@@ -206,7 +206,7 @@ sp_cred_remove(const char *root, const char *name, const char *scope,
 	if (wlock(root, &lfd, e) == -1)
 		return -1;
 	if (cred_meta_load(root, where, name, &c, e) == -1) {
-		if (strcmp(e->code, "not-found") == 0)
+		if (e->code == SP_E_NOT_FOUND)
 			rc = 0;		/* another rm was first */
 		goto out;
 	}
@@ -215,7 +215,7 @@ sp_cred_remove(const char *root, const char *name, const char *scope,
 	    cred_meta_path(root, where, name, p, sizeof p, e) == -1)
 		goto out;
 	if (unlink(p) == -1) {
-		sp_err_sys(e, "io", "remove %s", p);
+		sp_err_sys(e, SP_E_IO, "remove %s", p);
 		goto out;
 	}
 	/* Empty scope directories go too (rmdir refuses the others). */
@@ -280,7 +280,7 @@ sp_cred_forget_sandbox(const char *root, const char *id, int64_t now,
 		return -1;
 	if ((d = opendir(dir)) == NULL)
 		return errno == ENOENT ? 0 :
-		    sp_err_sys(e, "io", "reading '%s'", dir);
+		    sp_err_sys(e, SP_E_IO, "reading '%s'", dir);
 	while ((de = readdir(d)) != NULL) {
 		if (de->d_name[0] == '.')
 			continue;
@@ -329,7 +329,7 @@ best1(const char *name, void *arg)
 	int rank;
 
 	if (cred_meta_load(b->root, b->scope, name, &b->cur, b->e) == -1)
-		return strcmp(b->e->code, "not-found") == 0 ? 0 : -1;
+		return b->e->code == SP_E_NOT_FOUND ? 0 : -1;
 	if ((rank = host_rank(&b->cur, b->host)) == 0)
 		return 0;
 	/* Ties: the newest, then the first name in byte order. */
@@ -386,7 +386,7 @@ resolve(const char *root, const struct who *w, struct sp_cred *out,
 		snprintf(scopes[ns++], sizeof scopes[0], "tenant/%s", w->tenant);
 	snprintf(scopes[ns++], sizeof scopes[0], "global");
 	if ((b = calloc(1, sizeof *b)) == NULL)
-		return sp_err_sys(e, "nomem", "resolve");
+		return sp_err_sys(e, SP_E_NOMEM, "resolve");
 	for (i = 0; i < ns; i++) {
 		b->root = root;
 		b->scope = scopes[i];
@@ -400,7 +400,7 @@ resolve(const char *root, const struct who *w, struct sp_cred *out,
 			goto out;
 		}
 	}
-	sp_err_set(e, "not-found", 0, "no credential for %s in the scopes of "
+	sp_err_set(e, SP_E_NOT_FOUND, 0, "no credential for %s in the scopes of "
 	    "sandbox %s", w->host, w->sandbox);
 out:
 	free(b);
@@ -452,13 +452,13 @@ rate_take(const char *root, const struct sp_cred *c, const char *sandbox,
 		fd = open(p, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
 	}
 	if (fd == -1)
-		return sp_err_sys(e, "io", "open %s", p);
+		return sp_err_sys(e, SP_E_IO, "open %s", p);
 	if (sp_flock_wait(fd, e) == -1)
 		goto out;
 	while ((r = pread(fd, b, sizeof b - 1, 0)) == -1 && errno == EINTR)
 		;
 	if (r == -1) {
-		sp_err_sys(e, "io", "read %s", p);
+		sp_err_sys(e, SP_E_IO, "read %s", p);
 		goto out;
 	}
 	b[r] = '\0';
@@ -487,7 +487,7 @@ rate_take(const char *root, const struct sp_cred *c, const char *sandbox,
 	len = snprintf(b, sizeof b, "%lld %lld\n", (long long)tok,
 	    (long long)last);
 	if (pwrite(fd, b, len, 0) != len || ftruncate(fd, len) == -1) {
-		sp_err_sys(e, "io", "write %s", p);
+		sp_err_sys(e, SP_E_IO, "write %s", p);
 		rc = -1;
 	}
 out:
@@ -560,23 +560,23 @@ inject_format(const struct sp_cred *c, const unsigned char *s, size_t sn,
 	g->len = strlen(buf);
 	return 0;
 small:
-	return sp_err_set(e, "bad-input", 0, "the buffer for %s is %zu bytes, "
+	return sp_err_set(e, SP_E_BAD_INPUT, 0, "the buffer for %s is %zu bytes, "
 	    "under the %zu it needs", c->name, n, need);
 }
 
 /* The decision of a use that was not allowed: its code, as the audit log
  * says it. */
 static const char *
-decision_of(const char *code)
+decision_of(enum sp_code code)
 {
-	static const char *const kept[] = { "not-found", "expired",
-	    "rate-limited", NULL };
-	int i;
-
-	for (i = 0; kept[i] != NULL; i++)
-		if (strcmp(code, kept[i]) == 0)
-			return kept[i];
-	return "error";
+	switch (code) {
+	case SP_E_NOT_FOUND:
+	case SP_E_EXPIRED:
+	case SP_E_RATE_LIMITED:
+		return sp_code_name(code);
+	default:
+		return "error";
+	}
 }
 
 int
@@ -600,7 +600,7 @@ sp_cred_use(const char *root, const char *sandbox, const char *tenant,
 		buf[0] = '\0';
 	sodium_mlock(secret, sizeof secret);
 	if ((c = calloc(1, sizeof *c)) == NULL) {
-		sp_err_sys(e, "nomem", "use");
+		sp_err_sys(e, SP_E_NOMEM, "use");
 		goto audit;
 	}
 	if (who_check(sandbox, tenant, project, host, &w, e) == -1) {
@@ -624,7 +624,7 @@ sp_cred_use(const char *root, const char *sandbox, const char *tenant,
 		snprintf(g->scope, sizeof g->scope, "%s", c->scope);
 		g->version = c->version;
 		if (c->expires > 0 && now >= c->expires) {
-			sp_err_set(e, "expired", 0, "credential %s of %s expired "
+			sp_err_set(e, SP_E_EXPIRED, 0, "credential %s of %s expired "
 			    "at %lld", c->name, c->scope, (long long)c->expires);
 			goto audit;
 		}
@@ -635,7 +635,7 @@ sp_cred_use(const char *root, const char *sandbox, const char *tenant,
 			r = rate_take(root, c, w.sandbox, now, &g->retry_after, e);
 			if (r == 0) {
 				a.retry_after = g->retry_after;
-				sp_err_set(e, "rate-limited", 0, "credential %s of "
+				sp_err_set(e, SP_E_RATE_LIMITED, 0, "credential %s of "
 				    "%s: over %lld uses per %lld s; next in %lld s",
 				    c->name, c->scope, (long long)c->rate_n,
 				    (long long)c->rate_period,
@@ -646,12 +646,12 @@ sp_cred_use(const char *root, const char *sandbox, const char *tenant,
 		}
 		if (cred_vault_get(root, c, secret, &sn, e) == 0)
 			break;
-		if (strcmp(e->code, "not-found") != 0)
+		if (e->code != SP_E_NOT_FOUND)
 			goto audit;
 		/* Gone from its vault: a rotation between resolving and
 		 * fetching removed it.  Look again, once. */
 		if (tries == 1) {
-			sp_err_set(e, "vault", 0, "the secret %s of %s is "
+			sp_err_set(e, SP_E_VAULT, 0, "the secret %s of %s is "
 			    "missing from its vault", c->ref, c->name);
 			goto audit;
 		}
@@ -662,7 +662,8 @@ sp_cred_use(const char *root, const char *sandbox, const char *tenant,
 	rc = 0;
 audit:
 	a.decision = rc == 0 ? "allowed" : decision_of(e->code);
-	a.error = strcmp(a.decision, "error") == 0 ? e->code : NULL;
+	a.error = strcmp(a.decision, "error") == 0 ?
+	    sp_code_name(e->code) : NULL;
 	if (cred_audit_append(root, &a, &ae) == -1) {
 		if (rc == 0) {
 			*e = ae;	/* nothing unaudited goes out */

@@ -31,7 +31,7 @@ cred_audit_append(const char *root, const struct audit *a, struct sp_err *e)
 
 	o = json_pack("{s:I, s:s}", "time", (json_int_t)a->time, "op", a->op);
 	if (o == NULL)
-		return sp_err_set(e, "audit", 1, "audit record: no memory");
+		return sp_err_set(e, SP_E_AUDIT, 1, "audit record: no memory");
 	if (a->sandbox != NULL)
 		json_object_set_new(o, "sandbox", json_string(a->sandbox));
 	if (a->tenant != NULL)
@@ -56,7 +56,7 @@ cred_audit_append(const char *root, const struct audit *a, struct sp_err *e)
 	    JSON_PRESERVE_ORDER);
 	json_decref(o);
 	if (n == 0 || n > sizeof line - 1)
-		return sp_err_set(e, "audit", 1, "audit record over %d bytes",
+		return sp_err_set(e, SP_E_AUDIT, 1, "audit record over %d bytes",
 		    SP_CRED_AUDIT_LINE_MAX);
 	line[n++] = '\n';
 	if (cred_dir(root, e) == -1 ||
@@ -64,12 +64,12 @@ cred_audit_append(const char *root, const struct audit *a, struct sp_err *e)
 		goto fail;
 	if ((fd = open(p, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC |
 	    O_NOFOLLOW, 0600)) == -1) {
-		sp_err_sys(e, "audit", "open %s", p);
+		sp_err_sys(e, SP_E_AUDIT, "open %s", p);
 		goto fail;
 	}
 	/* One write per line: O_APPEND keeps concurrent lines whole. */
 	if (write(fd, line, n) != (ssize_t)n)
-		sp_err_sys(e, "audit", "append to %s", p);
+		sp_err_sys(e, SP_E_AUDIT, "append to %s", p);
 	else
 		rc = 0;
 	close(fd);
@@ -77,7 +77,7 @@ cred_audit_append(const char *root, const struct audit *a, struct sp_err *e)
 		return 0;
 fail:
 	e->temp = 1;
-	snprintf(e->code, sizeof e->code, "audit");
+	e->code = SP_E_AUDIT;
 	return -1;
 }
 
@@ -92,7 +92,7 @@ cred_audit_change(const char *root, const char *op, const struct sp_cred *c,
 	if (cred_audit_append(root, &a, e) == 0)
 		return 0;
 	snprintf(msg, sizeof msg, "%s", e->msg);
-	return sp_err_set(e, "audit", 1, "%s %s of %s done, but not audited: "
+	return sp_err_set(e, SP_E_AUDIT, 1, "%s %s of %s done, but not audited: "
 	    "%s", op, c->name, c->scope, msg);
 }
 
@@ -110,7 +110,7 @@ sp_cred_audit_each(const char *root, int64_t since,
 	if ((f = fopen(p, "re")) == NULL) {
 		if (errno == ENOENT)
 			return 0;
-		return sp_err_sys(e, "io", "open %s", p);
+		return sp_err_sys(e, SP_E_IO, "open %s", p);
 	}
 	while (rc == 0 && fgets(line, sizeof line, f) != NULL) {
 		/* A line over the bound was not written by us: skip it. */
@@ -131,7 +131,7 @@ sp_cred_audit_each(const char *root, int64_t since,
 	}
 	if (ferror(f)) {
 		fclose(f);
-		return sp_err_sys(e, "io", "read %s", p);
+		return sp_err_sys(e, SP_E_IO, "read %s", p);
 	}
 	fclose(f);
 	return 0;

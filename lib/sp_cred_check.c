@@ -65,7 +65,7 @@ sp_cred_scope_check(const char *scope, struct sp_err *e)
 	if (strncmp(buf, "sandbox/", 8) == 0)
 		return sp_id_check(buf + 8, e);
 bad:
-	return sp_err_set(e, "bad-input", 0, "scope '%s' is not global, "
+	return sp_err_set(e, SP_E_BAD_INPUT, 0, "scope '%s' is not global, "
 	    "tenant/T, project/T/P or sandbox/ID", quote(scope, q));
 }
 
@@ -108,7 +108,7 @@ sp_cred_host_norm(const char *host, int wildcard, char *out, size_t n,
 	if (len > 0 && host[len - 1] == '.')
 		len--;		/* the root label of a fully qualified name */
 	if (len == 0 || len > SP_CRED_HOST_MAX)
-		return sp_err_set(e, "bad-input", 0, "host '%s' must be 1 to "
+		return sp_err_set(e, SP_E_BAD_INPUT, 0, "host '%s' must be 1 to "
 		    "%d characters", quote(host, q), SP_CRED_HOST_MAX);
 	for (i = 0; i < len; i++)
 		buf[i] = host[i] >= 'A' && host[i] <= 'Z' ? host[i] + 32 :
@@ -116,17 +116,17 @@ sp_cred_host_norm(const char *host, int wildcard, char *out, size_t n,
 	buf[len] = '\0';
 	star = strncmp(buf, "*.", 2) == 0;
 	if (star && !wildcard)
-		return sp_err_set(e, "bad-input", 0, "host '%s': a wildcard "
+		return sp_err_set(e, SP_E_BAD_INPUT, 0, "host '%s': a wildcard "
 		    "is not a host", quote(host, q));
 	if (!dns_ok(buf + 2 * star, &labels))
-		return sp_err_set(e, "bad-input", 0, "host '%s' is not a DNS "
+		return sp_err_set(e, SP_E_BAD_INPUT, 0, "host '%s' is not a DNS "
 		    "name%s (labels of 1 to 63 letters, digits or '-')",
 		    quote(host, q), wildcard ? " or *.SUFFIX" : "");
 	if (star && labels < 2)
-		return sp_err_set(e, "bad-input", 0, "host '%s': a wildcard's "
+		return sp_err_set(e, SP_E_BAD_INPUT, 0, "host '%s': a wildcard's "
 		    "suffix has two labels or more", quote(host, q));
 	if (len + 1 > n)
-		return sp_err_set(e, "bad-input", 0, "no room for host '%s'",
+		return sp_err_set(e, SP_E_BAD_INPUT, 0, "no room for host '%s'",
 		    quote(host, q));
 	memcpy(out, buf, len + 1);
 	return 0;
@@ -173,7 +173,7 @@ sp_cred_inject_check(const char *inject, struct sp_err *e)
 
 	len = inject == NULL ? 0 : strnlen(inject, SP_CRED_INJECT_MAX + 1);
 	if (len == 0 || len > SP_CRED_INJECT_MAX)
-		return sp_err_set(e, "bad-input", 0, "inject method must be 1 "
+		return sp_err_set(e, SP_E_BAD_INPUT, 0, "inject method must be 1 "
 		    "to %d characters", SP_CRED_INJECT_MAX);
 	if (strcmp(inject, "basic") == 0)
 		return 0;
@@ -184,31 +184,31 @@ sp_cred_inject_check(const char *inject, struct sp_err *e)
 			    strchr("-._~", *p) != NULL))
 				break;
 		if (*p != '\0' || p == inject + 6 || p - (inject + 6) > 64)
-			return sp_err_set(e, "bad-input", 0, "inject '%s': "
+			return sp_err_set(e, SP_E_BAD_INPUT, 0, "inject '%s': "
 			    "PARAM is 1 to 64 of A-Z a-z 0-9 - . _ ~",
 			    quote(inject, q));
 		return 0;
 	}
 	if (strncmp(inject, "header:", 7) != 0)
-		return sp_err_set(e, "bad-input", 0, "inject '%s' is not "
+		return sp_err_set(e, SP_E_BAD_INPUT, 0, "inject '%s' is not "
 		    "header:NAME:FORMAT, basic or query:PARAM", quote(inject, q));
 	name = inject + 7;
 	if ((colon = strchr(name, ':')) == NULL ||
 	    !token_ok(name, colon - name))
-		return sp_err_set(e, "bad-input", 0, "inject '%s': NAME is an "
+		return sp_err_set(e, SP_E_BAD_INPUT, 0, "inject '%s': NAME is an "
 		    "HTTP header name, then ':FORMAT'", quote(inject, q));
 	if (header_framing(name, colon - name))
-		return sp_err_set(e, "bad-input", 0, "inject '%s': header "
+		return sp_err_set(e, SP_E_BAD_INPUT, 0, "inject '%s': header "
 		    "%.*s frames the request; it cannot carry a credential",
 		    quote(inject, q), (int)(colon - name), name);
 	fmt = colon + 1;
 	for (p = fmt; *p != '\0'; p++)
 		if (*p < 0x20 || *p > 0x7e)
-			return sp_err_set(e, "bad-input", 0, "inject '%s': "
+			return sp_err_set(e, SP_E_BAD_INPUT, 0, "inject '%s': "
 			    "FORMAT is printable ASCII", quote(inject, q));
 	if ((hole = strstr(fmt, "{}")) == NULL ||
 	    strstr(hole + 2, "{}") != NULL)
-		return sp_err_set(e, "bad-input", 0, "inject '%s': FORMAT "
+		return sp_err_set(e, SP_E_BAD_INPUT, 0, "inject '%s': FORMAT "
 		    "holds one {} for the secret", quote(inject, q));
 	return 0;
 }
@@ -240,7 +240,7 @@ sp_cred_rate_parse(const char *s, int64_t *n, int64_t *period,
 			return 0;
 		}
 bad:
-	return sp_err_set(e, "bad-input", 0, "rate '%s' is not N/PERIOD (N 1 "
+	return sp_err_set(e, SP_E_BAD_INPUT, 0, "rate '%s' is not N/PERIOD (N 1 "
 	    "to %d, PERIOD s, m, h or d)", quote(s, q), SP_CRED_RATE_MAX);
 }
 
@@ -264,18 +264,18 @@ sp_cred_secret_check(const char *inject, const void *secret, size_t n,
 	size_t i;
 
 	if (n == 0)
-		return sp_err_set(e, "bad-input", 0, "the secret is empty");
+		return sp_err_set(e, SP_E_BAD_INPUT, 0, "the secret is empty");
 	if (n > SP_CRED_SECRET_MAX)
-		return sp_err_set(e, "bad-input", 0, "the secret is over %d "
+		return sp_err_set(e, SP_E_BAD_INPUT, 0, "the secret is over %d "
 		    "bytes", SP_CRED_SECRET_MAX);
 	/* Never a byte of the secret in a message: only where. */
 	for (i = 0; i < n; i++)
 		if (s[i] < 0x20 || s[i] == 0x7f)
-			return sp_err_set(e, "bad-input", 0, "the secret holds "
+			return sp_err_set(e, SP_E_BAD_INPUT, 0, "the secret holds "
 			    "a control character at byte %zu", i + 1);
 	if (inject != NULL && strcmp(inject, "basic") == 0 &&
 	    memchr(s, ':', n) == NULL)
-		return sp_err_set(e, "bad-input", 0, "a basic secret is "
+		return sp_err_set(e, SP_E_BAD_INPUT, 0, "a basic secret is "
 		    "USER:PASSWORD");
 	return 0;
 }
@@ -291,11 +291,11 @@ sp_cred_vault_check(const char *vault, struct sp_err *e)
 	if (vault == NULL || strncmp(vault, "cmd:", 4) != 0 ||
 	    vault[4] == '\0' || strnlen(vault, SP_CRED_VAULT_MAX + 1) >
 	    SP_CRED_VAULT_MAX)
-		return sp_err_set(e, "bad-input", 0, "vault '%s' is not file "
+		return sp_err_set(e, SP_E_BAD_INPUT, 0, "vault '%s' is not file "
 		    "or cmd:PROGRAM", quote(vault, q));
 	for (p = vault + 4; *p != '\0'; p++)
 		if (*p <= 0x20 || *p > 0x7e)
-			return sp_err_set(e, "bad-input", 0, "vault '%s': "
+			return sp_err_set(e, SP_E_BAD_INPUT, 0, "vault '%s': "
 			    "PROGRAM is one word of printable ASCII",
 			    quote(vault, q));
 	return 0;
@@ -342,9 +342,9 @@ cred_hosts_parse(const char *list, struct sp_cred *c, struct sp_err *e)
 
 	c->nhosts = 0;
 	if (list == NULL || *list == '\0')
-		return sp_err_set(e, "bad-input", 0, "a credential needs a host");
+		return sp_err_set(e, SP_E_BAD_INPUT, 0, "a credential needs a host");
 	if (strnlen(list, sizeof buf) == sizeof buf)
-		return sp_err_set(e, "bad-input", 0, "host list too long");
+		return sp_err_set(e, SP_E_BAD_INPUT, 0, "host list too long");
 	strcpy(buf, list);
 	for (tok = buf;; tok = p + 1) {
 		if ((p = strchr(tok, ',')) != NULL)
@@ -356,7 +356,7 @@ cred_hosts_parse(const char *list, struct sp_cred *c, struct sp_err *e)
 				break;
 		if (i == c->nhosts) {
 			if (c->nhosts == SP_CRED_HOSTS_MAX)
-				return sp_err_set(e, "bad-input", 0, "at most "
+				return sp_err_set(e, SP_E_BAD_INPUT, 0, "at most "
 				    "%d hosts", SP_CRED_HOSTS_MAX);
 			strcpy(c->hosts[c->nhosts++], h);
 		}

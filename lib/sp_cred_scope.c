@@ -30,7 +30,7 @@ cred_dir(const char *root, struct sp_err *e)
 	if (sp_path_fmt(p, sizeof p, e, "%s/creds", root) == -1)
 		return -1;
 	if (mkdir(p, 0700) == -1 && errno != EEXIST)
-		return sp_err_sys(e, "io", "mkdir %s", p);
+		return sp_err_sys(e, SP_E_IO, "mkdir %s", p);
 	return 0;
 }
 
@@ -67,15 +67,15 @@ cred_file_read(const char *path, void *buf, size_t max, size_t *n,
 	if ((fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW |
 	    O_NONBLOCK)) == -1) {
 		if (errno == ENOENT)
-			return sp_err_set(e, "not-found", 0, "%s is gone", path);
-		return sp_err_sys(e, "io", "open %s", path);
+			return sp_err_set(e, SP_E_NOT_FOUND, 0, "%s is gone", path);
+		return sp_err_sys(e, SP_E_IO, "open %s", path);
 	}
 	if (fstat(fd, &st) == -1) {
-		sp_err_sys(e, "io", "stat %s", path);
+		sp_err_sys(e, SP_E_IO, "stat %s", path);
 		goto out;
 	}
 	if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size > max) {
-		sp_err_set(e, "corrupt", 0, "%s is not a file of at most %zu "
+		sp_err_set(e, SP_E_CORRUPT, 0, "%s is not a file of at most %zu "
 		    "bytes", path, max);
 		goto out;
 	}
@@ -85,7 +85,7 @@ cred_file_read(const char *path, void *buf, size_t max, size_t *n,
 		if (r == -1 && errno == EINTR)
 			continue;
 		if (r == -1) {
-			sp_err_sys(e, "io", "read %s", path);
+			sp_err_sys(e, SP_E_IO, "read %s", path);
 			goto out;
 		}
 		got += r;
@@ -108,19 +108,19 @@ cred_file_replace(const char *path, const void *buf, size_t n, struct sp_err *e)
 	if (sp_path_fmt(dir, sizeof dir, e, "%s", path) == -1)
 		return -1;
 	if ((slash = strrchr(dir, '/')) == NULL)
-		return sp_err_set(e, "internal", 0, "%s: no directory", path);
+		return sp_err_set(e, SP_E_INTERNAL, 0, "%s: no directory", path);
 	*slash = '\0';
 	if (sp_path_fmt(tmp, sizeof tmp, e, "%s/.tmp-XXXXXX", dir) == -1)
 		return -1;
 	if ((fd = mkostemp(tmp, O_CLOEXEC)) == -1)
-		return sp_err_sys(e, "io", "create %s", tmp);
+		return sp_err_sys(e, SP_E_IO, "create %s", tmp);
 	if (fchmod(fd, 0600) == -1 || sp_write_all(fd, buf, n) == -1 ||
 	    fsync(fd) == -1) {
-		sp_err_sys(e, "io", "write %s", tmp);
+		sp_err_sys(e, SP_E_IO, "write %s", tmp);
 		goto out;
 	}
 	if (rename(tmp, path) == -1) {
-		sp_err_sys(e, "io", "rename %s", path);
+		sp_err_sys(e, SP_E_IO, "rename %s", path);
 		goto out;
 	}
 	fsync_dir(dir);
@@ -194,7 +194,7 @@ cred_from_json(json_t *j, const char *path, struct sp_cred *c,
 	static const char *const known[] = { "name", "scope", "hosts",
 	    "inject", "expires", "rate", "created", "rotated", "version",
 	    "vault", "ref", NULL };
-	struct sp_err why = { "", 0, "" };
+	struct sp_err why = { SP_E_NONE, 0, "" };
 	const char *k, *bad = NULL;
 	char h[SP_CRED_HOST_MAX + 1];
 	json_t *v, *hosts;
@@ -203,13 +203,13 @@ cred_from_json(json_t *j, const char *path, struct sp_cred *c,
 
 	memset(c, 0, sizeof *c);
 	if (!json_is_object(j))
-		return sp_err_set(e, "corrupt", 0, "%s: not a JSON object", path);
+		return sp_err_set(e, SP_E_CORRUPT, 0, "%s: not a JSON object", path);
 	json_object_foreach(j, k, v) {
 		for (ki = 0; known[ki] != NULL; ki++)
 			if (strcmp(k, known[ki]) == 0)
 				break;
 		if (known[ki] == NULL)
-			return sp_err_set(e, "corrupt", 0, "%s: unknown field",
+			return sp_err_set(e, SP_E_CORRUPT, 0, "%s: unknown field",
 			    path);
 	}
 	if (str_field(j, "name", c->name, sizeof c->name) == -1 ||
@@ -261,7 +261,7 @@ cred_from_json(json_t *j, const char *path, struct sp_cred *c,
 	}
 	return 0;
 bad:
-	return sp_err_set(e, "corrupt", 0, "%s: bad %s%s%s", path, bad,
+	return sp_err_set(e, SP_E_CORRUPT, 0, "%s: bad %s%s%s", path, bad,
 	    why.msg[0] ? ": " : "", why.msg);
 }
 
@@ -277,7 +277,7 @@ meta_read(const char *path, struct sp_cred *c, struct sp_err *e)
 	if (cred_file_read(path, buf, sizeof buf, &n, e) == -1)
 		return -1;
 	if ((j = json_loadb(buf, n, JSON_REJECT_DUPLICATES, &jerr)) == NULL)
-		return sp_err_set(e, "corrupt", 0, "%s: not JSON: %s", path,
+		return sp_err_set(e, SP_E_CORRUPT, 0, "%s: not JSON: %s", path,
 		    jerr.text);
 	rc = cred_from_json(j, path, c, e);
 	json_decref(j);
@@ -295,7 +295,7 @@ cred_meta_load(const char *root, const char *scope, const char *name,
 	    meta_read(p, c, e) == -1)
 		return -1;
 	if (strcmp(c->name, name) != 0 || strcmp(c->scope, scope) != 0)
-		return sp_err_set(e, "corrupt", 0, "%s holds %s of %s", p,
+		return sp_err_set(e, SP_E_CORRUPT, 0, "%s holds %s of %s", p,
 		    c->name, c->scope);
 	return 0;
 }
@@ -316,14 +316,14 @@ cred_meta_write(const char *root, const struct sp_cred *c, struct sp_err *e)
 	if ((o = sp_cred_json(c)) == NULL ||
 	    (s = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER)) == NULL) {
 		json_decref(o);
-		return sp_err_set(e, "nomem", 1, "metadata of %s", c->name);
+		return sp_err_set(e, SP_E_NOMEM, 1, "metadata of %s", c->name);
 	}
 	json_decref(o);
 	/* One line, newline-terminated, for the humans who look. */
 	n = strlen(s);
 	if ((line = realloc(s, n + 2)) == NULL) {
 		free(s);
-		return sp_err_set(e, "nomem", 1, "metadata of %s", c->name);
+		return sp_err_set(e, SP_E_NOMEM, 1, "metadata of %s", c->name);
 	}
 	line[n++] = '\n';
 	line[n] = '\0';
@@ -352,7 +352,7 @@ dir_each(const char *dir, int (*fn)(const char *name, void *), void *arg,
 	if ((n = scandir(dir, &ents, not_hidden, alphasort)) == -1) {
 		if (errno == ENOENT || errno == ENOTDIR)
 			return 0;
-		return sp_err_sys(e, "io", "list %s", dir);
+		return sp_err_sys(e, SP_E_IO, "list %s", dir);
 	}
 	for (i = 0; i < n; i++) {
 		if (rc == 0)
@@ -506,7 +506,7 @@ cred_scope_names_fast(const char *root, const char *scope,
 	if ((dp = opendir(dir)) == NULL) {
 		if (errno == ENOENT || errno == ENOTDIR)
 			return 0;
-		return sp_err_sys(e, "io", "list %s", dir);
+		return sp_err_sys(e, SP_E_IO, "list %s", dir);
 	}
 	while (rc == 0 && (d = readdir(dp)) != NULL)
 		if (d->d_name[0] != '.')
@@ -532,7 +532,7 @@ each_name(const char *name, void *arg)
 
 	if (cred_meta_load(x->root, x->scope, name, &c, &bad) == 0)
 		return x->fn(&c, NULL, x->arg) != 0 ? 1 : 0;
-	if (strcmp(bad.code, "not-found") == 0)
+	if (bad.code == SP_E_NOT_FOUND)
 		return 0;	/* removed while we walked */
 	memset(&c, 0, sizeof c);
 	snprintf(c.name, sizeof c.name, "%s", name);
@@ -613,7 +613,7 @@ cred_scope_of(const char *root, const char *name, const char *scope,
 	if (scopes_each(root, find_scope, &f, e) == -1)
 		return -1;
 	if (f.n > 1)
-		return sp_err_set(e, "bad-input", 0, "credential %s is in %d "
+		return sp_err_set(e, SP_E_BAD_INPUT, 0, "credential %s is in %d "
 		    "scopes (%s): say which with a scope", name, f.n, f.list);
 	*found = f.n == 1;
 	snprintf(out, SP_CRED_SCOPE_MAX + 1, "%s", f.where);
@@ -630,7 +630,7 @@ sp_cred_get(const char *root, const char *name, const char *scope,
 	if (cred_scope_of(root, name, scope, where, &found, e) == -1)
 		return -1;
 	if (!found)
-		return sp_err_set(e, "not-found", 0, "no credential %s%s%s",
+		return sp_err_set(e, SP_E_NOT_FOUND, 0, "no credential %s%s%s",
 		    name, scope ? " in " : "", scope ? scope : "");
 	return cred_meta_load(root, where, name, out, e);
 }

@@ -34,29 +34,29 @@ vault_key(const char *root, int create, unsigned char key[32],
 	if (sp_path_fmt(p, sizeof p, e, "%s/creds/vault.key", root) == -1)
 		return -1;
 	if (create && access(p, F_OK) != 0 && (cred_dir(root, e) == -1 ||
-	    (sp_crypt_key_create(p, e) == -1 && strcmp(e->code, "exists") != 0)))
+	    (sp_crypt_key_create(p, e) == -1 && e->code != SP_E_EXISTS)))
 		return -1;
 	if ((fd = open(p, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)) == -1) {
 		if (errno == ENOENT)
-			return sp_err_set(e, "vault", 0, "the vault key %s is "
+			return sp_err_set(e, SP_E_VAULT, 0, "the vault key %s is "
 			    "gone: no secret of the file vault opens", p);
-		return sp_err_sys(e, "vault", "open %s", p);
+		return sp_err_sys(e, SP_E_VAULT, "open %s", p);
 	}
 	if (fstat(fd, &st) == -1) {
-		sp_err_sys(e, "vault", "stat %s", p);
+		sp_err_sys(e, SP_E_VAULT, "stat %s", p);
 		goto out;
 	}
 	/* Root-only, or it is not a key to trust with every secret. */
 	if (!S_ISREG(st.st_mode) || st.st_size != 32 ||
 	    (st.st_mode & 077) != 0 || st.st_uid != geteuid()) {
-		sp_err_set(e, "vault", 0, "the vault key %s must be 32 bytes, "
+		sp_err_set(e, SP_E_VAULT, 0, "the vault key %s must be 32 bytes, "
 		    "mode 0600, owned by uid %d", p, (int)geteuid());
 		goto out;
 	}
 	while ((r = read(fd, key, 32)) == -1 && errno == EINTR)
 		;
 	if (r != 32) {
-		sp_err_sys(e, "vault", "read %s", p);
+		sp_err_sys(e, SP_E_VAULT, "read %s", p);
 		goto out;
 	}
 	rc = 0;
@@ -111,13 +111,13 @@ fvault_get(const char *root, const char *ref, unsigned char *out,
 		goto out;
 	if (got < BOX_HDR + crypto_secretbox_MACBYTES + rl + 2 ||
 	    memcmp(box, BOX_MAGIC, BOX_MAGIC_LEN) != 0) {
-		sp_err_set(e, "corrupt", 0, "%s is not a sealed secret", p);
+		sp_err_set(e, SP_E_CORRUPT, 0, "%s is not a sealed secret", p);
 		goto out;
 	}
 	pn = got - BOX_HDR - crypto_secretbox_MACBYTES;
 	if (crypto_secretbox_open_easy(pt, box + BOX_HDR, got - BOX_HDR,
 	    box + BOX_MAGIC_LEN, key) != 0 || memcmp(pt, ref, rl + 1) != 0) {
-		sp_err_set(e, "corrupt", 0, "%s does not open with the vault "
+		sp_err_set(e, SP_E_CORRUPT, 0, "%s does not open with the vault "
 		    "key as %s", p, ref);
 		goto out;
 	}
@@ -138,7 +138,7 @@ fvault_rm(const char *root, const char *ref, struct sp_err *e)
 	if (sp_path_fmt(p, sizeof p, e, "%s/creds/vault/%s", root, ref) == -1)
 		return -1;
 	if (unlink(p) == -1 && errno != ENOENT)
-		return sp_err_sys(e, "vault", "remove %s", p);
+		return sp_err_sys(e, SP_E_VAULT, "remove %s", p);
 	return 0;
 }
 
@@ -166,9 +166,9 @@ vcmd_run(const char *prog, const char *op, const char *ref, const void *in,
 	rc = sp_proc_talk(argv, in, inlen, out, max, outn, tail, ms, e);
 	/* A timeout says so; any other failure of the program is the
 	 * vault's, retryable when it was killed. */
-	if (rc == -1 && strcmp(e->code, "timed-out") != 0) {
-		e->temp = strcmp(e->code, "killed") == 0;
-		snprintf(e->code, sizeof e->code, "vault");
+	if (rc == -1 && e->code != SP_E_TIMED_OUT) {
+		e->temp = e->code == SP_E_KILLED;
+		e->code = SP_E_VAULT;
 	}
 	return rc;
 }
@@ -181,9 +181,9 @@ vcmd_status(const char *prog, const char *op, const char *ref, int status,
 	if (status == 0)
 		return 0;
 	if (status == VAULT_NOT_FOUND)
-		return sp_err_set(e, "not-found", 0, "vault program %s has no "
+		return sp_err_set(e, SP_E_NOT_FOUND, 0, "vault program %s has no "
 		    "secret %s", prog, ref);
-	return sp_err_set(e, "vault", 1, "vault program %s %s %s exited %d%s%s",
+	return sp_err_set(e, SP_E_VAULT, 1, "vault program %s %s %s exited %d%s%s",
 	    prog, op, ref, status, *tail ? ": " : "", tail);
 }
 
@@ -228,7 +228,7 @@ cred_vault_get(const char *root, const struct sp_cred *c, unsigned char *out,
 	}
 	if (sp_cred_secret_check(c->inject, out, *n, &why) == -1) {
 		sodium_memzero(out, SP_CRED_SECRET_MAX + 1);
-		return sp_err_set(e, "vault", 0, "the vault's secret %s is not "
+		return sp_err_set(e, SP_E_VAULT, 0, "the vault's secret %s is not "
 		    "one for %s: %s", c->ref, c->inject, why.msg);
 	}
 	return 0;

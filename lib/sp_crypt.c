@@ -41,7 +41,7 @@ static int
 crypt_init(struct sp_err *e)
 {
 	if (sodium_init() < 0)
-		return sp_err_set(e, "internal", 0, "libsodium cannot start");
+		return sp_err_set(e, SP_E_INTERNAL, 0, "libsodium cannot start");
 	return 0;
 }
 
@@ -82,21 +82,21 @@ sp_crypt_encrypt(int in, int out, const unsigned char key[32],
 	pt = malloc(SP_CRYPT_CHUNK);
 	ct = malloc(4 + CT_MAX);
 	if (pt == NULL || ct == NULL) {
-		sp_err_sys(e, "internal", "encrypt");
+		sp_err_sys(e, SP_E_INTERNAL, "encrypt");
 		goto out;
 	}
 	memcpy(hdr, MAGIC, MAGIC_LEN);
 	hdr[MAGIC_LEN] = SP_CRYPT_VERSION;
 	crypto_secretstream_xchacha20poly1305_init_push(&st, hdr + PRE_LEN, key);
 	if (sp_write_all(out, hdr, sizeof hdr) == -1) {
-		sp_err_sys(e, "io", "write encrypted stream");
+		sp_err_sys(e, SP_E_IO, "write encrypted stream");
 		goto out;
 	}
 	/* A full chunk is a MESSAGE; the first short one (EOF) is the FINAL. */
 	do {
 		n = read_full(in, pt, SP_CRYPT_CHUNK);
 		if (n == -1) {
-			sp_err_sys(e, "io", "read plaintext");
+			sp_err_sys(e, SP_E_IO, "read plaintext");
 			goto out;
 		}
 		tag = n < SP_CRYPT_CHUNK ? TAG_FINAL : TAG_MESSAGE;
@@ -104,7 +104,7 @@ sp_crypt_encrypt(int in, int out, const unsigned char key[32],
 		    pt, n, hdr, PRE_LEN, tag);
 		sp_be32_put(ct, clen);
 		if (sp_write_all(out, ct, 4 + clen) == -1) {
-			sp_err_sys(e, "io", "write encrypted stream");
+			sp_err_sys(e, SP_E_IO, "write encrypted stream");
 			goto out;
 		}
 		total += n;
@@ -128,7 +128,7 @@ read_in(int fd, void *p, size_t n, size_t *got, struct sp_err *e)
 	ssize_t r = read_full(fd, p, n);
 
 	if (r == -1)
-		return sp_err_sys(e, "io", "read encrypted stream");
+		return sp_err_sys(e, SP_E_IO, "read encrypted stream");
 	*got = r;
 	return 0;
 }
@@ -151,37 +151,37 @@ sp_crypt_decrypt(int in, int out, const unsigned char key[32],
 	pt = malloc(SP_CRYPT_CHUNK);
 	ct = malloc(CT_MAX);
 	if (pt == NULL || ct == NULL) {
-		sp_err_sys(e, "internal", "decrypt");
+		sp_err_sys(e, SP_E_INTERNAL, "decrypt");
 		goto out;
 	}
 	if (read_in(in, hdr, sizeof hdr, &n, e) == -1)
 		goto out;
 	if (n < sizeof hdr || memcmp(hdr, MAGIC, MAGIC_LEN) != 0) {
-		sp_err_set(e, "corrupt", 0, "not an encrypted stream");
+		sp_err_set(e, SP_E_CORRUPT, 0, "not an encrypted stream");
 		goto out;
 	}
 	if (hdr[MAGIC_LEN] != SP_CRYPT_VERSION) {
-		sp_err_set(e, "corrupt", 0, "unknown encrypted stream version %u",
+		sp_err_set(e, SP_E_CORRUPT, 0, "unknown encrypted stream version %u",
 		    hdr[MAGIC_LEN]);
 		goto out;
 	}
 	if (crypto_secretstream_xchacha20poly1305_init_pull(&st, hdr + PRE_LEN,
 	    key) != 0) {
-		sp_err_set(e, "corrupt", 0, "bad encrypted stream header");
+		sp_err_set(e, SP_E_CORRUPT, 0, "bad encrypted stream header");
 		goto out;
 	}
 	for (;; chunk++) {
 		if (read_in(in, len, sizeof len, &n, e) == -1)
 			goto out;
 		if (n < sizeof len) {
-			sp_err_set(e, "corrupt", 0, "encrypted stream truncated "
+			sp_err_set(e, SP_E_CORRUPT, 0, "encrypted stream truncated "
 			    "before chunk %llu (no final chunk)",
 			    (unsigned long long)chunk);
 			goto out;
 		}
 		clen = sp_be32_get(len);
 		if (clen < SS_ABYTES || clen > CT_MAX) {
-			sp_err_set(e, "corrupt", 0, "chunk %llu: length %lu out "
+			sp_err_set(e, SP_E_CORRUPT, 0, "chunk %llu: length %lu out "
 			    "of bounds", (unsigned long long)chunk,
 			    (unsigned long)clen);
 			goto out;
@@ -189,20 +189,20 @@ sp_crypt_decrypt(int in, int out, const unsigned char key[32],
 		if (read_in(in, ct, clen, &n, e) == -1)
 			goto out;
 		if (n < clen) {
-			sp_err_set(e, "corrupt", 0, "encrypted stream truncated "
+			sp_err_set(e, SP_E_CORRUPT, 0, "encrypted stream truncated "
 			    "in chunk %llu", (unsigned long long)chunk);
 			goto out;
 		}
 		if (crypto_secretstream_xchacha20poly1305_pull(&st, pt, &plen,
 		    &tag, ct, clen, hdr, PRE_LEN) != 0) {
-			sp_err_set(e, "corrupt", 0, "chunk %llu does not verify "
+			sp_err_set(e, SP_E_CORRUPT, 0, "chunk %llu does not verify "
 			    "(wrong key or damaged)", (unsigned long long)chunk);
 			goto out;
 		}
 		/* Only the writer's two shapes of chunk make a whole stream. */
 		if (tag != TAG_FINAL && (tag != TAG_MESSAGE ||
 		    plen != SP_CRYPT_CHUNK)) {
-			sp_err_set(e, "corrupt", 0, "chunk %llu: unexpected "
+			sp_err_set(e, SP_E_CORRUPT, 0, "chunk %llu: unexpected "
 			    "tag or size", (unsigned long long)chunk);
 			goto out;
 		}
@@ -211,13 +211,13 @@ sp_crypt_decrypt(int in, int out, const unsigned char key[32],
 			if (read_in(in, len, 1, &n, e) == -1)
 				goto out;
 			if (n != 0) {
-				sp_err_set(e, "corrupt", 0, "data after the "
+				sp_err_set(e, SP_E_CORRUPT, 0, "data after the "
 				    "final chunk");
 				goto out;
 			}
 		}
 		if (sp_write_all(out, pt, plen) == -1) {
-			sp_err_sys(e, "io", "write plaintext");
+			sp_err_sys(e, SP_E_IO, "write plaintext");
 			goto out;
 		}
 		total += plen;
@@ -260,20 +260,20 @@ sp_crypt_key_create(const char *path, struct sp_err *e)
 	sodium_mlock(key, sizeof key);
 	randombytes_buf(key, sizeof key);
 	if ((fd = mkostemp(tmp, O_CLOEXEC)) == -1) {
-		sp_err_sys(e, "io", "create key file %s", path);
+		sp_err_sys(e, SP_E_IO, "create key file %s", path);
 		goto out;
 	}
 	if (fchmod(fd, 0600) == -1 || sp_write_all(fd, key, sizeof key) == -1 ||
 	    fsync(fd) == -1) {
-		sp_err_sys(e, "io", "write key file %s", tmp);
+		sp_err_sys(e, SP_E_IO, "write key file %s", tmp);
 		goto out;
 	}
 	/* link, unlike rename, refuses to replace a key that is there. */
 	if (link(tmp, path) == -1) {
 		if (errno == EEXIST)
-			sp_err_set(e, "exists", 0, "key file %s exists", path);
+			sp_err_set(e, SP_E_EXISTS, 0, "key file %s exists", path);
 		else
-			sp_err_sys(e, "io", "create key file %s", path);
+			sp_err_sys(e, SP_E_IO, "create key file %s", path);
 		goto out;
 	}
 	if ((dfd = open(dirname(dir), O_RDONLY | O_DIRECTORY | O_CLOEXEC)) != -1) {
@@ -299,29 +299,29 @@ file_key_read(const char *path, unsigned char key[32], struct sp_err *e)
 	int fd, rc = -1;
 
 	if (*path == '\0')
-		return sp_err_set(e, "bad-input", 0, "file: key reference "
+		return sp_err_set(e, SP_E_BAD_INPUT, 0, "file: key reference "
 		    "without a path");
 	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) == -1) {
 		if (errno == ENOENT || errno == ENOTDIR)
-			return sp_err_set(e, "key-revoked", 0, "key file %s is "
+			return sp_err_set(e, SP_E_KEY_REVOKED, 0, "key file %s is "
 			    "gone: the key is revoked", path);
-		return sp_err_sys(e, "kms", "key file %s", path);
+		return sp_err_sys(e, SP_E_KMS, "key file %s", path);
 	}
 	if (fstat(fd, &st) == -1) {
-		sp_err_sys(e, "kms", "key file %s", path);
+		sp_err_sys(e, SP_E_KMS, "key file %s", path);
 		goto out;
 	}
 	if (!S_ISREG(st.st_mode) || st.st_size != SP_CRYPT_KEY_BYTES) {
-		sp_err_set(e, "kms", 0, "key file %s is not a key of %d bytes",
+		sp_err_set(e, SP_E_KMS, 0, "key file %s is not a key of %d bytes",
 		    path, SP_CRYPT_KEY_BYTES);
 		goto out;
 	}
 	if ((n = read_full(fd, key, SP_CRYPT_KEY_BYTES)) == -1) {
-		sp_err_sys(e, "kms", "read key file %s", path);
+		sp_err_sys(e, SP_E_KMS, "read key file %s", path);
 		goto out;
 	}
 	if (n != SP_CRYPT_KEY_BYTES) {
-		sp_err_set(e, "kms", 0, "key file %s is short", path);
+		sp_err_set(e, SP_E_KMS, 0, "key file %s is short", path);
 		goto out;
 	}
 	rc = 0;
@@ -338,7 +338,7 @@ file_wrap(const char *path, const unsigned char key[32], char *wrapped,
 	int rc = -1;
 
 	if (n < sizeof W_FILE - 1 + BOX_B64_LEN)
-		return sp_err_set(e, "bad-input", 0, "no room for the wrapped key");
+		return sp_err_set(e, SP_E_BAD_INPUT, 0, "no room for the wrapped key");
 	sodium_mlock(tk, sizeof tk);
 	if (file_key_read(path, tk, e) == -1)
 		goto out;
@@ -375,14 +375,14 @@ file_unwrap(const char *path, const char *b64, unsigned char key[32],
 	int rc = -1;
 
 	if (b64_exact(b64, box, sizeof box) == -1)
-		return sp_err_set(e, "corrupt", 0, "wrapped key is not well "
+		return sp_err_set(e, SP_E_CORRUPT, 0, "wrapped key is not well "
 		    "formed");
 	sodium_mlock(tk, sizeof tk);
 	if (file_key_read(path, tk, e) == -1)
 		goto out;
 	if (crypto_secretbox_open_easy(key, box + crypto_secretbox_NONCEBYTES,
 	    sizeof box - crypto_secretbox_NONCEBYTES, box, tk) != 0) {
-		sp_err_set(e, "key-revoked", 0, "the key in %s does not unwrap "
+		sp_err_set(e, SP_E_KEY_REVOKED, 0, "the key in %s does not unwrap "
 		    "this data key: revoked or replaced", path);
 		goto out;
 	}
@@ -428,14 +428,14 @@ kms_cmd(const char *spec, const char *op, const char *input, char *out,
 	for (tok = strtok_r(buf, " \t", &save); tok != NULL;
 	    tok = strtok_r(NULL, " \t", &save)) {
 		if (argc == KMS_ARGS)
-			return sp_err_set(e, "bad-input", 0, "cmd: key "
+			return sp_err_set(e, SP_E_BAD_INPUT, 0, "cmd: key "
 			    "reference of too many words");
 		argv[argc++] = tok;
 		if (argc == 1)
 			argv[argc++] = (char *)op;
 	}
 	if (argc == 0)
-		return sp_err_set(e, "bad-input", 0, "cmd: key reference "
+		return sp_err_set(e, SP_E_BAD_INPUT, 0, "cmd: key reference "
 		    "without a program");
 	argv[argc] = NULL;
 
@@ -444,26 +444,26 @@ kms_cmd(const char *spec, const char *op, const char *input, char *out,
 	if (status == -1) {
 		/* A timeout says so; any other failure is the key service's,
 		 * retryable when the program was killed or could not run. */
-		if (strcmp(e->code, "timed-out") != 0) {
-			e->temp = strcmp(e->code, "too-long") != 0;
-			snprintf(e->code, sizeof e->code, "kms");
+		if (e->code != SP_E_TIMED_OUT) {
+			e->temp = e->code != SP_E_TOO_BIG;
+			e->code = SP_E_KMS;
 		}
 		goto out;
 	}
 	if (status == 3) {
-		sp_err_set(e, "key-revoked", 0, "kms program %s: the key is "
+		sp_err_set(e, SP_E_KEY_REVOKED, 0, "kms program %s: the key is "
 		    "revoked: %s", argv[0], tail);
 		goto out;
 	}
 	if (status != 0) {
-		sp_err_set(e, "kms", 1, "kms program %s exited %d: %s", argv[0],
+		sp_err_set(e, SP_E_KMS, 1, "kms program %s exited %d: %s", argv[0],
 		    status, tail);
 		goto out;
 	}
 	if (n > 0 && out[n - 1] == '\n')
 		n--;
 	if (!kms_line_ok(out, n, max)) {
-		sp_err_set(e, "kms", 0, "kms program %s printed no well-formed "
+		sp_err_set(e, SP_E_KMS, 0, "kms program %s printed no well-formed "
 		    "line", argv[0]);
 		goto out;
 	}
@@ -488,7 +488,7 @@ cmd_wrap(const char *spec, const unsigned char key[32], char *wrapped,
 	if (kms_cmd(spec, "wrap", in, line, KMS_LINE_MAX, e) == -1)
 		goto out;
 	if (sizeof W_CMD - 1 + strlen(line) + 1 > n) {
-		sp_err_set(e, "bad-input", 0, "no room for the wrapped key");
+		sp_err_set(e, SP_E_BAD_INPUT, 0, "no room for the wrapped key");
 		goto out;
 	}
 	memcpy(wrapped, W_CMD, sizeof W_CMD - 1);
@@ -507,7 +507,7 @@ cmd_unwrap(const char *spec, const char *payload, unsigned char key[32],
 	int rc = -1;
 
 	if (!kms_line_ok(payload, strlen(payload), KMS_LINE_MAX))
-		return sp_err_set(e, "corrupt", 0, "wrapped key is not well "
+		return sp_err_set(e, SP_E_CORRUPT, 0, "wrapped key is not well "
 		    "formed");
 	snprintf(in, sizeof in, "%s\n", payload);
 	sodium_mlock(line, sizeof line);
@@ -515,7 +515,7 @@ cmd_unwrap(const char *spec, const char *payload, unsigned char key[32],
 		goto out;
 	if (b64_exact(line, key, SP_CRYPT_KEY_BYTES) == -1) {
 		sodium_memzero(key, SP_CRYPT_KEY_BYTES);
-		sp_err_set(e, "kms", 0, "kms program answered no key of %d "
+		sp_err_set(e, SP_E_KMS, 0, "kms program answered no key of %d "
 		    "bytes in base64", SP_CRYPT_KEY_BYTES);
 		goto out;
 	}
@@ -535,7 +535,7 @@ sp_crypt_wrap(const char *keyref, const unsigned char key[32], char *wrapped,
 		return file_wrap(keyref + 5, key, wrapped, n, e);
 	if (strncmp(keyref, "cmd:", 4) == 0)
 		return cmd_wrap(keyref + 4, key, wrapped, n, e);
-	return sp_err_set(e, "bad-input", 0, "unknown kind of key reference "
+	return sp_err_set(e, SP_E_BAD_INPUT, 0, "unknown kind of key reference "
 	    "(file: or cmd:)");
 }
 
@@ -549,24 +549,24 @@ sp_crypt_unwrap(const char *keyref, const char *wrapped, unsigned char key[32],
 	if (crypt_init(e) == -1)
 		return -1;
 	if (!file && !cmd)
-		return sp_err_set(e, "bad-input", 0, "unknown kind of key "
+		return sp_err_set(e, SP_E_BAD_INPUT, 0, "unknown kind of key "
 		    "reference (file: or cmd:)");
 	if (strnlen(wrapped, SP_CRYPT_WRAPPED_MAX) == SP_CRYPT_WRAPPED_MAX)
-		return sp_err_set(e, "corrupt", 0, "wrapped key too long");
+		return sp_err_set(e, SP_E_CORRUPT, 0, "wrapped key too long");
 	if (strncmp(wrapped, W_FILE, sizeof W_FILE - 1) == 0) {
 		if (!file)
-			return sp_err_set(e, "bad-input", 0, "key wrapped by a "
+			return sp_err_set(e, SP_E_BAD_INPUT, 0, "key wrapped by a "
 			    "file: key, reference is cmd:");
 		return file_unwrap(keyref + 5, wrapped + sizeof W_FILE - 1,
 		    key, e);
 	}
 	if (strncmp(wrapped, W_CMD, sizeof W_CMD - 1) == 0) {
 		if (!cmd)
-			return sp_err_set(e, "bad-input", 0, "key wrapped by a "
+			return sp_err_set(e, SP_E_BAD_INPUT, 0, "key wrapped by a "
 			    "cmd: program, reference is file:");
 		return cmd_unwrap(keyref + 4, wrapped + sizeof W_CMD - 1, key,
 		    e);
 	}
-	return sp_err_set(e, "corrupt", 0, "wrapped key of unknown version "
+	return sp_err_set(e, SP_E_CORRUPT, 0, "wrapped key of unknown version "
 	    "or kind");
 }

@@ -18,7 +18,7 @@ sp_ctx_open_db(struct sp_ctx *x, struct sp_err *e)
 	if (sp_conf_load(&x->conf, e) == -1)
 		return -1;
 	if (!sp_subvol_is_btrfs(x->conf.root))
-		return sp_err_set(e, "not-initialized", 0,
+		return sp_err_set(e, SP_E_NOT_INITIALIZED, 0,
 		    "%s is not a btrfs filesystem: run space-init first", x->conf.root);
 	return sp_db_open(&x->db, &x->conf, e);
 }
@@ -64,7 +64,7 @@ sp_sandbox_lock(const struct sp_ctx *x, const char *id, int wait, int *fd,
 	    id) == -1)
 		return -1;
 	if ((*fd = open(p, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600)) == -1)
-		return sp_err_sys(e, "io", "%s", p);
+		return sp_err_sys(e, SP_E_IO, "%s", p);
 	if (sp_flock(*fd, wait, e) == -1) {
 		close(*fd);
 		*fd = -1;

@@ -3,7 +3,8 @@
 
 union sp_curl_fns sp_curl;
 
-static struct sp_dl dl = SP_DL_INIT("libcurl.so.4", "libcurl", "internal");
+static struct sp_dl dl = SP_DL_INIT("libcurl.so.4", "libcurl",
+    SP_E_INTERNAL);
 static const char *const names[] = {
 #define SP_CURL_NAME(n) #n,
 	SP_CURL_FUNCS(SP_CURL_NAME)

@@ -166,7 +166,7 @@ db_err(struct sp_db *db, struct sp_err *e, const char *what)
 {
 	int rc = sqlite3_errcode(db->h);
 
-	return sp_err_set(e, "db", rc == SQLITE_BUSY || rc == SQLITE_LOCKED,
+	return sp_err_set(e, SP_E_DB, rc == SQLITE_BUSY || rc == SQLITE_LOCKED,
 	    "%s: %s", what, sqlite3_errmsg(db->h));
 }
 
@@ -246,7 +246,7 @@ migrate(struct sp_db *db, struct sp_err *e)
 		return -1;
 	v = sp_db_schema_version(db);
 	if (v < 0 || v > NMIGRATIONS) {
-		sp_err_set(e, "db", 0, "schema version %d is not one this build knows "
+		sp_err_set(e, SP_E_DB, 0, "schema version %d is not one this build knows "
 		    "(0..%d)", v, NMIGRATIONS);
 		goto fail;
 	}
@@ -272,14 +272,14 @@ sp_db_open(struct sp_db **dbp, const struct sp_conf *c, struct sp_err *e)
 
 	*dbp = NULL;
 	if (strncmp(c->db, "sqlite:", 7) != 0)
-		return sp_err_set(e, "bad-input", 0, "unsupported SPACE_DB '%s'", c->db);
+		return sp_err_set(e, SP_E_BAD_INPUT, 0, "unsupported SPACE_DB '%s'", c->db);
 	path = c->db + 7;
 	if ((db = calloc(1, sizeof *db)) == NULL)
-		return sp_err_sys(e, "internal", "calloc");
+		return sp_err_sys(e, SP_E_INTERNAL, "calloc");
 	db->wal_pages = WAL_PAGES;
 	if (sqlite3_open_v2(path, &db->h, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
 	    SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK) {
-		sp_err_set(e, "db", 1, "open %s: %s", path,
+		sp_err_set(e, SP_E_DB, 1, "open %s: %s", path,
 		    db->h ? sqlite3_errmsg(db->h) : "out of memory");
 		goto fail;
 	}
@@ -389,7 +389,7 @@ sp_db_sandbox_insert(struct sp_db *db, const struct sp_sandbox_row *r,
 		rc = 0;
 		break;
 	case SQLITE_CONSTRAINT:
-		sp_err_set(e, "exists", 0, "sandbox %s exists", r->id);
+		sp_err_set(e, SP_E_EXISTS, 0, "sandbox %s exists", r->id);
 		break;
 	default:
 		db_err(db, e, "insert sandbox");
@@ -412,12 +412,12 @@ sp_db_sandbox_get(struct sp_db *db, const char *id, struct sp_sandbox_row *r,
 	switch (sqlite3_step(st)) {
 	case SQLITE_ROW:
 		if (row_from(st, r) == -1)
-			sp_err_sys(e, "internal", "out of memory");
+			sp_err_sys(e, SP_E_INTERNAL, "out of memory");
 		else
 			rc = 0;
 		break;
 	case SQLITE_DONE:
-		sp_err_set(e, "not-found", 0, "no such sandbox");
+		sp_err_set(e, SP_E_NOT_FOUND, 0, "no such sandbox");
 		break;
 	default:
 		db_err(db, e, "get sandbox");
@@ -444,7 +444,7 @@ sp_db_sandbox_each(struct sp_db *db, int state,
 	sqlite3_bind_int(st, 2, state == SP_DB_WITH_PODS);
 	while ((s = sqlite3_step(st)) == SQLITE_ROW) {
 		if (row_from(st, &r) == -1) {
-			rc = sp_err_sys(e, "internal", "out of memory");
+			rc = sp_err_sys(e, SP_E_INTERNAL, "out of memory");
 			break;
 		}
 		if (fn(&r, arg) == -1)
@@ -481,12 +481,12 @@ sp_db_transition(struct sp_db *db, const char *id, enum sp_state to,
 	if (sp_db_sandbox_get(db, id, &r, e) == -1)
 		goto out;
 	if (!sp_state_can(r.state, to)) {
-		sp_err_set(e, "bad-state", 0, "cannot go from %s to %s",
+		sp_err_set(e, SP_E_BAD_STATE, 0, "cannot go from %s to %s",
 		    sp_state_name(r.state), sp_state_name(to));
 		goto out;
 	}
 	if (expect_gen >= 0 && r.gen != expect_gen) {
-		sp_err_set(e, "bad-state", 0, "changed by another command "
+		sp_err_set(e, SP_E_BAD_STATE, 0, "changed by another command "
 		    "(generation %lld, expected %lld)", (long long)r.gen,
 		    (long long)expect_gen);
 		goto out;
@@ -507,7 +507,7 @@ sp_db_transition(struct sp_db *db, const char *id, enum sp_state to,
 		goto out;
 	}
 	if (sqlite3_changes(db->h) != 1) {
-		sp_err_set(e, "bad-state", 0, "changed by another command");
+		sp_err_set(e, SP_E_BAD_STATE, 0, "changed by another command");
 		goto out;
 	}
 	if (exec_sql(db, "COMMIT", e) == -1)
@@ -559,7 +559,7 @@ sp_db_template_get(struct sp_db *db, const char *ref, struct sp_template_row *t,
 	at = strchr(ref, '@');
 	n = at ? (size_t)(at - ref) : strlen(ref);
 	if (n == 0 || n > SP_NAME_MAX)
-		return sp_err_set(e, "bad-input", 0, "bad template reference");
+		return sp_err_set(e, SP_E_BAD_INPUT, 0, "bad template reference");
 	memcpy(name, ref, n);
 	name[n] = '\0';
 	if (sp_name_check("template", name, e) == -1)
@@ -568,7 +568,7 @@ sp_db_template_get(struct sp_db *db, const char *ref, struct sp_template_row *t,
 		digest = at + 1;
 		if (strlen(digest) < 4 || strlen(digest) > 64 ||
 		    strspn(digest, "0123456789abcdef") != strlen(digest))
-			return sp_err_set(e, "bad-input", 0,
+			return sp_err_set(e, SP_E_BAD_INPUT, 0,
 			    "template digest must be 4 to 64 hex digits");
 	}
 	/* A digest may be given by a unique prefix, as git does. */
@@ -585,13 +585,13 @@ sp_db_template_get(struct sp_db *db, const char *ref, struct sp_template_row *t,
 		template_from(st, t);
 		if (digest != NULL && strlen(digest) < 64 &&
 		    sqlite3_step(st) == SQLITE_ROW)
-			sp_err_set(e, "bad-input", 0, "digest prefix '%s' is ambiguous",
+			sp_err_set(e, SP_E_BAD_INPUT, 0, "digest prefix '%s' is ambiguous",
 			    digest);
 		else
 			rc = 0;
 		break;
 	case SQLITE_DONE:
-		sp_err_set(e, "not-found", 0, "no template '%s'", name);
+		sp_err_set(e, SP_E_NOT_FOUND, 0, "no template '%s'", name);
 		break;
 	default:
 		db_err(db, e, "get template");
@@ -749,7 +749,7 @@ sp_db_pods_each(struct sp_db *db, const char *pool,
 	sqlite3_bind_text(st, 1, pool, -1, SQLITE_STATIC);
 	while ((s = sqlite3_step(st)) == SQLITE_ROW) {
 		if (row_from(st, &r) == -1) {
-			rc = sp_err_sys(e, "internal", "out of memory");
+			rc = sp_err_sys(e, SP_E_INTERNAL, "out of memory");
 			break;
 		}
 		if (fn(&r, arg) == -1)
@@ -794,7 +794,7 @@ sp_db_source_get(struct sp_db *db, const char *name, struct sp_source_row *r,
 		rc = 0;
 		break;
 	case SQLITE_DONE:
-		sp_err_set(e, "not-found", 0, "no template or source '%s'", name);
+		sp_err_set(e, SP_E_NOT_FOUND, 0, "no template or source '%s'", name);
 		break;
 	default:
 		db_err(db, e, "get source");
@@ -877,7 +877,7 @@ sp_db_snap_get(struct sp_db *db, const char *id, const char *snap,
 		rc = 0;
 		break;
 	case SQLITE_DONE:
-		sp_err_set(e, "not-found", 0, "no snapshot %s of %s", snap, id);
+		sp_err_set(e, SP_E_NOT_FOUND, 0, "no snapshot %s of %s", snap, id);
 		break;
 	default:
 		db_err(db, e, "get snapshot");
@@ -947,7 +947,7 @@ sp_db_sandbox_want(struct sp_db *db, const char *id, char *out, size_t n,
 		copy_col(out, n, st, 0);
 		rc = 0;
 	} else
-		sp_err_set(e, "not-found", 0, "no such sandbox");
+		sp_err_set(e, SP_E_NOT_FOUND, 0, "no such sandbox");
 	sqlite3_finalize(st);
 	return rc;
 }
@@ -977,7 +977,7 @@ sp_db_tenant_key_get(struct sp_db *db, const char *tenant, char *out,
 		copy_col(out, n, st, 0);
 		rc = 0;
 	} else
-		sp_err_set(e, "not-found", 0, "no key for tenant %s", tenant);
+		sp_err_set(e, SP_E_NOT_FOUND, 0, "no key for tenant %s", tenant);
 	sqlite3_finalize(st);
 	return rc;
 }

@@ -35,21 +35,21 @@ line1(char *line, size_t n, sp_item_fn fn, void *ctx)
 	if (n == 0)
 		return 0;
 	if (strlen(line) != n || !sp_utf8_valid(line, n)) {
-		sp_err_set(&e, "bad-input", 0, "input line is not valid UTF-8 text");
+		sp_err_set(&e, SP_E_BAD_INPUT, 0, "input line is not valid UTF-8 text");
 		return sp_out_fail(NULL, &e);
 	}
 	if (line[0] != '{')
 		return fn(line, NULL, ctx);
 	rec = json_loadb(line, n, JSON_REJECT_DUPLICATES, &je);
 	if (rec == NULL || !json_is_object(rec)) {
-		sp_err_set(&e, "bad-input", 0, "input line is not a JSON object: %s",
+		sp_err_set(&e, SP_E_BAD_INPUT, 0, "input line is not a JSON object: %s",
 		    rec == NULL ? je.text : "not an object");
 		json_decref(rec);
 		return sp_out_fail(NULL, &e);
 	}
 	id = json_object_get(rec, "id");
 	if (!json_is_string(id)) {
-		sp_err_set(&e, "bad-input", 0, "input JSON line has no string \"id\"");
+		sp_err_set(&e, SP_E_BAD_INPUT, 0, "input JSON line has no string \"id\"");
 		json_decref(rec);
 		return sp_out_fail(NULL, &e);
 	}
@@ -97,12 +97,12 @@ sp_each(int argc, char **argv, sp_item_fn fn, void *ctx)
 		return rc;
 	}
 	if ((line = malloc(SP_LINE_MAX + 1)) == NULL) {
-		sp_err_sys(&e, "internal", "out of memory");
+		sp_err_sys(&e, SP_E_INTERNAL, "out of memory");
 		return sp_out_fail(NULL, &e);
 	}
 	while ((n = read_line(stdin, line, &over)) != -1) {
 		if (over) {
-			sp_err_set(&e, "bad-input", 0,
+			sp_err_set(&e, SP_E_BAD_INPUT, 0,
 			    "input line longer than %d bytes", SP_LINE_MAX);
 			rc = worse(rc, sp_out_fail(NULL, &e));
 			continue;

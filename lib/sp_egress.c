@@ -50,7 +50,7 @@ bad_rule(struct sp_err *e, const char *text, size_t len, const char *why)
 	char q[100];
 
 	quote(text, len, q, sizeof q);
-	return sp_err_set(e, "bad-input", 0, "egress rule \"%s\": %s", q, why);
+	return sp_err_set(e, SP_E_BAD_INPUT, 0, "egress rule \"%s\": %s", q, why);
 }
 
 /* ---- addresses ---- */
@@ -99,7 +99,7 @@ sp_egress_addr_parse(const char *s, struct sp_egress_addr *a, struct sp_err *e)
 	} else if (addr_parse_bare(s, n, a))
 		return 0;
 	quote(s, n, q, sizeof q);
-	return sp_err_set(e, "bad-input", 0, "\"%s\" is not an IPv4 or IPv6 "
+	return sp_err_set(e, SP_E_BAD_INPUT, 0, "\"%s\" is not an IPv4 or IPv6 "
 	    "address", q);
 }
 
@@ -490,14 +490,14 @@ rules_push(struct sp_egress_rules *rs, const struct sp_egress_rule *r,
 		if (rule_same(&rs->r[i], r))
 			return 0;
 	if (rs->n == SP_EGRESS_RULES_MAX)
-		return sp_err_set(e, "bad-input", 0, "at most %d rules in a "
+		return sp_err_set(e, SP_E_BAD_INPUT, 0, "at most %d rules in a "
 		    "list", SP_EGRESS_RULES_MAX);
 	if (rs->n == rs->cap) {
 		cap = rs->cap ? rs->cap * 2 : 8;
 		if (cap > SP_EGRESS_RULES_MAX)
 			cap = SP_EGRESS_RULES_MAX;
 		if ((nr = realloc(rs->r, cap * sizeof *nr)) == NULL)
-			return sp_err_set(e, "nomem", 1, "egress rules: no memory");
+			return sp_err_set(e, SP_E_NOMEM, 1, "egress rules: no memory");
 		rs->r = nr;
 		rs->cap = cap;
 	}
@@ -618,7 +618,7 @@ scope_name_check(enum sp_egress_scope scope, const char *name,
 	case SP_EGRESS_TEMPLATE:
 		return sp_name_check("template", name, e);
 	default:
-		return sp_err_set(e, "bad-input", 0, "no policy scope");
+		return sp_err_set(e, SP_E_BAD_INPUT, 0, "no policy scope");
 	}
 }
 
@@ -639,9 +639,9 @@ sync_dir(const char *dir, struct sp_err *e)
 	int fd, rc = 0;
 
 	if ((fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) == -1)
-		return sp_err_sys(e, "io", "open %s", dir);
+		return sp_err_sys(e, SP_E_IO, "open %s", dir);
 	if (fsync(fd) == -1)
-		rc = sp_err_sys(e, "io", "fsync %s", dir);
+		rc = sp_err_sys(e, SP_E_IO, "fsync %s", dir);
 	close(fd);
 	return rc;
 }
@@ -668,28 +668,28 @@ sp_egress_policy_write(const char *root, enum sp_egress_scope scope,
 	    "updated", (json_int_t)time(NULL));
 	if (j == NULL || (text = json_dumps(j, JSON_COMPACT |
 	    JSON_PRESERVE_ORDER)) == NULL) {
-		sp_err_set(e, "nomem", 1, "egress policy: no memory");
+		sp_err_set(e, SP_E_NOMEM, 1, "egress policy: no memory");
 		goto out;
 	}
 	if ((fd = mkostemp(tmp, O_CLOEXEC)) == -1) {
-		sp_err_sys(e, "io", "create %s", tmp);
+		sp_err_sys(e, SP_E_IO, "create %s", tmp);
 		tmp[0] = '\0';
 		goto out;
 	}
 	if (fchmod(fd, 0644) == -1 || sp_write_all(fd, text, strlen(text)) == -1 ||
 	    sp_write_all(fd, "\n", 1) == -1 || fsync(fd) == -1) {
-		sp_err_sys(e, "io", "write %s", tmp);
+		sp_err_sys(e, SP_E_IO, "write %s", tmp);
 		goto out;
 	}
 	if (close(fd) == -1) {
 		fd = -1;
-		sp_err_sys(e, "io", "close %s", tmp);
+		sp_err_sys(e, SP_E_IO, "close %s", tmp);
 		goto out;
 	}
 	fd = -1;
 	sp_crashpoint("egress-before-rename");
 	if (rename(tmp, path) == -1) {
-		sp_err_sys(e, "io", "rename to %s", path);
+		sp_err_sys(e, SP_E_IO, "rename to %s", path);
 		goto out;
 	}
 	tmp[0] = '\0';
@@ -709,7 +709,7 @@ out:
 static int
 corrupt(struct sp_err *e, const char *path, const char *why)
 {
-	return sp_err_set(e, "corrupt", 0, "%s: %s", path, why);
+	return sp_err_set(e, SP_E_CORRUPT, 0, "%s: %s", path, why);
 }
 
 /* The rules of a JSON array of strings into rs. */
@@ -732,7 +732,7 @@ rules_from_json(json_t *a, struct sp_egress_rules *rs, const char *path,
 		    json_string_length(v), &r, e) == -1 ||
 		    rules_push(rs, &r, 0, e) == -1) {
 			snprintf(msg, sizeof msg, "%s", e->msg);
-			return sp_err_set(e, "corrupt", 0, "%s: %.400s", path,
+			return sp_err_set(e, SP_E_CORRUPT, 0, "%s: %.400s", path,
 			    msg);
 		}
 	}
@@ -761,13 +761,13 @@ sp_egress_policy_read(const char *root, enum sp_egress_scope scope,
 		return -1;
 	if ((fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)) == -1) {
 		if (errno == ENOENT)
-			return sp_err_set(e, "not-found", 0, "no policy %s", path);
+			return sp_err_set(e, SP_E_NOT_FOUND, 0, "no policy %s", path);
 		if (errno == ELOOP)
 			return corrupt(e, path, "a symlink");
-		return sp_err_sys(e, "io", "open %s", path);
+		return sp_err_sys(e, SP_E_IO, "open %s", path);
 	}
 	if (fstat(fd, &st) == -1) {
-		sp_err_sys(e, "io", "stat %s", path);
+		sp_err_sys(e, SP_E_IO, "stat %s", path);
 		goto out;
 	}
 	if (!S_ISREG(st.st_mode) || st.st_size > SP_EGRESS_FILE_MAX) {
@@ -778,7 +778,7 @@ sp_egress_policy_read(const char *root, enum sp_egress_scope scope,
 	 * writers replace the file, they never write into it. */
 	size = (size_t)st.st_size;
 	if ((buf = malloc(size + 1)) == NULL) {
-		sp_err_set(e, "nomem", 1, "%s: no memory", path);
+		sp_err_set(e, SP_E_NOMEM, 1, "%s: no memory", path);
 		goto out;
 	}
 	while (got <= size) {
@@ -786,7 +786,7 @@ sp_egress_policy_read(const char *root, enum sp_egress_scope scope,
 		if (r == -1 && errno == EINTR)
 			continue;
 		if (r == -1) {
-			sp_err_sys(e, "io", "read %s", path);
+			sp_err_sys(e, SP_E_IO, "read %s", path);
 			goto out;
 		}
 		if (r == 0)
@@ -854,7 +854,7 @@ sp_egress_policy_remove(const char *root, enum sp_egress_scope scope,
 	if (unlink(path) == -1) {
 		if (errno == ENOENT)
 			return 0;
-		return sp_err_sys(e, "io", "remove %s", path);
+		return sp_err_sys(e, SP_E_IO, "remove %s", path);
 	}
 	*removed = 1;
 	return sync_dir(dir, e);
@@ -894,7 +894,7 @@ sp_egress_policy_load(const char *root, const char *id, const char *tenant,
 			continue;
 		if (sp_egress_policy_read(root, lv[i].scope, lv[i].name, p, e) == 0)
 			return 0;
-		if (strcmp(e->code, "not-found") != 0)
+		if (e->code != SP_E_NOT_FOUND)
 			return -1;
 	}
 	p->allow.n = p->deny.n = 0;
@@ -962,7 +962,7 @@ sp_egress_never_set(struct sp_egress_never *nv, const char *never,
 			goto fail;
 	}
 	if (none && count > 1) {
-		sp_err_set(e, "bad-input", 0, "SPACE_EGRESS_NEVER: \"none\" "
+		sp_err_set(e, SP_E_BAD_INPUT, 0, "SPACE_EGRESS_NEVER: \"none\" "
 		    "stands alone");
 		goto fail;
 	}
@@ -1004,10 +1004,10 @@ sp_egress_never_add_addr(struct sp_egress_never *nv,
 		if (memcmp(&nv->node[i], a, sizeof *a) == 0)
 			return 0;
 	if (nv->nnode == SP_EGRESS_NODE_MAX)
-		return sp_err_set(e, "bad-input", 0, "the node has more than %d "
+		return sp_err_set(e, SP_E_BAD_INPUT, 0, "the node has more than %d "
 		    "addresses the never-list does not cover", SP_EGRESS_NODE_MAX);
 	if ((na = realloc(nv->node, (nv->nnode + 1) * sizeof *na)) == NULL)
-		return sp_err_set(e, "nomem", 1, "never-list: no memory");
+		return sp_err_set(e, SP_E_NOMEM, 1, "never-list: no memory");
 	nv->node = na;
 	nv->node[nv->nnode++] = *a;
 	return 0;
@@ -1021,7 +1021,7 @@ sp_egress_never_add_node(struct sp_egress_never *nv, struct sp_err *e)
 	int rc = 0;
 
 	if (getifaddrs(&ifs) == -1)
-		return sp_err_sys(e, "io", "getifaddrs");
+		return sp_err_sys(e, SP_E_IO, "getifaddrs");
 	for (i = ifs; i != NULL && rc == 0; i = i->ifa_next)
 		if (sp_egress_addr_from_sockaddr(i->ifa_addr, &a) == 0 &&
 		    !never_rules_cover(nv, &a))
@@ -1040,7 +1040,7 @@ sp_egress_never_load(struct sp_egress_never *nv, struct sp_err *e)
 	if (sp_egress_never_set(nv, never && *never ? never : NULL,
 	    except && *except ? except : NULL, e) == -1) {
 		snprintf(msg, sizeof msg, "%s", e->msg);
-		return sp_err_set(e, "bad-input", 0, "SPACE_EGRESS_NEVER or "
+		return sp_err_set(e, SP_E_BAD_INPUT, 0, "SPACE_EGRESS_NEVER or "
 		    "SPACE_EGRESS_ALLOW_NEVER: %.400s", msg);
 	}
 	return sp_egress_never_add_node(nv, e);
@@ -1340,7 +1340,7 @@ sp_egress_log(int fd, const char *sandbox, const char *kind,
 	j = json_pack("{s:s, s:s, s:s, s:s}", "time", when, "sandbox", sb,
 	    "kind", k, "host", h);
 	if (j == NULL)
-		return sp_err_set(e, "nomem", 1, "egress log: no memory");
+		return sp_err_set(e, SP_E_NOMEM, 1, "egress log: no memory");
 	if (port > 0)
 		json_object_set_new(j, "port", json_integer(port));
 	json_object_set_new(j, "decision", json_string(d->allow ? "allow" : "deny"));
@@ -1359,7 +1359,7 @@ sp_egress_log(int fd, const char *sandbox, const char *kind,
 	n = json_dumpb(j, line, sizeof line - 1, JSON_COMPACT | JSON_PRESERVE_ORDER);
 	json_decref(j);
 	if (n == 0 || n > sizeof line - 1)
-		return sp_err_set(e, "internal", 0, "egress log: a line over %d "
+		return sp_err_set(e, SP_E_INTERNAL, 0, "egress log: a line over %d "
 		    "bytes", SP_EGRESS_LOG_MAX);
 	line[n++] = '\n';
 	/* One write: lines of writers sharing the file never interleave. */
@@ -1367,8 +1367,8 @@ sp_egress_log(int fd, const char *sandbox, const char *kind,
 		w = write(fd, line, n);
 	while (w == -1 && errno == EINTR);
 	if (w == -1)
-		return sp_err_sys(e, "io", "egress log");
+		return sp_err_sys(e, SP_E_IO, "egress log");
 	if ((size_t)w != n)
-		return sp_err_set(e, "io", 1, "egress log: short write");
+		return sp_err_set(e, SP_E_IO, 1, "egress log: short write");
 	return 0;
 }

@@ -32,13 +32,13 @@ int
 sp_fs_path_check(const char *path, struct sp_err *e)
 {
 	if (path == NULL || path[0] != '/')
-		return sp_err_set(e, "bad-input", 0, "guest path must be "
+		return sp_err_set(e, SP_E_BAD_INPUT, 0, "guest path must be "
 		    "absolute: \"%.200s\"", path != NULL ? path : "");
 	if (strlen(path) >= SP_PATH_MAX)
-		return sp_err_set(e, "bad-input", 0, "guest path over %d bytes",
+		return sp_err_set(e, SP_E_BAD_INPUT, 0, "guest path over %d bytes",
 		    SP_PATH_MAX);
 	if (!sp_utf8_valid(path, strlen(path)))
-		return sp_err_set(e, "bad-input", 0, "guest path is not UTF-8");
+		return sp_err_set(e, SP_E_BAD_INPUT, 0, "guest path is not UTF-8");
 	return 0;
 }
 
@@ -51,7 +51,7 @@ call_start(struct sp_chan *c, struct fcall *k, json_t *req, struct sp_err *e)
 	k->c = c;
 	k->result = NULL;
 	if (req == NULL)
-		return sp_err_set(e, "nomem", 1, "cannot build a request");
+		return sp_err_set(e, SP_E_NOMEM, 1, "cannot build a request");
 	k->stream = sp_chan_stream_new(c);
 	rc = sp_chan_send_json(c, SP_FR_REQ, k->stream, req, SP_FS_TIMEOUT_MS,
 	    e);
@@ -72,7 +72,7 @@ call_next(struct fcall *k, struct sp_frame *f, struct sp_err *e)
 	    f->stream == 0))
 		return sp_chan_error_frame(f, e);
 	if (f->stream != k->stream)
-		return sp_err_set(e, "protocol", 0, "the guest sent a frame for "
+		return sp_err_set(e, SP_E_PROTOCOL, 0, "the guest sent a frame for "
 		    "stream %u during the call on stream %u", f->stream,
 		    k->stream);
 	switch (f->type) {
@@ -84,14 +84,14 @@ call_next(struct fcall *k, struct sp_frame *f, struct sp_err *e)
 		st = json_object_get(j, "status");
 		if (!json_is_integer(st) || json_integer_value(st) != 0) {
 			json_decref(j);
-			return sp_err_set(e, "protocol", 0, "bad end of a file "
+			return sp_err_set(e, SP_E_PROTOCOL, 0, "bad end of a file "
 			    "call from the guest");
 		}
 		json_decref(k->result);
 		k->result = j;
 		return 0;
 	default:
-		return sp_err_set(e, "protocol", 0, "the guest sent a frame of "
+		return sp_err_set(e, SP_E_PROTOCOL, 0, "the guest sent a frame of "
 		    "type %u during a file call", f->type);
 	}
 }
@@ -104,7 +104,7 @@ call_end(struct fcall *k, struct sp_err *e)
 	int r;
 
 	if ((r = call_next(k, &f, e)) == 1)
-		return sp_err_set(e, "protocol", 0, "unexpected data from the "
+		return sp_err_set(e, SP_E_PROTOCOL, 0, "unexpected data from the "
 		    "guest");
 	return r;
 }
@@ -142,7 +142,7 @@ call_to_fd(struct fcall *k, int out_fd, struct sp_err *e)
 		return -1;
 	if (werr != 0) {
 		errno = werr;
-		return sp_err_sys(e, "io", "writing the output");
+		return sp_err_sys(e, SP_E_IO, "writing the output");
 	}
 	return 0;
 }
@@ -156,13 +156,13 @@ fd_to_call(struct fcall *k, int in_fd, struct sp_err *e)
 	int rc = -1;
 
 	if ((buf = malloc(SP_FRAME_CHUNK)) == NULL)
-		return sp_err_set(e, "nomem", 1, "out of memory");
+		return sp_err_set(e, SP_E_NOMEM, 1, "out of memory");
 	for (;;) {
 		n = read(in_fd, buf, SP_FRAME_CHUNK);
 		if (n == -1 && errno == EINTR)
 			continue;
 		if (n == -1) {
-			sp_err_sys(e, "io", "reading the input");
+			sp_err_sys(e, SP_E_IO, "reading the input");
 			goto out;
 		}
 		if (sp_chan_send(k->c, SP_FR_STDIN, k->stream, buf, n,
@@ -211,7 +211,7 @@ sp_fs_write(struct sp_chan *c, const char *path, int in_fd, int mode,
 	if (sp_fs_path_check(path, e) == -1)
 		return -1;
 	if (mode > 07777)
-		return sp_err_set(e, "bad-input", 0, "mode %o out of range",
+		return sp_err_set(e, SP_E_BAD_INPUT, 0, "mode %o out of range",
 		    mode);
 	req = json_pack("{s:s,s:s}", "op", append ? "fs.append" : "fs.write",
 	    "path", path);
@@ -246,7 +246,7 @@ sp_fs_stat(struct sp_chan *c, const char *path, int follow, json_t **out,
 	st = json_object_get(res, "stat");
 	if (!json_is_object(st) || !json_is_string(json_object_get(st,
 	    "type"))) {
-		sp_err_set(e, "protocol", 0, "bad stat from the guest");
+		sp_err_set(e, SP_E_PROTOCOL, 0, "bad stat from the guest");
 		goto out;
 	}
 	*out = json_incref(st);
@@ -268,24 +268,24 @@ list_frame(const struct sp_frame *f, int (*fn)(json_t *, void *), void *arg,
 
 	while (p < end) {
 		if ((nl = memchr(p, '\n', end - p)) == NULL)
-			return sp_err_set(e, "protocol", 0, "a list line cut "
+			return sp_err_set(e, SP_E_PROTOCOL, 0, "a list line cut "
 			    "across frames");
 		j = json_loadb(p, nl - p, JSON_REJECT_DUPLICATES, &je);
 		if (!json_is_object(j) ||
 		    !json_is_string(json_object_get(j, "name"))) {
 			json_decref(j);
-			return sp_err_set(e, "protocol", 0, "bad list entry from "
+			return sp_err_set(e, SP_E_PROTOCOL, 0, "bad list entry from "
 			    "the guest");
 		}
 		if (++*count > SP_FS_LIST_MAX) {
 			json_decref(j);
-			return sp_err_set(e, "protocol", 0, "the guest lists more "
+			return sp_err_set(e, SP_E_PROTOCOL, 0, "the guest lists more "
 			    "than %d entries", SP_FS_LIST_MAX);
 		}
 		r = fn != NULL ? fn(j, arg) : 0;
 		json_decref(j);
 		if (r == -1)
-			return sp_err_set(e, "stopped", 0, "stopped by caller");
+			return sp_err_set(e, SP_E_STOPPED, 0, "stopped by caller");
 		p = nl + 1;
 	}
 	return 0;
@@ -442,7 +442,7 @@ base_name(const char *path, char *out, size_t n, struct sp_err *e)
 		;
 	if (len - i == 0 || len - i >= n || (len - i == 2 &&
 	    strncmp(path + i, "..", 2) == 0) || (len - i == 1 && path[i] == '.'))
-		return sp_err_set(e, "bad-input", 0, "\"%.200s\" names no file",
+		return sp_err_set(e, SP_E_BAD_INPUT, 0, "\"%.200s\" names no file",
 		    path);
 	memcpy(out, path + i, len - i);
 	out[len - i] = '\0';
@@ -455,7 +455,7 @@ name_ok(const char *name, struct sp_err *e)
 	if (name[0] == '\0' || strchr(name, '/') != NULL ||
 	    strcmp(name, ".") == 0 || strcmp(name, "..") == 0 ||
 	    strlen(name) > 255)
-		return sp_err_set(e, "bad-input", 0, "\"%.200s\" is not a file "
+		return sp_err_set(e, SP_E_BAD_INPUT, 0, "\"%.200s\" is not a file "
 		    "name", name);
 	return 0;
 }
@@ -493,7 +493,7 @@ sp_fs_put(struct sp_chan *c, const char *src, const char *dir,
 	    sp_archive_load(e) == -1)
 		return -1;
 	if ((w = sp_archive.write_new()) == NULL)
-		return sp_err_set(e, "nomem", 1, "out of memory");
+		return sp_err_set(e, SP_E_NOMEM, 1, "out of memory");
 	sp_archive.write_set_format_pax_restricted(w);
 	sp_archive.write_set_bytes_per_block(w, SP_FRAME_CHUNK);
 	sp_archive.write_set_bytes_in_last_block(w, 1);
@@ -505,8 +505,8 @@ sp_fs_put(struct sp_chan *c, const char *src, const char *dir,
 	    sp_archive.write_close(w) != ARCHIVE_OK) {
 		if (t.failed)
 			*e = t.e;
-		else if (e->code[0] == '\0')
-			sp_err_set(e, "io", 0, "%s",
+		else if (e->code == SP_E_NONE)
+			sp_err_set(e, SP_E_IO, 0, "%s",
 			    sp_archive.error_string(w));
 		/* The guest drops what it took of a stream we broke off, or
 		 * its error says why the stream stopped. */
@@ -567,13 +567,13 @@ extract(struct archive *rd, const char *dir, const char *top,
 
 	/* libarchive's checks refuse any symlink on the way: resolve dir's. */
 	if (realpath(dir, real) == NULL || stat(real, &st) == -1)
-		return sp_err_sys(e, errno == ENOENT ? "not-found" : "io",
+		return sp_err_sys(e, errno == ENOENT ? SP_E_NOT_FOUND : SP_E_IO,
 		    "\"%.200s\"", dir);
 	if (!S_ISDIR(st.st_mode))
-		return sp_err_set(e, "bad-input", 0, "\"%.200s\" is not a "
+		return sp_err_set(e, SP_E_BAD_INPUT, 0, "\"%.200s\" is not a "
 		    "directory", dir);
 	if ((disk = sp_archive.write_disk_new()) == NULL)
-		return sp_err_set(e, "nomem", 1, "out of memory");
+		return sp_err_set(e, SP_E_NOMEM, 1, "out of memory");
 	/* Names are made absolute under real (no chdir in a library), so
 	 * SECURE_NOABSOLUTEPATHS cannot apply: entry_ok refuses absolute
 	 * names before they are joined. */
@@ -587,13 +587,13 @@ extract(struct archive *rd, const char *dir, const char *top,
 	sp_archive.write_disk_set_options(disk, flags);
 	while ((r = sp_archive.read_next_header(rd, &ent)) != ARCHIVE_EOF) {
 		if (r < ARCHIVE_WARN) {
-			sp_err_set(e, "bad-input", 0, "tar stream: %s",
+			sp_err_set(e, SP_E_BAD_INPUT, 0, "tar stream: %s",
 			    sp_archive.error_string(rd));
 			goto out;
 		}
 		p = sp_archive.entry_pathname(ent);
 		if (!entry_ok(p, top)) {
-			sp_err_set(e, "bad-input", 0, "refused an entry named "
+			sp_err_set(e, SP_E_BAD_INPUT, 0, "refused an entry named "
 			    "\"%.200s\"", p != NULL ? p : "");
 			goto out;
 		}
@@ -601,7 +601,7 @@ extract(struct archive *rd, const char *dir, const char *top,
 		 * the host. */
 		if (sp_archive.entry_filetype(ent) == AE_IFCHR ||
 		    sp_archive.entry_filetype(ent) == AE_IFBLK) {
-			sp_err_set(e, "bad-input", 0, "refused the device node "
+			sp_err_set(e, SP_E_BAD_INPUT, 0, "refused the device node "
 			    "\"%.200s\"", p);
 			goto out;
 		}
@@ -612,7 +612,7 @@ extract(struct archive *rd, const char *dir, const char *top,
 		sp_archive.entry_set_pathname(ent, name);
 		if ((p = sp_archive.entry_hardlink(ent)) != NULL) {
 			if (!entry_ok(p, top)) {
-				sp_err_set(e, "bad-input", 0, "refused a hard "
+				sp_err_set(e, SP_E_BAD_INPUT, 0, "refused a hard "
 				    "link to \"%.200s\"", p);
 				goto out;
 			}
@@ -621,7 +621,7 @@ extract(struct archive *rd, const char *dir, const char *top,
 			sp_archive.entry_set_hardlink(ent, name);
 		}
 		if (sp_archive.write_header(disk, ent) < ARCHIVE_WARN) {
-			sp_err_set(e, "bad-input", 0, "%s",
+			sp_err_set(e, SP_E_BAD_INPUT, 0, "%s",
 			    sp_archive.error_string(disk));
 			goto out;
 		}
@@ -629,23 +629,23 @@ extract(struct archive *rd, const char *dir, const char *top,
 		    &off)) == ARCHIVE_OK)
 			if (sp_archive.write_data_block(disk, buf, size, off) <
 			    ARCHIVE_WARN) {
-				sp_err_set(e, "io", 0, "%s",
+				sp_err_set(e, SP_E_IO, 0, "%s",
 				    sp_archive.error_string(disk));
 				goto out;
 			}
 		if (r != ARCHIVE_EOF) {
-			sp_err_set(e, "bad-input", 0, "tar stream: %s",
+			sp_err_set(e, SP_E_BAD_INPUT, 0, "tar stream: %s",
 			    sp_archive.error_string(rd));
 			goto out;
 		}
 		if (sp_archive.write_finish_entry(disk) < ARCHIVE_WARN) {
-			sp_err_set(e, "io", 0, "%s",
+			sp_err_set(e, SP_E_IO, 0, "%s",
 			    sp_archive.error_string(disk));
 			goto out;
 		}
 	}
 	if (sp_archive.write_close(disk) != ARCHIVE_OK) {
-		sp_err_set(e, "io", 0, "%s",
+		sp_err_set(e, SP_E_IO, 0, "%s",
 		    sp_archive.error_string(disk));
 		goto out;
 	}
@@ -664,10 +664,10 @@ sp_fs_untar(int in_fd, const char *dir, const char *top, struct sp_err *e)
 	if (sp_archive_load(e) == -1)
 		return -1;
 	if ((rd = sp_archive.read_new()) == NULL)
-		return sp_err_set(e, "nomem", 1, "out of memory");
+		return sp_err_set(e, SP_E_NOMEM, 1, "out of memory");
 	sp_archive.read_support_format_tar(rd);
 	if (sp_archive.read_open_fd(rd, in_fd, SP_FRAME_CHUNK) != ARCHIVE_OK) {
-		sp_err_set(e, "bad-input", 0, "tar stream: %s",
+		sp_err_set(e, SP_E_BAD_INPUT, 0, "tar stream: %s",
 		    sp_archive.error_string(rd));
 		goto out;
 	}
@@ -729,7 +729,7 @@ sp_fs_get(struct sp_chan *c, const char *path, const char *dir,
 	    sp_archive_load(e) == -1)
 		return -1;
 	if ((rd = sp_archive.read_new()) == NULL)
-		return sp_err_set(e, "nomem", 1, "out of memory");
+		return sp_err_set(e, SP_E_NOMEM, 1, "out of memory");
 	sp_archive.read_support_format_tar(rd);
 	if (call_start(c, &k, json_pack("{s:s,s:s,s:s}", "op", "tar.out",
 	    "path", path, "name", top), e) == -1)
@@ -739,15 +739,15 @@ sp_fs_get(struct sp_chan *c, const char *path, const char *dir,
 		/* The guest's own error says more than the broken stream. */
 		if (t.failed)
 			*e = t.e;
-		else if (e->code[0] == '\0')
-			sp_err_set(e, "bad-input", 0, "tar stream: %s",
+		else if (e->code == SP_E_NONE)
+			sp_err_set(e, SP_E_BAD_INPUT, 0, "tar stream: %s",
 			    sp_archive.error_string(rd));
 		goto out;
 	}
 	/* What follows the tar's end blocks, up to the call's end. */
 	while (!t.eof && (r = call_next(&k, &f, e)) == 1)
 		if ((extra += f.len) > TRAILER_MAX) {
-			sp_err_set(e, "protocol", 0, "the guest sends on after "
+			sp_err_set(e, SP_E_PROTOCOL, 0, "the guest sends on after "
 			    "the end of the tar stream");
 			goto out;
 		}

@@ -298,7 +298,7 @@ answer_dns(struct gw_tunnel *t, uint32_t id, json_t *req, struct sp_err *e)
 
 	name = json_string_value(json_object_get(req, "name"));
 	if (name == NULL || strlen(name) > SP_EGRESS_NAME_MAX)
-		return sp_err_set(e, "protocol", 0, "dns OPEN without a name");
+		return sp_err_set(e, SP_E_PROTOCOL, 0, "dns OPEN without a name");
 	if (gw_dns_allow(t, name, reason, sizeof reason))
 		a = json_pack("{s:s, s:b}", "name", name, "allow", 1);
 	else
@@ -306,12 +306,12 @@ answer_dns(struct gw_tunnel *t, uint32_t id, json_t *req, struct sp_err *e)
 		    "reason", reason);
 	if (a == NULL || (text = json_dumps(a, JSON_COMPACT)) == NULL) {
 		json_decref(a);
-		return sp_err_set(e, "nomem", 1, "dns answer");
+		return sp_err_set(e, SP_E_NOMEM, 1, "dns answer");
 	}
 	rc = send_frame(t, SP_FR_ANSWER, id, text, strlen(text));
 	free(text);
 	json_decref(a);
-	return rc == -1 ? sp_err_set(e, "io", 1, "the guest went") : 0;
+	return rc == -1 ? sp_err_set(e, SP_E_IO, 1, "the guest went") : 0;
 }
 
 static int
@@ -326,7 +326,7 @@ open_stream(struct gw_tunnel *t, uint32_t id, json_t *req, struct sp_err *e)
 
 	kind = json_string_value(json_object_get(req, "kind"));
 	if (kind == NULL)
-		return sp_err_set(e, "protocol", 0, "OPEN without a kind");
+		return sp_err_set(e, SP_E_PROTOCOL, 0, "OPEN without a kind");
 	if (strcmp(kind, "dns") == 0)
 		return answer_dns(t, id, req, e);
 	if (strcmp(kind, "tcp") == 0) {
@@ -335,15 +335,15 @@ open_stream(struct gw_tunnel *t, uint32_t id, json_t *req, struct sp_err *e)
 		if (host == NULL || strlen(host) == 0 ||
 		    strlen(host) > SP_EGRESS_NAME_MAX || port < 1 ||
 		    port > 65535)
-			return sp_err_set(e, "protocol", 0,
+			return sp_err_set(e, SP_E_PROTOCOL, 0,
 			    "tcp OPEN without a host and port");
 	} else if (strcmp(kind, "proxy") != 0)
-		return sp_err_set(e, "protocol", 0, "OPEN of kind '%.32s'",
+		return sp_err_set(e, SP_E_PROTOCOL, 0, "OPEN of kind '%.32s'",
 		    kind);
 	pthread_mutex_lock(&g->mu);
 	if (id == 0 || find_locked(t, id) != NULL) {
 		pthread_mutex_unlock(&g->mu);
-		return sp_err_set(e, "protocol", 0, "OPEN of stream %u in use",
+		return sp_err_set(e, SP_E_PROTOCOL, 0, "OPEN of stream %u in use",
 		    id);
 	}
 	/* One sandbox may not take more than its share, nor all of them
@@ -410,7 +410,7 @@ stream_data(struct gw_tunnel *t, const struct sp_frame *f, struct sp_err *e)
 	else if (s->in_eof || f->len > SP_FRAME_CHUNK ||
 	    s->in_len + f->len > SP_EGRESS_WINDOW) {
 		pthread_mutex_unlock(&g->mu);
-		return sp_err_set(e, "protocol", 0, "stream %u: %u bytes of "
+		return sp_err_set(e, SP_E_PROTOCOL, 0, "stream %u: %u bytes of "
 		    "DATA over its window or after its EOF", f->stream,
 		    f->len);
 	} else {
@@ -435,7 +435,7 @@ stream_window(struct gw_tunnel *t, const struct sp_frame *f,
 	struct gw_stream *s;
 
 	if (f->len != 4)
-		return sp_err_set(e, "protocol", 0, "WINDOW of %u bytes",
+		return sp_err_set(e, SP_E_PROTOCOL, 0, "WINDOW of %u bytes",
 		    f->len);
 	pthread_mutex_lock(&g->mu);
 	if ((s = find_locked(t, f->stream)) != NULL) {
@@ -480,7 +480,7 @@ handle_frame(struct gw_tunnel *t, const struct sp_frame *f, struct sp_err *e)
 		pthread_mutex_unlock(&g->mu);
 		return 0;
 	default:
-		return sp_err_set(e, "protocol", 0, "frame of type %u on the "
+		return sp_err_set(e, SP_E_PROTOCOL, 0, "frame of type %u on the "
 		    "egress port", f->type);
 	}
 }
@@ -548,7 +548,7 @@ sp_gateway_new(struct sp_gateway **out, const struct sp_gateway_opts *o,
 
 	*out = NULL;
 	if ((g = calloc(1, sizeof *g)) == NULL)
-		return sp_err_sys(e, "nomem", "gateway");
+		return sp_err_sys(e, SP_E_NOMEM, "gateway");
 	g->o = *o;
 	snprintf(g->root, sizeof g->root, "%s", o->conf->root);
 	snprintf(g->run, sizeof g->run, "%s", o->conf->run);
@@ -669,15 +669,15 @@ sp_gateway_attach(struct sp_gateway *g, const char *id, const char *sock,
 	int fd;
 
 	if (strlen(sock) >= sizeof sa.sun_path)
-		return sp_err_set(e, "bad-input", 0, "socket path too long");
+		return sp_err_set(e, SP_E_BAD_INPUT, 0, "socket path too long");
 	if ((t = calloc(1, sizeof *t)) == NULL)
-		return sp_err_sys(e, "nomem", "tunnel");
+		return sp_err_sys(e, SP_E_NOMEM, "tunnel");
 	memset(&sa, 0, sizeof sa);
 	sa.sun_family = AF_UNIX;
 	strcpy(sa.sun_path, sock);
 	if ((fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) == -1 ||
 	    connect(fd, (struct sockaddr *)&sa, sizeof sa) == -1) {
-		sp_err_sys(e, "io", "connecting to '%s'", sock);
+		sp_err_sys(e, SP_E_IO, "connecting to '%s'", sock);
 		if (fd >= 0)
 			close(fd);
 		free(t);
@@ -699,7 +699,7 @@ sp_gateway_attach(struct sp_gateway *g, const char *id, const char *sock,
 	pthread_mutex_unlock(&g->mu);
 	send_frame(t, SP_FR_HELLO, 0, hello, strlen(hello));
 	if (pthread_create(&t->reader, NULL, reader_main, t) != 0) {
-		sp_err_sys(e, "temp", "starting a tunnel");
+		sp_err_sys(e, SP_E_IO, "starting a tunnel");
 		tunnel_end(t, NULL);
 		return -1;
 	}
@@ -733,7 +733,7 @@ sp_gateway_scan(struct sp_gateway *g, int *attached, struct sp_err *e)
 		*attached = 0;
 	if ((d = opendir(g->run)) == NULL)
 		return errno == ENOENT ? 0 :
-		    sp_err_sys(e, "io", "reading '%s'", g->run);
+		    sp_err_sys(e, SP_E_IO, "reading '%s'", g->run);
 	while ((de = readdir(d)) != NULL) {
 		if (sp_id_check(de->d_name, &e2) == -1 ||
 		    served(g, de->d_name))

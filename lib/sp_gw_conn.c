@@ -544,14 +544,14 @@ write_head(struct conn *c, const char *target, size_t tlen, const char *host)
 			have = 1;
 			query = gr.how == SP_CRED_QUERY;
 			key_len = gr.key_len;
-		} else if (strcmp(e.code, "rate-limited") == 0) {
+		} else if (e.code == SP_E_RATE_LIMITED) {
 			snprintf(retry, sizeof retry, "Retry-After: %lld\r\n",
 			    (long long)gr.retry_after);
 			respond(c, 429, "Too Many Requests", host, c->up_port,
 			    "rate-limited", retry);
 			return -1;
-		} else if (strcmp(e.code, "expired") != 0 &&
-		    strcmp(e.code, "not-found") != 0) {
+		} else if (e.code != SP_E_EXPIRED &&
+		    e.code != SP_E_NOT_FOUND) {
 			respond(c, 502, "Bad Gateway", host, c->up_port,
 			    "credential-error", NULL);
 			return -1;

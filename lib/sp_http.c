@@ -159,8 +159,8 @@ broken(struct sp_http *h, struct sp_err *e)
 	h->state = ST_BROKEN;
 	if (h->err[0] != '\0')
 		return sp_err_set(e, strncmp(h->err, "out of", 6) == 0 ?
-		    "nomem" : "too-big", 0, "%s", h->err);
-	return sp_err_set(e, "bad-input", 0, "malformed request: %s",
+		    SP_E_NOMEM : SP_E_TOO_BIG, 0, "%s", h->err);
+	return sp_err_set(e, SP_E_BAD_INPUT, 0, "malformed request: %s",
 	    http_errno_description(no));
 }
 
@@ -190,7 +190,7 @@ sp_http_feed(struct sp_http *h, const char *in, size_t n, size_t *used,
 		*used = n;
 		return SP_HTTP_UPGRADE;
 	case ST_BROKEN:
-		return sp_err_set(e, "bad-input", 0, "request stream broken");
+		return sp_err_set(e, SP_E_BAD_INPUT, 0, "request stream broken");
 	case ST_HEAD:
 		c = http_parser_execute(&h->p, &settings, in, n);
 		if (HTTP_PARSER_ERRNO(&h->p) == HPE_PAUSED) {

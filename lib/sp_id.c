@@ -24,7 +24,7 @@ sp_id_new(char out[SP_ID_LEN + 1], struct sp_err *e)
 		if (n == -1 && errno == EINTR)
 			continue;
 		if (n == -1)
-			return sp_err_sys(e, "internal", "getrandom");
+			return sp_err_sys(e, SP_E_INTERNAL, "getrandom");
 		got += (size_t)n;
 	}
 	for (i = 0; i < SP_ID_LEN; i++)
@@ -72,7 +72,7 @@ sp_id_check(const char *s, struct sp_err *e)
 	if (sp_id_valid(s))
 		return 0;
 	quote_prefix(s ? s : "", q, sizeof q);
-	return sp_err_set(e, "bad-input", 0,
+	return sp_err_set(e, SP_E_BAD_INPUT, 0,
 	    "'%s' is not a sandbox id (%d chars of a-z, 2-7)", q, SP_ID_LEN);
 }
 
@@ -85,17 +85,17 @@ sp_name_check(const char *what, const char *s, struct sp_err *e)
 	n = s ? strlen(s) : 0;
 	quote_prefix(s ? s : "", q, sizeof q);
 	if (n == 0 || n > SP_NAME_MAX)
-		return sp_err_set(e, "bad-input", 0,
+		return sp_err_set(e, SP_E_BAD_INPUT, 0,
 		    "%s '%s' must be 1 to %d characters", what, q, SP_NAME_MAX);
 	if (s[0] == '.' || s[0] == '-')
-		return sp_err_set(e, "bad-input", 0,
+		return sp_err_set(e, SP_E_BAD_INPUT, 0,
 		    "%s '%s' must not start with '.' or '-'", what, q);
 	for (i = 0; i < n; i++) {
 		unsigned char c = (unsigned char)s[i];
 
 		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
 		    (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-'))
-			return sp_err_set(e, "bad-input", 0,
+			return sp_err_set(e, SP_E_BAD_INPUT, 0,
 			    "%s '%s' may hold only letters, digits, '.', '_' and '-'",
 			    what, q);
 	}
@@ -110,10 +110,10 @@ sp_label_check(const char *kv, struct sp_err *e)
 	size_t i, kn;
 
 	if (kv == NULL || (eq = strchr(kv, '=')) == NULL)
-		return sp_err_set(e, "bad-input", 0, "a label is KEY=VALUE");
+		return sp_err_set(e, SP_E_BAD_INPUT, 0, "a label is KEY=VALUE");
 	kn = (size_t)(eq - kv);
 	if (kn == 0 || kn > SP_NAME_MAX)
-		return sp_err_set(e, "bad-input", 0,
+		return sp_err_set(e, SP_E_BAD_INPUT, 0,
 		    "a label key must be 1 to %d characters", SP_NAME_MAX);
 	memcpy(key, kv, kn);
 	key[kn] = '\0';
@@ -121,14 +121,14 @@ sp_label_check(const char *kv, struct sp_err *e)
 		return -1;
 	v = eq + 1;
 	if (strlen(v) > SP_LABEL_MAX)
-		return sp_err_set(e, "bad-input", 0,
+		return sp_err_set(e, SP_E_BAD_INPUT, 0,
 		    "label '%s': value longer than %d bytes", key, SP_LABEL_MAX);
 	if (!sp_utf8_valid(v, strlen(v)))
-		return sp_err_set(e, "bad-input", 0,
+		return sp_err_set(e, SP_E_BAD_INPUT, 0,
 		    "label '%s': value is not valid UTF-8", key);
 	for (i = 0; v[i] != '\0'; i++)
 		if ((unsigned char)v[i] < 0x20 || v[i] == 0x7f)
-			return sp_err_set(e, "bad-input", 0,
+			return sp_err_set(e, SP_E_BAD_INPUT, 0,
 			    "label '%s': value holds a control character", key);
 	return 0;
 }

@@ -35,14 +35,14 @@ claim(struct sp_ctx *x, const char *id, unsigned from, enum sp_state to,
 	if (r.state == to)
 		return 0;
 	if (!(from & T(r.state)))
-		return sp_err_set(e, "bad-state", 0, "cannot %s a sandbox that "
+		return sp_err_set(e, SP_E_BAD_STATE, 0, "cannot %s a sandbox that "
 		    "is %s", verb, sp_state_name(r.state));
 	if (sp_db_transition(x->db, id, to, r.gen, NULL, e) == 0) {
 		sp_crashpoint("verb-after-claim");
 		return 1;
 	}
 	/* Another command moved it first: fine if it went where we go. */
-	if (strcmp(e->code, "bad-state") != 0 ||
+	if (e->code != SP_E_BAD_STATE ||
 	    sp_db_sandbox_get(x->db, id, &r, &lost) == -1)
 		return -1;
 	sp_db_row_release(&r);

@@ -30,11 +30,11 @@ loop_btrfs(const char *root, uint64_t bytes, struct sp_err *e)
 		return -1;
 	if (stat(img, &st) == -1) {
 		if (errno != ENOENT)
-			return sp_err_sys(e, "io", "%s", img);
+			return sp_err_sys(e, SP_E_IO, "%s", img);
 		if ((fd = open(img, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600)) == -1)
-			return sp_err_sys(e, "io", "create %s", img);
+			return sp_err_sys(e, SP_E_IO, "create %s", img);
 		if (ftruncate(fd, (off_t)bytes) == -1) {
-			sp_err_sys(e, "io", "size %s", img);
+			sp_err_sys(e, SP_E_IO, "size %s", img);
 			close(fd);
 			unlink(img);
 			return -1;
@@ -48,7 +48,7 @@ loop_btrfs(const char *root, uint64_t bytes, struct sp_err *e)
 	if (sp_proc_run(mnt, e) == -1)
 		return -1;
 	if (!sp_subvol_is_btrfs(root))
-		return sp_err_set(e, "io", 0, "%s: mounted %s but it is not btrfs",
+		return sp_err_set(e, SP_E_IO, 0, "%s: mounted %s but it is not btrfs",
 		    root, img);
 	return 0;
 }
@@ -68,7 +68,7 @@ sp_node_init(const struct sp_conf *c, uint64_t loop_bytes,
 		goto out;
 	if (!sp_subvol_is_btrfs(c->root)) {
 		if (loop_bytes == 0) {
-			sp_err_set(e, "not-btrfs", 0, "%s is not on btrfs (use "
+			sp_err_set(e, SP_E_NOT_BTRFS, 0, "%s is not on btrfs (use "
 			    "--loop-size to make a loop-backed one)", c->root);
 			goto out;
 		}
@@ -79,7 +79,7 @@ sp_node_init(const struct sp_conf *c, uint64_t loop_bytes,
 	strcpy(info->fs, "btrfs");
 	/* QEMU runs as an unprivileged user and must reach the sandbox disks. */
 	if (chmod(c->root, 0755) == -1) {
-		sp_err_sys(e, "io", "chmod %s", c->root);
+		sp_err_sys(e, SP_E_IO, "chmod %s", c->root);
 		goto out;
 	}
 	for (i = 0; i < sizeof layout / sizeof layout[0]; i++) {

@@ -109,7 +109,8 @@ sp_out_fail(const char *id, const struct sp_err *e)
 	if (id != NULL)
 		json_object_set_new(o, "id", json_string(id));
 	json_object_set_new(o, "ok", json_false());
-	json_object_set_new(o, "error", json_string(e->code[0] ? e->code : "internal"));
+	json_object_set_new(o, "error", json_string(e->code != SP_E_NONE ?
+	    sp_code_name(e->code) : "internal"));
 	json_object_set_new(o, "msg", json_string(e->msg));
 	sp_out_json(o);
 	if (id != NULL)

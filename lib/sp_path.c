@@ -24,7 +24,7 @@ sp_path_fmt(char *out, size_t n, struct sp_err *e, const char *fmt, ...)
 	r = vsnprintf(out, n, fmt, ap);
 	va_end(ap);
 	if (r < 0 || (size_t)r >= n)
-		return sp_err_set(e, "bad-input", 0, "path too long");
+		return sp_err_set(e, SP_E_BAD_INPUT, 0, "path too long");
 	return 0;
 }
 
@@ -43,13 +43,13 @@ sp_path_mkdirs(const char *path, mode_t mode, struct sp_err *e)
 
 		*p = '\0';
 		if (mkdir(buf, mode) == -1 && errno != EEXIST)
-			return sp_err_sys(e, "io", "mkdir %s", buf);
+			return sp_err_sys(e, SP_E_IO, "mkdir %s", buf);
 		*p = c;
 		if (c == '\0')
 			break;
 	}
 	if (stat(path, &st) == -1 || !S_ISDIR(st.st_mode))
-		return sp_err_set(e, "io", 0, "%s is not a directory", path);
+		return sp_err_set(e, SP_E_IO, 0, "%s is not a directory", path);
 	return 0;
 }
 
@@ -71,11 +71,11 @@ sp_path_remove_tree(const char *path, struct sp_err *e)
 	if (lstat(path, &st) == -1) {
 		if (errno == ENOENT)
 			return 0;
-		return sp_err_sys(e, "io", "%s", path);
+		return sp_err_sys(e, SP_E_IO, "%s", path);
 	}
 	/* FTW_PHYS: never follow a symlink out of the tree; FTW_MOUNT: stay here. */
 	if (nftw(path, remove1, 32, FTW_DEPTH | FTW_PHYS | FTW_MOUNT) == -1)
-		return sp_err_sys(e, "io", "remove %s", path);
+		return sp_err_sys(e, SP_E_IO, "remove %s", path);
 	return 0;
 }
 
@@ -88,10 +88,10 @@ sp_size_parse(const char *s, uint64_t *out, struct sp_err *e)
 
 	errno = 0;
 	if (s == NULL || *s < '0' || *s > '9')
-		return sp_err_set(e, "bad-input", 0, "not a size");
+		return sp_err_set(e, SP_E_BAD_INPUT, 0, "not a size");
 	v = strtoull(s, &end, 10);
 	if (errno != 0)
-		return sp_err_set(e, "bad-input", 0, "size out of range");
+		return sp_err_set(e, SP_E_BAD_INPUT, 0, "size out of range");
 	switch (*end) {
 	case '\0':
 		break;
@@ -108,12 +108,12 @@ sp_size_parse(const char *s, uint64_t *out, struct sp_err *e)
 		shift = 40;
 		break;
 	default:
-		return sp_err_set(e, "bad-input", 0, "unknown size suffix");
+		return sp_err_set(e, SP_E_BAD_INPUT, 0, "unknown size suffix");
 	}
 	if (*end != '\0' && end[1] != '\0')
-		return sp_err_set(e, "bad-input", 0, "unknown size suffix");
+		return sp_err_set(e, SP_E_BAD_INPUT, 0, "unknown size suffix");
 	if (shift > 0 && v > (UINT64_MAX >> shift))
-		return sp_err_set(e, "bad-input", 0, "size out of range");
+		return sp_err_set(e, SP_E_BAD_INPUT, 0, "size out of range");
 	*out = (uint64_t)v << shift;
 	return 0;
 }
@@ -125,9 +125,9 @@ sp_flock(int fd, int wait, struct sp_err *e)
 		if (errno == EINTR)
 			continue;
 		if (errno == EWOULDBLOCK)
-			return sp_err_set(e, "busy", 1,
+			return sp_err_set(e, SP_E_BUSY, 1,
 			    "another command is acting on it");
-		return sp_err_sys(e, "io", "lock");
+		return sp_err_sys(e, SP_E_IO, "lock");
 	}
 	return 0;
 }
@@ -143,12 +143,12 @@ sp_tls_ca_cert_path(const char *root, char *out, size_t n, struct sp_err *e)
 		return -1;
 	if (stat(out, &st) == -1) {
 		if (errno == ENOENT)
-			return sp_err_set(e, "not-found", 0, "no node CA "
+			return sp_err_set(e, SP_E_NOT_FOUND, 0, "no node CA "
 			    "certificate '%s' (space-init makes it)", out);
-		return sp_err_sys(e, "io", "stat '%s'", out);
+		return sp_err_sys(e, SP_E_IO, "stat '%s'", out);
 	}
 	if (!S_ISREG(st.st_mode))
-		return sp_err_set(e, "corrupt", 0, "node CA certificate '%s' "
+		return sp_err_set(e, SP_E_CORRUPT, 0, "node CA certificate '%s' "
 		    "is not a regular file", out);
 	return 0;
 }

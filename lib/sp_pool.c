@@ -21,7 +21,7 @@ sp_pool_set(struct sp_ctx *x, const char *template, int size, int memory_mib,
 	if (sp_name_check("template", template, e) == -1)
 		return -1;
 	if (size < 0 || size > 1000)
-		return sp_err_set(e, "bad-input", 0, "pool size must be 0 to 1000");
+		return sp_err_set(e, SP_E_BAD_INPUT, 0, "pool size must be 0 to 1000");
 	/* Size 0 needs no template: it is how a pool whose template was
 	 * removed is let go. */
 	if (size > 0 && sp_db_template_get(x->db, template, &t, e) == -1)
@@ -79,7 +79,7 @@ fill1(struct sp_ctx *x, const struct sp_pool_row *p,
 	 * are gone, a bigger one fails with not-found, and the other pools
 	 * fill all the same. */
 	if (sp_db_template_get(x->db, p->template, &t, e) == -1) {
-		if (strcmp(e->code, "not-found") != 0)
+		if (e->code != SP_E_NOT_FOUND)
 			return -1;
 		gone = 1;
 		ref[0] = '\0';
@@ -91,7 +91,7 @@ fill1(struct sp_ctx *x, const struct sp_pool_row *p,
 	c.ready = calloc(c.cap, sizeof *c.ready);
 	c.stale = calloc(c.cap, sizeof *c.stale);
 	if (c.ready == NULL || c.stale == NULL) {
-		sp_err_sys(e, "internal", "calloc");
+		sp_err_sys(e, SP_E_INTERNAL, "calloc");
 		goto out;
 	}
 	if (sp_db_pods_each(x->db, p->template, count_pod, &c, e) == -1)
@@ -189,13 +189,13 @@ sp_pool_fill(struct sp_ctx *x, int (*fn)(json_t *, void *), void *arg,
 		if (sp_path_fmt(lock, sizeof lock, &pe, "%s/locks/pool-%s.lock",
 		    x->conf.root, f.rows[i].template) == -1 ||
 		    (fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0600)) == -1) {
-			rc = sp_err_sys(e, "io", "%s", lock);
+			rc = sp_err_sys(e, SP_E_IO, "%s", lock);
 			continue;
 		}
 		if (sp_flock_wait(fd, &pe) == -1 || fill1(x, &f.rows[i], fn, arg,
 		    &pe) == -1) {
 			tell(fn, arg, json_pack("{s:s, s:b, s:s, s:s}", "pool",
-			    f.rows[i].template, "ok", 0, "error", pe.code, "msg",
+			    f.rows[i].template, "ok", 0, "error", sp_code_name(pe.code), "msg",
 			    pe.msg));
 			*e = pe;
 			rc = -1;

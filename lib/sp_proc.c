@@ -34,7 +34,7 @@ sp_proc_run(char *const argv[], struct sp_err *e)
 	pid_t pid;
 
 	if (pipe2(p, O_CLOEXEC) == -1)
-		return sp_err_sys(e, "internal", "pipe");
+		return sp_err_sys(e, SP_E_INTERNAL, "pipe");
 	posix_spawn_file_actions_init(&fa);
 	posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
 	posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
@@ -43,7 +43,7 @@ sp_proc_run(char *const argv[], struct sp_err *e)
 	posix_spawn_file_actions_destroy(&fa);
 	close(p[1]);
 	if (errno != 0) {
-		sp_err_sys(e, "internal", "run %s", argv[0]);
+		sp_err_sys(e, SP_E_INTERNAL, "run %s", argv[0]);
 		close(p[0]);
 		return -1;
 	}
@@ -69,14 +69,14 @@ sp_proc_run(char *const argv[], struct sp_err *e)
 		tail[--tn] = '\0';
 	while (waitpid(pid, &status, 0) == -1)
 		if (errno != EINTR)
-			return sp_err_sys(e, "internal", "wait %s", argv[0]);
+			return sp_err_sys(e, SP_E_INTERNAL, "wait %s", argv[0]);
 	if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
 		rc = 0;
 	else if (WIFEXITED(status))
-		sp_err_set(e, "io", 0, "%s exited %d: %s", argv[0],
+		sp_err_set(e, SP_E_IO, 0, "%s exited %d: %s", argv[0],
 		    WEXITSTATUS(status), tail);
 	else
-		sp_err_set(e, "io", 0, "%s killed by signal %d", argv[0],
+		sp_err_set(e, SP_E_IO, 0, "%s killed by signal %d", argv[0],
 		    WTERMSIG(status));
 	return rc;
 }
@@ -124,7 +124,7 @@ sp_proc_spawn(char *const argv[], int in, int out, const char *err_path,
 	errno = posix_spawnp(pid, argv[0], &fa, NULL, argv, environ);
 	posix_spawn_file_actions_destroy(&fa);
 	if (errno != 0)
-		return sp_err_sys(e, "internal", "run %s", argv[0]);
+		return sp_err_sys(e, SP_E_INTERNAL, "run %s", argv[0]);
 	return 0;
 }
 
@@ -140,7 +140,7 @@ sp_proc_wait(pid_t pid, const char *what, const char *err_path,
 
 	while (waitpid(pid, &status, 0) == -1)
 		if (errno != EINTR)
-			return sp_err_sys(e, "internal", "wait %s", what);
+			return sp_err_sys(e, SP_E_INTERNAL, "wait %s", what);
 	if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
 		return 0;
 	if (err_path != NULL && (fd = open(err_path, O_RDONLY | O_CLOEXEC)) >= 0) {
@@ -156,9 +156,9 @@ sp_proc_wait(pid_t pid, const char *what, const char *err_path,
 			tail[--n] = '\0';
 	}
 	if (WIFEXITED(status))
-		return sp_err_set(e, "io", 0, "%s exited %d: %s", what,
+		return sp_err_set(e, SP_E_IO, 0, "%s exited %d: %s", what,
 		    WEXITSTATUS(status), tail);
-	return sp_err_set(e, "io", 0, "%s killed by signal %d", what,
+	return sp_err_set(e, SP_E_IO, 0, "%s killed by signal %d", what,
 	    WTERMSIG(status));
 }
 
@@ -193,7 +193,7 @@ talk_spawn(char *const argv[], int in[2], int out[2], int err[2], pid_t *pid,
 
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, in) == -1 ||
 	    pipe2(out, O_CLOEXEC) == -1 || pipe2(err, O_CLOEXEC) == -1)
-		return sp_err_sys(e, "internal", "pipes for %s", argv[0]);
+		return sp_err_sys(e, SP_E_INTERNAL, "pipes for %s", argv[0]);
 	posix_spawn_file_actions_init(&fa);
 	posix_spawn_file_actions_adddup2(&fa, in[1], 0);
 	posix_spawn_file_actions_adddup2(&fa, out[1], 1);
@@ -213,7 +213,7 @@ talk_spawn(char *const argv[], int in[2], int out[2], int err[2], pid_t *pid,
 	posix_spawnattr_destroy(&at);
 	if (errno != 0) {
 		*pid = -1;
-		return sp_err_sys(e, "internal", "run %s", argv[0]);
+		return sp_err_sys(e, SP_E_INTERNAL, "run %s", argv[0]);
 	}
 	close(in[1]);
 	close(out[1]);
@@ -257,7 +257,7 @@ sp_proc_talk(char *const argv[], const void *in, size_t inlen,
 		if (poll(pfd, 3, left) == -1) {
 			if (errno == EINTR)
 				continue;
-			sp_err_sys(e, "internal", "poll %s", argv[0]);
+			sp_err_sys(e, SP_E_INTERNAL, "poll %s", argv[0]);
 			goto out;
 		}
 		if (pfd[0].fd != -1 && pfd[0].revents != 0) {
@@ -288,7 +288,7 @@ sp_proc_talk(char *const argv[], const void *in, size_t inlen,
 			} else if (room) {
 				got += (size_t)k;
 			} else if (out != NULL) {
-				sp_err_set(e, "too-long", 0, "%s printed over %zu "
+				sp_err_set(e, SP_E_TOO_BIG, 0, "%s printed over %zu "
 				    "bytes", argv[0], max);
 				goto out;
 			}
@@ -300,7 +300,7 @@ sp_proc_talk(char *const argv[], const void *in, size_t inlen,
 		if (w == pid)
 			break;
 		if (w == -1 && errno != EINTR) {
-			sp_err_sys(e, "internal", "wait %s", argv[0]);
+			sp_err_sys(e, SP_E_INTERNAL, "wait %s", argv[0]);
 			goto out;
 		}
 		if (sp_clock_ms() >= deadline)
@@ -311,7 +311,7 @@ sp_proc_talk(char *const argv[], const void *in, size_t inlen,
 	while (tn > 0 && tail[tn - 1] == ' ')
 		tail[--tn] = '\0';
 	if (WIFSIGNALED(status)) {
-		sp_err_set(e, "killed", 1, "%s killed by signal %d", argv[0],
+		sp_err_set(e, SP_E_KILLED, 1, "%s killed by signal %d", argv[0],
 		    WTERMSIG(status));
 		goto out;
 	}
@@ -320,7 +320,7 @@ sp_proc_talk(char *const argv[], const void *in, size_t inlen,
 	rc = WEXITSTATUS(status);
 	goto out;
 timeout:
-	sp_err_set(e, "timed-out", 1, "%s did not finish in %d ms", argv[0], ms);
+	sp_err_set(e, SP_E_TIMED_OUT, 1, "%s did not finish in %d ms", argv[0], ms);
 out:
 	sodium_memzero(scratch, sizeof scratch);
 	if (pid > 0) {
@@ -350,7 +350,7 @@ sp_env_ms(const char *name, int def, int *ms, struct sp_err *e)
 	errno = 0;
 	v = strtol(s, &end, 10);
 	if (errno != 0 || *end != '\0' || v < 1 || v > 3600000)
-		return sp_err_set(e, "bad-input", 0, "%s: not a number of "
+		return sp_err_set(e, SP_E_BAD_INPUT, 0, "%s: not a number of "
 		    "milliseconds 1..3600000", name);
 	*ms = (int)v;
 	return 0;

@@ -76,7 +76,7 @@ ask(struct sp_chan *c, json_t *req, uint32_t *stream, struct sp_err *e)
 	int rc;
 
 	if (req == NULL)
-		return sp_err_set(e, "nomem", 1, "cannot build a request");
+		return sp_err_set(e, SP_E_NOMEM, 1, "cannot build a request");
 	*stream = sp_chan_stream_new(c);
 	rc = sp_chan_send_json(c, SP_FR_REQ, *stream, req, ASK_MS, e);
 	json_decref(req);
@@ -93,7 +93,7 @@ answer(struct sp_chan *c, uint32_t stream, int timeout_ms,
 	if (f->type == SP_FR_ERROR && (f->stream == stream || f->stream == 0))
 		return sp_chan_error_frame(f, e);
 	if (f->stream != stream)
-		return sp_err_set(e, "protocol", 0, "the guest answered on "
+		return sp_err_set(e, SP_E_PROTOCOL, 0, "the guest answered on "
 		    "stream %u, not %u", f->stream, stream);
 	return 0;
 }
@@ -115,13 +115,13 @@ sp_chan_ps(struct sp_chan *c, int (*fn)(json_t *, void *), void *arg,
 		if (f.type == SP_FR_EXIT)
 			return 0;
 		if (f.type != SP_FR_STDOUT || n == PS_MAX)
-			return sp_err_set(e, "protocol", 0, "bad ps answer");
+			return sp_err_set(e, SP_E_PROTOCOL, 0, "bad ps answer");
 		if (sp_frame_json(&f, &g, e) == -1)
 			return -1;
 		r = proc_check(g);
 		json_decref(g);
 		if (r == NULL)
-			return sp_err_set(e, "protocol", 0, "bad process "
+			return sp_err_set(e, SP_E_PROTOCOL, 0, "bad process "
 			    "record from the guest");
 		/* The rest is read all the same: the stream must end. */
 		if (!stop)
@@ -174,9 +174,9 @@ sp_chan_logs(struct sp_chan *c, pid_t pid, int follow, int fd, int *running,
 		if (f.type == SP_FR_EXIT)
 			break;
 		if (f.type != SP_FR_STDOUT)
-			return sp_err_set(e, "protocol", 0, "bad logs answer");
+			return sp_err_set(e, SP_E_PROTOCOL, 0, "bad logs answer");
 		if (put(fd, f.data, f.len) == -1)
-			return sp_err_sys(e, "io", "writing the logs");
+			return sp_err_sys(e, SP_E_IO, "writing the logs");
 	}
 	if (sp_frame_json(&f, &j, e) == -1)
 		return -1;
@@ -193,13 +193,13 @@ sp_chan_kill(struct sp_chan *c, pid_t pid, int sig, struct sp_err *e)
 	uint32_t stream;
 
 	if (sig < 0 || sig > 64)
-		return sp_err_set(e, "bad-input", 0, "no signal %d", sig);
+		return sp_err_set(e, SP_E_BAD_INPUT, 0, "no signal %d", sig);
 	if (ask(c, json_pack("{s:s,s:i,s:i}", "op", "kill", "pid", (int)pid,
 	    "signal", sig), &stream, e) == -1 ||
 	    answer(c, stream, ASK_MS, &f, e) == -1)
 		return -1;
 	if (f.type != SP_FR_EXIT)
-		return sp_err_set(e, "protocol", 0, "bad kill answer");
+		return sp_err_set(e, SP_E_PROTOCOL, 0, "bad kill answer");
 	return 0;
 }
 
@@ -217,7 +217,7 @@ sp_chan_open_running(struct sp_ctx *x, const char *id, struct sp_chan **c,
 	st = row.state;
 	sp_db_row_release(&row);
 	if (st != SP_ST_RUNNING)
-		return sp_err_set(e, "bad-state", 0, "sandbox is %s, not "
+		return sp_err_set(e, SP_E_BAD_STATE, 0, "sandbox is %s, not "
 		    "running", sp_state_name(st));
 	return sp_chan_open(c, x->conf.run, id, timeout_ms, e);
 }

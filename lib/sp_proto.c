@@ -51,7 +51,7 @@ sp_frame_dec_feed(struct sp_frame_dec *d, const void *p, size_t n,
 		return 0;
 	have = d->len - d->off;
 	if (n > DEC_BOUND - have)
-		return sp_err_set(e, "protocol", 0,
+		return sp_err_set(e, SP_E_PROTOCOL, 0,
 		    "frame decoder overflow: %zu bytes buffered, %zu more fed",
 		    have, n);
 	/* Compact first, so that the buffer never holds consumed bytes. */
@@ -68,7 +68,7 @@ sp_frame_dec_feed(struct sp_frame_dec *d, const void *p, size_t n,
 		if (cap > DEC_BOUND)
 			cap = DEC_BOUND;
 		if ((nb = realloc(d->buf, cap)) == NULL)
-			return sp_err_sys(e, "nomem", "frame decoder");
+			return sp_err_sys(e, SP_E_NOMEM, "frame decoder");
 		d->buf = nb;
 		d->cap = cap;
 	}
@@ -92,20 +92,20 @@ sp_frame_dec_next(struct sp_frame_dec *d, struct sp_frame *f,
 	h = d->buf + d->off;
 	flen = sp_be32_get(h);
 	if (flen < 5)
-		return sp_err_set(e, "protocol", 0,
+		return sp_err_set(e, SP_E_PROTOCOL, 0,
 		    "frame length %u is shorter than a header", flen);
 	plen = flen - 5;
 	if (plen > SP_FRAME_MAX)
-		return sp_err_set(e, "protocol", 0,
+		return sp_err_set(e, SP_E_PROTOCOL, 0,
 		    "frame of %u bytes is over the %d byte limit", plen,
 		    SP_FRAME_MAX);
 	if (have < 5)
 		return 0;
 	if (h[4] == 0 || h[4] > SP_FR__MAX)
-		return sp_err_set(e, "protocol", 0, "unknown frame type %u",
+		return sp_err_set(e, SP_E_PROTOCOL, 0, "unknown frame type %u",
 		    h[4]);
 	if (is_json_type(h[4]) && plen > SP_JSON_MAX)
-		return sp_err_set(e, "protocol", 0,
+		return sp_err_set(e, SP_E_PROTOCOL, 0,
 		    "JSON frame of %u bytes is over the %d byte limit", plen,
 		    SP_JSON_MAX);
 	if (have < (size_t)4 + flen)
@@ -190,10 +190,10 @@ sp_frame_write(int fd, uint8_t type, uint32_t stream, const void *p,
 	struct iovec iov[2];
 
 	if (type == 0 || type > SP_FR__MAX)
-		return sp_err_set(e, "bad-input", 0, "unknown frame type %u",
+		return sp_err_set(e, SP_E_BAD_INPUT, 0, "unknown frame type %u",
 		    type);
 	if (n > SP_FRAME_MAX || (is_json_type(type) && n > SP_JSON_MAX))
-		return sp_err_set(e, "bad-input", 0,
+		return sp_err_set(e, SP_E_BAD_INPUT, 0,
 		    "frame of %zu bytes is over the limit", n);
 	sp_frame_hdr(h, type, stream, n);
 	iov[0].iov_base = h;
@@ -201,7 +201,7 @@ sp_frame_write(int fd, uint8_t type, uint32_t stream, const void *p,
 	iov[1].iov_base = (void *)p;
 	iov[1].iov_len = n;
 	if (write_iov(fd, iov, 2) == -1)
-		return sp_err_sys(e, "io", "frame write");
+		return sp_err_sys(e, SP_E_IO, "frame write");
 	return 0;
 }
 
@@ -213,7 +213,7 @@ sp_frame_write_json(int fd, uint8_t type, uint32_t stream, const json_t *j,
 	int rc;
 
 	if ((s = json_dumps(j, JSON_COMPACT)) == NULL)
-		return sp_err_set(e, "nomem", 1, "cannot encode a JSON frame");
+		return sp_err_set(e, SP_E_NOMEM, 1, "cannot encode a JSON frame");
 	rc = sp_frame_write(fd, type, stream, s, strlen(s), e);
 	free(s);
 	return rc;
@@ -240,7 +240,7 @@ sp_frame_json(const struct sp_frame *f, json_t **out, struct sp_err *e)
 
 	*out = NULL;
 	if (f->len > SP_JSON_MAX)
-		return sp_err_set(e, "protocol", 0,
+		return sp_err_set(e, SP_E_PROTOCOL, 0,
 		    "JSON frame of %u bytes is over the %d byte limit", f->len,
 		    SP_JSON_MAX);
 	/* Without JSON_DECODE_ANY, JSON_ALLOW_NUL or JSON_DISABLE_EOF_CHECK
@@ -250,13 +250,13 @@ sp_frame_json(const struct sp_frame *f, json_t **out, struct sp_err *e)
 	    &jerr);
 	if (j == NULL) {
 		clean_text(why, sizeof why, jerr.text);
-		return sp_err_set(e, "protocol", 0,
+		return sp_err_set(e, SP_E_PROTOCOL, 0,
 		    "bad JSON in frame type %u at byte %d: %s", f->type,
 		    jerr.position, why);
 	}
 	if (!json_is_object(j)) {
 		json_decref(j);
-		return sp_err_set(e, "protocol", 0,
+		return sp_err_set(e, SP_E_PROTOCOL, 0,
 		    "JSON in frame type %u is not an object", f->type);
 	}
 	*out = j;

@@ -41,12 +41,12 @@ wait_fd(struct sp_qmp *q, short ev, struct sp_err *e)
 
 	for (;;) {
 		if ((left = q->deadline - sp_clock_ms()) <= 0)
-			return sp_err_set(e, "timeout", 1, "QEMU's monitor did "
+			return sp_err_set(e, SP_E_TIMED_OUT, 1, "QEMU's monitor did "
 			    "not answer in time");
 		if ((r = poll(&p, 1, (int)left)) == 1)
 			return 0;
 		if (r == -1 && errno != EINTR)
-			return sp_err_sys(e, "io", "poll on QEMU's monitor");
+			return sp_err_sys(e, SP_E_IO, "poll on QEMU's monitor");
 	}
 }
 
@@ -68,7 +68,7 @@ read_line(struct sp_qmp *q, size_t *n, struct sp_err *e)
 			return 0;
 		}
 		if (q->len == sizeof q->buf)
-			return sp_err_set(e, "protocol", 0, "QEMU's monitor sent "
+			return sp_err_set(e, SP_E_PROTOCOL, 0, "QEMU's monitor sent "
 			    "a line over %d bytes", QMP_LINE_MAX);
 		r = read(q->fd, q->buf + q->len, sizeof q->buf - q->len);
 		if (r > 0) {
@@ -76,15 +76,15 @@ read_line(struct sp_qmp *q, size_t *n, struct sp_err *e)
 			continue;
 		}
 		if (r == 0)
-			return sp_err_set(e, "not-running", 1, "QEMU closed its "
+			return sp_err_set(e, SP_E_NOT_RUNNING, 1, "QEMU closed its "
 			    "monitor");
 		if (errno == EINTR)
 			continue;
 		if (errno == ECONNRESET)
-			return sp_err_set(e, "not-running", 1, "QEMU closed its "
+			return sp_err_set(e, SP_E_NOT_RUNNING, 1, "QEMU closed its "
 			    "monitor");
 		if (errno != EAGAIN)
-			return sp_err_sys(e, "io", "reading QEMU's monitor");
+			return sp_err_sys(e, SP_E_IO, "reading QEMU's monitor");
 		if (wait_fd(q, POLLIN, e) == -1)
 			return -1;
 	}
@@ -115,7 +115,7 @@ next_reply(struct sp_qmp *q, json_t **out, struct sp_err *e)
 		consume(q);
 		if (!json_is_object(j)) {
 			json_decref(j);
-			return sp_err_set(e, "protocol", 0, "QEMU's monitor sent "
+			return sp_err_set(e, SP_E_PROTOCOL, 0, "QEMU's monitor sent "
 			    "something not a JSON object");
 		}
 		if (json_object_get(j, "event") == NULL) {
@@ -124,7 +124,7 @@ next_reply(struct sp_qmp *q, json_t **out, struct sp_err *e)
 		}
 		json_decref(j);
 	}
-	return sp_err_set(e, "protocol", 0, "QEMU's monitor sent over %d events "
+	return sp_err_set(e, SP_E_PROTOCOL, 0, "QEMU's monitor sent over %d events "
 	    "and no answer", QMP_SKIP_MAX);
 }
 
@@ -143,10 +143,10 @@ send_all(struct sp_qmp *q, const char *s, size_t n, struct sp_err *e)
 		if (w == -1 && errno == EINTR)
 			continue;
 		if (w == -1 && (errno == EPIPE || errno == ECONNRESET))
-			return sp_err_set(e, "not-running", 1, "QEMU closed its "
+			return sp_err_set(e, SP_E_NOT_RUNNING, 1, "QEMU closed its "
 			    "monitor");
 		if (w == -1 && errno != EAGAIN)
-			return sp_err_sys(e, "io", "writing QEMU's monitor");
+			return sp_err_sys(e, SP_E_IO, "writing QEMU's monitor");
 		if (wait_fd(q, POLLOUT, e) == -1)
 			return -1;
 	}
@@ -163,14 +163,14 @@ answer(struct sp_qmp *q, const char *cmd, json_t **ret, struct sp_err *e)
 	if (next_reply(q, &j, e) == -1)
 		return -1;
 	if ((err = json_object_get(j, "error")) != NULL) {
-		sp_err_set(e, "qemu", 0, "%s: %.200s", cmd,
+		sp_err_set(e, SP_E_QEMU, 0, "%s: %.200s", cmd,
 		    json_is_string(json_object_get(err, "desc")) ?
 		    json_string_value(json_object_get(err, "desc")) :
 		    "an error without a description");
 		goto out;
 	}
 	if ((v = json_object_get(j, "return")) == NULL) {
-		sp_err_set(e, "protocol", 0, "%s: QEMU's answer has no return",
+		sp_err_set(e, SP_E_PROTOCOL, 0, "%s: QEMU's answer has no return",
 		    cmd);
 		goto out;
 	}
@@ -192,7 +192,7 @@ greeting(struct sp_qmp *q, struct sp_err *e)
 		return -1;
 	if (json_object_get(greet, "QMP") == NULL) {
 		json_decref(greet);
-		return sp_err_set(e, "protocol", 0, "QEMU's monitor did not "
+		return sp_err_set(e, SP_E_PROTOCOL, 0, "QEMU's monitor did not "
 		    "greet");
 	}
 	json_decref(greet);
@@ -230,7 +230,7 @@ sp_qmp_cmds(struct sp_qmp *q, const char *const cmds[], size_t n,
 		    "{\"execute\":\"%s\"}\n", cmds[i]);
 		if (w < 0 || (size_t)w >= sizeof line - len ||
 		    strpbrk(cmds[i], "\"\\") != NULL)
-			return sp_err_set(e, "internal", 0, "bad QMP command");
+			return sp_err_set(e, SP_E_INTERNAL, 0, "bad QMP command");
 		len += (size_t)w;
 	}
 	if (send_all(q, line, len, e) == -1 ||
@@ -261,7 +261,7 @@ sp_qmp_open(struct sp_qmp **qp, const char *run_dir, int timeout_ms,
 	if (sp_path_fmt(path, sizeof path, e, "%s/%s", run_dir, SP_QMP_SOCK) == -1)
 		return -1;
 	if ((q = malloc(sizeof *q)) == NULL)
-		return sp_err_sys(e, "nomem", "QMP");
+		return sp_err_sys(e, SP_E_NOMEM, "QMP");
 	q->len = q->used = 0;
 	q->greeted = 0;
 	q->deadline = sp_clock_ms() + timeout_ms;

@@ -31,7 +31,7 @@ tell(struct pass *p, const char *id, const char *action, const char *from,
 	o = json_pack("{s:s, s:b, s:s, s:s}", "id", id, "ok", rc == 0, "action",
 	    action, "from", from);
 	if (rc != 0) {
-		json_object_set_new(o, "error", json_string(e->code));
+		json_object_set_new(o, "error", json_string(sp_code_name(e->code)));
 		json_object_set_new(o, "msg", json_string(e->msg));
 		p->failed = 1;
 	}
@@ -96,14 +96,14 @@ recover(struct pass *p, const char *id)
 		return;
 	from = sp_state_name(r.state);
 	rc = sp_snap_recover_locked(p->x, &r, snap, &e);
-	if (rc == -1 && r.state == SP_ST_FAILED && strcmp(e.code, "not-found") == 0) {
+	if (rc == -1 && r.state == SP_ST_FAILED && e.code == SP_E_NOT_FOUND) {
 		sp_db_row_release(&r);
 		return;
 	}
 	o = json_pack("{s:s, s:b, s:s, s:s, s:s}", "id", id, "ok", rc == 0,
 	    "action", "recovered", "from", from, "snap", snap);
 	if (rc == -1) {
-		json_object_set_new(o, "error", json_string(e.code));
+		json_object_set_new(o, "error", json_string(sp_code_name(e.code)));
 		json_object_set_new(o, "msg", json_string(e.msg));
 		p->failed = 1;
 	}
@@ -393,6 +393,6 @@ sp_reconcile_once(struct sp_ctx *x, int (*fn)(json_t *, void *), void *arg,
 	orphans(&p, &known);
 	free(known.v);
 	if (p.failed)
-		return sp_err_set(e, "partial", 0, "some repairs failed");
+		return sp_err_set(e, SP_E_PARTIAL, 0, "some repairs failed");
 	return 0;
 }

@@ -68,7 +68,7 @@ sp_remote_hash(const char *path, char hex[65], uint64_t *size, struct sp_err *e)
 	int fd;
 
 	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) == -1)
-		return sp_err_sys(e, "io", "%s", path);
+		return sp_err_sys(e, SP_E_IO, "%s", path);
 	crypto_hash_sha256_init(&st);
 	*size = 0;
 	while ((n = read(fd, buf, sizeof buf)) > 0 || (n == -1 && errno == EINTR))
@@ -78,7 +78,7 @@ sp_remote_hash(const char *path, char hex[65], uint64_t *size, struct sp_err *e)
 		}
 	close(fd);
 	if (n == -1)
-		return sp_err_sys(e, "io", "read %s", path);
+		return sp_err_sys(e, SP_E_IO, "read %s", path);
 	crypto_hash_sha256_final(&st, h);
 	sodium_bin2hex(hex, 65, h, sizeof h);
 	return 0;
@@ -94,15 +94,15 @@ sp_remote_put_json(struct sp_store *s, const struct sp_ctx *x, const char *key,
 	int fd, rc;
 
 	if (j == NULL)
-		return sp_err_set(e, "internal", 0, "out of memory");
+		return sp_err_set(e, SP_E_INTERNAL, 0, "out of memory");
 	if (sp_remote_tmp(x, "manifest.XXXXXX", p, sizeof p, e) == -1 ||
 	    (fd = mkostemp(p, O_CLOEXEC)) == -1) {
 		json_decref(j);
-		return e->code[0] ? -1 : sp_err_sys(e, "io", "mkstemp");
+		return e->code != SP_E_NONE ? -1 : sp_err_sys(e, SP_E_IO, "mkstemp");
 	}
 	unlink(p);
 	rc = json_dumpfd(j, fd, JSON_INDENT(2) | JSON_SORT_KEYS) == 0 &&
-	    lseek(fd, 0, SEEK_SET) == 0 ? 0 : sp_err_sys(e, "io", "manifest");
+	    lseek(fd, 0, SEEK_SET) == 0 ? 0 : sp_err_sys(e, SP_E_IO, "manifest");
 	json_decref(j);
 	if (rc == 0)
 		rc = sp_store_put(s, key, fd, &bytes, e);
@@ -125,21 +125,21 @@ sp_remote_get_json(struct sp_store *s, const struct sp_ctx *x, const char *key,
 	if (sp_remote_tmp(x, "get.XXXXXX", p, sizeof p, e) == -1)
 		return -1;
 	if ((fd = mkostemp(p, O_CLOEXEC)) == -1)
-		return sp_err_sys(e, "io", "mkstemp");
+		return sp_err_sys(e, SP_E_IO, "mkstemp");
 	unlink(p);
 	if (sp_store_get(s, key, fd, &bytes, e) == -1)
 		goto out;
 	if (bytes > MANIFEST_MAX) {
-		sp_err_set(e, "corrupt", 0, "%s: %llu bytes, more than a "
+		sp_err_set(e, SP_E_CORRUPT, 0, "%s: %llu bytes, more than a "
 		    "manifest", key, (unsigned long long)bytes);
 		goto out;
 	}
 	if ((text = malloc(bytes + 1)) == NULL) {
-		sp_err_sys(e, "internal", "malloc");
+		sp_err_sys(e, SP_E_INTERNAL, "malloc");
 		goto out;
 	}
 	if ((n = pread(fd, text, bytes, 0)) != (ssize_t)bytes) {
-		sp_err_sys(e, "io", "read %s", key);
+		sp_err_sys(e, SP_E_IO, "read %s", key);
 		goto out;
 	}
 	text[bytes] = '\0';
@@ -147,7 +147,7 @@ sp_remote_get_json(struct sp_store *s, const struct sp_ctx *x, const char *key,
 	    !json_is_object(*out)) {
 		json_decref(*out);
 		*out = NULL;
-		sp_err_set(e, "corrupt", 0, "%s: not a JSON object: %s", key,
+		sp_err_set(e, SP_E_CORRUPT, 0, "%s: not a JSON object: %s", key,
 		    je.text);
 		goto out;
 	}
@@ -172,7 +172,7 @@ sp_remote_keyref(struct sp_ctx *x, const struct sp_sandbox_row *sb,
 	json_decref(labels);
 	if (sp_db_tenant_key_get(x->db, tenant, keyref, n, &ge) == 0)
 		return 0;
-	if (strcmp(ge.code, "not-found") != 0) {
+	if (ge.code != SP_E_NOT_FOUND) {
 		*e = ge;
 		return -1;
 	}
@@ -219,11 +219,11 @@ sp_remote_send(const struct sp_ctx *x, const char *parent, const char *subvol,
 	unlink(errs);
 	if ((out = open(out_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
 	    0600)) == -1)
-		return sp_err_sys(e, "io", "%s", out_path);
+		return sp_err_sys(e, SP_E_IO, "%s", out_path);
 	/* A stage that dies must be an error here, not our death. */
 	sigaction(SIGPIPE, &(struct sigaction){ .sa_handler = SIG_IGN }, &old_pipe);
 	if (pipe2(a, O_CLOEXEC) == -1 || (key != NULL && pipe2(b, O_CLOEXEC) == -1)) {
-		sp_err_sys(e, "internal", "pipe");
+		sp_err_sys(e, SP_E_INTERNAL, "pipe");
 		goto out;
 	}
 	if (sp_proc_spawn(parent ? send_p : send_full, -1, a[1], errs, &ps, e) == -1)
@@ -251,7 +251,7 @@ out:
 	if (pz > 0 && sp_proc_wait(pz, "zstd", errs, rc == 0 ? e : &we) == -1)
 		rc = -1;
 	if (rc == 0 && fsync(out) == -1)
-		rc = sp_err_sys(e, "io", "fsync %s", out_path);
+		rc = sp_err_sys(e, SP_E_IO, "fsync %s", out_path);
 	close(out);
 	unlink(errs);
 	sigaction(SIGPIPE, &old_pipe, NULL);
@@ -278,11 +278,11 @@ sp_remote_receive(const struct sp_ctx *x, const char *in_path,
 		return -1;
 	unlink(errs);
 	if ((in = open(in_path, O_RDONLY | O_CLOEXEC)) == -1)
-		return sp_err_sys(e, "io", "%s", in_path);
+		return sp_err_sys(e, SP_E_IO, "%s", in_path);
 	/* A stage that dies must be an error here, not our death. */
 	sigaction(SIGPIPE, &(struct sigaction){ .sa_handler = SIG_IGN }, &old_pipe);
 	if (pipe2(b, O_CLOEXEC) == -1 || (key != NULL && pipe2(a, O_CLOEXEC) == -1)) {
-		sp_err_sys(e, "internal", "pipe");
+		sp_err_sys(e, SP_E_INTERNAL, "pipe");
 		goto out;
 	}
 	if (sp_proc_spawn(recv, b[0], -1, errs, &pr, e) == -1)
@@ -311,7 +311,7 @@ out:
 	 * that dies makes the one before it see a broken pipe. */
 	rz = pz > 0 ? sp_proc_wait(pz, "zstd -d", errs, &ez) : 0;
 	rr = pr > 0 ? sp_proc_wait(pr, "btrfs receive", errs, &er) : 0;
-	if (rc == -1 && pr > 0 && strcmp(de.code, "corrupt") == 0)
+	if (rc == -1 && pr > 0 && de.code == SP_E_CORRUPT)
 		*e = de;
 	else if (rr == -1)
 		*e = er;
@@ -400,13 +400,13 @@ sp_remote_upload(struct sp_store *s, const char *path, const char *key,
 	if (sp_remote_hash(path, hex, size, e) == -1)
 		return -1;
 	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) == -1)
-		return sp_err_sys(e, "io", "%s", path);
+		return sp_err_sys(e, SP_E_IO, "%s", path);
 	progress_start(&pr, "uploading", fd, *size, 0);
 	rc = sp_store_put(s, key, fd, &bytes, e);
 	progress_stop(&pr);
 	close(fd);
 	if (rc == 0 && bytes != *size)
-		rc = sp_err_set(e, "io", 1, "%s: stored %llu of %llu bytes", key,
+		rc = sp_err_set(e, SP_E_IO, 1, "%s: stored %llu of %llu bytes", key,
 		    (unsigned long long)bytes, (unsigned long long)*size);
 	return rc;
 }
@@ -422,7 +422,7 @@ sp_remote_download(struct sp_store *s, const char *key, const char *path,
 	int fd, rc;
 
 	if ((fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600)) == -1)
-		return sp_err_sys(e, "io", "%s", path);
+		return sp_err_sys(e, SP_E_IO, "%s", path);
 	progress_start(&pr, "downloading", fd, size, 1);
 	/* No more than the manifest says: a store cannot fill the disk. */
 	sp_store_set_get_max(s, size);
@@ -430,15 +430,15 @@ sp_remote_download(struct sp_store *s, const char *key, const char *path,
 	sp_store_set_get_max(s, 0);
 	progress_stop(&pr);
 	close(fd);
-	if (rc == -1 && strcmp(e->code, "too-big") == 0)
-		return sp_err_set(e, "corrupt", 0, "%s: more than the %llu bytes "
+	if (rc == -1 && e->code == SP_E_TOO_BIG)
+		return sp_err_set(e, SP_E_CORRUPT, 0, "%s: more than the %llu bytes "
 		    "its manifest says", key, (unsigned long long)size);
 	if (rc == -1)
 		return -1;
 	if (sp_remote_hash(path, got, &n, e) == -1)
 		return -1;
 	if (n != size || strcmp(got, hex) != 0)
-		return sp_err_set(e, "corrupt", 0, "%s: %llu bytes with SHA-256 "
+		return sp_err_set(e, SP_E_CORRUPT, 0, "%s: %llu bytes with SHA-256 "
 		    "%.12s..., the manifest says %llu and %.12s...", key,
 		    (unsigned long long)n, got, (unsigned long long)size, hex);
 	return 0;
@@ -471,7 +471,7 @@ sp_template_push(struct sp_ctx *x, struct sp_store *s, const char *ref,
 	    sp_template_path(x->conf.root, &t, tpath, sizeof tpath, e) == -1)
 		return -1;
 	if (!sp_subvol_exists(tpath))
-		return sp_err_set(e, "not-found", 0, "template %s@%.12s is not on "
+		return sp_err_set(e, SP_E_NOT_FOUND, 0, "template %s@%.12s is not on "
 		    "this node", t.name, t.digest);
 	if (sp_subvol_lineage(tpath, lineage, &received, e) == -1 ||
 	    template_key(&t, lineage, "stream.zst", key, sizeof key, e) == -1 ||
@@ -485,7 +485,7 @@ sp_template_push(struct sp_ctx *x, struct sp_store *s, const char *ref,
 		    (json_int_t)(sp_clock_ms() - t0));
 		return 0;
 	}
-	if (strcmp(ge.code, "not-found") != 0) {
+	if (ge.code != SP_E_NOT_FOUND) {
 		*e = ge;
 		return -1;
 	}
@@ -567,7 +567,7 @@ sp_remote_lineage(struct sp_ctx *x, struct sp_store *s,
 		return -1;
 	if (json_unpack(m, "{s:I, s:s}", "bytes", &size, "sha256", &hex) == -1 ||
 	    size < 0 || strlen(hex) != 64) {
-		sp_err_set(e, "corrupt", 0, "%s: malformed", mkey);
+		sp_err_set(e, SP_E_CORRUPT, 0, "%s: malformed", mkey);
 		goto out;
 	}
 	/* Received where it stays: a read-only subvolume cannot be moved. */
@@ -638,7 +638,7 @@ sp_template_pull(struct sp_ctx *x, struct sp_store *s, const char *ref,
 	/* name@digest: the first lineage the store holds of it. */
 	if ((at = strchr(ref, '@')) == NULL || (size_t)(at - ref) > SP_NAME_MAX ||
 	    strlen(at + 1) != 64)
-		return sp_err_set(e, "bad-input", 0, "pull needs NAME@DIGEST "
+		return sp_err_set(e, SP_E_BAD_INPUT, 0, "pull needs NAME@DIGEST "
 		    "(64 hex digits)");
 	memcpy(name, ref, (size_t)(at - ref));
 	name[at - ref] = '\0';
@@ -647,7 +647,7 @@ sp_template_pull(struct sp_ctx *x, struct sp_store *s, const char *ref,
 	snprintf(t.name, sizeof t.name, "%s", name);
 	snprintf(t.digest, sizeof t.digest, "%s", at + 1);
 	if (sp_db_template_get(x->db, ref, &t, e) == -1) {
-		if (strcmp(e->code, "not-found") != 0)
+		if (e->code != SP_E_NOT_FOUND)
 			return -1;
 		snprintf(t.name, sizeof t.name, "%s", name);
 		snprintf(t.digest, sizeof t.digest, "%s", at + 1);
@@ -659,7 +659,7 @@ sp_template_pull(struct sp_ctx *x, struct sp_store *s, const char *ref,
 	if (sp_store_list(s, prefix, first_lineage, &l, e) == -1)
 		return -1;
 	if (l.n == 0)
-		return sp_err_set(e, "not-found", 0, "the store has no %s", ref);
+		return sp_err_set(e, SP_E_NOT_FOUND, 0, "the store has no %s", ref);
 	rc = sp_remote_lineage(x, s, &t, l.v, base, sizeof base, &pulled,
 	    &bytes, e);
 	if (rc == 0)

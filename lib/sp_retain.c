@@ -48,7 +48,7 @@ sp_retain_parse(const char *spec, struct sp_tier *t, int max, int *n,
 	long k;
 
 	if (strlen(spec) >= sizeof buf)
-		return sp_err_set(e, "bad-input", 0, "SPACE_RETAIN is too long");
+		return sp_err_set(e, SP_E_BAD_INPUT, 0, "SPACE_RETAIN is too long");
 	strcpy(buf, spec);
 	for (tok = strtok_r(buf, " ,\t", &save); tok != NULL;
 	    tok = strtok_r(NULL, " ,\t", &save)) {
@@ -66,7 +66,7 @@ sp_retain_parse(const char *spec, struct sp_tier *t, int max, int *n,
 		    k > 100000 || parse_period(period, &one.period_s) == -1)
 			goto bad;
 		if (count == SP_TIERS_MAX)
-			return sp_err_set(e, "bad-input", 0, "SPACE_RETAIN: at "
+			return sp_err_set(e, SP_E_BAD_INPUT, 0, "SPACE_RETAIN: at "
 			    "most %d tiers", SP_TIERS_MAX);
 		snprintf(one.kind, sizeof one.kind, "%s", kind);
 		one.keep = (int)k;
@@ -76,14 +76,14 @@ sp_retain_parse(const char *spec, struct sp_tier *t, int max, int *n,
 	}
 	/* No tier would leave space-gc free to delete every untagged one. */
 	if (count == 0)
-		return sp_err_set(e, "bad-input", 0, "SPACE_RETAIN: no tier");
+		return sp_err_set(e, SP_E_BAD_INPUT, 0, "SPACE_RETAIN: no tier");
 	if (n != NULL)
 		*n = count < max ? count : max;
 	return 0;
 bad:
 	/* The ':' in buf are cut by now: quote the tier from spec. */
 	orig = spec + (tok - buf);
-	return sp_err_set(e, "bad-input", 0, "SPACE_RETAIN: \"%.*s\" is not "
+	return sp_err_set(e, SP_E_BAD_INPUT, 0, "SPACE_RETAIN: \"%.*s\" is not "
 	    "KIND:PERIOD:KEEP (disk|full, a number with s/m/h/d/w, a count "
 	    "from 1)", (int)strcspn(orig, " ,\t"), orig);
 }

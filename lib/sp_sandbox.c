@@ -65,11 +65,11 @@ sp_sandbox_make_run_dir(const char *dir, struct sp_err *e)
 	struct group *g;
 
 	if (mkdir(dir, 0770) == -1 && errno != EEXIST)
-		return sp_err_sys(e, "io", "mkdir %s", dir);
+		return sp_err_sys(e, SP_E_IO, "mkdir %s", dir);
 	if ((g = getgrnam("libvirt-qemu")) != NULL && chown(dir, 0, g->gr_gid) == -1)
-		return sp_err_sys(e, "io", "chown %s", dir);
+		return sp_err_sys(e, SP_E_IO, "chown %s", dir);
 	if (chmod(dir, g != NULL ? 0770 : 0777) == -1)
-		return sp_err_sys(e, "io", "chmod %s", dir);
+		return sp_err_sys(e, SP_E_IO, "chmod %s", dir);
 	return 0;
 }
 
@@ -79,10 +79,10 @@ write_file(const char *path, const char *text, struct sp_err *e)
 	FILE *f;
 
 	if ((f = fopen(path, "we")) == NULL)
-		return sp_err_sys(e, "io", "%s", path);
+		return sp_err_sys(e, SP_E_IO, "%s", path);
 	fputs(text, f);
 	if (fclose(f) == EOF)
-		return sp_err_sys(e, "io", "%s", path);
+		return sp_err_sys(e, SP_E_IO, "%s", path);
 	return 0;
 }
 
@@ -93,7 +93,7 @@ write_json(const char *path, json_t *j, struct sp_err *e)
 	int rc;
 
 	if ((s = json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER)) == NULL)
-		return sp_err_set(e, "internal", 0, "json_dumps");
+		return sp_err_set(e, SP_E_INTERNAL, 0, "json_dumps");
 	rc = write_file(path, s, e);
 	free(s);
 	return rc;
@@ -156,7 +156,7 @@ guest_op(struct sp_ctx *x, const char *id, json_t *req, struct sp_chan **keep,
 	int rc = -1, r;
 
 	if (req == NULL)
-		return sp_err_set(e, "internal", 0, "json_pack");
+		return sp_err_set(e, SP_E_INTERNAL, 0, "json_pack");
 	early = keep != NULL && with_hello ? first : NULL;
 	if (sp_chan_open_req_first(&c, x->conf.run, id, IDENTITY_MS, req,
 	    &stream, early, sent, e) == -1)
@@ -175,7 +175,7 @@ guest_op(struct sp_ctx *x, const char *id, json_t *req, struct sp_chan **keep,
 		if (sent != NULL && f.stream == stream)
 			*sent = 0;
 	} else if (f.type != SP_FR_EXIT || f.stream != stream)
-		sp_err_set(e, "protocol", 0, "%s: unexpected answer",
+		sp_err_set(e, SP_E_PROTOCOL, 0, "%s: unexpected answer",
 		    json_string_value(json_object_get(req, "op")));
 	else
 		rc = 0;
@@ -199,7 +199,7 @@ hand_identity(struct sp_ctx *x, const char *id, json_t *labels, json_t *env,
 	size_t i;
 
 	if (getrandom(seed, sizeof seed, 0) != (ssize_t)sizeof seed)
-		return sp_err_sys(e, "internal", "getrandom");
+		return sp_err_sys(e, SP_E_INTERNAL, "getrandom");
 	for (i = 0; i < sizeof seed; i++)
 		snprintf(hex + 2 * i, 3, "%02x", seed[i]);
 	explicit_bzero(seed, sizeof seed);
@@ -240,7 +240,7 @@ sp_sandbox_exec_quiet(struct sp_ctx *x, const char *id, char *argv[],
 	int null, rc;
 
 	if ((null = open("/dev/null", O_WRONLY | O_CLOEXEC)) == -1)
-		return sp_err_sys(e, "io", "open /dev/null");
+		return sp_err_sys(e, SP_E_IO, "open /dev/null");
 	xr.out_fd = xr.err_fd = null;
 	rc = sp_chan_open(&c, x->conf.run, id, open_ms, e);
 	if (rc == 0) {
@@ -417,7 +417,7 @@ resume_pod(struct sp_ctx *x, const char *id, const char *dom, char virt[16],
 	known = take_pod_record(run, virt, file, sizeof file,
 	    after_identity) == 0;
 	if (sp_qmp_open(&q, run, QMP_MS, e) == -1) {
-		if (strcmp(e->code, "not-running") != 0 ||
+		if (e->code != SP_E_NOT_RUNNING ||
 		    sp_ctx_virt(x, e) == -1)
 			return -1;
 		snprintf(virt, 16, "%s", x->virt_type);
@@ -515,9 +515,9 @@ sp_sandbox_create(struct sp_ctx *x, const struct sp_create_req *r, json_t **out,
 	if (r->chan != NULL)
 		*r->chan = NULL;
 	if (r->memory_mib < 64 || r->memory_mib > 65536)
-		return sp_err_set(e, "bad-input", 0, "memory must be 64 to 65536 MiB");
+		return sp_err_set(e, SP_E_BAD_INPUT, 0, "memory must be 64 to 65536 MiB");
 	if (r->vcpus < 1 || r->vcpus > 64)
-		return sp_err_set(e, "bad-input", 0, "vcpus must be 1 to 64");
+		return sp_err_set(e, SP_E_BAD_INPUT, 0, "vcpus must be 1 to 64");
 	/* Built on first use when only its source is known; once for many. */
 	if (sp_template_materialize(x, r->template, &t, &built, e) == -1)
 		return -1;
@@ -532,7 +532,7 @@ sp_sandbox_create(struct sp_ctx *x, const struct sp_create_req *r, json_t **out,
 	    sp_ckpt_path(x->conf.root, &t, ckpt, sizeof ckpt, e) == -1)
 		return -1;
 	if (!sp_subvol_exists(tpath))
-		return sp_err_set(e, "not-found", 0, "template %s@%.12s is in the DB "
+		return sp_err_set(e, SP_E_NOT_FOUND, 0, "template %s@%.12s is in the DB "
 		    "but not on this node (%s)", t.name, t.digest, tpath);
 	/* The template's booted checkpoint, when it was booted as asked. */
 	warm = !r->no_checkpoint && sp_subvol_exists(ckpt) &&
@@ -585,7 +585,7 @@ sp_sandbox_make(struct sp_ctx *x, const struct sp_make *m,
 	    strdup("{}");
 	envtext = m->env ? json_dumps(m->env, JSON_COMPACT) : strdup("[]");
 	if (labels == NULL || envtext == NULL) {
-		sp_err_set(e, "internal", 0, "out of memory");
+		sp_err_set(e, SP_E_INTERNAL, 0, "out of memory");
 		goto out;
 	}
 	/* The row comes first, in state creating, so a crash leaves a trace. */
@@ -713,7 +713,7 @@ remove_locked(struct sp_ctx *x, const char *id, int *existed,
 	    x->conf.root, id) == -1)
 		return -1;
 	in_db = sp_db_sandbox_get(x->db, id, &row, &ge) == 0;
-	if (!in_db && strcmp(ge.code, "not-found") != 0) {
+	if (!in_db && ge.code != SP_E_NOT_FOUND) {
 		*e = ge;
 		return -1;
 	}
@@ -853,7 +853,7 @@ sp_sandbox_describe(struct sp_ctx *x, const struct sp_sandbox_row *r,
 	    (rec = json_loads(r->recovered, 0, NULL)) != NULL)
 		json_object_set_new(o, "recovered", rec);
 	if (o == NULL)
-		return sp_err_set(e, "internal", 0, "json_pack");
+		return sp_err_set(e, SP_E_INTERNAL, 0, "json_pack");
 	*out = o;
 	return 0;
 }

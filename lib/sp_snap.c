@@ -58,7 +58,7 @@ now_s(int64_t *out, struct sp_err *e)
 	errno = 0;
 	t = strtoll(v, &end, 10);
 	if (errno != 0 || end == v || *end != '\0' || t < 0)
-		return sp_err_set(e, "bad-input", 0, "SPACE_NOW must be unix "
+		return sp_err_set(e, SP_E_BAD_INPUT, 0, "SPACE_NOW must be unix "
 		    "seconds");
 	*out = t;
 	return 0;
@@ -105,7 +105,7 @@ write_ckpt_info(const char *dir, const char *id, const char *uuid,
 	    "memory_mib", sb->memory_mib, "vcpus", sb->vcpus, "created",
 	    (json_int_t)taken, "template", sb->template);
 	rc = j != NULL && json_dump_file(j, p, JSON_INDENT(2)) == 0 ? 0 :
-	    sp_err_set(e, "io", 0, "cannot write %s", p);
+	    sp_err_set(e, SP_E_IO, 0, "cannot write %s", p);
 	json_decref(j);
 	return rc;
 }
@@ -129,7 +129,7 @@ take_full(struct sp_ctx *x, const struct sp_sandbox_row *sb, const char *src,
 		return -1;
 	was_running = strcmp(vstate, "running") == 0;
 	if (!was_running && strcmp(vstate, "paused") != 0)
-		return sp_err_set(e, "bad-state", 0, "a full checkpoint needs a "
+		return sp_err_set(e, SP_E_BAD_STATE, 0, "a full checkpoint needs a "
 		    "running or paused VM; it is %s", vstate);
 	t0 = sp_clock_ms();
 	if (was_running && sp_virt_pause(x->virt, dom, e) == -1)
@@ -163,14 +163,14 @@ take_locked(struct sp_ctx *x, const char *id, int full, const char *tag,
 		return -1;
 	memset(r, 0, sizeof *r);
 	if (sb.pod) {
-		sp_err_set(e, "not-found", 0, "no such sandbox");
+		sp_err_set(e, SP_E_NOT_FOUND, 0, "no such sandbox");
 		goto out;
 	}
 	/* Suspending: the checkpoint space-suspend takes of a paused VM. */
 	if (sb.state != SP_ST_RUNNING && sb.state != SP_ST_PAUSED &&
 	    sb.state != SP_ST_SUSPENDING &&
 	    (full || (sb.state != SP_ST_STOPPED && sb.state != SP_ST_FAILED))) {
-		sp_err_set(e, "bad-state", 0, "cannot take a %s snapshot of a "
+		sp_err_set(e, SP_E_BAD_STATE, 0, "cannot take a %s snapshot of a "
 		    "sandbox that is %s", full ? "full" : "disk",
 		    sp_state_name(sb.state));
 		goto out;
@@ -203,7 +203,7 @@ take_locked(struct sp_ctx *x, const char *id, int full, const char *tag,
 		goto out;
 	snprintf(r->state, sizeof r->state, "ready");
 	if (out != NULL && (*out = describe(r, dst)) == NULL) {
-		sp_err_set(e, "internal", 0, "out of memory");
+		sp_err_set(e, SP_E_INTERNAL, 0, "out of memory");
 		goto out;
 	}
 	rc = 0;
@@ -278,12 +278,12 @@ remove_locked(struct sp_ctx *x, const char *id, const char *snap, int *removed,
 
 	*removed = 0;
 	if (!sp_id_valid(snap))
-		return sp_err_set(e, "bad-input", 0, "\"%.40s\" is not a snapshot "
+		return sp_err_set(e, SP_E_BAD_INPUT, 0, "\"%.40s\" is not a snapshot "
 		    "id", snap);
 	if (snap_dir(x, id, snap, dir, sizeof dir, e) == -1)
 		return -1;
 	in_db = sp_db_snap_get(x->db, id, snap, &r, &ge) == 0;
-	if (!in_db && strcmp(ge.code, "not-found") != 0) {
+	if (!in_db && ge.code != SP_E_NOT_FOUND) {
 		*e = ge;
 		return -1;
 	}
@@ -327,7 +327,7 @@ recovery_target(const struct sp_sandbox_row *sb, char snap[SP_ID_LEN + 1],
 		memcpy(snap, s, SP_ID_LEN + 1);
 		rc = 0;
 	} else
-		sp_err_set(e, "bad-state", 0, "%s is recovering but its record "
+		sp_err_set(e, SP_E_BAD_STATE, 0, "%s is recovering but its record "
 		    "names no snapshot", sb->id);
 	json_decref(j);
 	return rc;
@@ -353,7 +353,7 @@ finish_recovery(struct sp_ctx *x, const struct sp_sandbox_row *sb,
 	    sp_db_snap_get(x->db, sb->id, snap, &r, e) == -1)
 		return -1;
 	if (strcmp(r.state, "ready") != 0)
-		return sp_err_set(e, "bad-state", 0, "snapshot %s is %s", snap,
+		return sp_err_set(e, SP_E_BAD_STATE, 0, "snapshot %s is %s", snap,
 		    r.state);
 	full = strcmp(r.kind, "full") == 0;
 	sp_sandbox_domain(sb->id, dom);
@@ -364,7 +364,7 @@ finish_recovery(struct sp_ctx *x, const struct sp_sandbox_row *sb,
 	    sp_path_fmt(sav, sizeof sav, e, "%s/mem.sav", dir) == -1)
 		return -1;
 	if (!sp_subvol_exists(src))
-		return sp_err_set(e, "not-found", 0, "snapshot %s has no "
+		return sp_err_set(e, SP_E_NOT_FOUND, 0, "snapshot %s has no "
 		    "subvolume (%s)", snap, src);
 	/* Off with the VM, then swap the disk for a copy of the snapshot. */
 	if (sp_virt_destroy(x->virt, dom, e) == -1 ||
@@ -375,7 +375,7 @@ finish_recovery(struct sp_ctx *x, const struct sp_sandbox_row *sb,
 	if (sp_subvol_delete(dir, e) == -1)
 		return -1;
 	if (rename(tmp, dir) == -1)
-		return sp_err_sys(e, "io", "rename %s", tmp);
+		return sp_err_sys(e, SP_E_IO, "rename %s", tmp);
 	sp_crashpoint("rollback-after-swap");
 	if (full) {
 		/* The image's own XML is this sandbox's: same name, same paths. */
@@ -417,7 +417,7 @@ begin_recovery(struct sp_ctx *x, const struct sp_sandbox_row *sb,
 	text = j ? json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
 	json_decref(j);
 	if (text == NULL)
-		return sp_err_set(e, "internal", 0, "out of memory");
+		return sp_err_set(e, SP_E_INTERNAL, 0, "out of memory");
 	/* The target goes in before the state, so recovering always has one. */
 	rc = sp_db_sandbox_set_recovered(x->db, sb->id, text, e);
 	free(text);
@@ -439,14 +439,14 @@ sp_snap_rollback(struct sp_ctx *x, const char *id, const char *snap,
 	if (sp_id_check(id, e) == -1)
 		return -1;
 	if (!sp_id_valid(snap))
-		return sp_err_set(e, "bad-input", 0, "\"%.40s\" is not a snapshot "
+		return sp_err_set(e, SP_E_BAD_INPUT, 0, "\"%.40s\" is not a snapshot "
 		    "id", snap);
 	if (sp_ctx_virt(x, e) == -1 || sp_sandbox_lock(x, id, 1, &fd, e) == -1)
 		return -1;
 	if (sp_db_snap_get(x->db, id, snap, &r, e) == -1)
 		goto out;
 	if (strcmp(r.state, "ready") != 0) {
-		sp_err_set(e, "bad-state", 0, "snapshot %s is %s", snap, r.state);
+		sp_err_set(e, SP_E_BAD_STATE, 0, "snapshot %s is %s", snap, r.state);
 		goto out;
 	}
 	if (sp_db_sandbox_get(x->db, id, &sb, e) == -1)
@@ -454,7 +454,7 @@ sp_snap_rollback(struct sp_ctx *x, const char *id, const char *snap,
 	have_sb = 1;
 	if (sb.pod || (sb.state != SP_ST_RUNNING && sb.state != SP_ST_PAUSED &&
 	    sb.state != SP_ST_STOPPED && sb.state != SP_ST_FAILED)) {
-		sp_err_set(e, "bad-state", 0, "cannot roll back a sandbox that "
+		sp_err_set(e, SP_E_BAD_STATE, 0, "cannot roll back a sandbox that "
 		    "is %s", sb.pod ? "a pod" : sp_state_name(sb.state));
 		goto out;
 	}
@@ -518,12 +518,12 @@ sp_snap_recover_locked(struct sp_ctx *x, const struct sp_sandbox_row *sb,
 		return finish_recovery(x, sb, snap, e);
 	}
 	if (sb->state != SP_ST_FAILED)
-		return sp_err_set(e, "bad-state", 0, "only a failed sandbox is "
+		return sp_err_set(e, SP_E_BAD_STATE, 0, "only a failed sandbox is "
 		    "recovered; it is %s", sp_state_name(sb->state));
 	if (sp_db_snap_each(x->db, sb->id, NULL, newest_full, &n, e) == -1)
 		return -1;
 	if (!n.found)
-		return sp_err_set(e, "not-found", 0, "no full checkpoint to "
+		return sp_err_set(e, SP_E_NOT_FOUND, 0, "no full checkpoint to "
 		    "recover from");
 	memcpy(snap, n.snap, SP_ID_LEN + 1);
 	/* The disk as the crash left it is kept: what was written after the
@@ -560,16 +560,16 @@ sp_snap_fork(struct sp_ctx *x, const char *id, const char *snap, int count,
 	if (sp_id_check(id, e) == -1)
 		return -1;
 	if (count < 1 || count > FORK_MAX)
-		return sp_err_set(e, "bad-input", 0, "count must be 1 to %d",
+		return sp_err_set(e, SP_E_BAD_INPUT, 0, "count must be 1 to %d",
 		    FORK_MAX);
 	if (snap != NULL && !sp_id_valid(snap))
-		return sp_err_set(e, "bad-input", 0, "\"%.40s\" is not a snapshot "
+		return sp_err_set(e, SP_E_BAD_INPUT, 0, "\"%.40s\" is not a snapshot "
 		    "id", snap);
 	if (sp_ctx_virt(x, e) == -1 || sp_db_sandbox_get(x->db, id, &sb, e) == -1)
 		return -1;
 	if (sb.pod) {
 		sp_db_row_release(&sb);
-		return sp_err_set(e, "not-found", 0, "no such sandbox");
+		return sp_err_set(e, SP_E_NOT_FOUND, 0, "no such sandbox");
 	}
 	/* The source's state now, or the snapshot named. */
 	if (snap == NULL) {
@@ -584,7 +584,7 @@ sp_snap_fork(struct sp_ctx *x, const char *id, const char *snap, int count,
 	} else if (sp_db_snap_get(x->db, id, snap, &r, e) == -1)
 		goto out;
 	if (strcmp(r.state, "ready") != 0) {
-		sp_err_set(e, "bad-state", 0, "snapshot %s is %s", r.snap, r.state);
+		sp_err_set(e, SP_E_BAD_STATE, 0, "snapshot %s is %s", r.snap, r.state);
 		goto out;
 	}
 	full = strcmp(r.kind, "full") == 0;
@@ -610,7 +610,7 @@ sp_snap_fork(struct sp_ctx *x, const char *id, const char *snap, int count,
 		    "ok", 1, "from", id, "snap", r.snap, "kind", r.kind, "state",
 		    "running", "ms", (json_int_t)(sp_clock_ms() - t0));
 		if (o == NULL || fn(o, arg) == -1) {
-			rc = sp_err_set(e, "internal", 0, "cannot tell fork %s",
+			rc = sp_err_set(e, SP_E_INTERNAL, 0, "cannot tell fork %s",
 			    newid);
 			break;
 		}
@@ -662,7 +662,7 @@ gc_sandbox(struct sp_ctx *x, const struct sp_tier *t, int nt,
 	int fd, removed, rc = 0;
 
 	if ((items = calloc(n, sizeof *items)) == NULL)
-		return sp_err_set(e, "internal", 0, "out of memory");
+		return sp_err_set(e, SP_E_INTERNAL, 0, "out of memory");
 	for (i = 0; i < n; i++) {
 		items[i].kind = rows[i].kind;
 		items[i].taken = rows[i].taken;
@@ -681,7 +681,7 @@ gc_sandbox(struct sp_ctx *x, const struct sp_tier *t, int nt,
 		if (!dry_run && remove_locked(x, rows[i].id, rows[i].snap,
 		    &removed, &re) == -1) {
 			o = json_pack("{s:s, s:b, s:s, s:s, s:s}", "id", rows[i].id,
-			    "ok", 0, "snap", rows[i].snap, "error", re.code,
+			    "ok", 0, "snap", rows[i].snap, "error", sp_code_name(re.code),
 			    "msg", re.msg);
 			rc = -1;
 		} else
@@ -722,7 +722,7 @@ sp_snap_gc(struct sp_ctx *x, int dry_run, int (*fn)(json_t *, void *),
 	}
 	free(g.v);
 	if (rc == -1)
-		sp_err_set(e, "partial", 0, "some snapshots could not be deleted");
+		sp_err_set(e, SP_E_PARTIAL, 0, "some snapshots could not be deleted");
 	return rc;
 }
 
@@ -747,7 +747,7 @@ drop_taking(const struct sp_snap_row *r, void *arg)
 	o = json_pack("{s:s, s:b, s:s, s:s}", "id", r->id, "ok", rc == 0,
 	    "action", "dropped-snapshot", "snap", r->snap);
 	if (o != NULL && rc == -1) {
-		json_object_set_new(o, "error", json_string(e.code));
+		json_object_set_new(o, "error", json_string(sp_code_name(e.code)));
 		json_object_set_new(o, "msg", json_string(e.msg));
 	}
 	if (o != NULL)
@@ -775,7 +775,7 @@ sp_snap_remove_all(struct sp_ctx *x, const char *id, struct sp_err *e)
 	if (snap_dir(x, id, NULL, dir, sizeof dir, e) == -1)
 		return -1;
 	if ((dp = opendir(dir)) == NULL)
-		return errno == ENOENT ? 0 : sp_err_sys(e, "io", "%s", dir);
+		return errno == ENOENT ? 0 : sp_err_sys(e, SP_E_IO, "%s", dir);
 	while ((d = readdir(dp)) != NULL) {
 		if (strcmp(d->d_name, ".") == 0 || strcmp(d->d_name, "..") == 0)
 			continue;
@@ -787,6 +787,6 @@ sp_snap_remove_all(struct sp_ctx *x, const char *id, struct sp_err *e)
 	}
 	closedir(dp);
 	if (rc == 0 && rmdir(dir) == -1 && errno != ENOENT)
-		rc = sp_err_sys(e, "io", "rmdir %s", dir);
+		rc = sp_err_sys(e, SP_E_IO, "rmdir %s", dir);
 	return rc;
 }

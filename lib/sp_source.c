@@ -68,11 +68,11 @@ sp_fetch(const char *src, const char *dst, struct sp_err *e)
 	if (!is_url(src))
 		return sp_proc_run(cp, e);
 	if ((s.fd = open(dst, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600)) == -1)
-		return sp_err_sys(e, "io", "%s", dst);
+		return sp_err_sys(e, SP_E_IO, "%s", dst);
 	if (sp_curl_load(e) == -1)
 		goto out;
 	if ((h = sp_curl.curl_easy_init()) == NULL) {
-		sp_err_set(e, "internal", 0, "curl_easy_init");
+		sp_err_set(e, SP_E_INTERNAL, 0, "curl_easy_init");
 		goto out;
 	}
 	sp_curl.curl_easy_setopt(h, CURLOPT_URL, src);
@@ -93,14 +93,14 @@ sp_fetch(const char *src, const char *dst, struct sp_err *e)
 	sp_curl.curl_easy_cleanup(h);
 	if (s.failed != 0) {
 		errno = s.failed;
-		sp_err_sys(e, "io", "fetch %s", src);
+		sp_err_sys(e, SP_E_IO, "fetch %s", src);
 	} else if (r != CURLE_OK)
-		sp_err_set(e, "fetch", 1, "fetch %s: %s", src,
+		sp_err_set(e, SP_E_FETCH, 1, "fetch %s: %s", src,
 		    errbuf[0] ? errbuf : sp_curl.curl_easy_strerror(r));
 	else if (code >= 400)
-		sp_err_set(e, "fetch", code >= 500, "fetch %s: HTTP %ld", src, code);
+		sp_err_set(e, SP_E_FETCH, code >= 500, "fetch %s: HTTP %ld", src, code);
 	else if (fsync(s.fd) == -1)
-		sp_err_sys(e, "io", "fsync %s", dst);
+		sp_err_sys(e, SP_E_IO, "fsync %s", dst);
 	else
 		rc = 0;
 out:
@@ -147,7 +147,7 @@ sp_template_materialize(struct sp_ctx *x, const char *ref,
 	*built = 0;
 	if (sp_db_template_get(x->db, ref, t, e) == 0)
 		return 0;
-	if (strcmp(e->code, "not-found") != 0 || strchr(ref, '@') != NULL)
+	if (e->code != SP_E_NOT_FOUND || strchr(ref, '@') != NULL)
 		return -1;
 	if (sp_db_source_get(x->db, ref, &src, e) == -1)
 		return -1;
@@ -155,7 +155,7 @@ sp_template_materialize(struct sp_ctx *x, const char *ref,
 	    x->conf.root, ref) == -1)
 		return -1;
 	if ((fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0600)) == -1)
-		return sp_err_sys(e, "io", "%s", lock);
+		return sp_err_sys(e, SP_E_IO, "%s", lock);
 	if (sp_flock_wait(fd, e) == -1)
 		goto out;
 	/* Whoever held the lock before us may have built it. */

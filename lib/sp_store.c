@@ -101,7 +101,7 @@ sp_store_key_check(const char *key, struct sp_err *e)
 	char b[80];
 
 	if (key == NULL || !key_valid(key, SP_STORE_KEY_MAX))
-		return sp_err_set(e, "bad-input", 0, "bad object key \"%s\"",
+		return sp_err_set(e, SP_E_BAD_INPUT, 0, "bad object key \"%s\"",
 		    key != NULL ? shown(key, b, sizeof b) : "");
 	return 0;
 }
@@ -126,7 +126,7 @@ prefix_check(const char *prefix, struct sp_err *e)
 	if (key_valid(dir, SP_STORE_KEY_MAX))
 		return 0;
 bad:
-	return sp_err_set(e, "bad-input", 0, "bad list prefix \"%s\"",
+	return sp_err_set(e, SP_E_BAD_INPUT, 0, "bad list prefix \"%s\"",
 	    shown(prefix, b, sizeof b));
 }
 
@@ -145,7 +145,7 @@ fill(int fd, unsigned char *buf, size_t cap, size_t *got, const char *what,
 			if (errno == EINTR)
 				continue;
 			*got = n;
-			return sp_err_sys(e, "io", "%s %s: read", what, key);
+			return sp_err_sys(e, SP_E_IO, "%s %s: read", what, key);
 		}
 		if (r == 0)
 			break;
@@ -195,9 +195,9 @@ file_sync_parent(const char *path, struct sp_err *e)
 	else
 		*slash = '\0';
 	if ((fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) == -1)
-		return sp_err_sys(e, "io", "open %s", dir);
+		return sp_err_sys(e, SP_E_IO, "open %s", dir);
 	if (fsync(fd) == -1)
-		rc = sp_err_sys(e, "io", "fsync %s", dir);
+		rc = sp_err_sys(e, SP_E_IO, "fsync %s", dir);
 	close(fd);
 	return rc;
 }
@@ -228,10 +228,10 @@ file_put(struct sp_store *s, const char *key, int fd, uint64_t *bytes,
 		memcpy(tmp + strlen(tmp) - 6, "XXXXXX", 6);
 		if ((out = mkostemp(tmp, O_CLOEXEC)) == -1 &&
 		    (errno != ENOENT || tries == 3))
-			return sp_err_sys(e, "io", "create %s", tmp);
+			return sp_err_sys(e, SP_E_IO, "create %s", tmp);
 	}
 	if ((buf = malloc(COPY_BUF)) == NULL) {
-		sp_err_set(e, "nomem", 1, "put %s: no memory", key);
+		sp_err_set(e, SP_E_NOMEM, 1, "put %s: no memory", key);
 		goto out;
 	}
 	for (;;) {
@@ -240,23 +240,23 @@ file_put(struct sp_store *s, const char *key, int fd, uint64_t *bytes,
 		if (got == 0)
 			break;
 		if (sp_write_all(out, buf, got) == -1) {
-			sp_err_sys(e, "io", "write %s", tmp);
+			sp_err_sys(e, SP_E_IO, "write %s", tmp);
 			goto out;
 		}
 		total += got;
 	}
 	if (fsync(out) == -1) {
-		sp_err_sys(e, "io", "fsync %s", tmp);
+		sp_err_sys(e, SP_E_IO, "fsync %s", tmp);
 		goto out;
 	}
 	if (close(out) == -1) {
 		out = -1;
-		sp_err_sys(e, "io", "close %s", tmp);
+		sp_err_sys(e, SP_E_IO, "close %s", tmp);
 		goto out;
 	}
 	out = -1;
 	if (rename(tmp, path) == -1) {
-		sp_err_sys(e, "io", "rename to %s", path);
+		sp_err_sys(e, SP_E_IO, "rename to %s", path);
 		goto out;
 	}
 	if (file_sync_parent(path, e) == -1)
@@ -285,13 +285,13 @@ file_open(struct sp_store *s, const char *key, const char *what,
 		return -1;
 	if ((fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)) == -1) {
 		if (errno == ENOENT || errno == ENOTDIR || errno == ELOOP)
-			return sp_err_set(e, "not-found", 0, "%s %s: no such "
+			return sp_err_set(e, SP_E_NOT_FOUND, 0, "%s %s: no such "
 			    "object", what, key);
-		return sp_err_sys(e, "io", "%s %s", what, key);
+		return sp_err_sys(e, SP_E_IO, "%s %s", what, key);
 	}
 	if (fstat(fd, st) == -1 || !S_ISREG(st->st_mode)) {
 		close(fd);
-		return sp_err_set(e, "not-found", 0, "%s %s: no such object",
+		return sp_err_set(e, SP_E_NOT_FOUND, 0, "%s %s: no such object",
 		    what, key);
 	}
 	return fd;
@@ -309,7 +309,7 @@ file_get(struct sp_store *s, const char *key, int fd, uint64_t *bytes,
 	if ((in = file_open(s, key, "get", &st, e)) == -1)
 		return -1;
 	if ((buf = malloc(COPY_BUF)) == NULL) {
-		sp_err_set(e, "nomem", 1, "get %s: no memory", key);
+		sp_err_set(e, SP_E_NOMEM, 1, "get %s: no memory", key);
 		goto out;
 	}
 	for (;;) {
@@ -318,12 +318,12 @@ file_get(struct sp_store *s, const char *key, int fd, uint64_t *bytes,
 		if (got == 0)
 			break;
 		if (s->get_max > 0 && *bytes + got > s->get_max) {
-			sp_err_set(e, "too-big", 0, "get %s: longer than %llu "
+			sp_err_set(e, SP_E_TOO_BIG, 0, "get %s: longer than %llu "
 			    "bytes", key, (unsigned long long)s->get_max);
 			goto out;
 		}
 		if (sp_write_all(fd, buf, got) == -1) {
-			sp_err_sys(e, "io", "get %s: write", key);
+			sp_err_sys(e, SP_E_IO, "get %s: write", key);
 			goto out;
 		}
 		*bytes += got;
@@ -360,7 +360,7 @@ file_delete(struct sp_store *s, const char *key, struct sp_err *e)
 		return -1;
 	if (unlink(path) == -1 && errno != ENOENT && errno != ENOTDIR &&
 	    errno != EISDIR)
-		return sp_err_sys(e, "io", "delete %s", key);
+		return sp_err_sys(e, SP_E_IO, "delete %s", key);
 	/* Directories the key made and nothing else uses go too. */
 	while ((slash = strrchr(path, '/')) != NULL &&
 	    (size_t)(slash - path) > root) {
@@ -424,7 +424,7 @@ file_walk(struct walk *w, int dfd, size_t len, struct sp_err *e)
 
 	if ((dir = fdopendir(dfd)) == NULL) {
 		close(dfd);
-		return sp_err_sys(e, "io", "list: opendir");
+		return sp_err_sys(e, SP_E_IO, "list: opendir");
 	}
 	while ((errno = 0, d = readdir(dir)) != NULL) {
 		if (d->d_name[0] == '.')
@@ -441,20 +441,20 @@ file_walk(struct walk *w, int dfd, size_t len, struct sp_err *e)
 		if (n == cap) {
 			cap = cap ? 2 * cap : 64;
 			if ((nv = realloc(v, cap * sizeof *v)) == NULL) {
-				sp_err_set(e, "nomem", 1, "list: no memory");
+				sp_err_set(e, SP_E_NOMEM, 1, "list: no memory");
 				goto out;
 			}
 			v = nv;
 		}
 		if ((v[n].name = strdup(d->d_name)) == NULL) {
-			sp_err_set(e, "nomem", 1, "list: no memory");
+			sp_err_set(e, SP_E_NOMEM, 1, "list: no memory");
 			goto out;
 		}
 		v[n].dir = S_ISDIR(st.st_mode);
 		v[n++].size = (uint64_t)st.st_size;
 	}
 	if (errno != 0) {
-		sp_err_sys(e, "io", "list: readdir");
+		sp_err_sys(e, SP_E_IO, "list: readdir");
 		goto out;
 	}
 	if (n > 0)
@@ -505,7 +505,7 @@ file_list(struct sp_store *s, const char *prefix,
 	if ((dfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) == -1) {
 		if (errno == ENOENT || errno == ENOTDIR)
 			return 0;
-		return sp_err_sys(e, "io", "list %s", prefix);
+		return sp_err_sys(e, SP_E_IO, "list %s", prefix);
 	}
 	memcpy(w.key, prefix, len);
 	w.key[len] = '\0';
@@ -930,7 +930,7 @@ http_err(const struct xfer *x, const char *what, const char *key,
     struct sp_err *e)
 {
 	char code[64] = "", msg[256] = "", b1[64], b2[256], tries[32] = "";
-	const char *tok = "io";
+	enum sp_code tok = SP_E_IO;
 
 	if (x->buf != NULL) {
 		if (xml_leaf(x->buf, x->len, "Code", code, sizeof code) == -1)
@@ -939,9 +939,9 @@ http_err(const struct xfer *x, const char *what, const char *key,
 			msg[0] = '\0';
 	}
 	if (x->code == 404)
-		tok = "not-found";
+		tok = SP_E_NOT_FOUND;
 	else if (x->code == 401 || x->code == 403)
-		tok = "denied";
+		tok = SP_E_DENIED;
 	if (x->tries > 1)
 		snprintf(tries, sizeof tries, " after %d tries", x->tries);
 	return sp_err_set(e, tok, http_transient(x->code),
@@ -969,11 +969,11 @@ s3_call(struct sp_store *s, struct xfer *x, const char *what,
 	for (x->tries = 1;; x->tries++) {
 		r = s3_once(s, x, sha_hdr);
 		if (x->werr == EFBIG)
-			return sp_err_set(e, "too-big", 0, "%s %s: longer than %llu "
+			return sp_err_set(e, SP_E_TOO_BIG, 0, "%s %s: longer than %llu "
 			    "bytes", what, key, (unsigned long long)x->limit);
 		if (x->werr != 0) {
 			errno = x->werr;
-			return sp_err_sys(e, "io", "%s %s: write", what, key);
+			return sp_err_sys(e, SP_E_IO, "%s %s: write", what, key);
 		}
 		/* The object the first bytes came from is the one to finish. */
 		if (x->want[0] == '\0' && x->written > 0)
@@ -989,7 +989,7 @@ s3_call(struct sp_store *s, struct xfer *x, const char *what,
 	}
 	if (r == CURLE_OK)
 		return 0;
-	return sp_err_set(e, "io", curl_transient(r), "%s %s: %s (%d tr%s)",
+	return sp_err_set(e, SP_E_IO, curl_transient(r), "%s %s: %s (%d tr%s)",
 	    what, key, x->cerr[0] ? x->cerr : sp_curl.curl_easy_strerror(r), x->tries,
 	    x->tries == 1 ? "y" : "ies");
 }
@@ -1047,7 +1047,7 @@ s3_url(struct sp_store *s, const char *key, const char *query, char *out,
 	    url_enc(out, n, &len, key, 1) == -1 ||
 	    (query != NULL && (url_add(out, n, &len, "?") == -1 ||
 	    url_add(out, n, &len, query) == -1)))
-		return sp_err_set(e, "bad-input", 0, "URL of %s too long", key);
+		return sp_err_set(e, SP_E_BAD_INPUT, 0, "URL of %s too long", key);
 	return 0;
 }
 
@@ -1078,7 +1078,7 @@ s3_head(struct sp_store *s, const char *key, uint64_t *size, struct sp_err *e)
 		goto out;
 	}
 	if (x.length < 0) {
-		sp_err_set(e, "io", 0, "head %s: no Content-Length", key);
+		sp_err_set(e, SP_E_IO, 0, "head %s: no Content-Length", key);
 		goto out;
 	}
 	*size = (uint64_t)x.length;
@@ -1175,7 +1175,7 @@ mp_start(struct sp_store *s, const char *key, struct upload *u,
 	}
 	if (x.over || xml_leaf(x.buf, x.len, "UploadId", id, sizeof id) == -1 ||
 	    id[0] == '\0' || url_enc(u->id, sizeof u->id, &len, id, 0) == -1) {
-		sp_err_set(e, "io", 0, "put %s: no UploadId in the answer to "
+		sp_err_set(e, SP_E_IO, 0, "put %s: no UploadId in the answer to "
 		    "starting a multipart upload", key);
 		goto out;
 	}
@@ -1197,7 +1197,7 @@ mp_part(struct sp_store *s, const char *key, struct upload *u,
 	int rc = -1;
 
 	if (u->parts == PARTS_MAX)
-		return sp_err_set(e, "io", 0, "put %s: over %d parts of %zu "
+		return sp_err_set(e, SP_E_IO, 0, "put %s: over %d parts of %zu "
 		    "bytes (SPACE_S3_PART_MIB)", key, PARTS_MAX, s->part_size);
 	snprintf(query, sizeof query, "partNumber=%d&uploadId=%s",
 	    u->parts + 1, u->id);
@@ -1205,7 +1205,7 @@ mp_part(struct sp_store *s, const char *key, struct upload *u,
 		return -1;
 	if ((etags = realloc(u->etags, (size_t)(u->parts + 1) *
 	    sizeof *etags)) == NULL)
-		return sp_err_set(e, "nomem", 1, "put %s: no memory", key);
+		return sp_err_set(e, SP_E_NOMEM, 1, "put %s: no memory", key);
 	u->etags = etags;
 	x.method = "PUT";
 	x.url = url;
@@ -1219,7 +1219,7 @@ mp_part(struct sp_store *s, const char *key, struct upload *u,
 	for (p = x.etag; *p > ' ' && *p < 0x7f && *p != '<' && *p != '&'; p++)
 		;
 	if (x.etag[0] == '\0' || *p != '\0') {
-		sp_err_set(e, "io", 0, "put %s: part %d has no usable ETag",
+		sp_err_set(e, SP_E_IO, 0, "put %s: part %d has no usable ETag",
 		    key, u->parts + 1);
 		goto out;
 	}
@@ -1246,7 +1246,7 @@ mp_complete(struct sp_store *s, const char *key, struct upload *u,
 	if (s3_url(s, key, query, url, sizeof url, e) == -1)
 		return -1;
 	if ((xml = malloc(cap)) == NULL)
-		return sp_err_set(e, "nomem", 1, "put %s: no memory", key);
+		return sp_err_set(e, SP_E_NOMEM, 1, "put %s: no memory", key);
 	len = (size_t)snprintf(xml, cap, "<CompleteMultipartUpload>");
 	for (i = 0; i < u->parts; i++)
 		len += (size_t)snprintf(xml + len, cap - len, "<Part>"
@@ -1309,7 +1309,7 @@ s3_put(struct sp_store *s, const char *key, int fd, uint64_t *bytes,
 	int started = 0, rc = -1;
 
 	if ((buf = malloc(s->part_size)) == NULL)
-		return sp_err_set(e, "nomem", 1, "put %s: no memory for a part "
+		return sp_err_set(e, SP_E_NOMEM, 1, "put %s: no memory for a part "
 		    "of %zu bytes", key, s->part_size);
 	if (fill(fd, buf, s->part_size, &len, "put", key, e) == -1)
 		goto out;
@@ -1368,7 +1368,7 @@ s3_page(struct sp_store *s, const char *p, size_t n, struct page *pg,
 	pg->truncated = 0;
 	pg->token[0] = '\0';
 	if (!xml_root(p, n, "ListBucketResult"))
-		return sp_err_set(e, "io", 0, "list: not a ListBucketResult");
+		return sp_err_set(e, SP_E_IO, 0, "list: not a ListBucketResult");
 	while ((r = xml_next(p, n, &pos, &t)) == 1) {
 		if (xml_is(&t, "Contents")) {
 			if (!t.end) {
@@ -1377,7 +1377,7 @@ s3_page(struct sp_store *s, const char *p, size_t n, struct page *pg,
 				continue;
 			}
 			if (!in || !have_key || !have_size)
-				return sp_err_set(e, "io", 0, "list: an entry "
+				return sp_err_set(e, SP_E_IO, 0, "list: an entry "
 				    "without Key or Size");
 			in = 0;
 			if (strncmp(key, s->prefix, pl) != 0 ||
@@ -1398,11 +1398,11 @@ s3_page(struct sp_store *s, const char *p, size_t n, struct page *pg,
 		} else if (in && xml_is(&t, "Size")) {
 			if (xml_unescape(t.text, t.tlen, num,
 			    sizeof num) == -1 || num[0] < '0' || num[0] > '9')
-				return sp_err_set(e, "io", 0, "list: bad Size");
+				return sp_err_set(e, SP_E_IO, 0, "list: bad Size");
 			errno = 0;
 			size = strtoull(num, &endp, 10);
 			if (errno != 0 || *endp != '\0')
-				return sp_err_set(e, "io", 0, "list: bad Size");
+				return sp_err_set(e, SP_E_IO, 0, "list: bad Size");
 			have_size = 1;
 		} else if (!in && xml_is(&t, "IsTruncated"))
 			pg->truncated = t.tlen == 4 &&
@@ -1410,14 +1410,14 @@ s3_page(struct sp_store *s, const char *p, size_t n, struct page *pg,
 		else if (!in && xml_is(&t, "NextContinuationToken")) {
 			if (xml_unescape(t.text, t.tlen, pg->token,
 			    sizeof pg->token) == -1)
-				return sp_err_set(e, "io", 0, "list: bad "
+				return sp_err_set(e, SP_E_IO, 0, "list: bad "
 				    "continuation token");
 		}
 	}
 	if (r == -1 || in)
-		return sp_err_set(e, "io", 0, "list: malformed XML");
+		return sp_err_set(e, SP_E_IO, 0, "list: malformed XML");
 	if (pg->truncated && pg->token[0] == '\0')
-		return sp_err_set(e, "io", 0, "list: truncated without a "
+		return sp_err_set(e, SP_E_IO, 0, "list: truncated without a "
 		    "continuation token");
 	return 0;
 }
@@ -1458,11 +1458,11 @@ s3_list(struct sp_store *s, const char *prefix,
 	int rc = -1;
 
 	if ((pg = calloc(1, sizeof *pg)) == NULL)
-		return sp_err_set(e, "nomem", 1, "list: no memory");
+		return sp_err_set(e, SP_E_NOMEM, 1, "list: no memory");
 	x.url = url;
 	do {
 		if (list_url(s, prefix, pg->token, url, sizeof url) == -1) {
-			sp_err_set(e, "bad-input", 0, "list %s: URL too long",
+			sp_err_set(e, SP_E_BAD_INPUT, 0, "list %s: URL too long",
 			    prefix);
 			goto out;
 		}
@@ -1473,7 +1473,7 @@ s3_list(struct sp_store *s, const char *prefix,
 			goto out;
 		}
 		if (x.over) {
-			sp_err_set(e, "io", 0, "list %s: a page over %d bytes",
+			sp_err_set(e, SP_E_IO, 0, "list %s: a page over %d bytes",
 			    prefix, PAGE_MAX);
 			goto out;
 		}
@@ -1512,7 +1512,7 @@ env_long(const char *name, long dflt, long min, long max, long *out,
 	errno = 0;
 	*out = strtol(v, &end, 10);
 	if (errno != 0 || *end != '\0' || *out < min || *out > max)
-		return sp_err_set(e, "bad-input", 0, "%s must be a number "
+		return sp_err_set(e, SP_E_BAD_INPUT, 0, "%s must be a number "
 		    "from %ld to %ld", name, min, max);
 	return 0;
 }
@@ -1558,7 +1558,7 @@ endpoint_parse(const char *ep, char *out, size_t n, size_t *scheme_len,
 	out[l] = '\0';
 	return 0;
 bad:
-	return sp_err_set(e, "bad-input", 0, "SPACE_S3_ENDPOINT must be "
+	return sp_err_set(e, SP_E_BAD_INPUT, 0, "SPACE_S3_ENDPOINT must be "
 	    "http(s)://HOST[:PORT]");
 }
 
@@ -1588,7 +1588,7 @@ s3_open(struct sp_store *s, const char *rest, struct sp_err *e)
 	slash = strchr(rest, '/');
 	bl = slash != NULL ? (size_t)(slash - rest) : strlen(rest);
 	if (!bucket_valid(rest, bl))
-		return sp_err_set(e, "bad-input", 0, "bad bucket in the store "
+		return sp_err_set(e, SP_E_BAD_INPUT, 0, "bad bucket in the store "
 		    "URL (s3://BUCKET[/PREFIX])");
 	memcpy(bucket, rest, bl);
 	bucket[bl] = '\0';
@@ -1597,12 +1597,12 @@ s3_open(struct sp_store *s, const char *rest, struct sp_err *e)
 		while (pl > 0 && slash[pl] == '/')
 			pl--;
 		if (pl > PREFIX_MAX)
-			return sp_err_set(e, "bad-input", 0, "store prefix "
+			return sp_err_set(e, SP_E_BAD_INPUT, 0, "store prefix "
 			    "over %d bytes", PREFIX_MAX);
 		memcpy(s->prefix, slash + 1, pl);
 		s->prefix[pl] = '\0';
 		if (!key_valid(s->prefix, PREFIX_MAX))
-			return sp_err_set(e, "bad-input", 0, "bad prefix in "
+			return sp_err_set(e, SP_E_BAD_INPUT, 0, "bad prefix in "
 			    "the store URL");
 		s->prefix[pl] = '/';
 		s->prefix[pl + 1] = '\0';
@@ -1612,7 +1612,7 @@ s3_open(struct sp_store *s, const char *rest, struct sp_err *e)
 		region = "us-east-1";
 	if (strlen(region) > 32 || strspn(region,
 	    "abcdefghijklmnopqrstuvwxyz0123456789-") != strlen(region))
-		return sp_err_set(e, "bad-input", 0, "bad AWS_REGION");
+		return sp_err_set(e, SP_E_BAD_INPUT, 0, "bad AWS_REGION");
 	snprintf(s->sigv4, sizeof s->sigv4, "aws:amz:%s:s3", region);
 	if ((v = env("SPACE_S3_ENDPOINT")) == NULL)
 		snprintf(defep, sizeof defep, "https://s3.%s.amazonaws.com",
@@ -1626,12 +1626,12 @@ s3_open(struct sp_store *s, const char *rest, struct sp_err *e)
 	else if (strcmp(mode, "path") == 0 || strcmp(mode, "virtual") == 0)
 		virt = mode[0] == 'v';
 	else
-		return sp_err_set(e, "bad-input", 0, "SPACE_S3_ADDRESSING must "
+		return sp_err_set(e, SP_E_BAD_INPUT, 0, "SPACE_S3_ADDRESSING must "
 		    "be path or virtual");
 	host = ep + scheme;
 	if (virt && (strchr(bucket, '.') != NULL || host[0] == '[' ||
 	    strspn(host, "0123456789.:") == strlen(host)))
-		return sp_err_set(e, "bad-input", 0, "virtual-host addressing "
+		return sp_err_set(e, SP_E_BAD_INPUT, 0, "virtual-host addressing "
 		    "needs a host name and a bucket without dots");
 	if (virt)
 		snprintf(s->base, sizeof s->base, "%.*s%s.%s/", (int)scheme, ep,
@@ -1643,19 +1643,19 @@ s3_open(struct sp_store *s, const char *rest, struct sp_err *e)
 	if ((v = env("AWS_ACCESS_KEY_ID")) != NULL) {
 		if (!header_safe(v, sizeof s->access_key) ||
 		    strchr(v, ':') != NULL)
-			return sp_err_set(e, "bad-input", 0, "bad "
+			return sp_err_set(e, SP_E_BAD_INPUT, 0, "bad "
 			    "AWS_ACCESS_KEY_ID");
 		snprintf(s->access_key, sizeof s->access_key, "%s", v);
 		if ((v = env("AWS_SECRET_ACCESS_KEY")) == NULL ||
 		    !header_safe(v, sizeof s->secret_key))
-			return sp_err_set(e, "bad-input", 0,
+			return sp_err_set(e, SP_E_BAD_INPUT, 0,
 			    "AWS_ACCESS_KEY_ID without a valid "
 			    "AWS_SECRET_ACCESS_KEY");
 		snprintf(s->secret_key, sizeof s->secret_key, "%s", v);
 	}
 	if ((v = env("AWS_SESSION_TOKEN")) != NULL) {
 		if (!header_safe(v, sizeof s->token_hdr - 32))
-			return sp_err_set(e, "bad-input", 0, "bad "
+			return sp_err_set(e, SP_E_BAD_INPUT, 0, "bad "
 			    "AWS_SESSION_TOKEN");
 		snprintf(s->token_hdr, sizeof s->token_hdr,
 		    "x-amz-security-token: %s", v);
@@ -1670,11 +1670,11 @@ s3_open(struct sp_store *s, const char *rest, struct sp_err *e)
 	s->part_size = (size_t)part_mib << 20;
 	s->list_max = (int)list_max;
 	if (sodium_init() < 0)
-		return sp_err_set(e, "internal", 0, "sodium_init failed");
+		return sp_err_set(e, SP_E_INTERNAL, 0, "sodium_init failed");
 	if (sp_curl_load(e) == -1)
 		return -1;
 	if ((s->h = sp_curl.curl_easy_init()) == NULL)
-		return sp_err_set(e, "nomem", 1, "curl_easy_init failed");
+		return sp_err_set(e, SP_E_NOMEM, 1, "curl_easy_init failed");
 	return 0;
 }
 
@@ -1687,17 +1687,17 @@ sp_store_open(struct sp_store **sp, const char *url, struct sp_err *e)
 
 	*sp = NULL;
 	if ((s = calloc(1, sizeof *s)) == NULL)
-		return sp_err_set(e, "nomem", 1, "store: no memory");
+		return sp_err_set(e, SP_E_NOMEM, 1, "store: no memory");
 	if (url != NULL && strncmp(url, "file://", 7) == 0) {
 		s->kind = STORE_FILE;
 		l = strlen(url + 7);
 		while (l > 0 && url[7 + l - 1] == '/')
 			l--;
 		if (url[7] != '/')
-			rc = sp_err_set(e, "bad-input", 0, "file:// store "
+			rc = sp_err_set(e, SP_E_BAD_INPUT, 0, "file:// store "
 			    "needs an absolute path");
 		else if (l + SP_STORE_KEY_MAX + 32 > sizeof s->dir)
-			rc = sp_err_set(e, "bad-input", 0, "file:// store path "
+			rc = sp_err_set(e, SP_E_BAD_INPUT, 0, "file:// store path "
 			    "too long");
 		else {
 			memcpy(s->dir, url + 7, l);
@@ -1708,7 +1708,7 @@ sp_store_open(struct sp_store **sp, const char *url, struct sp_err *e)
 		s->kind = STORE_S3;
 		rc = s3_open(s, url + 5, e);
 	} else
-		rc = sp_err_set(e, "bad-input", 0, "store URL must be "
+		rc = sp_err_set(e, SP_E_BAD_INPUT, 0, "store URL must be "
 		    "file://DIR or s3://BUCKET[/PREFIX]");
 	if (rc == -1) {
 		sp_store_close(s);

@@ -38,10 +38,10 @@ static int
 bterr(struct sp_err *e, enum btrfs_util_error err, const char *what,
     const char *path)
 {
-	const char *code = "btrfs";
+	enum sp_code code = SP_E_BTRFS;
 
 	if (errno == EEXIST)
-		code = "exists";
+		code = SP_E_EXISTS;
 	return sp_err_sys(e, code, "%s '%s': %s", what, path,
 	    btrfs_util_strerror(err));
 }
@@ -69,7 +69,7 @@ sp_subvol_create(const char *path, struct sp_err *e)
 	enum btrfs_util_error err;
 
 	if (lstat(path, &st) == 0)
-		return sp_err_set(e, "exists", 0, "'%s' already exists", path);
+		return sp_err_set(e, SP_E_EXISTS, 0, "'%s' already exists", path);
 	err = btrfs_util_create_subvolume(path, 0, NULL, NULL);
 	if (err != BTRFS_UTIL_OK)
 		return bterr(e, err, "create subvolume", path);
@@ -86,12 +86,12 @@ sp_subvol_snapshot(const char *src, const char *dst, int readonly,
 
 	if (lstat(src, &st) == -1) {
 		if (errno == ENOENT)
-			return sp_err_set(e, "not-found", 0,
+			return sp_err_set(e, SP_E_NOT_FOUND, 0,
 			    "snapshot source '%s' does not exist", src);
-		return sp_err_sys(e, "btrfs", "snapshot source '%s'", src);
+		return sp_err_sys(e, SP_E_BTRFS, "snapshot source '%s'", src);
 	}
 	if (lstat(dst, &st) == 0)
-		return sp_err_set(e, "exists", 0, "'%s' already exists", dst);
+		return sp_err_set(e, SP_E_EXISTS, 0, "'%s' already exists", dst);
 	err = btrfs_util_create_snapshot(src, dst, flags, NULL, NULL);
 	if (err != BTRFS_UTIL_OK)
 		return bterr(e, err, "snapshot to", dst);
@@ -106,7 +106,7 @@ sp_subvol_set_readonly(const char *path, int readonly, struct sp_err *e)
 	err = btrfs_util_set_subvolume_read_only(path, readonly != 0);
 	if (err != BTRFS_UTIL_OK) {
 		if (errno == ENOENT)
-			return sp_err_set(e, "not-found", 0,
+			return sp_err_set(e, SP_E_NOT_FOUND, 0,
 			    "subvolume '%s' does not exist", path);
 		return bterr(e, err, "set read-only flag of", path);
 	}
@@ -159,7 +159,7 @@ make_tree_writable(const char *path, struct sp_err *e)
 		}
 		if (asprintf(&full, "%s/%s", path, rel) == -1) {
 			full = NULL;
-			sp_err_sys(e, "btrfs", "list subvolumes under '%s'",
+			sp_err_sys(e, SP_E_BTRFS, "list subvolumes under '%s'",
 			    path);
 			goto out;
 		}
@@ -187,12 +187,12 @@ sp_subvol_delete(const char *path, struct sp_err *e)
 	if (lstat(path, &st) == -1) {
 		if (errno == ENOENT)
 			return 0;
-		return sp_err_sys(e, "btrfs", "delete subvolume '%s'", path);
+		return sp_err_sys(e, SP_E_BTRFS, "delete subvolume '%s'", path);
 	}
 	err = btrfs_util_is_subvolume(path);
 	if (err == BTRFS_UTIL_ERROR_NOT_SUBVOLUME ||
 	    err == BTRFS_UTIL_ERROR_NOT_BTRFS)
-		return sp_err_set(e, "btrfs", 0,
+		return sp_err_set(e, SP_E_BTRFS, 0,
 		    "delete subvolume '%s': not a btrfs subvolume", path);
 	if (err != BTRFS_UTIL_OK)
 		return bterr(e, err, "delete subvolume", path);
@@ -274,7 +274,7 @@ file_exclusive(int fd, struct fiemap *fm, const char *path, uint64_t *sum,
 		fm->fm_flags = flags;
 		fm->fm_extent_count = FIEMAP_BATCH;
 		if (ioctl(fd, FS_IOC_FIEMAP, fm) == -1)
-			return sp_err_sys(e, "btrfs", "fiemap '%s'", path);
+			return sp_err_sys(e, SP_E_BTRFS, "fiemap '%s'", path);
 		flags = 0;
 		if (fm->fm_mapped_extents == 0)
 			return 0;
@@ -323,12 +323,12 @@ sp_subvol_exclusive_bytes(const char *path, uint64_t *out, struct sp_err *e)
 
 	fm = malloc(sizeof *fm + FIEMAP_BATCH * sizeof(struct fiemap_extent));
 	if (fm == NULL) {
-		sp_err_sys(e, "btrfs", "exclusive bytes of '%s'", path);
+		sp_err_sys(e, SP_E_BTRFS, "exclusive bytes of '%s'", path);
 		goto out;
 	}
 	fts = fts_open(argv, FTS_PHYSICAL | FTS_NOCHDIR, NULL);
 	if (fts == NULL) {
-		sp_err_sys(e, "btrfs", "walk '%s'", path);
+		sp_err_sys(e, SP_E_BTRFS, "walk '%s'", path);
 		goto out;
 	}
 	errno = 0;
@@ -342,7 +342,7 @@ sp_subvol_exclusive_bytes(const char *path, uint64_t *out, struct sp_err *e)
 			if (f->fts_statp->st_nlink > 1) {
 				r = seen_add(&seen, f->fts_statp);
 				if (r == -1) {
-					sp_err_sys(e, "btrfs", "walk '%s'",
+					sp_err_sys(e, SP_E_BTRFS, "walk '%s'",
 					    path);
 					goto out;
 				}
@@ -356,7 +356,7 @@ sp_subvol_exclusive_bytes(const char *path, uint64_t *out, struct sp_err *e)
 				/* A file removed meanwhile holds no data. */
 				if (errno == ENOENT)
 					break;
-				sp_err_sys(e, "btrfs", "open '%s'",
+				sp_err_sys(e, SP_E_BTRFS, "open '%s'",
 				    f->fts_path);
 				goto out;
 			}
@@ -372,7 +372,7 @@ sp_subvol_exclusive_bytes(const char *path, uint64_t *out, struct sp_err *e)
 				break;
 			errno = f->fts_errno;
 			sp_err_sys(e, f->fts_level == 0 && errno == ENOENT ?
-			    "not-found" : "btrfs", "walk '%s'", f->fts_path);
+			    SP_E_NOT_FOUND : SP_E_BTRFS, "walk '%s'", f->fts_path);
 			goto out;
 		default:
 			break;
@@ -380,7 +380,7 @@ sp_subvol_exclusive_bytes(const char *path, uint64_t *out, struct sp_err *e)
 		errno = 0;
 	}
 	if (errno != 0) {
-		sp_err_sys(e, "btrfs", "walk '%s'", path);
+		sp_err_sys(e, SP_E_BTRFS, "walk '%s'", path);
 		goto out;
 	}
 	*out = sum;

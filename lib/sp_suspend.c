@@ -91,7 +91,7 @@ write_base(const char *dir, const char *base, struct sp_err *e)
 		return -1;
 	if ((f = fopen(p, "we")) == NULL || fprintf(f, "%s\n", base) < 0 ||
 	    fclose(f) != 0)
-		return sp_err_sys(e, "io", "%s", p);
+		return sp_err_sys(e, SP_E_IO, "%s", p);
 	return 0;
 }
 
@@ -177,13 +177,13 @@ suspend_locked(struct sp_ctx *x, struct sp_store *s, const char *id,
 		goto out;
 	}
 	if (strcmp(sb.node, x->conf.node) != 0) {
-		sp_err_set(e, "bad-state", 0, "%s is on node %s, not this one (%s)",
+		sp_err_set(e, SP_E_BAD_STATE, 0, "%s is on node %s, not this one (%s)",
 		    id, sb.node, x->conf.node);
 		goto out;
 	}
 	if (sb.pod || (sb.state != SP_ST_RUNNING && sb.state != SP_ST_PAUSED &&
 	    sb.state != SP_ST_SUSPENDING)) {
-		sp_err_set(e, "bad-state", 0, "cannot suspend a sandbox that is %s",
+		sp_err_set(e, SP_E_BAD_STATE, 0, "cannot suspend a sandbox that is %s",
 		    sb.pod ? "a pod" : sp_state_name(sb.state));
 		goto out;
 	}
@@ -317,8 +317,8 @@ read_manifest(struct sp_ctx *x, struct sp_store *s, const char *id,
 	if (snap_key(id, snap, "manifest.json", mkey, sizeof mkey, e) == -1)
 		return -1;
 	if (sp_remote_get_json(s, x, mkey, m, e) == -1) {
-		if (strcmp(e->code, "not-found") == 0)
-			sp_err_set(e, "not-restorable", 0, "snapshot %s of %s has "
+		if (e->code == SP_E_NOT_FOUND)
+			sp_err_set(e, SP_E_NOT_RESTORABLE, 0, "snapshot %s of %s has "
 			    "no manifest in the store", snap, id);
 		return -1;
 	}
@@ -333,7 +333,7 @@ read_manifest(struct sp_ctx *x, struct sp_store *s, const char *id,
 	    strlen(hex) != 64) {
 		json_decref(*m);
 		*m = NULL;
-		return sp_err_set(e, "corrupt", 0, "%s: not a manifest of %s/%s",
+		return sp_err_set(e, SP_E_CORRUPT, 0, "%s: not a manifest of %s/%s",
 		    mkey, id, snap);
 	}
 	return 0;
@@ -371,7 +371,7 @@ define_here(struct sp_ctx *x, const char *id, const char *dir,
 		return -1;
 	if ((f = fopen(p, "we")) == NULL || fputs(*xml, f) == EOF ||
 	    fclose(f) != 0)
-		return sp_err_sys(e, "io", "%s", p);
+		return sp_err_sys(e, SP_E_IO, "%s", p);
 	return sp_virt_define(x->virt, *xml, e);
 }
 
@@ -405,12 +405,12 @@ restore_locked_store(struct sp_ctx *x, struct sp_store *s, const char *id,
 		goto out;
 	}
 	if (sb.state == SP_ST_RESTORING && strcmp(sb.node, x->conf.node) != 0) {
-		sp_err_set(e, "bad-state", 0, "%s is being restored on node %s",
+		sp_err_set(e, SP_E_BAD_STATE, 0, "%s is being restored on node %s",
 		    id, sb.node);
 		goto out;
 	}
 	if (sb.state != SP_ST_SUSPENDED && sb.state != SP_ST_RESTORING) {
-		sp_err_set(e, "bad-state", 0, "cannot restore a sandbox that is "
+		sp_err_set(e, SP_E_BAD_STATE, 0, "cannot restore a sandbox that is "
 		    "%s", sp_state_name(sb.state));
 		goto out;
 	}
@@ -421,7 +421,7 @@ restore_locked_store(struct sp_ctx *x, struct sp_store *s, const char *id,
 	    (have = remote_snap(x, id, "restored", &r, e)) == -1)
 		goto out;
 	if (!have) {
-		sp_err_set(e, "not-restorable", 0, "%s has no restorable "
+		sp_err_set(e, SP_E_NOT_RESTORABLE, 0, "%s has no restorable "
 		    "snapshot", id);
 		goto out;
 	}
@@ -554,7 +554,7 @@ sp_restore(struct sp_ctx *x, const char *id, const char *node, json_t **out,
 		rc = sb.state == SP_ST_SUSPENDED ? 0 : -1;
 		sp_db_row_release(&sb);
 		if (rc == -1)
-			return sp_err_set(e, "bad-state", 0, "only a suspended "
+			return sp_err_set(e, SP_E_BAD_STATE, 0, "only a suspended "
 			    "sandbox is restored elsewhere");
 		if (sp_db_sandbox_place(x->db, id, node, "running", e) == -1)
 			return -1;
@@ -610,7 +610,7 @@ rotate_one(const struct sp_snap_row *r, void *arg)
 		goto tell;
 	if (json_unpack(m, "{s:{s:s, s:s, s:s}}", "key", "tenant", &tenant,
 	    "wrapped", &old, "kms", &kms) == -1) {
-		sp_err_set(&e, "corrupt", 0, "manifest without a tenant");
+		sp_err_set(&e, SP_E_CORRUPT, 0, "manifest without a tenant");
 		goto tell;
 	}
 	if (strcmp(tenant, ro->tenant) != 0) {
@@ -633,7 +633,7 @@ tell:
 	if (rc == -1) {
 		ro->failed = 1;
 		o = json_pack("{s:s, s:b, s:s, s:s, s:s}", "id", r->id, "ok", 0,
-		    "snap", r->snap, "error", e.code, "msg", e.msg);
+		    "snap", r->snap, "error", sp_code_name(e.code), "msg", e.msg);
 	} else
 		o = json_pack("{s:s, s:b, s:s, s:b}", "id", r->id, "ok", 1,
 		    "snap", r->snap, "rewrapped", 1);
@@ -666,7 +666,7 @@ sp_key_rotate(struct sp_ctx *x, const char *tenant, const char *keyref,
 	if (rc == -1)
 		return -1;
 	if (ro.failed)
-		return sp_err_set(e, "partial", 0, "some snapshots keep their "
+		return sp_err_set(e, SP_E_PARTIAL, 0, "some snapshots keep their "
 		    "old key; the tenant's key is unchanged");
 	return sp_db_tenant_key_set(x->db, tenant, keyref, e);
 }

@@ -53,12 +53,12 @@ sp_tar_pack(struct archive *w, const char *src, const char *top, int flags,
 	while (plen > 1 && src[plen - 1] == '/')
 		plen--;
 	if (plen >= sizeof root)
-		return sp_err_set(e, "bad-input", 0, "path too long");
+		return sp_err_set(e, SP_E_BAD_INPUT, 0, "path too long");
 	memcpy(root, src, plen);
 	root[plen] = '\0';
 	if ((disk = sp_archive.read_disk_new()) == NULL ||
 	    (ent = sp_archive.entry_new()) == NULL) {
-		sp_err_set(e, "nomem", 1, "out of memory");
+		sp_err_set(e, SP_E_NOMEM, 1, "out of memory");
 		goto out;
 	}
 	sp_archive.read_disk_set_symlink_physical(disk);
@@ -67,7 +67,7 @@ sp_tar_pack(struct archive *w, const char *src, const char *top, int flags,
 		    ARCHIVE_READDISK_NO_TRAVERSE_MOUNTS);
 	if (sp_archive.read_disk_open(disk, root) != ARCHIVE_OK) {
 		errno = sp_archive.errno_of(disk);
-		sp_err_set(e, errno == ENOENT ? "not-found" : "io", 0,
+		sp_err_set(e, errno == ENOENT ? SP_E_NOT_FOUND : SP_E_IO, 0,
 		    "\"%.200s\": %s", src, sp_archive.error_string(disk));
 		goto out;
 	}
@@ -77,7 +77,7 @@ sp_tar_pack(struct archive *w, const char *src, const char *top, int flags,
 		if (r == ARCHIVE_EOF)
 			break;
 		if (r < ARCHIVE_WARN) {
-			sp_err_set(e, "io", 0, "reading \"%.200s\": %s", src,
+			sp_err_set(e, SP_E_IO, 0, "reading \"%.200s\": %s", src,
 			    sp_archive.error_string(disk));
 			goto out;
 		}
@@ -96,7 +96,7 @@ sp_tar_pack(struct archive *w, const char *src, const char *top, int flags,
 		if ((r = copy_data(disk, w)) == -2)
 			goto werr;
 		if (r < ARCHIVE_WARN) {
-			sp_err_set(e, "io", 0, "reading \"%.200s\": %s", name,
+			sp_err_set(e, SP_E_IO, 0, "reading \"%.200s\": %s", name,
 			    sp_archive.error_string(disk));
 			goto out;
 		}
@@ -104,7 +104,7 @@ sp_tar_pack(struct archive *w, const char *src, const char *top, int flags,
 	rc = 0;
 	goto out;
 werr:
-	sp_err_set(e, "io", 0, "%s", sp_archive.error_string(w));
+	sp_err_set(e, SP_E_IO, 0, "%s", sp_archive.error_string(w));
 out:
 	sp_archive.entry_free(ent);
 	sp_archive.read_free(disk);

@@ -123,14 +123,14 @@ hash_fd(crypto_hash_sha256_state *h, int fd, uint64_t want, const char *path,
 		if (n == -1 && errno == EINTR)
 			continue;
 		if (n == -1)
-			return sp_err_sys(e, "io", "read '%s'", path);
+			return sp_err_sys(e, SP_E_IO, "read '%s'", path);
 		if (n == 0)
 			break;
 		crypto_hash_sha256_update(h, buf, (size_t)n);
 		got += (uint64_t)n;
 	}
 	if (got != want)
-		return sp_err_set(e, "io", 1, "'%s' changed while being read",
+		return sp_err_set(e, SP_E_IO, 1, "'%s' changed while being read",
 		    path);
 	return 0;
 }
@@ -146,21 +146,21 @@ hash_file(crypto_hash_sha256_state *h, const char *role, const char *path,
 	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
 	if (fd == -1) {
 		if (errno == ENOENT)
-			return sp_err_set(e, "not-found", 0,
+			return sp_err_set(e, SP_E_NOT_FOUND, 0,
 			    "%s '%s' does not exist", role, path);
-		return sp_err_sys(e, "io", "open %s '%s'", role, path);
+		return sp_err_sys(e, SP_E_IO, "open %s '%s'", role, path);
 	}
 	if (fstat(fd, &st) == -1) {
-		sp_err_sys(e, "io", "stat '%s'", path);
+		sp_err_sys(e, SP_E_IO, "stat '%s'", path);
 		goto out;
 	}
 	if (!S_ISREG(st.st_mode)) {
-		sp_err_set(e, "bad-input", 0, "%s '%s' is not a regular file",
+		sp_err_set(e, SP_E_BAD_INPUT, 0, "%s '%s' is not a regular file",
 		    role, path);
 		goto out;
 	}
 	if (hash_str(h, "%s %llu\n", role, (unsigned long long)st.st_size)) {
-		sp_err_set(e, "internal", 0, "hash header too long");
+		sp_err_set(e, SP_E_INTERNAL, 0, "hash header too long");
 		goto out;
 	}
 	ret = hash_fd(h, fd, (uint64_t)st.st_size, path, buf, e);
@@ -216,7 +216,7 @@ hash_tree(crypto_hash_sha256_state *h, const char *dir, unsigned char *buf,
 
 	fts = fts_open(argv, FTS_PHYSICAL | FTS_NOCHDIR, by_name);
 	if (fts == NULL)
-		return sp_err_sys(e, "io", "walk '%s'", dir);
+		return sp_err_sys(e, SP_E_IO, "walk '%s'", dir);
 	errno = 0;
 	while ((f = fts_read(fts)) != NULL) {
 		if (f->fts_info == FTS_DP)
@@ -224,7 +224,7 @@ hash_tree(crypto_hash_sha256_state *h, const char *dir, unsigned char *buf,
 		if (f->fts_info == FTS_DNR || f->fts_info == FTS_ERR ||
 		    f->fts_info == FTS_NS) {
 			errno = f->fts_errno;
-			sp_err_sys(e, "io", "walk '%s'", f->fts_path);
+			sp_err_sys(e, SP_E_IO, "walk '%s'", f->fts_path);
 			goto out;
 		}
 		st = f->fts_statp;
@@ -236,7 +236,7 @@ hash_tree(crypto_hash_sha256_state *h, const char *dir, unsigned char *buf,
 		if (S_ISLNK(st->st_mode)) {
 			n = readlink(f->fts_accpath, target, sizeof target);
 			if (n == -1 || (size_t)n >= sizeof target) {
-				sp_err_sys(e, "io", "readlink '%s'",
+				sp_err_sys(e, SP_E_IO, "readlink '%s'",
 				    f->fts_path);
 				goto out;
 			}
@@ -248,7 +248,7 @@ hash_tree(crypto_hash_sha256_state *h, const char *dir, unsigned char *buf,
 		    (unsigned long long)size,
 		    (unsigned long long)(S_ISCHR(st->st_mode) ||
 		    S_ISBLK(st->st_mode) ? st->st_rdev : 0), strlen(rel))) {
-			sp_err_set(e, "internal", 0, "hash header too long");
+			sp_err_set(e, SP_E_INTERNAL, 0, "hash header too long");
 			goto out;
 		}
 		crypto_hash_sha256_update(h, (const unsigned char *)rel,
@@ -260,7 +260,7 @@ hash_tree(crypto_hash_sha256_state *h, const char *dir, unsigned char *buf,
 			fd = open(f->fts_accpath,
 			    O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY);
 			if (fd == -1) {
-				sp_err_sys(e, "io", "open '%s'", f->fts_path);
+				sp_err_sys(e, SP_E_IO, "open '%s'", f->fts_path);
 				goto out;
 			}
 			r = hash_fd(h, fd, size, f->fts_path, buf, e);
@@ -271,7 +271,7 @@ hash_tree(crypto_hash_sha256_state *h, const char *dir, unsigned char *buf,
 		errno = 0;
 	}
 	if (errno != 0) {
-		sp_err_sys(e, "io", "walk '%s'", dir);
+		sp_err_sys(e, SP_E_IO, "walk '%s'", dir);
 		goto out;
 	}
 	ret = 0;
@@ -297,7 +297,7 @@ digest_inputs(const struct sp_template_src *src, int isdir, uint64_t extra,
 	int ret = -1;
 
 	if ((buf = malloc(IO_BUF)) == NULL)
-		return sp_err_sys(e, "internal", "digest");
+		return sp_err_sys(e, SP_E_INTERNAL, "digest");
 	crypto_hash_sha256_init(&h);
 	hash_str(&h, "space-template 1\n");
 	if (isdir) {
@@ -338,14 +338,14 @@ load_json(const char *dir, struct sp_template_row *t, struct sp_err *e)
 		return -1;
 	j = json_load_file(path, JSON_REJECT_DUPLICATES, &jerr);
 	if (j == NULL) {
-		sp_err_set(e, "bad-state", 0, "template '%s': %s", path,
+		sp_err_set(e, SP_E_BAD_STATE, 0, "template '%s': %s", path,
 		    jerr.text);
 		goto out;
 	}
 	if (json_unpack(j, "{s:s, s:s, s:I, s:I}", "name", &name, "digest",
 	    &digest, "created", &created, "disk_bytes", &bytes) == -1 ||
 	    strlen(name) >= sizeof t->name || strlen(digest) >= sizeof t->digest) {
-		sp_err_set(e, "bad-state", 0, "template '%s': malformed", path);
+		sp_err_set(e, SP_E_BAD_STATE, 0, "template '%s': malformed", path);
 		goto out;
 	}
 	memset(t, 0, sizeof *t);
@@ -374,13 +374,13 @@ write_json(const char *dir, const struct sp_template_row *t, struct sp_err *e)
 	    "disk_bytes", (json_int_t)t->disk_bytes, "kernel", "vmlinuz",
 	    "initrd", "initrd.img", "format", 1);
 	if (j == NULL || (s = json_dumps(j, JSON_INDENT(2))) == NULL) {
-		sp_err_set(e, "internal", 0, "template.json: out of memory");
+		sp_err_set(e, SP_E_INTERNAL, 0, "template.json: out of memory");
 		goto out;
 	}
 	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
 	if (fd == -1 || sp_write_all(fd, s, strlen(s)) == -1 ||
 	    sp_write_all(fd, "\n", 1) == -1 || fsync(fd) == -1) {
-		sp_err_sys(e, "io", "write '%s'", path);
+		sp_err_sys(e, SP_E_IO, "write '%s'", path);
 		goto out;
 	}
 	ret = 0;
@@ -404,11 +404,11 @@ entry_check(const char *entry, const char *what, const char *s,
 	const char *p, *c;
 
 	if (s == NULL || *s == '\0')
-		return sp_err_set(e, "bad-input", 0,
+		return sp_err_set(e, SP_E_BAD_INPUT, 0,
 		    "archive entry '%s': empty or unreadable %s",
 		    quote(entry ? entry : "", q, sizeof q), what);
 	if (*s == '/')
-		return sp_err_set(e, "bad-input", 0,
+		return sp_err_set(e, SP_E_BAD_INPUT, 0,
 		    "archive entry '%s': absolute %s '%s'",
 		    quote(entry, q, sizeof q), what, quote(s, q2, sizeof q2));
 	for (p = s; *p != '\0'; p = c) {
@@ -417,7 +417,7 @@ entry_check(const char *entry, const char *what, const char *s,
 		for (c = p; *c != '\0' && *c != '/'; c++)
 			;
 		if (c - p == 2 && p[0] == '.' && p[1] == '.')
-			return sp_err_set(e, "bad-input", 0,
+			return sp_err_set(e, SP_E_BAD_INPUT, 0,
 			    "archive entry '%s': '..' in %s '%s'",
 			    quote(entry, q, sizeof q), what,
 			    quote(s, q2, sizeof q2));
@@ -458,10 +458,10 @@ extract_err(struct archive *a, const char *dest, const char *name,
 	case ENFILE:
 	case EROFS:
 		errno = sp_archive.errno_of(a);
-		return sp_err_sys(e, "io", "extract '%s'",
+		return sp_err_sys(e, SP_E_IO, "extract '%s'",
 		    quote(name, q, sizeof q));
 	default:
-		return sp_err_set(e, "bad-input", 0,
+		return sp_err_set(e, SP_E_BAD_INPUT, 0,
 		    "archive entry '%s' refused: %s", quote(name, q, sizeof q),
 		    quote(why, q2, sizeof q2));
 	}
@@ -484,7 +484,7 @@ extract(const char *file, const char *dest, struct sp_err *e)
 	in = sp_archive.read_new();
 	out = sp_archive.write_disk_new();
 	if (in == NULL || out == NULL) {
-		sp_err_set(e, "internal", 1, "libarchive: out of memory");
+		sp_err_set(e, SP_E_INTERNAL, 1, "libarchive: out of memory");
 		goto out;
 	}
 	sp_archive.read_support_filter_all(in);
@@ -493,7 +493,7 @@ extract(const char *file, const char *dest, struct sp_err *e)
 	 * host's idea of its user names. */
 	sp_archive.write_disk_set_options(out, EXTRACT_FLAGS);
 	if (sp_archive.read_open_filename(in, file, 64 * 1024) != ARCHIVE_OK) {
-		sp_err_set(e, "bad-input", 0, "archive '%s': %s",
+		sp_err_set(e, SP_E_BAD_INPUT, 0, "archive '%s': %s",
 		    quote(file, q, sizeof q),
 		    sp_archive.error_string(in));
 		goto out;
@@ -503,7 +503,7 @@ extract(const char *file, const char *dest, struct sp_err *e)
 		if (r == ARCHIVE_EOF)
 			break;
 		if (r < ARCHIVE_WARN) {
-			sp_err_set(e, "bad-input", 0, "archive '%s': %s",
+			sp_err_set(e, SP_E_BAD_INPUT, 0, "archive '%s': %s",
 			    quote(file, q, sizeof q),
 		    sp_archive.error_string(in));
 			goto out;
@@ -532,7 +532,7 @@ extract(const char *file, const char *dest, struct sp_err *e)
 			if (r == ARCHIVE_EOF)
 				break;
 			if (r < ARCHIVE_WARN) {
-				sp_err_set(e, "bad-input", 0,
+				sp_err_set(e, SP_E_BAD_INPUT, 0,
 				    "archive entry '%s': %s",
 				    quote(name, q, sizeof q),
 				    sp_archive.error_string(in));
@@ -592,7 +592,7 @@ tree_size(const char *dir, uint64_t *bytes, uint64_t *inodes,
 
 	fts = fts_open(argv, FTS_PHYSICAL | FTS_NOCHDIR, NULL);
 	if (fts == NULL)
-		return sp_err_sys(e, "io", "walk '%s'", dir);
+		return sp_err_sys(e, SP_E_IO, "walk '%s'", dir);
 	errno = 0;
 	while ((f = fts_read(fts)) != NULL) {
 		if (f->fts_info == FTS_DP)
@@ -600,7 +600,7 @@ tree_size(const char *dir, uint64_t *bytes, uint64_t *inodes,
 		if (f->fts_info == FTS_DNR || f->fts_info == FTS_ERR ||
 		    f->fts_info == FTS_NS) {
 			errno = f->fts_errno;
-			sp_err_sys(e, "io", "walk '%s'", f->fts_path);
+			sp_err_sys(e, SP_E_IO, "walk '%s'", f->fts_path);
 			goto out;
 		}
 		st = f->fts_statp;
@@ -615,7 +615,7 @@ tree_size(const char *dir, uint64_t *bytes, uint64_t *inodes,
 		errno = 0;
 	}
 	if (errno != 0) {
-		sp_err_sys(e, "io", "walk '%s'", dir);
+		sp_err_sys(e, SP_E_IO, "walk '%s'", dir);
 		goto out;
 	}
 	*bytes = sum;
@@ -642,17 +642,17 @@ copy_image(const char *src, const char *dst, uint64_t size, struct sp_err *e)
 	int in = -1, out = -1, ret = -1;
 
 	if ((buf = malloc(COPY_CHUNK)) == NULL) {
-		sp_err_sys(e, "internal", "copy image");
+		sp_err_sys(e, SP_E_INTERNAL, "copy image");
 		goto out;
 	}
 	in = open(src, O_RDONLY | O_CLOEXEC);
 	if (in == -1) {
-		sp_err_sys(e, "io", "open '%s'", src);
+		sp_err_sys(e, SP_E_IO, "open '%s'", src);
 		goto out;
 	}
 	out = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
 	if (out == -1) {
-		sp_err_sys(e, "io", "create '%s'", dst);
+		sp_err_sys(e, SP_E_IO, "create '%s'", dst);
 		goto out;
 	}
 	while (off < size) {
@@ -661,7 +661,7 @@ copy_image(const char *src, const char *dst, uint64_t size, struct sp_err *e)
 		if (data == -1 && errno == ENXIO)
 			break;
 		if (data == -1) {
-			sp_err_sys(e, "io", "seek '%s'", src);
+			sp_err_sys(e, SP_E_IO, "seek '%s'", src);
 			goto out;
 		}
 		off = (uint64_t)data / COPY_CHUNK * COPY_CHUNK;
@@ -673,7 +673,7 @@ copy_image(const char *src, const char *dst, uint64_t size, struct sp_err *e)
 				continue;
 			}
 			if (n == -1) {
-				sp_err_sys(e, "io", "read '%s'", src);
+				sp_err_sys(e, SP_E_IO, "read '%s'", src);
 				goto out;
 			}
 			if (n == 0)
@@ -690,7 +690,7 @@ copy_image(const char *src, const char *dst, uint64_t size, struct sp_err *e)
 					continue;
 				}
 				if (n == -1) {
-					sp_err_sys(e, "io", "write '%s'", dst);
+					sp_err_sys(e, SP_E_IO, "write '%s'", dst);
 					goto out;
 				}
 			}
@@ -698,7 +698,7 @@ copy_image(const char *src, const char *dst, uint64_t size, struct sp_err *e)
 		off += got;
 	}
 	if (ftruncate(out, (off_t)size) == -1 || fsync(out) == -1) {
-		sp_err_sys(e, "io", "write '%s'", dst);
+		sp_err_sys(e, SP_E_IO, "write '%s'", dst);
 		goto out;
 	}
 	ret = 0;
@@ -719,17 +719,17 @@ copy_file(const char *src, const char *dst, struct sp_err *e)
 	int in = -1, out = -1, ret = -1;
 
 	if ((buf = malloc(IO_BUF)) == NULL) {
-		sp_err_sys(e, "internal", "copy '%s'", src);
+		sp_err_sys(e, SP_E_INTERNAL, "copy '%s'", src);
 		goto out;
 	}
 	in = open(src, O_RDONLY | O_CLOEXEC | O_NOCTTY);
 	if (in == -1) {
-		sp_err_sys(e, "io", "open '%s'", src);
+		sp_err_sys(e, SP_E_IO, "open '%s'", src);
 		goto out;
 	}
 	out = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
 	if (out == -1) {
-		sp_err_sys(e, "io", "create '%s'", dst);
+		sp_err_sys(e, SP_E_IO, "create '%s'", dst);
 		goto out;
 	}
 	for (;;) {
@@ -737,18 +737,18 @@ copy_file(const char *src, const char *dst, struct sp_err *e)
 		if (n == -1 && errno == EINTR)
 			continue;
 		if (n == -1) {
-			sp_err_sys(e, "io", "read '%s'", src);
+			sp_err_sys(e, SP_E_IO, "read '%s'", src);
 			goto out;
 		}
 		if (n == 0)
 			break;
 		if (sp_write_all(out, buf, (size_t)n) == -1) {
-			sp_err_sys(e, "io", "write '%s'", dst);
+			sp_err_sys(e, SP_E_IO, "write '%s'", dst);
 			goto out;
 		}
 	}
 	if (fsync(out) == -1) {
-		sp_err_sys(e, "io", "write '%s'", dst);
+		sp_err_sys(e, SP_E_IO, "write '%s'", dst);
 		goto out;
 	}
 	ret = 0;
@@ -779,23 +779,23 @@ node_ca(const char *root, char **pem, size_t *n, struct sp_err *e)
 	*pem = NULL;
 	*n = 0;
 	if (sp_tls_ca_cert_path(root, path, sizeof path, &e2) == -1) {
-		if (strcmp(e2.code, "not-found") == 0)
+		if (e2.code == SP_E_NOT_FOUND)
 			return 0;
 		return sp_err_set(e, e2.code, e2.temp, "%s", e2.msg);
 	}
 	if ((fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY)) == -1)
-		return sp_err_sys(e, "io", "open '%s'", path);
+		return sp_err_sys(e, SP_E_IO, "open '%s'", path);
 	if (fstat(fd, &st) == -1) {
-		sp_err_sys(e, "io", "stat '%s'", path);
+		sp_err_sys(e, SP_E_IO, "stat '%s'", path);
 		goto out;
 	}
 	if (st.st_size <= 0 || st.st_size > CA_MAX) {
-		sp_err_set(e, "corrupt", 0, "node CA certificate '%s' has %lld "
+		sp_err_set(e, SP_E_CORRUPT, 0, "node CA certificate '%s' has %lld "
 		    "bytes", path, (long long)st.st_size);
 		goto out;
 	}
 	if ((*pem = malloc((size_t)st.st_size + 2)) == NULL) {
-		sp_err_sys(e, "internal", "read '%s'", path);
+		sp_err_sys(e, SP_E_INTERNAL, "read '%s'", path);
 		goto out;
 	}
 	while (got < (size_t)st.st_size) {
@@ -805,7 +805,7 @@ node_ca(const char *root, char **pem, size_t *n, struct sp_err *e)
 		if (r <= 0) {
 			if (r == 0)
 				errno = EIO;
-			sp_err_sys(e, "io", "read '%s'", path);
+			sp_err_sys(e, SP_E_IO, "read '%s'", path);
 			goto out;
 		}
 		got += (size_t)r;
@@ -814,7 +814,7 @@ node_ca(const char *root, char **pem, size_t *n, struct sp_err *e)
 	if (strncmp(*pem, "-----BEGIN CERTIFICATE-----", 27) != 0 ||
 	    strlen(*pem) != got ||
 	    strstr(*pem, "-----END CERTIFICATE-----") == NULL) {
-		sp_err_set(e, "corrupt", 0, "node CA certificate '%s' is not a "
+		sp_err_set(e, SP_E_CORRUPT, 0, "node CA certificate '%s' is not a "
 		    "PEM certificate", path);
 		goto out;
 	}
@@ -858,15 +858,15 @@ guest_err(const char *path, struct sp_err *e)
 	switch (errno) {
 	case ENOENT:
 	case EEXIST:
-		return sp_err_set(e, "bad-input", 0, "rootfs: guest '/%s' is a "
+		return sp_err_set(e, SP_E_BAD_INPUT, 0, "rootfs: guest '/%s' is a "
 		    "link that leads nowhere in the guest", path);
 	case ENOTDIR:
 	case ELOOP:
 	case EISDIR:
 	case EXDEV:
-		return sp_err_sys(e, "bad-input", "rootfs: guest '/%s'", path);
+		return sp_err_sys(e, SP_E_BAD_INPUT, "rootfs: guest '/%s'", path);
 	default:
-		return sp_err_sys(e, "io", "rootfs: guest '/%s'", path);
+		return sp_err_sys(e, SP_E_IO, "rootfs: guest '/%s'", path);
 	}
 }
 
@@ -911,7 +911,7 @@ open_bundle(int rootfd, struct sp_err *e)
 	if ((fd = open_in(rootfd, CA_BUNDLE, O_PATH, 0)) != -1) {
 		if (fstat(fd, &st) == -1 || !S_ISREG(st.st_mode)) {
 			close(fd);
-			return sp_err_set(e, "bad-input", 0, "rootfs: guest "
+			return sp_err_set(e, SP_E_BAD_INPUT, 0, "rootfs: guest "
 			    "'/%s' is not a regular file", CA_BUNDLE);
 		}
 		close(fd);
@@ -922,7 +922,7 @@ open_bundle(int rootfd, struct sp_err *e)
 		return guest_err(CA_BUNDLE, e);
 	if (fstat(fd, &st) == -1 || !S_ISREG(st.st_mode)) {
 		close(fd);
-		return sp_err_set(e, "bad-input", 0, "rootfs: guest '/%s' is "
+		return sp_err_set(e, SP_E_BAD_INPUT, 0, "rootfs: guest '/%s' is "
 		    "not a regular file", CA_BUNDLE);
 	}
 	return fd;
@@ -943,18 +943,18 @@ bundle_add(int rootfd, const char *pem, size_t n, struct sp_err *e)
 	if ((fd = open_bundle(rootfd, e)) == -1)
 		return -1;
 	if (fstat(fd, &st) == -1) {
-		sp_err_sys(e, "io", "rootfs: guest '/%s'", CA_BUNDLE);
+		sp_err_sys(e, SP_E_IO, "rootfs: guest '/%s'", CA_BUNDLE);
 		goto out;
 	}
 	if ((uint64_t)st.st_size > BUNDLE_MAX) {
-		sp_err_set(e, "bad-input", 0, "rootfs: guest '/%s' has %lld "
+		sp_err_set(e, SP_E_BAD_INPUT, 0, "rootfs: guest '/%s' has %lld "
 		    "bytes, too many for a CA bundle", CA_BUNDLE,
 		    (long long)st.st_size);
 		goto out;
 	}
 	if ((old = malloc((size_t)st.st_size + 1)) == NULL ||
 	    pread(fd, old, (size_t)st.st_size, 0) != st.st_size) {
-		sp_err_sys(e, "io", "rootfs: read guest '/%s'", CA_BUNDLE);
+		sp_err_sys(e, SP_E_IO, "rootfs: read guest '/%s'", CA_BUNDLE);
 		goto out;
 	}
 	if (memmem(old, (size_t)st.st_size, pem, n) != NULL) {
@@ -963,7 +963,7 @@ bundle_add(int rootfd, const char *pem, size_t n, struct sp_err *e)
 	}
 	if ((st.st_size > 0 && old[st.st_size - 1] != '\n' &&
 	    sp_write_all(fd, "\n", 1) == -1) || sp_write_all(fd, pem, n) == -1) {
-		sp_err_sys(e, "io", "rootfs: write guest '/%s'", CA_BUNDLE);
+		sp_err_sys(e, SP_E_IO, "rootfs: write guest '/%s'", CA_BUNDLE);
 		goto out;
 	}
 	ret = 0;
@@ -987,7 +987,7 @@ own_add(int certs, const char *pem, size_t n, struct sp_err *e)
 	if (fd == -1)
 		return guest_err("etc/ssl/certs/" CA_OWN, e);
 	if (fchmod(fd, 0644) == -1 || sp_write_all(fd, pem, n) == -1) {
-		sp_err_sys(e, "io", "rootfs: write guest '/etc/ssl/certs/%s'",
+		sp_err_sys(e, SP_E_IO, "rootfs: write guest '/etc/ssl/certs/%s'",
 		    CA_OWN);
 		close(fd);
 		return -1;
@@ -1004,7 +1004,7 @@ trust_ca(const char *rootfs, const char *pem, size_t n, struct sp_err *e)
 
 	rootfd = open(rootfs, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (rootfd == -1)
-		return sp_err_sys(e, "io", "open '%s'", rootfs);
+		return sp_err_sys(e, SP_E_IO, "open '%s'", rootfs);
 	if ((certs = certs_dir(rootfd, e)) == -1 ||
 	    bundle_add(rootfd, pem, n, e) == -1 ||
 	    own_add(certs, pem, n, e) == -1)
@@ -1034,7 +1034,7 @@ make_image(const char *rootfs, const char *img, uint64_t extra,
 	if (tree_size(rootfs, &content, &inodes, e) == -1)
 		return -1;
 	if (content > MAX_DISK || extra > MAX_DISK)
-		return sp_err_set(e, "bad-input", 0,
+		return sp_err_set(e, SP_E_BAD_INPUT, 0,
 		    "image of %llu + %llu bytes is too large",
 		    (unsigned long long)content, (unsigned long long)extra);
 	*size = content * 2 > content + extra ? content * 2 : content + extra;
@@ -1042,12 +1042,12 @@ make_image(const char *rootfs, const char *img, uint64_t extra,
 	if (*size < MIN_DISK)
 		*size = MIN_DISK;
 	if (*size > MAX_DISK)
-		return sp_err_set(e, "bad-input", 0,
+		return sp_err_set(e, SP_E_BAD_INPUT, 0,
 		    "image of %llu bytes is too large",
 		    (unsigned long long)*size);
 	fd = open(img, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
 	if (fd == -1)
-		return sp_err_sys(e, "io", "create '%s'", img);
+		return sp_err_sys(e, SP_E_IO, "create '%s'", img);
 	close(fd);
 	snprintf(sz, sizeof sz, "%llum", (unsigned long long)(*size / MiB));
 	need = inodes * 2 + 4096;
@@ -1123,10 +1123,10 @@ lock_digest(const char *root, const char *digest, int *fd, struct sp_err *e)
 		return -1;
 	*fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (*fd == -1)
-		return sp_err_sys(e, "io", "open lock '%s'", path);
+		return sp_err_sys(e, SP_E_IO, "open lock '%s'", path);
 	while (flock(*fd, LOCK_EX) == -1) {
 		if (errno != EINTR) {
-			sp_err_sys(e, "io", "lock '%s'", path);
+			sp_err_sys(e, SP_E_IO, "lock '%s'", path);
 			close(*fd);
 			*fd = -1;
 			return -1;
@@ -1158,36 +1158,36 @@ sp_template_import(const char *root, const struct sp_template_src *src,
 
 	if (src == NULL || t == NULL || src->rootfs == NULL ||
 	    src->kernel == NULL || src->initrd == NULL)
-		return sp_err_set(e, "bad-input", 0,
+		return sp_err_set(e, SP_E_BAD_INPUT, 0,
 		    "template import needs a name, a rootfs, a kernel and an "
 		    "initrd");
 	if (sp_name_check("template name", src->name, e) == -1)
 		return -1;
 	if (sodium_init() < 0)
-		return sp_err_set(e, "internal", 0, "libsodium init failed");
+		return sp_err_set(e, SP_E_INTERNAL, 0, "libsodium init failed");
 	/* libarchive refuses to extract through any symlink, those above
 	 * the staging directory included, so the root is resolved first. */
 	if ((rroot = realpath(root, NULL)) == NULL) {
 		if (errno == ENOENT)
-			return sp_err_set(e, "not-found", 0,
+			return sp_err_set(e, SP_E_NOT_FOUND, 0,
 			    "root '%s' does not exist", root);
-		return sp_err_sys(e, "io", "root '%s'", root);
+		return sp_err_sys(e, SP_E_IO, "root '%s'", root);
 	}
 	if (!sp_subvol_is_btrfs(rroot)) {
-		sp_err_set(e, "btrfs", 0, "root '%s' is not on btrfs", rroot);
+		sp_err_set(e, SP_E_BTRFS, 0, "root '%s' is not on btrfs", rroot);
 		goto out;
 	}
 	if (stat(src->rootfs, &st) == -1) {
 		if (errno == ENOENT)
-			sp_err_set(e, "not-found", 0, "rootfs '%s' does not "
+			sp_err_set(e, SP_E_NOT_FOUND, 0, "rootfs '%s' does not "
 			    "exist", quote(src->rootfs, q, sizeof q));
 		else
-			sp_err_sys(e, "io", "rootfs '%s'",
+			sp_err_sys(e, SP_E_IO, "rootfs '%s'",
 			    quote(src->rootfs, q, sizeof q));
 		goto out;
 	}
 	if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode)) {
-		sp_err_set(e, "bad-input", 0, "rootfs '%s' is neither an archive "
+		sp_err_set(e, SP_E_BAD_INPUT, 0, "rootfs '%s' is neither an archive "
 		    "nor a directory", quote(src->rootfs, q, sizeof q));
 		goto out;
 	}
@@ -1234,7 +1234,7 @@ sp_template_import(const char *root, const struct sp_template_src *src,
 		goto out;
 	made_staging = 1;
 	if (mkdir(rootfs, 0755) == -1) {
-		sp_err_sys(e, "io", "mkdir '%s'", rootfs);
+		sp_err_sys(e, SP_E_IO, "mkdir '%s'", rootfs);
 		goto out;
 	}
 	if (isdir ? copy_tree(src->rootfs, rootfs, e) :
@@ -1264,7 +1264,7 @@ sp_template_import(const char *root, const struct sp_template_src *src,
 	if (sp_subvol_set_readonly(building, 1, e) == -1)
 		goto out;
 	if (rename(building, dir) == -1) {
-		sp_err_sys(e, "io", "rename '%s' to '%s'", building, dir);
+		sp_err_sys(e, SP_E_IO, "rename '%s' to '%s'", building, dir);
 		goto out;
 	}
 	made_building = 0;
@@ -1302,7 +1302,7 @@ sp_template_path(const char *root, const struct sp_template_row *t,
 		    (t->digest[i] >= 'a' && t->digest[i] <= 'f')))
 			break;
 	if (i != 64 || t->digest[64] != '\0')
-		return sp_err_set(e, "bad-input", 0,
+		return sp_err_set(e, SP_E_BAD_INPUT, 0,
 		    "template '%s': digest is not 64 hex digits", t->name);
 	return sp_path_fmt(out, n, e, "%s/templates/%s@%s", root, t->name,
 	    t->digest);

@@ -72,7 +72,7 @@ msg_append(struct sp_err *e, const char *s)
  * that a later failure does not carry this one's reasons.
  */
 static int
-tls_fail(struct sp_err *e, const char *code, const char *what)
+tls_fail(struct sp_err *e, enum sp_code code, const char *what)
 {
 	const char *data, *lib, *reason;
 	char buf[256];
@@ -109,7 +109,7 @@ tls_fail(struct sp_err *e, const char *code, const char *what)
 int
 sp_tls_err(struct sp_err *e, const char *what)
 {
-	return tls_fail(e, "tls", what);
+	return tls_fail(e, SP_E_TLS, what);
 }
 
 /* ---- host names ---- */
@@ -176,24 +176,24 @@ host_norm(const char *host, char out[HOST_MAX + 1], int *ip, struct sp_err *e)
 	size_t i, n;
 
 	if (host == NULL || *host == '\0')
-		return sp_err_set(e, "bad-input", 0, "empty TLS host name");
+		return sp_err_set(e, SP_E_BAD_INPUT, 0, "empty TLS host name");
 	n = strnlen(host, HOST_MAX + 1);
 	if (n > HOST_MAX)
-		return sp_err_set(e, "bad-input", 0, "TLS host '%s' is longer "
+		return sp_err_set(e, SP_E_BAD_INPUT, 0, "TLS host '%s' is longer "
 		    "than %d bytes", quote(host, q, sizeof q), HOST_MAX);
 	*ip = 1;
 	if (inet_pton(AF_INET, host, a) == 1)
 		return inet_ntop(AF_INET, a, out, HOST_MAX + 1) ? 0 :
-		    sp_err_sys(e, "internal", "inet_ntop");
+		    sp_err_sys(e, SP_E_INTERNAL, "inet_ntop");
 	if (inet_pton(AF_INET6, host, a) == 1)
 		return inet_ntop(AF_INET6, a, out, HOST_MAX + 1) ? 0 :
-		    sp_err_sys(e, "internal", "inet_ntop");
+		    sp_err_sys(e, SP_E_INTERNAL, "inet_ntop");
 	*ip = 0;
 	for (i = 0; i <= n; i++)
 		out[i] = (host[i] >= 'A' && host[i] <= 'Z') ?
 		    (char)(host[i] - 'A' + 'a') : host[i];
 	if (!dns_ok(out))
-		return sp_err_set(e, "bad-input", 0, "TLS host '%s' is neither "
+		return sp_err_set(e, SP_E_BAD_INPUT, 0, "TLS host '%s' is neither "
 		    "a DNS name nor an IP address", quote(host, q, sizeof q));
 	return 0;
 }
@@ -215,7 +215,7 @@ cert_new(EVP_PKEY *pub, long days, struct sp_err *e)
 	    X509_gmtime_adj(X509_getm_notBefore(x), -SKEW) == NULL ||
 	    X509_time_adj_ex(X509_getm_notAfter(x), (int)days, 0,
 	    NULL) == NULL || X509_set_pubkey(x, pub) != 1) {
-		tls_fail(e, "internal", "new certificate");
+		tls_fail(e, SP_E_INTERNAL, "new certificate");
 		X509_free(x);
 		x = NULL;
 	}
@@ -237,7 +237,7 @@ add_ext(X509 *issuer, X509 *x, int nid, const char *value, struct sp_err *e)
 	ok = ext != NULL && X509_add_ext(x, ext, -1) == 1;
 	X509_EXTENSION_free(ext);
 	if (!ok)
-		return tls_fail(e, "internal", OBJ_nid2sn(nid));
+		return tls_fail(e, SP_E_INTERNAL, OBJ_nid2sn(nid));
 	return 0;
 }
 
@@ -247,7 +247,7 @@ add_cn(X509 *x, const char *cn, struct sp_err *e)
 	if (X509_NAME_add_entry_by_NID(X509_get_subject_name(x),
 	    NID_commonName, MBSTRING_UTF8, (const unsigned char *)cn, -1, -1,
 	    0) != 1)
-		return tls_fail(e, "internal", "certificate name");
+		return tls_fail(e, SP_E_INTERNAL, "certificate name");
 	return 0;
 }
 
@@ -290,7 +290,7 @@ add_san(X509 *x, const char *host, int ip, int critical, struct sp_err *e)
 out:
 	GENERAL_NAME_free(g);
 	GENERAL_NAMES_free(gens);
-	return ret == 0 ? 0 : tls_fail(e, "internal", "subjectAltName");
+	return ret == 0 ? 0 : tls_fail(e, SP_E_INTERNAL, "subjectAltName");
 }
 
 /* The CA: it signs leaves only (pathlen 0), for ten years. */
@@ -314,7 +314,7 @@ ca_cert(EVP_PKEY *key, const char *node, struct sp_err *e)
 	    add_ext(x, x, NID_subject_key_identifier, "hash", e) == -1)
 		goto fail;
 	if (X509_sign(x, key, EVP_sha256()) <= 0) {
-		tls_fail(e, "internal", "sign the CA certificate");
+		tls_fail(e, SP_E_INTERNAL, "sign the CA certificate");
 		goto fail;
 	}
 	return x;
@@ -345,7 +345,7 @@ leaf_cert(struct sp_tls_ca *ca, EVP_PKEY *key, const char *host, int ip,
 	    e) == -1)
 		goto fail;
 	if (X509_sign(x, ca->key, EVP_sha256()) <= 0) {
-		tls_fail(e, "internal", "sign a leaf certificate");
+		tls_fail(e, SP_E_INTERNAL, "sign a leaf certificate");
 		goto fail;
 	}
 	return x;
@@ -373,7 +373,7 @@ present(const char *path, struct sp_err *e)
 		return 1;
 	if (errno == ENOENT)
 		return 0;
-	return sp_err_sys(e, "io", "stat '%s'", path);
+	return sp_err_sys(e, SP_E_IO, "stat '%s'", path);
 }
 
 /* Both files, neither ("not-found"), or one of them ("corrupt"). */
@@ -389,7 +389,7 @@ pair_state(const char *root, int *have, struct sp_err *e)
 		return -1;
 	*have = k && c;
 	if (k != c)
-		return sp_err_set(e, "corrupt", 0, "node CA half made: '%s' "
+		return sp_err_set(e, SP_E_CORRUPT, 0, "node CA half made: '%s' "
 		    "without '%s'; restore the pair or remove both",
 		    k ? key : crt, k ? crt : key);
 	return 0;
@@ -411,16 +411,16 @@ key_file_check(int fd, const char *path, struct sp_err *e)
 	struct stat st;
 
 	if (fstat(fd, &st) == -1)
-		return sp_err_sys(e, "io", "stat '%s'", path);
+		return sp_err_sys(e, SP_E_IO, "stat '%s'", path);
 	if (!S_ISREG(st.st_mode))
-		return sp_err_set(e, "bad-input", 0, "CA key '%s' is not a "
+		return sp_err_set(e, SP_E_BAD_INPUT, 0, "CA key '%s' is not a "
 		    "regular file", path);
 	if (st.st_uid != geteuid())
-		return sp_err_set(e, "bad-input", 0, "CA key '%s' is owned by "
+		return sp_err_set(e, SP_E_BAD_INPUT, 0, "CA key '%s' is owned by "
 		    "uid %u, not by this user (uid %u)", path,
 		    (unsigned)st.st_uid, (unsigned)geteuid());
 	if (st.st_mode & 077)
-		return sp_err_set(e, "bad-input", 0, "CA key '%s' is open to "
+		return sp_err_set(e, SP_E_BAD_INPUT, 0, "CA key '%s' is open to "
 		    "group or others (mode %04o): chmod 600 it", path,
 		    (unsigned)(st.st_mode & 07777));
 	return 0;
@@ -439,11 +439,11 @@ pem_read(const char *path, EVP_PKEY **key, X509 **cert, struct sp_err *e)
 	int fd, ret = -1;
 
 	if ((fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY)) == -1)
-		return sp_err_sys(e, "io", "open '%s'", path);
+		return sp_err_sys(e, SP_E_IO, "open '%s'", path);
 	if (key != NULL && key_file_check(fd, path, e) == -1)
 		goto out;
 	if ((b = BIO_new_fd(fd, BIO_NOCLOSE)) == NULL) {
-		tls_fail(e, "internal", "BIO_new_fd");
+		tls_fail(e, SP_E_INTERNAL, "BIO_new_fd");
 		goto out;
 	}
 	if (key != NULL)
@@ -453,7 +453,7 @@ pem_read(const char *path, EVP_PKEY **key, X509 **cert, struct sp_err *e)
 	if (key != NULL ? *key == NULL : *cert == NULL) {
 		snprintf(what, sizeof what, "CA %s '%s' does not parse",
 		    key != NULL ? "key" : "certificate", path);
-		tls_fail(e, "corrupt", what);
+		tls_fail(e, SP_E_CORRUPT, what);
 		goto out;
 	}
 	ret = 0;
@@ -482,13 +482,13 @@ pem_write(const char *dir, const char *name, mode_t mode, EVP_PKEY *key,
 		return -1;
 	/* mkostemp makes it 0600: the key is never readable by others. */
 	if ((fd = mkostemp(tmp, O_CLOEXEC)) == -1)
-		return sp_err_sys(e, "io", "create '%s'", tmp);
+		return sp_err_sys(e, SP_E_IO, "create '%s'", tmp);
 	if (fchmod(fd, mode) == -1) {
-		sp_err_sys(e, "io", "chmod '%s'", tmp);
+		sp_err_sys(e, SP_E_IO, "chmod '%s'", tmp);
 		goto out;
 	}
 	if ((b = BIO_new_fd(fd, BIO_NOCLOSE)) == NULL) {
-		tls_fail(e, "internal", "BIO_new_fd");
+		tls_fail(e, SP_E_INTERNAL, "BIO_new_fd");
 		goto out;
 	}
 	errno = 0;
@@ -496,17 +496,17 @@ pem_write(const char *dir, const char *name, mode_t mode, EVP_PKEY *key,
 	    NULL, NULL) : PEM_write_bio_X509(b, cert);
 	if (ok != 1) {
 		if (errno != 0)
-			sp_err_sys(e, "io", "write '%s'", tmp);
+			sp_err_sys(e, SP_E_IO, "write '%s'", tmp);
 		else
-			tls_fail(e, "internal", "PEM encoding");
+			tls_fail(e, SP_E_INTERNAL, "PEM encoding");
 		goto out;
 	}
 	if (fsync(fd) == -1) {
-		sp_err_sys(e, "io", "write '%s'", tmp);
+		sp_err_sys(e, SP_E_IO, "write '%s'", tmp);
 		goto out;
 	}
 	if (rename(tmp, path) == -1) {
-		sp_err_sys(e, "io", "rename '%s' to '%s'", tmp, path);
+		sp_err_sys(e, SP_E_IO, "rename '%s' to '%s'", tmp, path);
 		goto out;
 	}
 	ret = 0;
@@ -528,9 +528,9 @@ ca_dir(const char *root, char *dir, size_t n, struct sp_err *e)
 		return -1;
 	if (mkdir(dir, 0755) == 0) {
 		if (chmod(dir, 0755) == -1)
-			return sp_err_sys(e, "io", "chmod '%s'", dir);
+			return sp_err_sys(e, SP_E_IO, "chmod '%s'", dir);
 	} else if (errno != EEXIST)
-		return sp_err_sys(e, "io", "mkdir '%s'", dir);
+		return sp_err_sys(e, SP_E_IO, "mkdir '%s'", dir);
 	return 0;
 }
 
@@ -544,7 +544,7 @@ ca_make(const char *dir, const char *node, struct sp_err *e)
 	int ret = -1;
 
 	if ((key = EVP_EC_gen("P-256")) == NULL)
-		return tls_fail(e, "internal", "generate the CA key");
+		return tls_fail(e, SP_E_INTERNAL, "generate the CA key");
 	if ((cert = ca_cert(key, node, e)) == NULL ||
 	    pem_write(dir, "ca.key", 0600, key, NULL, e) == -1 ||
 	    pem_write(dir, "ca.crt", 0644, NULL, cert, e) == -1)
@@ -568,11 +568,11 @@ sp_tls_ca_create(const char *root, const char *node, int *made,
 	if (ca_dir(root, dir, sizeof dir, e) == -1)
 		return -1;
 	if ((fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) == -1)
-		return sp_err_sys(e, "io", "open '%s'", dir);
+		return sp_err_sys(e, SP_E_IO, "open '%s'", dir);
 	/* Two space-init at once must not make two CAs. */
 	while (flock(fd, LOCK_EX) == -1) {
 		if (errno != EINTR) {
-			sp_err_sys(e, "io", "lock '%s'", dir);
+			sp_err_sys(e, SP_E_IO, "lock '%s'", dir);
 			goto out;
 		}
 	}
@@ -587,7 +587,7 @@ sp_tls_ca_create(const char *root, const char *node, int *made,
 	if (ca_make(dir, node, e) == -1)
 		goto out;
 	if (fsync(fd) == -1) {
-		sp_err_sys(e, "io", "fsync '%s'", dir);
+		sp_err_sys(e, SP_E_IO, "fsync '%s'", dir);
 		goto out;
 	}
 	*made = 1;
@@ -609,28 +609,28 @@ sp_tls_ca_load(const char *root, struct sp_tls_ca **out, struct sp_err *e)
 	if (pair_state(root, &have, e) == -1)
 		return -1;
 	if (!have)
-		return sp_err_set(e, "not-found", 0, "no node CA under "
+		return sp_err_set(e, SP_E_NOT_FOUND, 0, "no node CA under "
 		    "'%s/%s' (space-init makes it)", root, SP_TLS_CA_DIR);
 	if (ca_file(root, "ca.key", key, sizeof key, e) == -1 ||
 	    ca_file(root, "ca.crt", crt, sizeof crt, e) == -1)
 		return -1;
 	if ((ca = calloc(1, sizeof *ca)) == NULL)
-		return sp_err_sys(e, "internal", "load the node CA");
+		return sp_err_sys(e, SP_E_INTERNAL, "load the node CA");
 	if (pthread_mutex_init(&ca->mu, NULL) != 0) {
 		free(ca);
-		return sp_err_set(e, "internal", 1, "pthread_mutex_init");
+		return sp_err_set(e, SP_E_INTERNAL, 1, "pthread_mutex_init");
 	}
 	if (pem_read(key, &ca->key, NULL, e) == -1 ||
 	    pem_read(crt, NULL, &ca->cert, e) == -1)
 		goto fail;
 	if (X509_check_private_key(ca->cert, ca->key) != 1) {
 		ERR_clear_error();
-		sp_err_set(e, "corrupt", 0, "node CA key '%s' does not match "
+		sp_err_set(e, SP_E_CORRUPT, 0, "node CA key '%s' does not match "
 		    "its certificate '%s'", key, crt);
 		goto fail;
 	}
 	if (X509_check_ca(ca->cert) == 0) {
-		sp_err_set(e, "corrupt", 0, "node CA certificate '%s' is not "
+		sp_err_set(e, SP_E_CORRUPT, 0, "node CA certificate '%s' is not "
 		    "a CA", crt);
 		goto fail;
 	}
@@ -754,7 +754,7 @@ leaf_ctx(struct sp_tls_ca *ca, const char *host, int ip, struct sp_err *e)
 	SSL_CTX *ctx = NULL;
 
 	if ((key = EVP_EC_gen("P-256")) == NULL) {
-		tls_fail(e, "internal", "generate a leaf key");
+		tls_fail(e, SP_E_INTERNAL, "generate a leaf key");
 		return NULL;
 	}
 	if ((x = leaf_cert(ca, key, host, ip, e)) == NULL)
@@ -763,7 +763,7 @@ leaf_ctx(struct sp_tls_ca *ca, const char *host, int ip, struct sp_err *e)
 	    SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION) != 1 ||
 	    SSL_CTX_use_certificate(ctx, x) != 1 ||
 	    SSL_CTX_use_PrivateKey(ctx, key) != 1) {
-		tls_fail(e, "internal", "server context");
+		tls_fail(e, SP_E_INTERNAL, "server context");
 		SSL_CTX_free(ctx);
 		ctx = NULL;
 		goto out;
@@ -810,15 +810,15 @@ sp_tls_client_ctx(const char *cafile, struct sp_err *e)
 
 	if (cafile != NULL && *cafile != '\0' && stat(cafile, &st) == -1) {
 		if (errno == ENOENT)
-			sp_err_set(e, "not-found", 0, "CA file '%s' does not "
+			sp_err_set(e, SP_E_NOT_FOUND, 0, "CA file '%s' does not "
 			    "exist", cafile);
 		else
-			sp_err_sys(e, "io", "CA file '%s'", cafile);
+			sp_err_sys(e, SP_E_IO, "CA file '%s'", cafile);
 		return NULL;
 	}
 	if ((ctx = SSL_CTX_new(TLS_client_method())) == NULL ||
 	    SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION) != 1) {
-		tls_fail(e, "internal", "client context");
+		tls_fail(e, SP_E_INTERNAL, "client context");
 		SSL_CTX_free(ctx);
 		return NULL;
 	}
@@ -828,7 +828,7 @@ sp_tls_client_ctx(const char *cafile, struct sp_err *e)
 	if (cafile != NULL && *cafile != '\0') {
 		if (SSL_CTX_load_verify_file(ctx, cafile) != 1) {
 			snprintf(what, sizeof what, "CA file '%s'", cafile);
-			tls_fail(e, "bad-input", what);
+			tls_fail(e, SP_E_BAD_INPUT, what);
 			SSL_CTX_free(ctx);
 			return NULL;
 		}

@@ -67,7 +67,8 @@ static union {
 	void *slot[0 VIRT_FUNCS(SP_DL_ONE)];
 } lv;
 
-static struct sp_dl lv_dl = SP_DL_INIT("libvirt.so.0", "libvirt", "libvirt");
+static struct sp_dl lv_dl = SP_DL_INIT("libvirt.so.0", "libvirt",
+    SP_E_LIBVIRT);
 static const char *const lv_names[] = {
 #define VIRT_NAME(n) #n,
 	VIRT_FUNCS(VIRT_NAME)
@@ -99,7 +100,8 @@ static int
 virt_err(struct sp_err *e, const char *what, const char *name)
 {
 	virErrorPtr le;
-	const char *code = "libvirt", *msg = "unknown libvirt error";
+	enum sp_code code = SP_E_LIBVIRT;
+	const char *msg = "unknown libvirt error";
 	int temp = 0;
 
 	le = lv.virGetLastError();
@@ -108,10 +110,10 @@ virt_err(struct sp_err *e, const char *what, const char *name)
 			msg = le->message;
 		switch (le->code) {
 		case VIR_ERR_NO_DOMAIN:
-			code = "not-found";
+			code = SP_E_NOT_FOUND;
 			break;
 		case VIR_ERR_OPERATION_INVALID:
-			code = "bad-state";
+			code = SP_E_BAD_STATE;
 			break;
 		case VIR_ERR_NO_CONNECT:
 		case VIR_ERR_RPC:
@@ -155,12 +157,12 @@ sp_virt_open(struct sp_virt **v, const char *uri, struct sp_err *e)
 	 * before there is a connection to attach a handler to.
 	 */
 	if (lv.virInitialize() == -1) {
-		sp_err_set(e, "libvirt", 1, "cannot initialize libvirt");
+		sp_err_set(e, SP_E_LIBVIRT, 1, "cannot initialize libvirt");
 		goto out;
 	}
 	lv.virSetErrorFunc(NULL, quiet);
 	if ((nv = calloc(1, sizeof *nv)) == NULL) {
-		sp_err_sys(e, "nomem", "connect '%s'", uri != NULL ? uri : "");
+		sp_err_sys(e, SP_E_NOMEM, "connect '%s'", uri != NULL ? uri : "");
 		goto out;
 	}
 	nv->conn = lv.virConnectOpen(uri);
@@ -227,7 +229,7 @@ sp_virt_pick_type(struct sp_virt *v, const char *want, char out[16],
 				lv.virResetLastError();
 		}
 	} else {
-		sp_err_set(e, "bad-input", 0,
+		sp_err_set(e, SP_E_BAD_INPUT, 0,
 		    "virt type '%s': want auto, kvm or qemu", want);
 		goto out;
 	}
@@ -276,13 +278,13 @@ check_str(const char *what, const char *s, int path, struct sp_err *e)
 	const unsigned char *p;
 
 	if (s == NULL || *s == '\0')
-		return sp_err_set(e, "bad-input", 0, "vm %s is missing", what);
+		return sp_err_set(e, SP_E_BAD_INPUT, 0, "vm %s is missing", what);
 	for (p = (const unsigned char *)s; *p != '\0'; p++)
 		if (*p < 0x20 || *p == 0x7f)
-			return sp_err_set(e, "bad-input", 0,
+			return sp_err_set(e, SP_E_BAD_INPUT, 0,
 			    "vm %s has a control character", what);
 	if (path && *s != '/')
-		return sp_err_set(e, "bad-input", 0,
+		return sp_err_set(e, SP_E_BAD_INPUT, 0,
 		    "vm %s '%s' is not an absolute path", what, s);
 	return 0;
 }
@@ -311,31 +313,31 @@ check_spec(const struct sp_vm_spec *s, struct sp_err *e)
 		return -1;
 	if (s->uuid != NULL && (strlen(s->uuid) != 36 ||
 	    strspn(s->uuid, "0123456789abcdef-") != 36))
-		return sp_err_set(e, "bad-input", 0, "vm uuid '%.40s' is not a "
+		return sp_err_set(e, SP_E_BAD_INPUT, 0, "vm uuid '%.40s' is not a "
 		    "lowercase UUID", s->uuid);
 	if (s->virt_type == NULL || (strcmp(s->virt_type, "kvm") != 0 &&
 	    strcmp(s->virt_type, "qemu") != 0))
-		return sp_err_set(e, "bad-input", 0,
+		return sp_err_set(e, SP_E_BAD_INPUT, 0,
 		    "vm virt type '%s': want kvm or qemu",
 		    s->virt_type != NULL ? s->virt_type : "");
 	if (s->memory_mib < 1 || s->memory_mib > VIRT_MEM_MAX)
-		return sp_err_set(e, "bad-input", 0,
+		return sp_err_set(e, SP_E_BAD_INPUT, 0,
 		    "vm memory %d MiB: want 1..%d", s->memory_mib,
 		    VIRT_MEM_MAX);
 	if (s->vcpus < 1 || s->vcpus > VIRT_VCPUS_MAX)
-		return sp_err_set(e, "bad-input", 0,
+		return sp_err_set(e, SP_E_BAD_INPUT, 0,
 		    "vm vcpus %d: want 1..%d", s->vcpus, VIRT_VCPUS_MAX);
 	if (s->nports < 1 || s->nports > SP_PORTS_MAX)
-		return sp_err_set(e, "bad-input", 0,
+		return sp_err_set(e, SP_E_BAD_INPUT, 0,
 		    "vm ports %d: want 1..%d", s->nports, SP_PORTS_MAX);
 	/* QEMU's own monitor is a -chardev option: a comma would end it. */
 	if (strchr(s->chan_dir, ',') != NULL)
-		return sp_err_set(e, "bad-input", 0,
+		return sp_err_set(e, SP_E_BAD_INPUT, 0,
 		    "vm channel directory '%s' has a comma", s->chan_dir);
 	/* QEMU cannot bind a socket whose path does not fit sun_path. */
 	snprintf(sock, sizeof sock, "/space.%d.sock", s->nports - 1);
 	if (strlen(s->chan_dir) + strlen(sock) >= sizeof sun.sun_path)
-		return sp_err_set(e, "bad-input", 0,
+		return sp_err_set(e, SP_E_BAD_INPUT, 0,
 		    "vm channel directory '%s' is too long for a socket path",
 		    s->chan_dir);
 	return 0;
@@ -508,17 +510,17 @@ sp_virt_domain_xml(const struct sp_vm_spec *s, char **xml, struct sp_err *e)
 	if (check_spec(s, e) == -1)
 		goto out;
 	if ((f = open_memstream(&buf, &len)) == NULL) {
-		sp_err_sys(e, "nomem", "domain xml of '%s'", s->name);
+		sp_err_sys(e, SP_E_NOMEM, "domain xml of '%s'", s->name);
 		goto out;
 	}
 	write_xml(f, s);
 	if (ferror(f)) {
-		sp_err_sys(e, "nomem", "domain xml of '%s'", s->name);
+		sp_err_sys(e, SP_E_NOMEM, "domain xml of '%s'", s->name);
 		goto out;
 	}
 	if (fclose(f) == EOF) {
 		f = NULL;
-		sp_err_sys(e, "nomem", "domain xml of '%s'", s->name);
+		sp_err_sys(e, SP_E_NOMEM, "domain xml of '%s'", s->name);
 		goto out;
 	}
 	f = NULL;
@@ -575,7 +577,7 @@ sp_virt_define(struct sp_virt *v, const char *xml, struct sp_err *e)
 		if (asprintf(&withuuid, "%.*s</name>\n  <uuid>%s</uuid>%s",
 		    (int)(p - xml), xml, uuid, p + strlen("</name>")) == -1) {
 			withuuid = NULL;
-			sp_err_sys(e, "nomem", "define '%s'", name);
+			sp_err_sys(e, SP_E_NOMEM, "define '%s'", name);
 			goto out;
 		}
 		xml = withuuid;
@@ -754,7 +756,7 @@ sp_virt_pause(struct sp_virt *v, const char *name, struct sp_err *e)
 	if ((st = dom_state(dom, "pause", name, e)) == -1)
 		goto out;
 	if (!is_active(st)) {
-		sp_err_set(e, "bad-state", 0, "pause '%s': domain is not running",
+		sp_err_set(e, SP_E_BAD_STATE, 0, "pause '%s': domain is not running",
 		    name);
 		goto out;
 	}
@@ -781,7 +783,7 @@ sp_virt_resume(struct sp_virt *v, const char *name, struct sp_err *e)
 	if ((st = dom_state(dom, "resume", name, e)) == -1)
 		goto out;
 	if (!is_active(st)) {
-		sp_err_set(e, "bad-state", 0,
+		sp_err_set(e, SP_E_BAD_STATE, 0,
 		    "resume '%s': domain is not running", name);
 		goto out;
 	}
@@ -840,7 +842,7 @@ sp_virt_save_memory(struct sp_virt *v, const char *name, const char *path,
 	if (lookup(v, "save memory", name, &dom, e) == -1)
 		goto out;
 	if ((f = open_memstream(&xml, &n)) == NULL) {
-		sp_err_sys(e, "internal", "open_memstream");
+		sp_err_sys(e, SP_E_INTERNAL, "open_memstream");
 		goto out;
 	}
 	fputs("<domainsnapshot>\n  <memory snapshot='external' file='", f);
@@ -848,7 +850,7 @@ sp_virt_save_memory(struct sp_virt *v, const char *name, const char *path,
 	fputs("'/>\n  <disks><disk name='vda' snapshot='no'/></disks>\n"
 	    "</domainsnapshot>\n", f);
 	if (fclose(f) != 0) {
-		sp_err_sys(e, "internal", "snapshot XML");
+		sp_err_sys(e, SP_E_INTERNAL, "snapshot XML");
 		goto out;
 	}
 	snap = lv.virDomainSnapshotCreateXML(dom, xml,
@@ -880,7 +882,7 @@ sp_virt_uuid(struct sp_virt *v, const char *name, char out[37],
 	if (lv.virDomainGetUUIDString(dom, buf) == -1)
 		virt_err(e, "uuid", name);
 	else if (strlen(buf) != 36)
-		sp_err_set(e, "internal", 0, "%s: odd uuid", name);
+		sp_err_set(e, SP_E_INTERNAL, 0, "%s: odd uuid", name);
 	else {
 		memcpy(out, buf, 37);
 		rc = 0;
@@ -939,7 +941,7 @@ sp_virt_version(struct sp_virt *v, char *out, size_t n, struct sp_err *e)
 	put_version(lib, sizeof lib, "libvirt", libver);
 	put_version(hv, sizeof hv, type, hvver);
 	if ((size_t)snprintf(out, n, "%s, %s", lib, hv) >= n)
-		return sp_err_set(e, "internal", 0, "version '%s, %s' too long",
+		return sp_err_set(e, SP_E_INTERNAL, 0, "version '%s, %s' too long",
 		    lib, hv);
 	return 0;
 }

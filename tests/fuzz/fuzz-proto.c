@@ -51,7 +51,7 @@ take_frames(struct sp_frame_dec *d)
 				if (!json_is_object(j))
 					abort();
 				json_decref(j);
-			} else if (strcmp(e.code, "protocol") != 0)
+			} else if (e.code != SP_E_PROTOCOL)
 				abort();
 		}
 	}

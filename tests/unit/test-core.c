@@ -1,4 +1,5 @@
-/* test-core: ids, names, UTF-8, configuration and the stdin input loop. */
+/* test-core: error tokens, ids, names, UTF-8, configuration and the stdin
+ * input loop. */
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -23,7 +24,7 @@ test_ids(void)
 	tap_ok(!sp_id_valid("../../etc/pa"), "a path is not");
 	tap_ok(!sp_id_valid(""), "empty is not");
 	tap_ok(sp_id_check("\xff\xfe", &e) == -1 &&
-	    strcmp(e.code, "bad-input") == 0, "garbage id is bad-input");
+	    e.code == SP_E_BAD_INPUT, "garbage id is bad-input");
 	tap_ok(strchr(e.msg, '\xff') == NULL, "the message does not echo raw bytes");
 }
 
@@ -43,7 +44,7 @@ test_names(void)
 	tap_ok(sp_name_check("t", "caf\xc3\xa9", &e) == -1, "non-ASCII refused");
 	memset(big, 'a', sizeof big - 1);
 	big[sizeof big - 1] = '\0';
-	tap_ok(sp_name_check("t", big, &e) == -1 && strcmp(e.code, "bad-input") == 0,
+	tap_ok(sp_name_check("t", big, &e) == -1 && e.code == SP_E_BAD_INPUT,
 	    "overlong refused");
 	tap_ok(sp_label_check("team=infra", &e) == 0, "label ok");
 	tap_ok(sp_label_check("note=caf\xc3\xa9", &e) == 0, "UTF-8 label value ok");
@@ -98,7 +99,7 @@ test_conf(void)
 	tap_ok(sp_conf_load(&c, &e) == 0 && strcmp(c.root, "/env/root") == 0,
 	    "environment beats the file");
 	setenv("SPACE_ROOT", "/a/../etc", 1);
-	tap_ok(sp_conf_load(&c, &e) == -1 && strcmp(e.code, "bad-input") == 0,
+	tap_ok(sp_conf_load(&c, &e) == -1 && e.code == SP_E_BAD_INPUT,
 	    "root with .. refused");
 	setenv("SPACE_ROOT", "/a/..", 1);
 	tap_ok(sp_conf_load(&c, &e) == -1, "root ending in .. refused");
@@ -201,9 +202,54 @@ test_each(void)
 	tap_ok(rc == 0 && seen_n == 1, "a last line without newline counts");
 }
 
+/* Every token has one name, shaped as the JSON lines promise, and the name
+ * leads back to it; the names older guests may send still do. */
+static void
+test_codes(void)
+{
+	struct sp_err e;
+	enum sp_code c;
+	const char *n;
+	int i, j, shaped = 1, back = 1, unique = 1;
+
+	for (i = 1; i < SP_E__COUNT; i++) {
+		n = sp_code_name((enum sp_code)i);
+		if (n[0] == '\0' || strlen(n) > 31 ||
+		    strspn(n, "abcdefghijklmnopqrstuvwxyz-") != strlen(n) ||
+		    n[0] == '-' || n[strlen(n) - 1] == '-')
+			shaped = 0;
+		if (sp_code_of(n, &c) == -1 || c != (enum sp_code)i)
+			back = 0;
+		for (j = 1; j < i; j++)
+			if (strcmp(n, sp_code_name((enum sp_code)j)) == 0)
+				unique = 0;
+	}
+	tap_ok(shaped, "every error token is a lower-case word or words");
+	tap_ok(back, "every token's name leads back to it");
+	tap_ok(unique, "no two tokens share a name");
+	tap_ok(strcmp(sp_code_name(SP_E_NONE), "") == 0 &&
+	    sp_code_of("", &c) == -1, "no error has the empty name");
+	tap_ok(sp_code_of("timeout", &c) == 0 && c == SP_E_TIMED_OUT &&
+	    sp_code_of("too-long", &c) == 0 && c == SP_E_TOO_BIG,
+	    "older names map to the merged tokens");
+	tap_ok(sp_code_of("no-such-token", &c) == -1 &&
+	    sp_code_of("NOT-FOUND", &c) == -1, "unknown names are refused");
+	tap_ok(strcmp(sp_code_name((enum sp_code)SP_E__COUNT), "internal") == 0,
+	    "an out-of-range code is named internal");
+	sp_err_clear(&e);
+	tap_ok(e.code == SP_E_NONE, "a cleared error has no code");
+	sp_err_set(&e, SP_E_BAD_INPUT, 0, "x");
+	tap_ok(sp_err_exit(&e) == SP_EXIT_USAGE, "bad-input exits 100");
+	sp_err_set(&e, SP_E_TIMED_OUT, 1, "x");
+	tap_ok(sp_err_exit(&e) == SP_EXIT_TEMP, "a temporary error exits 111");
+	sp_err_set(&e, SP_E_NOT_FOUND, 0, "x");
+	tap_ok(sp_err_exit(&e) == SP_EXIT_FAIL, "not-found exits 1");
+}
+
 int
 main(void)
 {
+	test_codes();
 	test_ids();
 	test_names();
 	test_utf8();

@@ -74,7 +74,7 @@ enc(const unsigned char *pt, size_t n, const unsigned char *k, size_t *cn)
 	unsigned char *ct;
 
 	if (sp_crypt_encrypt(ifd, ofd, k, &in, &e) == -1 || in != n) {
-		printf("# encrypt: %s: %s\n", e.code, e.msg);
+		printf("# encrypt: %s: %s\n", sp_code_name(e.code), e.msg);
 		abort();
 	}
 	ct = slurp(ofd, cn);
@@ -126,7 +126,7 @@ test_roundtrip(void)
 		chunks = n / CH + 1;
 		tap_okf("", "", cn == HDR + chunks * OVER + n,
 		    "%zu bytes: %zu encrypted (%zu chunks)", n, cn, chunks);
-		tap_okf(e.code, e.msg, dec(ct, cn, key, &out, &pn, &count,
+		tap_okf(sp_code_name(e.code), e.msg, dec(ct, cn, key, &out, &pn, &count,
 		    &e) == 0 && pn == n && count == n &&
 		    memcmp(out, pt, n) == 0, "%zu bytes: round trip", n);
 		free(out);
@@ -177,7 +177,7 @@ test_pipes(void)
 	close(b[1]);
 	waitpid(w, &st1, 0);
 	waitpid(d, &st2, 0);
-	tap_okf(e.code, e.msg, rc == 0 && in == n, "10 MiB encrypted from a pipe "
+	tap_okf(sp_code_name(e.code), e.msg, rc == 0 && in == n, "10 MiB encrypted from a pipe "
 	    "to a pipe");
 	tap_ok(WIFEXITED(st2) && WEXITSTATUS(st2) == 0 && WIFEXITED(st1) &&
 	    WEXITSTATUS(st1) == 0, "decrypted from a pipe");
@@ -221,7 +221,7 @@ damaged(const unsigned char *ct, size_t cn, const unsigned char *pt,
 	size_t pn;
 	int rc = dec(ct, cn, key, &out, &pn, NULL, &e);
 
-	tap_okf(e.code, e.msg, rc == -1 && strcmp(e.code, "corrupt") == 0 &&
+	tap_okf(sp_code_name(e.code), e.msg, rc == -1 && e.code == SP_E_CORRUPT &&
 	    pn <= keep_max && pn % CH == 0 && memcmp(out, pt, pn) == 0,
 	    "%s: corrupt, %zu verified bytes out", what, pn);
 	free(out);
@@ -341,15 +341,15 @@ test_tamper(void)
 		size_t pn;
 		unsigned char *out;
 
-		tap_okf(e.code, e.msg, dec(ct, cn, wrong, &out, &pn, NULL, &e) == -1 &&
-		    strcmp(e.code, "corrupt") == 0 && pn == 0, "wrong key: corrupt, "
+		tap_okf(sp_code_name(e.code), e.msg, dec(ct, cn, wrong, &out, &pn, NULL, &e) == -1 &&
+		    e.code == SP_E_CORRUPT && pn == 0, "wrong key: corrupt, "
 		    "nothing out");
 		free(out);
 		randombytes_buf(bad, 5000);
-		tap_okf(e.code, e.msg, dec(bad, 5000, key, NULL, NULL, NULL, &e) == -1 &&
-		    strcmp(e.code, "corrupt") == 0, "random bytes: corrupt");
-		tap_okf(e.code, e.msg, dec(bad, 0, key, NULL, NULL, NULL, &e) == -1 &&
-		    strcmp(e.code, "corrupt") == 0, "empty input: corrupt");
+		tap_okf(sp_code_name(e.code), e.msg, dec(bad, 5000, key, NULL, NULL, NULL, &e) == -1 &&
+		    e.code == SP_E_CORRUPT, "random bytes: corrupt");
+		tap_okf(sp_code_name(e.code), e.msg, dec(bad, 0, key, NULL, NULL, NULL, &e) == -1 &&
+		    e.code == SP_E_CORRUPT, "empty input: corrupt");
 	}
 	free(bad);
 	free(ct);
@@ -363,10 +363,10 @@ test_io_errors(void)
 	int fd = mem_fd("abc", 3), ro = open("/dev/null", O_RDONLY);
 
 	sp_err_clear(&e);
-	tap_okf(e.code, e.msg, sp_crypt_encrypt(fd, ro, key, NULL, &e) == -1 &&
-	    strcmp(e.code, "io") == 0, "encrypting to a read-only fd: io");
-	tap_okf(e.code, e.msg, sp_crypt_decrypt(-1, ro, key, NULL, &e) == -1 &&
-	    strcmp(e.code, "io") == 0, "decrypting a bad fd: io");
+	tap_okf(sp_code_name(e.code), e.msg, sp_crypt_encrypt(fd, ro, key, NULL, &e) == -1 &&
+	    e.code == SP_E_IO, "encrypting to a read-only fd: io");
+	tap_okf(sp_code_name(e.code), e.msg, sp_crypt_decrypt(-1, ro, key, NULL, &e) == -1 &&
+	    e.code == SP_E_IO, "decrypting a bad fd: io");
 	close(fd);
 	close(ro);
 }
@@ -385,7 +385,7 @@ test_data_key(void)
 static int
 is(const struct sp_err *e, const char *code)
 {
-	return strcmp(e->code, code) == 0;
+	return strcmp(sp_code_name(e->code), code) == 0;
 }
 
 static void
@@ -400,25 +400,25 @@ test_file_kms(void)
 	snprintf(kf, sizeof kf, "%s/tenant.key", dir);
 	snprintf(ref, sizeof ref, "file:%s", kf);
 	sp_crypt_data_key(dk);
-	tap_okf(e.code, e.msg, sp_crypt_key_create(kf, &e) == 0, "key file made");
+	tap_okf(sp_code_name(e.code), e.msg, sp_crypt_key_create(kf, &e) == 0, "key file made");
 	tap_ok(stat(kf, &st) == 0 && (st.st_mode & 0777) == 0600 &&
 	    st.st_size == 32, "key file is 32 bytes, mode 0600");
-	tap_okf(e.code, e.msg, sp_crypt_key_create(kf, &e) == -1 && is(&e, "exists"),
+	tap_okf(sp_code_name(e.code), e.msg, sp_crypt_key_create(kf, &e) == -1 && is(&e, "exists"),
 	    "a second key file at the same path: exists");
 	tap_ok(stat(kf, &st) == 0 && st.st_size == 32, "the first key is kept");
 
-	tap_okf(e.code, e.msg, sp_crypt_wrap(ref, dk, w1, sizeof w1, &e) == 0 &&
+	tap_okf(sp_code_name(e.code), e.msg, sp_crypt_wrap(ref, dk, w1, sizeof w1, &e) == 0 &&
 	    strncmp(w1, "v1:file:", 8) == 0 && strlen(w1) == 104,
 	    "wrap: v1:file: and 96 base64 characters");
-	tap_okf(e.code, e.msg, sp_crypt_wrap(ref, dk, w2, sizeof w2, &e) == 0 &&
+	tap_okf(sp_code_name(e.code), e.msg, sp_crypt_wrap(ref, dk, w2, sizeof w2, &e) == 0 &&
 	    strcmp(w1, w2) != 0, "wrapping twice differs (random nonce)");
 	memset(out, 0, sizeof out);
-	tap_okf(e.code, e.msg, sp_crypt_unwrap(ref, w1, out, &e) == 0 &&
+	tap_okf(sp_code_name(e.code), e.msg, sp_crypt_unwrap(ref, w1, out, &e) == 0 &&
 	    memcmp(out, dk, 32) == 0, "unwrap gives the data key back");
 	memset(out, 0, sizeof out);
-	tap_okf(e.code, e.msg, sp_crypt_unwrap(ref, w2, out, &e) == 0 &&
+	tap_okf(sp_code_name(e.code), e.msg, sp_crypt_unwrap(ref, w2, out, &e) == 0 &&
 	    memcmp(out, dk, 32) == 0, "so does the second wrapping");
-	tap_okf(e.code, e.msg, sp_crypt_wrap(ref, dk, bad, 100, &e) == -1 &&
+	tap_okf(sp_code_name(e.code), e.msg, sp_crypt_wrap(ref, dk, bad, 100, &e) == -1 &&
 	    is(&e, "bad-input"), "a buffer too small: bad-input");
 
 	/* Malformed wrapped keys. */
@@ -428,32 +428,32 @@ test_file_kms(void)
 		size_t i;
 
 		for (i = 0; i < sizeof cases / sizeof cases[0]; i++)
-			tap_okf(e.code, e.msg, sp_crypt_unwrap(ref, cases[i], out,
+			tap_okf(sp_code_name(e.code), e.msg, sp_crypt_unwrap(ref, cases[i], out,
 			    &e) == -1 && is(&e, "corrupt"), "unwrap '%s': corrupt",
 			    cases[i]);
 		snprintf(bad, sizeof bad, "%s=", w1);
-		tap_okf(e.code, e.msg, sp_crypt_unwrap(ref, bad, out, &e) == -1 &&
+		tap_okf(sp_code_name(e.code), e.msg, sp_crypt_unwrap(ref, bad, out, &e) == -1 &&
 		    is(&e, "corrupt"), "trailing character: corrupt");
 		char big[2 * SP_CRYPT_WRAPPED_MAX];
 
 		memset(big, 'A', sizeof big - 1);
 		memcpy(big, "v1:file:", 8);
 		big[sizeof big - 1] = '\0';
-		tap_okf(e.code, e.msg, sp_crypt_unwrap(ref, big, out, &e) == -1 &&
+		tap_okf(sp_code_name(e.code), e.msg, sp_crypt_unwrap(ref, big, out, &e) == -1 &&
 		    is(&e, "corrupt"), "oversize: corrupt");
 		snprintf(bad, sizeof bad, "%s", w1);
 		bad[20] = bad[20] == 'A' ? 'B' : 'A';
-		tap_okf(e.code, e.msg, sp_crypt_unwrap(ref, bad, out, &e) == -1 &&
+		tap_okf(sp_code_name(e.code), e.msg, sp_crypt_unwrap(ref, bad, out, &e) == -1 &&
 		    is(&e, "key-revoked"), "a damaged box does not open "
 		    "(key-revoked, as documented)");
 	}
-	tap_okf(e.code, e.msg, sp_crypt_unwrap("file:", w1, out, &e) == -1 &&
+	tap_okf(sp_code_name(e.code), e.msg, sp_crypt_unwrap("file:", w1, out, &e) == -1 &&
 	    is(&e, "bad-input"), "file: without a path: bad-input");
-	tap_okf(e.code, e.msg, sp_crypt_unwrap("vault:x", w1, out, &e) == -1 &&
+	tap_okf(sp_code_name(e.code), e.msg, sp_crypt_unwrap("vault:x", w1, out, &e) == -1 &&
 	    is(&e, "bad-input"), "unknown reference kind: bad-input");
-	tap_okf(e.code, e.msg, sp_crypt_wrap("vault:x", dk, bad, sizeof bad,
+	tap_okf(sp_code_name(e.code), e.msg, sp_crypt_wrap("vault:x", dk, bad, sizeof bad,
 	    &e) == -1 && is(&e, "bad-input"), "wrap, unknown kind: bad-input");
-	tap_okf(e.code, e.msg, sp_crypt_unwrap("cmd:/bin/false", w1, out,
+	tap_okf(sp_code_name(e.code), e.msg, sp_crypt_unwrap("cmd:/bin/false", w1, out,
 	    &e) == -1 && is(&e, "bad-input"), "file: wrapped key, cmd: "
 	    "reference: bad-input");
 
@@ -461,22 +461,22 @@ test_file_kms(void)
 	snprintf(bad, sizeof bad, "%s.old", kf);
 	if (rename(kf, bad) == -1)
 		abort();
-	tap_okf(e.code, e.msg, sp_crypt_unwrap(ref, w1, out, &e) == -1 &&
+	tap_okf(sp_code_name(e.code), e.msg, sp_crypt_unwrap(ref, w1, out, &e) == -1 &&
 	    is(&e, "key-revoked") && strstr(e.msg, "revoked") != NULL,
 	    "key file deleted: unwrap is key-revoked");
-	tap_okf(e.code, e.msg, sp_crypt_wrap(ref, dk, w2, sizeof w2, &e) == -1 &&
+	tap_okf(sp_code_name(e.code), e.msg, sp_crypt_wrap(ref, dk, w2, sizeof w2, &e) == -1 &&
 	    is(&e, "key-revoked"), "and wrap too");
-	tap_okf(e.code, e.msg, sp_crypt_key_create(kf, &e) == 0, "a new key file "
+	tap_okf(sp_code_name(e.code), e.msg, sp_crypt_key_create(kf, &e) == 0, "a new key file "
 	    "in its place");
-	tap_okf(e.code, e.msg, sp_crypt_unwrap(ref, w1, out, &e) == -1 &&
+	tap_okf(sp_code_name(e.code), e.msg, sp_crypt_unwrap(ref, w1, out, &e) == -1 &&
 	    is(&e, "key-revoked"), "key replaced: key-revoked");
 	if (rename(bad, kf) == -1)
 		abort();
-	tap_okf(e.code, e.msg, sp_crypt_unwrap(ref, w1, out, &e) == 0 &&
+	tap_okf(sp_code_name(e.code), e.msg, sp_crypt_unwrap(ref, w1, out, &e) == 0 &&
 	    memcmp(out, dk, 32) == 0, "the old key back: unwraps again");
 	if (truncate(kf, 31) == -1)
 		abort();
-	tap_okf(e.code, e.msg, sp_crypt_unwrap(ref, w1, out, &e) == -1 &&
+	tap_okf(sp_code_name(e.code), e.msg, sp_crypt_unwrap(ref, w1, out, &e) == -1 &&
 	    is(&e, "kms"), "a key file of 31 bytes: kms");
 	sodium_memzero(dk, sizeof dk);
 	sodium_memzero(out, sizeof out);
@@ -529,36 +529,36 @@ test_cmd_kms(const char *kms)
 	snprintf(ref, sizeof ref, "cmd:%s %s", kms, kf);
 	snprintf(marker, sizeof marker, "%s.revoked", kf);
 	sp_crypt_data_key(dk);
-	tap_okf(e.code, e.msg, sp_proc_run(argv, &e) == 0, "kms-test keygen");
-	tap_okf(e.code, e.msg, sp_crypt_wrap(ref, dk, w, sizeof w, &e) == 0 &&
+	tap_okf(sp_code_name(e.code), e.msg, sp_proc_run(argv, &e) == 0, "kms-test keygen");
+	tap_okf(sp_code_name(e.code), e.msg, sp_crypt_wrap(ref, dk, w, sizeof w, &e) == 0 &&
 	    strncmp(w, "v1:cmd:kt1.", 11) == 0, "cmd: wrap -> %.24s...", w);
 	memset(out, 0, sizeof out);
-	tap_okf(e.code, e.msg, sp_crypt_unwrap(ref, w, out, &e) == 0 &&
+	tap_okf(sp_code_name(e.code), e.msg, sp_crypt_unwrap(ref, w, out, &e) == 0 &&
 	    memcmp(out, dk, 32) == 0, "cmd: unwrap gives the data key back");
 	/* Extra spaces between words do not matter. */
 	snprintf(ref, sizeof ref, "cmd:  %s \t %s ", kms, kf);
-	tap_okf(e.code, e.msg, sp_crypt_unwrap(ref, w, out, &e) == 0 &&
+	tap_okf(sp_code_name(e.code), e.msg, sp_crypt_unwrap(ref, w, out, &e) == 0 &&
 	    memcmp(out, dk, 32) == 0, "words split on runs of blanks");
-	tap_okf(e.code, e.msg, sp_crypt_unwrap("file:/nonexistent", w, out,
+	tap_okf(sp_code_name(e.code), e.msg, sp_crypt_unwrap("file:/nonexistent", w, out,
 	    &e) == -1 && is(&e, "bad-input"), "cmd: wrapped key, file: "
 	    "reference: bad-input");
 
 	if ((fd = open(marker, O_WRONLY | O_CREAT, 0600)) == -1)
 		abort();
 	close(fd);
-	tap_okf(e.code, e.msg, sp_crypt_unwrap(ref, w, out, &e) == -1 &&
+	tap_okf(sp_code_name(e.code), e.msg, sp_crypt_unwrap(ref, w, out, &e) == -1 &&
 	    is(&e, "key-revoked") && strstr(e.msg, "key revoked") != NULL,
 	    "revoked (exit 3): unwrap is key-revoked, with its message");
-	tap_okf(e.code, e.msg, sp_crypt_wrap(ref, dk, w2, sizeof w2, &e) == -1 &&
+	tap_okf(sp_code_name(e.code), e.msg, sp_crypt_wrap(ref, dk, w2, sizeof w2, &e) == -1 &&
 	    is(&e, "key-revoked"), "and wrap too");
 	unlink(marker);
-	tap_okf(e.code, e.msg, sp_crypt_unwrap(ref, w, out, &e) == 0 &&
+	tap_okf(sp_code_name(e.code), e.msg, sp_crypt_unwrap(ref, w, out, &e) == 0 &&
 	    memcmp(out, dk, 32) == 0, "marker gone: unwraps again");
 	snprintf(w2, sizeof w2, "%s", w);
 	w2[20] = w2[20] == 'A' ? 'B' : 'A';
-	tap_okf(e.code, e.msg, sp_crypt_unwrap(ref, w2, out, &e) == -1 &&
+	tap_okf(sp_code_name(e.code), e.msg, sp_crypt_unwrap(ref, w2, out, &e) == -1 &&
 	    is(&e, "kms") && e.temp, "the program cannot unwrap (exit 1): kms");
-	tap_okf(e.code, e.msg, sp_crypt_unwrap(ref, "v1:cmd:two words", out,
+	tap_okf(sp_code_name(e.code), e.msg, sp_crypt_unwrap(ref, "v1:cmd:two words", out,
 	    &e) == -1 && is(&e, "corrupt"), "a wrapped key with a space: corrupt");
 	sodium_memzero(dk, sizeof dk);
 	sodium_memzero(out, sizeof out);
@@ -579,7 +579,7 @@ test_cmd_misbehaving(void)
 	snprintf(ref, sizeof ref, "cmd:%s one two", script("spy",
 	    "d=$(dirname \"$0\"); printf '%s\\n' \"$0\" \"$@\" >\"$d/spy.argv\"; "
 	    "env >\"$d/spy.env\"; cat >\"$d/spy.in\"; echo wrapped-ok"));
-	tap_okf(e.code, e.msg, sp_crypt_wrap(ref, dk, w, sizeof w, &e) == 0 &&
+	tap_okf(sp_code_name(e.code), e.msg, sp_crypt_wrap(ref, dk, w, sizeof w, &e) == 0 &&
 	    strcmp(w, "v1:cmd:wrapped-ok") == 0, "a program's line is the "
 	    "wrapped key");
 	snprintf(path, sizeof path, "%s/spy.argv", dir);
@@ -595,7 +595,7 @@ test_cmd_misbehaving(void)
 		tap_ok(file_has(path, want) == 1, "it is on stdin, base64 and "
 		    "a newline");
 	}
-	tap_okf(e.code, e.msg, sp_crypt_unwrap(ref, "v1:cmd:wrapped-ok", out,
+	tap_okf(sp_code_name(e.code), e.msg, sp_crypt_unwrap(ref, "v1:cmd:wrapped-ok", out,
 	    &e) == -1 && is(&e, "kms"), "unwrap answered by a non-key: kms");
 	snprintf(path, sizeof path, "%s/spy.argv", dir);
 	tap_ok(file_has(path, "unwrap\none\ntwo\n") == 1, "argv: PROGRAM "
@@ -622,15 +622,15 @@ test_cmd_misbehaving(void)
 		for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
 			snprintf(ref, sizeof ref, "cmd:%s", script("bad", bad[i].body));
 			t0 = sp_clock_ms();
-			tap_okf(e.code, e.msg, sp_crypt_wrap(ref, dk, w, sizeof w,
+			tap_okf(sp_code_name(e.code), e.msg, sp_crypt_wrap(ref, dk, w, sizeof w,
 			    &e) == -1 && is(&e, "kms") && sp_clock_ms() - t0 < 5000,
 			    "wrap answered by %s: kms", bad[i].what);
 		}
 		snprintf(ref, sizeof ref, "cmd:%s", script("ok4000",
 		    "head -c 4000 /dev/zero | tr '\\0' a; echo"));
-		tap_okf(e.code, e.msg, sp_crypt_wrap(ref, dk, w, sizeof w, &e) == 0 &&
+		tap_okf(sp_code_name(e.code), e.msg, sp_crypt_wrap(ref, dk, w, sizeof w, &e) == 0 &&
 		    strlen(w) == 7 + 4000, "an answer of 4000 bytes fits");
-		tap_okf(e.code, e.msg, sp_crypt_wrap(ref, dk, w, 1000, &e) == -1 &&
+		tap_okf(sp_code_name(e.code), e.msg, sp_crypt_wrap(ref, dk, w, 1000, &e) == -1 &&
 		    is(&e, "bad-input"), "but not in 1000 bytes: bad-input");
 	}
 	{
@@ -646,13 +646,13 @@ test_cmd_misbehaving(void)
 		for (i = 0; i < sizeof bodies / sizeof bodies[0]; i++) {
 			snprintf(ref, sizeof ref, "cmd:%s", script("badkey",
 			    bodies[i]));
-			tap_okf(e.code, e.msg, sp_crypt_unwrap(ref, "v1:cmd:x", out,
+			tap_okf(sp_code_name(e.code), e.msg, sp_crypt_unwrap(ref, "v1:cmd:x", out,
 			    &e) == -1 && is(&e, "kms"), "unwrap answered by "
 			    "'%s': kms", bodies[i] + 16);
 		}
 		snprintf(ref, sizeof ref, "cmd:%s", script("zerokey",
 		    "head -c 32 /dev/zero | base64"));
-		tap_okf(e.code, e.msg, sp_crypt_unwrap(ref, "v1:cmd:x", out,
+		tap_okf(sp_code_name(e.code), e.msg, sp_crypt_unwrap(ref, "v1:cmd:x", out,
 		    &e) == 0 && sodium_is_zero(out, 32), "a program that does "
 		    "not read stdin works");
 	}
@@ -660,23 +660,23 @@ test_cmd_misbehaving(void)
 	/* Exit statuses and signals. */
 	snprintf(ref, sizeof ref, "cmd:%s", script("fail",
 	    "echo 'boom: service unavailable' >&2; exit 1"));
-	tap_okf(e.code, e.msg, sp_crypt_wrap(ref, dk, w, sizeof w, &e) == -1 &&
+	tap_okf(sp_code_name(e.code), e.msg, sp_crypt_wrap(ref, dk, w, sizeof w, &e) == -1 &&
 	    is(&e, "kms") && e.temp && strstr(e.msg, "boom: service "
 	    "unavailable") != NULL, "exit 1: kms, temp, its stderr in the "
 	    "message");
 	snprintf(ref, sizeof ref, "cmd:%s", script("revoked",
 	    "printf 'access denied\\001\\n' >&2; exit 3"));
-	tap_okf(e.code, e.msg, sp_crypt_unwrap(ref, "v1:cmd:x", out, &e) == -1 &&
+	tap_okf(sp_code_name(e.code), e.msg, sp_crypt_unwrap(ref, "v1:cmd:x", out, &e) == -1 &&
 	    is(&e, "key-revoked") && !e.temp && strchr(e.msg, '\001') == NULL,
 	    "exit 3: key-revoked, its stderr sanitized");
 	snprintf(ref, sizeof ref, "cmd:%s", script("signal", "kill -9 $$"));
-	tap_okf(e.code, e.msg, sp_crypt_wrap(ref, dk, w, sizeof w, &e) == -1 &&
+	tap_okf(sp_code_name(e.code), e.msg, sp_crypt_wrap(ref, dk, w, sizeof w, &e) == -1 &&
 	    is(&e, "kms"), "killed by a signal: kms");
-	tap_okf(e.code, e.msg, sp_crypt_wrap("cmd:/nonexistent/kms", dk, w,
+	tap_okf(sp_code_name(e.code), e.msg, sp_crypt_wrap("cmd:/nonexistent/kms", dk, w,
 	    sizeof w, &e) == -1 && is(&e, "kms"), "no such program: kms");
-	tap_okf(e.code, e.msg, sp_crypt_wrap("cmd:", dk, w, sizeof w, &e) == -1 &&
+	tap_okf(sp_code_name(e.code), e.msg, sp_crypt_wrap("cmd:", dk, w, sizeof w, &e) == -1 &&
 	    is(&e, "bad-input"), "cmd: without a program: bad-input");
-	tap_okf(e.code, e.msg, sp_crypt_wrap("cmd: a b c d e f g h i j k l m n o "
+	tap_okf(sp_code_name(e.code), e.msg, sp_crypt_wrap("cmd: a b c d e f g h i j k l m n o "
 	    "p q r s t u v w x y z A B C D E F G", dk, w, sizeof w, &e) == -1 &&
 	    is(&e, "bad-input"), "cmd: of too many words: bad-input");
 
@@ -685,7 +685,7 @@ test_cmd_misbehaving(void)
 	snprintf(ref, sizeof ref, "cmd:%s", script("hang",
 	    "sleep 30 & echo $! >\"$(dirname \"$0\")/hang.pid\"; wait"));
 	t0 = sp_clock_ms();
-	tap_okf(e.code, e.msg, sp_crypt_wrap(ref, dk, w, sizeof w, &e) == -1 &&
+	tap_okf(sp_code_name(e.code), e.msg, sp_crypt_wrap(ref, dk, w, sizeof w, &e) == -1 &&
 	    is(&e, "timed-out") && e.temp, "a hanging program: timed-out");
 	tap_ok(sp_clock_ms() - t0 < 3000, "after the timeout, not 30 s");
 	{
@@ -719,11 +719,11 @@ test_cmd_misbehaving(void)
 	snprintf(ref, sizeof ref, "cmd:%s", script("linger",
 	    "cat >/dev/null; echo x; exec >&- 2>&-; sleep 30"));
 	t0 = sp_clock_ms();
-	tap_okf(e.code, e.msg, sp_crypt_wrap(ref, dk, w, sizeof w, &e) == -1 &&
+	tap_okf(sp_code_name(e.code), e.msg, sp_crypt_wrap(ref, dk, w, sizeof w, &e) == -1 &&
 	    is(&e, "timed-out") && sp_clock_ms() - t0 < 3000, "answered, but "
 	    "does not exit: timed-out");
 	setenv("SPACE_KMS_TIMEOUT_MS", "abc", 1);
-	tap_okf(e.code, e.msg, sp_crypt_wrap(ref, dk, w, sizeof w, &e) == -1 &&
+	tap_okf(sp_code_name(e.code), e.msg, sp_crypt_wrap(ref, dk, w, sizeof w, &e) == -1 &&
 	    is(&e, "bad-input"), "SPACE_KMS_TIMEOUT_MS=abc: bad-input");
 	unsetenv("SPACE_KMS_TIMEOUT_MS");
 	sodium_memzero(dk, sizeof dk);
@@ -768,7 +768,7 @@ test_throughput(void)
 	t = now();
 	rc = sp_crypt_encrypt(ifd, null, key, &c, &e);
 	te = now() - t;
-	tap_okf(e.code, e.msg, rc == 0 && c == n, "64 MiB encrypted");
+	tap_okf(sp_code_name(e.code), e.msg, rc == 0 && c == n, "64 MiB encrypted");
 	lseek(ifd, 0, SEEK_SET);
 	t = now();
 	rc = sp_crypt_encrypt(ifd, cfd, key, &c, &e);
@@ -777,7 +777,7 @@ test_throughput(void)
 	t = now();
 	rc |= sp_crypt_decrypt(cfd, null, key, &c, &e);
 	td = now() - t;
-	tap_okf(e.code, e.msg, rc == 0 && c == n, "64 MiB decrypted");
+	tap_okf(sp_code_name(e.code), e.msg, rc == 0 && c == n, "64 MiB decrypted");
 	printf("# throughput, 64 MiB: encrypt to /dev/null %.0f ms = %.0f MiB/s; "
 	    "to memory %.0f ms = %.0f MiB/s; decrypt %.0f ms = %.0f MiB/s\n",
 	    te * 1000, 64 / te, tm * 1000, 64 / tm, td * 1000, 64 / td);

@@ -168,7 +168,7 @@ test_parse_good(void)
 
 		if (ok)
 			sp_egress_rule_format(&r, c);
-		tap_okf(e.code, e.msg, ok && strcmp(c, t[i].canon) == 0 &&
+		tap_okf(sp_code_name(e.code), e.msg, ok && strcmp(c, t[i].canon) == 0 &&
 		    r.kind == t[i].kind && r.port_lo == t[i].lo &&
 		    r.port_hi == t[i].hi, "\"%s\" parses as \"%s\"", t[i].in,
 		    t[i].canon);
@@ -247,14 +247,14 @@ test_parse_bad(void)
 	size_t i;
 
 	for (i = 0; i < sizeof bad / sizeof bad[0]; i++)
-		tap_okf(e.code, e.msg, parse(bad[i], &r) == -1 &&
-		    strcmp(e.code, "bad-input") == 0, "rule %zu \"%s\" is bad-input",
+		tap_okf(sp_code_name(e.code), e.msg, parse(bad[i], &r) == -1 &&
+		    e.code == SP_E_BAD_INPUT, "rule %zu \"%s\" is bad-input",
 		    i, bad[i]);
 	parse("a.example.com:0", &r);
-	tap_okf(e.code, e.msg, strstr(e.msg, "\"a.example.com:0\"") != NULL,
+	tap_okf(sp_code_name(e.code), e.msg, strstr(e.msg, "\"a.example.com:0\"") != NULL,
 	    "the message quotes the rule: %s", e.msg);
 	parse("bad\"quote\x01.example", &r);
-	tap_okf(e.code, e.msg, strchr(e.msg, '\x01') == NULL &&
+	tap_okf(sp_code_name(e.code), e.msg, strchr(e.msg, '\x01') == NULL &&
 	    strstr(e.msg, "bad?quote?") != NULL,
 	    "hostile bytes are not copied into the message");
 }
@@ -268,7 +268,7 @@ test_parse_bounds(void)
 
 	memset(label, 'a', 63);
 	strcpy(label + 63, ".example");
-	tap_okf(e.code, e.msg, parse(label, &r) == 0, "a label of 63 bytes");
+	tap_okf(sp_code_name(e.code), e.msg, parse(label, &r) == 0, "a label of 63 bytes");
 	memset(label, 'a', 64);
 	strcpy(label + 64, ".example");
 	tap_ok(parse(label, &r) == -1, "a label of 64 bytes is bad-input");
@@ -277,7 +277,7 @@ test_parse_bounds(void)
 	memset(name, 'a', sizeof name);
 	name[63] = name[127] = name[191] = '.';
 	name[253] = '\0';
-	tap_okf(e.code, e.msg, parse(name, &r) == 0 && strlen(r.name) == 253,
+	tap_okf(sp_code_name(e.code), e.msg, parse(name, &r) == 0 && strlen(r.name) == 253,
 	    "a name of 253 bytes");
 	name[251] = name[252] = '.';
 	name[253] = '\0';
@@ -286,7 +286,7 @@ test_parse_bounds(void)
 	name[251] = name[252] = 'a';
 	name[253] = '.';
 	name[254] = '\0';
-	tap_okf(e.code, e.msg, parse(name, &r) == 0,
+	tap_okf(sp_code_name(e.code), e.msg, parse(name, &r) == 0,
 	    "253 bytes and the final dot");
 	name[253] = 'a';
 	name[254] = '\0';
@@ -303,7 +303,7 @@ test_parse_bounds(void)
 	    "a rule of 301 bytes is too long");
 	name[253] = '\0';
 	snprintf(rule, sizeof rule, "*.%s:10000-20000", name);
-	tap_okf(e.code, e.msg, parse(rule, &r) == 0 && strlen(rule) == 267,
+	tap_okf(sp_code_name(e.code), e.msg, parse(rule, &r) == 0 && strlen(rule) == 267,
 	    "the longest wildcard with a port range fits (%zu bytes)",
 	    strlen(rule));
 	tap_ok(sp_egress_rule_parse("example.com:443", 11, &r, &e) == 0 &&
@@ -319,7 +319,7 @@ test_rules_add(void)
 	int i;
 
 	memset(&e, 0, sizeof e);
-	tap_okf(e.code, e.msg, sp_egress_rules_add(&rs, " a.example, b.example\t"
+	tap_okf(sp_code_name(e.code), e.msg, sp_egress_rules_add(&rs, " a.example, b.example\t"
 	    "c.example\n,,203.0.113.0/24 ", &e) == 0 && rs.n == 4,
 	    "commas, spaces, tabs and newlines separate rules");
 	tap_ok(sp_egress_rules_add(&rs, "A.example. b.example:*", &e) == 0 &&
@@ -333,10 +333,10 @@ test_rules_add(void)
 	p = list;
 	for (i = 0; i < SP_EGRESS_RULES_MAX; i++)
 		p += sprintf(p, "h%d.example ", i);
-	tap_okf(e.code, e.msg, sp_egress_rules_add(&rs, list, &e) == 0 &&
+	tap_okf(sp_code_name(e.code), e.msg, sp_egress_rules_add(&rs, list, &e) == 0 &&
 	    rs.n == SP_EGRESS_RULES_MAX, "%d rules fit", SP_EGRESS_RULES_MAX);
 	tap_ok(sp_egress_rules_add(&rs, "one.more.example", &e) == -1 &&
-	    strcmp(e.code, "bad-input") == 0 && rs.n == SP_EGRESS_RULES_MAX,
+	    e.code == SP_E_BAD_INPUT && rs.n == SP_EGRESS_RULES_MAX,
 	    "one more is bad-input");
 	sp_egress_rules_release(&rs);
 }
@@ -641,14 +641,14 @@ test_never_config(void)
 	sp_egress_never_release(&NV);
 	memset(&e, 0, sizeof e);
 	tap_ok(sp_egress_never_set(&NV, "none 10.0.0.0/8", NULL, &e) == -1 &&
-	    strcmp(e.code, "bad-input") == 0, "\"none\" stands alone");
+	    e.code == SP_E_BAD_INPUT, "\"none\" stands alone");
 	tap_ok(sp_egress_never_set(&NV, "internal.example", NULL, &e) == -1 &&
 	    strstr(e.msg, "not names") != NULL, "names are not for the never-list");
 	tap_ok(sp_egress_never_set(&NV, NULL, "*.example", &e) == -1 &&
 	    sp_egress_never_set(&NV, NULL, "*:8443", &e) == -1,
 	    "nor for its exceptions");
 	tap_ok(sp_egress_never_set(&NV, "10.0.0.0/33", NULL, &e) == -1 &&
-	    strcmp(e.code, "bad-input") == 0, "a bad entry is bad-input");
+	    e.code == SP_E_BAD_INPUT, "a bad entry is bad-input");
 
 	/* Node addresses: always added, whatever the list. */
 	never("none", NULL);
@@ -662,7 +662,7 @@ test_never_config(void)
 	tap_ok(!blocked("198.51.100.78", 443), "its neighbour is not");
 	never("none", NULL);
 	ok = sp_egress_never_add_node(&NV, &e) == 0;
-	tap_okf(e.code, e.msg, ok && blocked("127.0.0.1", 443), "getifaddrs: the "
+	tap_okf(sp_code_name(e.code), e.msg, ok && blocked("127.0.0.1", 443), "getifaddrs: the "
 	    "node's own 127.0.0.1 (%zu addresses)", NV.nnode);
 	never("none", NULL);
 	a = A("198.51.100.77");
@@ -673,33 +673,33 @@ test_never_config(void)
 	sp_egress_never_release(&NV);
 	never(NULL, NULL);
 	ok = sp_egress_never_add_node(&NV, &e) == 0;
-	tap_okf(e.code, e.msg, ok && blocked("127.0.0.1", 443), "with the default list, loopback is "
+	tap_okf(sp_code_name(e.code), e.msg, ok && blocked("127.0.0.1", 443), "with the default list, loopback is "
 	    "covered by 127.0.0.0/8 (%zu node addresses beside it)", NV.nnode);
 
 	/* The environment. */
 	setenv("SPACE_EGRESS_NEVER", "198.51.100.0/24", 1);
 	setenv("SPACE_EGRESS_ALLOW_NEVER", "", 1);
 	sp_egress_never_release(&NV);
-	tap_okf(e.code, e.msg, sp_egress_never_load(&NV, &e) == 0 &&
+	tap_okf(sp_code_name(e.code), e.msg, sp_egress_never_load(&NV, &e) == 0 &&
 	    blocked("198.51.100.1", 443) && !blocked("10.0.0.1", 443) &&
 	    NV.except.n == 0, "SPACE_EGRESS_NEVER replaces the list");
 	setenv("SPACE_EGRESS_NEVER", "", 1);
 	setenv("SPACE_EGRESS_ALLOW_NEVER", "127.0.0.1:8443", 1);
 	sp_egress_never_release(&NV);
-	tap_okf(e.code, e.msg, sp_egress_never_load(&NV, &e) == 0 &&
+	tap_okf(sp_code_name(e.code), e.msg, sp_egress_never_load(&NV, &e) == 0 &&
 	    blocked("10.0.0.1", 443) && !blocked("127.0.0.1", 8443) &&
 	    blocked("127.0.0.1", 8444), "empty is unset; SPACE_EGRESS_ALLOW_NEVER "
 	    "adds exceptions");
 	setenv("SPACE_EGRESS_ALLOW_NEVER", "localhost:8443", 1);
 	sp_egress_never_release(&NV);
 	tap_ok(sp_egress_never_load(&NV, &e) == -1 &&
-	    strcmp(e.code, "bad-input") == 0 &&
+	    e.code == SP_E_BAD_INPUT &&
 	    strstr(e.msg, "SPACE_EGRESS_ALLOW_NEVER") != NULL,
 	    "a bad variable is bad-input, naming the variables");
 	unsetenv("SPACE_EGRESS_NEVER");
 	unsetenv("SPACE_EGRESS_ALLOW_NEVER");
 	sp_egress_never_release(&NV);
-	tap_okf(e.code, e.msg, sp_egress_never_load(&NV, &e) == 0 &&
+	tap_okf(sp_code_name(e.code), e.msg, sp_egress_never_load(&NV, &e) == 0 &&
 	    NV.except.n == 0 && blocked("127.0.0.1", 8443),
 	    "unset: the default list, no exceptions");
 }
@@ -881,14 +881,14 @@ test_storage(void)
 	    == 0 && strstr(path, "/egress/template-base.json") != NULL,
 	    "the paths: <id>.json, tenant-<T>.json, template-<NAME>.json");
 	tap_ok(sp_egress_path(root, SP_EGRESS_SANDBOX, "../etc", path,
-	    sizeof path, &e) == -1 && strcmp(e.code, "bad-input") == 0 &&
+	    sizeof path, &e) == -1 && e.code == SP_E_BAD_INPUT &&
 	    sp_egress_path(root, SP_EGRESS_TENANT, "a/b", path, sizeof path, &e)
 	    == -1 && sp_egress_path(root, SP_EGRESS_TEMPLATE, "..", path,
 	    sizeof path, &e) == -1, "ids and names are checked: no path tricks");
 
 	put(SP_EGRESS_SANDBOX, id, "API.example.com:443 203.0.113.0/24",
 	    "bad.example.com");
-	tap_okf(e.code, e.msg, read_as(SP_EGRESS_SANDBOX, id) == 0 &&
+	tap_okf(sp_code_name(e.code), e.msg, read_as(SP_EGRESS_SANDBOX, id) == 0 &&
 	    P.allow.n == 2 && P.deny.n == 1 && first_allow("api.example.com:443") &&
 	    P.source == SP_EGRESS_SANDBOX && strcmp(P.source_name, id) == 0 &&
 	    P.updated > 1700000000, "written and read back, canonical");
@@ -903,31 +903,31 @@ test_storage(void)
 	tap_ok(stat(path, &st) == 0 && (st.st_mode & 0777) == 0644,
 	    "mode 0644: the gateway reads it");
 	tap_ok(read_as(SP_EGRESS_SANDBOX, other) == -1 &&
-	    strcmp(e.code, "not-found") == 0, "a policy not there is not-found");
+	    e.code == SP_E_NOT_FOUND, "a policy not there is not-found");
 
 	/* Precedence: sandbox > tenant > template > none. */
 	put(SP_EGRESS_TENANT, "acme", "tenant.example", NULL);
 	put(SP_EGRESS_TEMPLATE, "base", "template.example", NULL);
-	tap_okf(e.code, e.msg, load(id, "acme", "base@0123abcd") == 0 &&
+	tap_okf(sp_code_name(e.code), e.msg, load(id, "acme", "base@0123abcd") == 0 &&
 	    P.source == SP_EGRESS_SANDBOX && first_allow("api.example.com:443"),
 	    "the sandbox's own policy first");
-	tap_okf(e.code, e.msg, load(other, "acme", "base@0123abcd") == 0 &&
+	tap_okf(sp_code_name(e.code), e.msg, load(other, "acme", "base@0123abcd") == 0 &&
 	    P.source == SP_EGRESS_TENANT && strcmp(P.source_name, "acme") == 0 &&
 	    first_allow("tenant.example"), "then its tenant's");
-	tap_okf(e.code, e.msg, load(other, "globex", "base@0123abcd") == 0 &&
+	tap_okf(sp_code_name(e.code), e.msg, load(other, "globex", "base@0123abcd") == 0 &&
 	    P.source == SP_EGRESS_TEMPLATE && strcmp(P.source_name, "base") == 0 &&
 	    first_allow("template.example"), "then its template's (name@digest)");
-	tap_okf(e.code, e.msg, load(other, "globex", "base") == 0 &&
+	tap_okf(sp_code_name(e.code), e.msg, load(other, "globex", "base") == 0 &&
 	    P.source == SP_EGRESS_TEMPLATE, "or a template by name alone");
-	tap_okf(e.code, e.msg, load(other, "globex", "minimal") == 0 &&
+	tap_okf(sp_code_name(e.code), e.msg, load(other, "globex", "minimal") == 0 &&
 	    P.source == SP_EGRESS_NONE && P.allow.n == 0 && P.deny.n == 0,
 	    "else none: deny all");
-	tap_okf(e.code, e.msg, load(other, "not a/tenant", "base") == 0 &&
+	tap_okf(sp_code_name(e.code), e.msg, load(other, "not a/tenant", "base") == 0 &&
 	    P.source == SP_EGRESS_TEMPLATE, "a tenant that is no name is passed over");
-	tap_okf(e.code, e.msg, load(NULL, "acme", NULL) == 0 &&
+	tap_okf(sp_code_name(e.code), e.msg, load(NULL, "acme", NULL) == 0 &&
 	    P.source == SP_EGRESS_TENANT, "id may be NULL");
 	tap_ok(load("Not-An-Id", "acme", NULL) == -1 &&
-	    strcmp(e.code, "bad-input") == 0, "a bad id is bad-input");
+	    e.code == SP_E_BAD_INPUT, "a bad id is bad-input");
 	tap_ok(sp_egress_policy_remove(root, SP_EGRESS_SANDBOX, id, &removed, &e)
 	    == 0 && removed == 1 && load(id, "acme", "base") == 0 &&
 	    P.source == SP_EGRESS_TENANT, "cleared: the tenant's applies at once");
@@ -944,7 +944,7 @@ test_storage(void)
 
 	/* A policy that does not read fails; it never falls back. */
 	write_text("k3j5x7aa2mqd.json", "{\"version\":1,\"allow\":[\"*\"");
-	tap_ok(load(id, "acme", "base") == -1 && strcmp(e.code, "corrupt") == 0 &&
+	tap_ok(load(id, "acme", "base") == -1 && e.code == SP_E_CORRUPT &&
 	    P.allow.n == 0, "a broken sandbox policy: corrupt, not the template's");
 }
 
@@ -974,13 +974,13 @@ test_storage_strict(void)
 
 	for (i = 0; i < sizeof t / sizeof t[0]; i++) {
 		write_text("tenant-strict.json", t[i].text);
-		tap_okf(e.code, e.msg, read_as(SP_EGRESS_TENANT, "strict") == -1 &&
-		    strcmp(e.code, "corrupt") == 0, "corrupt: %s", t[i].why);
+		tap_okf(sp_code_name(e.code), e.msg, read_as(SP_EGRESS_TENANT, "strict") == -1 &&
+		    e.code == SP_E_CORRUPT, "corrupt: %s", t[i].why);
 	}
 	write_text("tenant-strict.json", "{\"version\":1,\"allow\":[\"a..b\"],"
 	    "\"deny\":[]}");
 	read_as(SP_EGRESS_TENANT, "strict");
-	tap_okf(e.code, e.msg, strstr(e.msg, "tenant-strict.json") != NULL &&
+	tap_okf(sp_code_name(e.code), e.msg, strstr(e.msg, "tenant-strict.json") != NULL &&
 	    strstr(e.msg, "\"a..b\"") != NULL, "the message names file and rule");
 
 	big = malloc(SP_EGRESS_FILE_MAX + 100);
@@ -989,10 +989,10 @@ test_storage_strict(void)
 	memcpy(big, "{\"version\":1,\"allow\":[],\"deny\":[]}", 34);
 	write_text("tenant-strict.json", big);
 	tap_ok(read_as(SP_EGRESS_TENANT, "strict") == -1 &&
-	    strcmp(e.code, "corrupt") == 0, "a file over 256 KiB is corrupt");
+	    e.code == SP_E_CORRUPT, "a file over 256 KiB is corrupt");
 	big[SP_EGRESS_FILE_MAX] = '\0';
 	write_text("tenant-strict.json", big);
-	tap_okf(e.code, e.msg, read_as(SP_EGRESS_TENANT, "strict") == 0,
+	tap_okf(sp_code_name(e.code), e.msg, read_as(SP_EGRESS_TENANT, "strict") == 0,
 	    "256 KiB exactly is read");
 	free(big);
 
@@ -1000,13 +1000,13 @@ test_storage_strict(void)
 	unlink(p);
 	tap_ok(symlink("tenant-strict.json", p) == 0 &&
 	    read_as(SP_EGRESS_TENANT, "link") == -1 &&
-	    strcmp(e.code, "corrupt") == 0, "a symlink is not followed");
+	    e.code == SP_E_CORRUPT, "a symlink is not followed");
 	snprintf(p, sizeof p, "%s/egress/tenant-dir.json", root);
 	tap_ok(mkdir(p, 0755) == 0 && read_as(SP_EGRESS_TENANT, "dir") == -1 &&
-	    strcmp(e.code, "corrupt") == 0, "a directory is not a policy");
+	    e.code == SP_E_CORRUPT, "a directory is not a policy");
 	snprintf(p, sizeof p, "%s/egress/tenant-fifo.json", root);
 	tap_ok(mkfifo(p, 0644) == 0 && read_as(SP_EGRESS_TENANT, "fifo") == -1 &&
-	    strcmp(e.code, "corrupt") == 0, "nor is a FIFO (and it does not hang)");
+	    e.code == SP_E_CORRUPT, "nor is a FIFO (and it does not hang)");
 }
 
 /* The directory holds no temporary file once a write is done. */
@@ -1134,7 +1134,7 @@ test_log(void)
 	policy("api.example.com:443", NULL);
 	P.source = SP_EGRESS_TENANT;
 	decide("api.example.com", 443, "10.0.0.1", "203.0.113.5", NULL, NULL);
-	tap_okf(e.code, e.msg, sp_egress_log(fd, "k3j5x7aa2mqd", "connect",
+	tap_okf(sp_code_name(e.code), e.msg, sp_egress_log(fd, "k3j5x7aa2mqd", "connect",
 	    "api.example.com", 443, &D, &e) == 0, "an allow is logged");
 	decide("api.example.com", 443, "10.0.0.1", NULL, NULL, NULL);
 	sp_egress_log(fd, "k3j5x7aa2mqd", "connect", "api.example.com", 443, &D, &e);
@@ -1148,7 +1148,7 @@ test_log(void)
 	host[sizeof host - 1] = '\0';
 	memcpy(host, "\"}\n\x01\xff\\", 6);
 	sp_egress_decide_name(&P, host, 443, &D);
-	tap_okf(e.code, e.msg, sp_egress_log(fd, "k3j5x7aa2mqd", "connect", host,
+	tap_okf(sp_code_name(e.code), e.msg, sp_egress_log(fd, "k3j5x7aa2mqd", "connect", host,
 	    443, &D, &e) == 0, "a hostile host is logged");
 	close(fd);
 
@@ -1249,7 +1249,7 @@ test_addr_helpers(void)
 	    sp_egress_addr_from_sockaddr(NULL, &b) == -1, "other families: -1");
 	memset(&e, 0, sizeof e);
 	tap_ok(sp_egress_addr_parse("203.0.113", &a, &e) == -1 &&
-	    strcmp(e.code, "bad-input") == 0 &&
+	    e.code == SP_E_BAD_INPUT &&
 	    sp_egress_addr_parse("[203.0.113.5]", &a, &e) == -1 &&
 	    sp_egress_addr_parse("example.com", &a, &e) == -1 &&
 	    sp_egress_addr_parse("fe80::1%lo", &a, &e) == -1 &&

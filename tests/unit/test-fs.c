@@ -80,7 +80,7 @@ raw_call(struct sp_chan *c, const char *req, char *code, size_t n)
 		return -1;
 	if (f.type == SP_FR_ERROR) {
 		sp_chan_error_frame(&f, &e);
-		snprintf(code, n, "%s", e.code);
+		snprintf(code, n, "%s", sp_code_name(e.code));
 	} else
 		snprintf(code, n, "type%u", f.type);
 	return 0;
@@ -106,7 +106,7 @@ test_ops(struct sp_chan *c)
 	fd = open(a, O_RDONLY);
 	r = sp_fs_write(c, b, fd, 0640, 0, &size, &e);
 	close(fd);
-	tap_okf(e.code, e.msg, r == 0 && size == 256 * 1000 + 17,
+	tap_okf(sp_code_name(e.code), e.msg, r == 0 && size == 256 * 1000 + 17,
 	    "fs.write of 256000 bytes of every value");
 	tap_ok(stat(b, &st) == 0 && (st.st_mode & 07777) == 0640 &&
 	    same_file(a, b), "the file is there, mode 0640, same bytes");
@@ -114,14 +114,14 @@ test_ops(struct sp_chan *c)
 	fd = open(a, O_WRONLY | O_CREAT | O_TRUNC, 0600);
 	r = sp_fs_read(c, b, fd, &size, &e);
 	close(fd);
-	tap_okf(e.code, e.msg, r == 0 && size == 256 * 1000 + 17 &&
+	tap_okf(sp_code_name(e.code), e.msg, r == 0 && size == 256 * 1000 + 17 &&
 	    same_file(a, b), "fs.read gives the same bytes back");
 
 	/* an empty write, an append */
 	fd = open("/dev/null", O_RDONLY);
 	r = sp_fs_write(c, b, fd, -1, 0, &size, &e);
 	close(fd);
-	tap_okf(e.code, e.msg, r == 0 && size == 0 && stat(b, &st) == 0 &&
+	tap_okf(sp_code_name(e.code), e.msg, r == 0 && size == 0 && stat(b, &st) == 0 &&
 	    st.st_size == 0 && (st.st_mode & 07777) == 0640,
 	    "an empty replace keeps the mode");
 	fd = open(a, O_RDONLY);
@@ -130,17 +130,17 @@ test_ops(struct sp_chan *c)
 	fd = open(a, O_RDONLY);
 	r |= sp_fs_write(c, b, fd, -1, 1, &size, &e);
 	close(fd);
-	tap_okf(e.code, e.msg, r == 0 && stat(b, &st) == 0 &&
+	tap_okf(sp_code_name(e.code), e.msg, r == 0 && stat(b, &st) == 0 &&
 	    st.st_size == 2 * (256 * 1000 + 17), "fs.append twice");
 
 	fd = open(a, O_RDONLY);
 	r = sp_fs_write(c, "/dev/null", fd, -1, 1, &size, &e);
 	close(fd);
-	tap_okf(e.code, e.msg, r == 0, "fs.append to a device (no fsync)");
+	tap_okf(sp_code_name(e.code), e.msg, r == 0, "fs.append to a device (no fsync)");
 
 	/* stat */
 	r = sp_fs_stat(c, b, 0, &j, &e);
-	tap_okf(e.code, e.msg, r == 0 && strcmp(json_string_value(
+	tap_okf(sp_code_name(e.code), e.msg, r == 0 && strcmp(json_string_value(
 	    json_object_get(j, "type")), "file") == 0 &&
 	    json_integer_value(json_object_get(j, "mode")) == 0640 &&
 	    json_integer_value(json_object_get(j, "size")) == st.st_size,
@@ -149,29 +149,29 @@ test_ops(struct sp_chan *c)
 	snprintf(a, sizeof a, "%s/link", w);
 	symlink("bin", a);
 	r = sp_fs_stat(c, a, 0, &j, &e);
-	tap_okf(e.code, e.msg, r == 0 && strcmp(json_string_value(
+	tap_okf(sp_code_name(e.code), e.msg, r == 0 && strcmp(json_string_value(
 	    json_object_get(j, "type")), "symlink") == 0 &&
 	    strcmp(json_string_value(json_object_get(j, "target")), "bin") == 0,
 	    "fs.stat of a symlink tells its target");
 	json_decref(j);
 	snprintf(a, sizeof a, "%s/none", w);
 	r = sp_fs_stat(c, a, 0, &j, &e);
-	tap_okf(e.code, e.msg, r == -1 && strcmp(e.code, "not-found") == 0,
+	tap_okf(sp_code_name(e.code), e.msg, r == -1 && e.code == SP_E_NOT_FOUND,
 	    "fs.stat of a missing file: not-found");
 
 	/* mkdir, list, rename, remove */
 	snprintf(a, sizeof a, "%s/d1/d2/d3", w);
 	r = sp_fs_mkdir(c, a, 1, 0700, &e);
-	tap_okf(e.code, e.msg, r == 0 && stat(a, &st) == 0 &&
+	tap_okf(sp_code_name(e.code), e.msg, r == 0 && stat(a, &st) == 0 &&
 	    S_ISDIR(st.st_mode), "fs.mkdir with parents");
 	r = sp_fs_mkdir(c, a, 1, 0700, &e);
-	tap_okf(e.code, e.msg, r == 0, "fs.mkdir -p of an existing dir is ok");
+	tap_okf(sp_code_name(e.code), e.msg, r == 0, "fs.mkdir -p of an existing dir is ok");
 	r = sp_fs_mkdir(c, a, 0, 0700, &e);
-	tap_okf(e.code, e.msg, r == -1 && strcmp(e.code, "exists") == 0,
+	tap_okf(sp_code_name(e.code), e.msg, r == -1 && e.code == SP_E_EXISTS,
 	    "fs.mkdir without parents of an existing dir: exists");
 	n = 0;
 	r = sp_fs_list(c, w, count1, &n, &trunc, &e);
-	tap_okf(e.code, e.msg, r == 0 && n == 3 && !trunc,
+	tap_okf(sp_code_name(e.code), e.msg, r == 0 && n == 3 && !trunc,
 	    "fs.list: 3 entries (%d)", n);
 	snprintf(b, sizeof b, "%s/many", w);
 	mkdir(b, 0755);
@@ -182,27 +182,27 @@ test_ops(struct sp_chan *c)
 	}
 	n = 0;
 	r = sp_fs_list(c, b, count1, &n, &trunc, &e);
-	tap_okf(e.code, e.msg, r == 0 && n == 3000,
+	tap_okf(sp_code_name(e.code), e.msg, r == 0 && n == 3000,
 	    "fs.list of 3000 entries over several frames (%d)", n);
 	snprintf(a, sizeof a, "%s/d1", w);
 	snprintf(b, sizeof b, "%s/d1-moved", w);
 	r = sp_fs_rename(c, a, b, &e);
-	tap_okf(e.code, e.msg, r == 0 && stat(b, &st) == 0 &&
+	tap_okf(sp_code_name(e.code), e.msg, r == 0 && stat(b, &st) == 0 &&
 	    stat(a, &st) == -1, "fs.rename");
 	r = sp_fs_remove(c, b, 0, &e);
-	tap_okf(e.code, e.msg, r == -1 && strcmp(e.code, "not-empty") == 0,
+	tap_okf(sp_code_name(e.code), e.msg, r == -1 && e.code == SP_E_NOT_EMPTY,
 	    "fs.remove of a full dir without recursion: not-empty");
 	/* A symlink into the tree to remove: the link goes, not its target. */
 	snprintf(a, sizeof a, "%.200s/d2/outside", b);
 	snprintf(big, sizeof big, "%s/bin", w);
 	symlink(big, a);
 	r = sp_fs_remove(c, b, 1, &e);
-	tap_okf(e.code, e.msg, r == 0 && stat(b, &st) == -1 &&
+	tap_okf(sp_code_name(e.code), e.msg, r == 0 && stat(b, &st) == -1 &&
 	    stat(big, &st) == 0, "fs.remove -r; a symlink's target stays");
 
 	/* bad input, host side and daemon side */
 	r = sp_fs_stat(c, "relative", 0, &j, &e);
-	tap_ok(r == -1 && strcmp(e.code, "bad-input") == 0,
+	tap_ok(r == -1 && e.code == SP_E_BAD_INPUT,
 	    "relative path refused on the host");
 	raw_call(c, "{\"op\":\"fs.stat\",\"path\":\"relative\"}", code,
 	    sizeof code);
@@ -228,10 +228,10 @@ test_ops(struct sp_chan *c)
 	    code, sizeof code);
 	tap_ok(strcmp(code, "bad-input") == 0, "a bad mode refused");
 	r = sp_fs_read(c, w, 1, &size, &e);
-	tap_okf(e.code, e.msg, r == -1 && strcmp(e.code, "bad-input") == 0,
+	tap_okf(sp_code_name(e.code), e.msg, r == -1 && e.code == SP_E_BAD_INPUT,
 	    "fs.read of a directory: bad-input");
 	r = sp_fs_remove(c, "/", 1, &e);
-	tap_okf(e.code, e.msg, r == -1 && strcmp(e.code, "bad-input") == 0,
+	tap_okf(sp_code_name(e.code), e.msg, r == -1 && e.code == SP_E_BAD_INPUT,
 	    "fs.remove of / refused");
 	/* The guest fails at once; the host's data that follows is dropped
 	 * and the call ends with the guest's reason. */
@@ -239,11 +239,11 @@ test_ops(struct sp_chan *c)
 	fd = open(a, O_RDONLY);
 	r = sp_fs_write(c, "/no/such/dir/file", fd, -1, 0, &size, &e);
 	close(fd);
-	tap_okf(e.code, e.msg, r == -1 && strcmp(e.code, "not-found") == 0,
+	tap_okf(sp_code_name(e.code), e.msg, r == -1 && e.code == SP_E_NOT_FOUND,
 	    "fs.write into a missing dir: not-found after the data");
 	/* after all that the channel still works */
 	r = sp_fs_stat(c, w, 0, &j, &e);
-	tap_okf(e.code, e.msg, r == 0, "the channel still serves calls");
+	tap_okf(sp_code_name(e.code), e.msg, r == 0, "the channel still serves calls");
 	json_decref(j);
 }
 
@@ -275,7 +275,7 @@ test_tar(struct sp_chan *c)
 	snprintf(d, sizeof d, "%s/out", dir);
 	mkdir(d, 0755);
 	r = sp_fs_get(c, t, d, NULL, &e);
-	tap_okf(e.code, e.msg, r == 0, "tar.out of a tree into a host dir");
+	tap_okf(sp_code_name(e.code), e.msg, r == 0, "tar.out of a tree into a host dir");
 	snprintf(p, sizeof p, "%s/tree/exe", d);
 	snprintf(q, sizeof q, "%s/exe", t);
 	tap_ok(stat(p, &st) == 0 && (st.st_mode & 07777) == 0751 &&
@@ -292,14 +292,14 @@ test_tar(struct sp_chan *c)
 	    "top dir mode kept");
 	r = sp_fs_get(c, t, d, "renamed", &e);
 	snprintf(p, sizeof p, "%s/renamed/exe", d);
-	tap_okf(e.code, e.msg, r == 0 && stat(p, &st) == 0,
+	tap_okf(sp_code_name(e.code), e.msg, r == 0 && stat(p, &st) == 0,
 	    "tar.out under another name");
 
 	/* host -> guest */
 	snprintf(d, sizeof d, "%s/in", dir);
 	mkdir(d, 0755);
 	r = sp_fs_put(c, t, d, NULL, &e);
-	tap_okf(e.code, e.msg, r == 0, "tar.in of a tree from the host");
+	tap_okf(sp_code_name(e.code), e.msg, r == 0, "tar.in of a tree from the host");
 	snprintf(p, sizeof p, "%s/tree/exe", d);
 	snprintf(q, sizeof q, "%s/exe", t);
 	tap_ok(stat(p, &st) == 0 && (st.st_mode & 07777) == 0751 &&
@@ -313,13 +313,13 @@ test_tar(struct sp_chan *c)
 	snprintf(p, sizeof p, "%s/bytes", dir);
 	r = sp_fs_put(c, p, d, "one-file", &e);
 	snprintf(q, sizeof q, "%s/one-file", d);
-	tap_okf(e.code, e.msg, r == 0 && same_file(p, q),
+	tap_okf(sp_code_name(e.code), e.msg, r == 0 && same_file(p, q),
 	    "a single file in under a new name");
 	r = sp_fs_put(c, t, "/no/such/dir", NULL, &e);
-	tap_okf(e.code, e.msg, r == -1 && strcmp(e.code, "not-found") == 0,
+	tap_okf(sp_code_name(e.code), e.msg, r == -1 && e.code == SP_E_NOT_FOUND,
 	    "tar.in into a missing dir: not-found");
 	r = sp_fs_get(c, "/no/such/thing", d, NULL, &e);
-	tap_okf(e.code, e.msg, r == -1 && strcmp(e.code, "not-found") == 0,
+	tap_okf(sp_code_name(e.code), e.msg, r == -1 && e.code == SP_E_NOT_FOUND,
 	    "tar.out of a missing path: not-found");
 }
 
@@ -530,7 +530,7 @@ test_hostile(void)
 		fake_guest(lfd, b, 9);
 	close(lfd);
 	if (sp_chan_open(&c, dir, ID2, 3000, &e) == -1) {
-		tap_okf(e.code, e.msg, 0, "fake guest: open");
+		tap_okf(sp_code_name(e.code), e.msg, 0, "fake guest: open");
 		goto out;
 	}
 	for (i = 0; i < 7; i++) {
@@ -544,7 +544,7 @@ test_hostile(void)
 		escaped |= stat(p, &st) == 0;
 		if (i == 6) {
 			snprintf(p, sizeof p, "%s/top/suid", d);
-			tap_okf(e.code, e.msg, r == 0 && stat(p, &st) == 0 &&
+			tap_okf(sp_code_name(e.code), e.msg, r == 0 && stat(p, &st) == 0 &&
 			    (st.st_mode & 06000) == 0,
 			    "hostile guest: %s loses its set-id bit", what[i]);
 			continue;
@@ -553,14 +553,14 @@ test_hostile(void)
 			/* With ARCHIVE_EXTRACT_UNLINK libarchive removes the
 			 * symlink and makes a directory in its place: safe too. */
 			snprintf(p, sizeof p, "%s/top/link", d);
-			tap_okf(e.code, e.msg, !escaped && (r == -1 ||
+			tap_okf(sp_code_name(e.code), e.msg, !escaped && (r == -1 ||
 			    (lstat(p, &st) == 0 && S_ISDIR(st.st_mode))),
 			    "hostile guest: %s stays inside (%s)", what[i],
 			    r == -1 ? "refused" : "link replaced");
 			goto next;
 		}
-		tap_okf(e.code, e.msg, r == -1 && !escaped &&
-		    strcmp(e.code, "bad-input") == 0,
+		tap_okf(sp_code_name(e.code), e.msg, r == -1 && !escaped &&
+		    e.code == SP_E_BAD_INPUT,
 		    "hostile guest: %s is refused, nothing escapes", what[i]);
 		if (i == 4) {
 			snprintf(p, sizeof p, "%s/top/null", d);
@@ -570,24 +570,24 @@ next:
 		/* A refused stream leaves the channel mid-call: start over. */
 		sp_chan_close(c);
 		if (sp_chan_open(&c, dir, ID2, 3000, &e) == -1) {
-			tap_okf(e.code, e.msg, 0, "fake guest: reopen");
+			tap_okf(sp_code_name(e.code), e.msg, 0, "fake guest: reopen");
 			goto out;
 		}
 	}
 	snprintf(d, sizeof d, "%s/h7", dir);
 	mkdir(d, 0755);
 	r = sp_fs_get(c, "/top", d, NULL, &e);
-	tap_okf(e.code, e.msg, r == -1 && strcmp(e.code, "bad-input") == 0,
+	tap_okf(sp_code_name(e.code), e.msg, r == -1 && e.code == SP_E_BAD_INPUT,
 	    "hostile guest: noise for a tar is refused: %s", e.msg);
 	sp_chan_close(c);
 	if (sp_chan_open(&c, dir, ID2, 3000, &e) == -1) {
-		tap_okf(e.code, e.msg, 0, "fake guest: reopen");
+		tap_okf(sp_code_name(e.code), e.msg, 0, "fake guest: reopen");
 		goto out;
 	}
 	t0 = sp_clock_ms();
 	r = sp_fs_get(c, "/top", d, NULL, &e);
 	t0 = sp_clock_ms() - t0;
-	tap_okf(e.code, e.msg, r == -1 && strcmp(e.code, "timeout") == 0 &&
+	tap_okf(sp_code_name(e.code), e.msg, r == -1 && e.code == SP_E_TIMED_OUT &&
 	    t0 >= SP_FS_TIMEOUT_MS - 1000 && t0 < SP_FS_TIMEOUT_MS + 5000,
 	    "hostile guest: silence mid-stream is a timeout after %lld ms",
 	    (long long)t0);
@@ -629,7 +629,7 @@ main(void)
 		execl(daemon, daemon, "-l", sock, (char *)NULL);
 		_exit(127);
 	}
-	if (tap_okf(e.code, e.msg, sp_chan_wait_ready(dir, ID, 5000, &e) == 0 &&
+	if (tap_okf(sp_code_name(e.code), e.msg, sp_chan_wait_ready(dir, ID, 5000, &e) == 0 &&
 	    sp_chan_open(&c, dir, ID, 2000, &e) == 0, "daemon: ready")) {
 		test_ops(c);
 		test_tar(c);

@@ -131,22 +131,22 @@ test_user(struct sp_chan *c)
 {
 	char *a_id[] = { "id", "-u", NULL };
 	struct sp_exec x = { 0 };
-	struct sp_err e = { "", 0, "" };
+	struct sp_err e = { SP_E_NONE, 0, "" };
 	char out[256];
 	int st, r;
 
 	x.argv = a_id;
 	x.user = "nobody";
 	r = run(c, &x, out, sizeof out, &st, &e);
-	tap_okf(e.code, e.msg, r == 0 && st == 0 && strcmp(out, "65534\n") == 0,
+	tap_okf(sp_code_name(e.code), e.msg, r == 0 && st == 0 && strcmp(out, "65534\n") == 0,
 	    "user nobody: id -u says 65534");
 	x.user = "65534";
 	r = run(c, &x, out, sizeof out, &st, &e);
-	tap_okf(e.code, e.msg, r == 0 && strcmp(out, "65534\n") == 0,
+	tap_okf(sp_code_name(e.code), e.msg, r == 0 && strcmp(out, "65534\n") == 0,
 	    "user by uid 65534");
 	x.user = "no-such-user-xyz";
 	r = run(c, &x, out, sizeof out, &st, &e);
-	tap_okf(e.code, e.msg, r == -1 && strcmp(e.code, "bad-input") == 0,
+	tap_okf(sp_code_name(e.code), e.msg, r == -1 && e.code == SP_E_BAD_INPUT,
 	    "unknown user refused: %s", e.msg);
 }
 
@@ -157,7 +157,7 @@ test_signal_timeout(struct sp_chan *c)
 	char *a_echo[] = { "echo", "hi", NULL };
 	struct sp_exec_ctl term = { SIGTERM, 0, 0 };
 	struct sp_exec x = { 0 };
-	struct sp_err e = { "", 0, "" };
+	struct sp_err e = { SP_E_NONE, 0, "" };
 	char out[256];
 	int64_t t0, t;
 	json_t *j;
@@ -168,7 +168,7 @@ test_signal_timeout(struct sp_chan *c)
 	t0 = sp_clock_ms();
 	r = run(c, &x, out, sizeof out, &st, &e);
 	t = sp_clock_ms() - t0;
-	tap_okf(e.code, e.msg, r == 0 && st == 128 + SIGTERM && t < 5000,
+	tap_okf(sp_code_name(e.code), e.msg, r == 0 && st == 128 + SIGTERM && t < 5000,
 	    "SIGTERM to a running call ends it: status %d in %lld ms", st,
 	    (long long)t);
 	close(x.ctl_fd);
@@ -180,13 +180,13 @@ test_signal_timeout(struct sp_chan *c)
 	t0 = sp_clock_ms();
 	r = run(c, &x, out, sizeof out, &st, &e);
 	t = sp_clock_ms() - t0;
-	tap_okf(e.code, e.msg, r == -1 && strcmp(e.code, "timed-out") == 0 &&
+	tap_okf(sp_code_name(e.code), e.msg, r == -1 && e.code == SP_E_TIMED_OUT &&
 	    t >= 500 && t < 3000, "timeout 500 ms on sleep 30: %s after %lld ms",
-	    e.code, (long long)t);
+	    sp_code_name(e.code), (long long)t);
 	x.argv = a_echo;
 	x.timeout_ms = 5000;
 	r = run(c, &x, out, sizeof out, &st, &e);
-	tap_okf(e.code, e.msg, r == 0 && strcmp(out, "hi\n") == 0,
+	tap_okf(sp_code_name(e.code), e.msg, r == 0 && strcmp(out, "hi\n") == 0,
 	    "the channel serves the next call after a timeout");
 
 	/* A signal that crossed its call's end is dropped without a word. */
@@ -195,7 +195,7 @@ test_signal_timeout(struct sp_chan *c)
 	json_decref(j);
 	if (r == 0)
 		r = run(c, &x, out, sizeof out, &st, &e);
-	tap_okf(e.code, e.msg, r == 0 && strcmp(out, "hi\n") == 0,
+	tap_okf(sp_code_name(e.code), e.msg, r == 0 && strcmp(out, "hi\n") == 0,
 	    "a late signal is dropped, the next call is served");
 }
 
@@ -209,7 +209,7 @@ test_pty(struct sp_chan *c)
 	    "echo ready; sleep 5 & wait", NULL };
 	struct sp_exec_ctl rs = { 0, 40, 100 };
 	struct sp_exec x = { 0 };
-	struct sp_err e = { "", 0, "" };
+	struct sp_err e = { SP_E_NONE, 0, "" };
 	char out[256];
 	int st, r, wfd;
 	FILE *fo;
@@ -220,13 +220,13 @@ test_pty(struct sp_chan *c)
 	x.rows = 33;
 	x.cols = 77;
 	r = run(c, &x, out, sizeof out, &st, &e);
-	tap_okf(e.code, e.msg, r == 0 && st == 0 &&
+	tap_okf(sp_code_name(e.code), e.msg, r == 0 && st == 0 &&
 	    strcmp(out, "tty\r\n33 77\r\n") == 0,
 	    "pty: the child sees a terminal of 33x77");
 	x.argv = a_resize;
 	x.ctl_fd = ctl_pipe(&rs, 1, &wfd);
 	r = run(c, &x, out, sizeof out, &st, &e);
-	tap_okf(e.code, e.msg, r == 0 && strcmp(out, "40 100\r\n") == 0,
+	tap_okf(sp_code_name(e.code), e.msg, r == 0 && strcmp(out, "40 100\r\n") == 0,
 	    "pty: resize to 40x100 reaches it");
 	close(x.ctl_fd);
 	close(wfd);
@@ -245,7 +245,7 @@ test_pty(struct sp_chan *c)
 	/* The ^C may come before the trap is set: then sh dies of it. */
 	usleep(1000);
 	r = sp_chan_exec(c, &x, &st, &e);
-	tap_okf(e.code, e.msg, r == 0 && (st == 3 || st == 128 + SIGINT),
+	tap_okf(sp_code_name(e.code), e.msg, r == 0 && (st == 3 || st == 128 + SIGINT),
 	    "pty: ^C interrupts (status %d)", st);
 	fclose(fo);
 	close(inp[0]);
@@ -260,7 +260,7 @@ test_detached(pid_t dpid)
 	char *a_tick[] = { "sh", "-c", "for i in 1 2 3; do echo $i; "
 	    "sleep 0.2; done", NULL };
 	struct sp_exec x = { 0 };
-	struct sp_err e = { "", 0, "" };
+	struct sp_err e = { SP_E_NONE, 0, "" };
 	struct sp_chan *c;
 	json_t *rec;
 	FILE *fo;
@@ -270,17 +270,17 @@ test_detached(pid_t dpid)
 	int r, running, i;
 
 	if (sp_chan_open(&c, dir, ID, 2000, &e) == -1) {
-		tap_okf(e.code, e.msg, 0, "open");
+		tap_okf(sp_code_name(e.code), e.msg, 0, "open");
 		return;
 	}
 	x.argv = a_sleep;
 	r = sp_chan_detach(c, &x, &pid, &e);
-	tap_okf(e.code, e.msg, r == 0 && pid > 0, "detach: pid %d", (int)pid);
+	tap_okf(sp_code_name(e.code), e.msg, r == 0 && pid > 0, "detach: pid %d", (int)pid);
 	sp_chan_close(c);
 	/* A new connection: the process outlived its caller's. */
 	usleep(200000);
 	if (sp_chan_open(&c, dir, ID, 2000, &e) == -1) {
-		tap_okf(e.code, e.msg, 0, "reopen");
+		tap_okf(sp_code_name(e.code), e.msg, 0, "reopen");
 		return;
 	}
 	rec = ps_of(c, pid);
@@ -295,10 +295,10 @@ test_detached(pid_t dpid)
 	i = pread(fileno(fo), out, sizeof out - 1, 0);
 	out[i > 0 ? i : 0] = '\0';
 	fclose(fo);
-	tap_okf(e.code, e.msg, r == 0 && running && strcmp(out, "hello\n") == 0,
+	tap_okf(sp_code_name(e.code), e.msg, r == 0 && running && strcmp(out, "hello\n") == 0,
 	    "detached: logs so far");
 	r = sp_chan_kill(c, pid, SIGTERM, &e);
-	tap_okf(e.code, e.msg, r == 0, "detached: kill");
+	tap_okf(sp_code_name(e.code), e.msg, r == 0, "detached: kill");
 	for (i = 0; i < 100 && !state_is(c, pid, "exited"); i++)
 		usleep(20000);
 	rec = ps_of(c, pid);
@@ -306,10 +306,10 @@ test_detached(pid_t dpid)
 	    "signal")) == SIGTERM, "detached: exited of SIGTERM");
 	json_decref(rec);
 	r = sp_chan_kill(c, pid, SIGTERM, &e);
-	tap_okf(e.code, e.msg, r == -1 && strcmp(e.code, "bad-state") == 0,
+	tap_okf(sp_code_name(e.code), e.msg, r == -1 && e.code == SP_E_BAD_STATE,
 	    "kill of an exited process: bad-state");
 	r = sp_chan_kill(c, 1, SIGTERM, &e);
-	tap_okf(e.code, e.msg, r == -1 && strcmp(e.code, "not-found") == 0,
+	tap_okf(sp_code_name(e.code), e.msg, r == -1 && e.code == SP_E_NOT_FOUND,
 	    "kill of a pid the daemon did not start: not-found");
 
 	/* 10 MiB of output: the ring keeps the last 1 MiB. */
@@ -321,7 +321,7 @@ test_detached(pid_t dpid)
 	fo = tmpfile();
 	r = sp_chan_logs(c, big, 0, fileno(fo), &running, &e);
 	hwm1 = vmhwm_kib(dpid);
-	tap_okf(e.code, e.msg, r == 0 && !running &&
+	tap_okf(sp_code_name(e.code), e.msg, r == 0 && !running &&
 	    lseek(fileno(fo), 0, SEEK_END) == 1024 * 1024,
 	    "ring: 10 MiB written, %lld bytes kept",
 	    (long long)lseek(fileno(fo), 0, SEEK_END));
@@ -338,7 +338,7 @@ test_detached(pid_t dpid)
 	i = pread(fileno(fo), out, sizeof out - 1, 0);
 	out[i > 0 ? i : 0] = '\0';
 	fclose(fo);
-	tap_okf(e.code, e.msg, r == 0 && !running &&
+	tap_okf(sp_code_name(e.code), e.msg, r == 0 && !running &&
 	    strcmp(out, "1\n2\n3\n") == 0, "logs -f streams to the end");
 	sp_chan_close(c);
 }
@@ -356,7 +356,7 @@ test_identity_seed(void)
 	static const char *const bad[] = {
 	    "+1", " f", "0x", "g0", "-0" };
 	char seed[65];
-	struct sp_err e = { "", 0, "" };
+	struct sp_err e = { SP_E_NONE, 0, "" };
 	struct sp_chan *c;
 	struct sp_frame f;
 	uint32_t stream;
@@ -373,14 +373,14 @@ test_identity_seed(void)
 		    "id", ID, "hostname", ID, "seed", seed, "time_ns", "bad");
 		r = sp_chan_open_req(&c, dir, ID, 2000, req, &stream, &e);
 		json_decref(req);
-		if (!tap_okf(e.code, e.msg, r == 0, "open with an identity op"))
+		if (!tap_okf(sp_code_name(e.code), e.msg, r == 0, "open with an identity op"))
 			return;
 		r = sp_chan_recv(c, &f, 2000, &e);
 		ans = r == 0 && f.type == SP_FR_ERROR ?
 		    json_loadb((const char *)f.data, f.len, 0, NULL) : NULL;
 		code = json_string_value(json_object_get(ans, "error"));
 		msg = json_string_value(json_object_get(ans, "msg"));
-		tap_okf(e.code, e.msg, code != NULL && msg != NULL &&
+		tap_okf(sp_code_name(e.code), e.msg, code != NULL && msg != NULL &&
 		    strcmp(code, "bad-input") == 0 &&
 		    strstr(msg, "hex seed") != NULL,
 		    "a seed with \"%s\" in it is bad input", bad[i]);
@@ -404,7 +404,7 @@ test_after_identity(void)
 	char *a_cat[] = { "cat", NULL };
 	struct sp_exec x = { .argv = a_touch, .in_fd = -1, .out_fd = -1,
 	    .err_fd = -1 };
-	struct sp_err e = { "", 0, "" };
+	struct sp_err e = { SP_E_NONE, 0, "" };
 	struct sp_chan *c;
 	struct sp_frame f;
 	uint32_t stream;
@@ -417,15 +417,15 @@ test_after_identity(void)
 	    "hostname", ID);
 	r = sp_chan_open_req(&c, dir, ID, 2000, req, &stream, &e);
 	json_decref(req);
-	if (!tap_okf(e.code, e.msg, r == 0, "open with an identity op"))
+	if (!tap_okf(sp_code_name(e.code), e.msg, r == 0, "open with an identity op"))
 		return;
 	r = sp_chan_exec_ahead(c, &x, &e);
-	tap_okf(e.code, e.msg, r == 0, "the daemon takes an exec sent ahead");
-	tap_okf(e.code, e.msg, sp_chan_recv(c, &f, 2000, &e) == 0 &&
+	tap_okf(sp_code_name(e.code), e.msg, r == 0, "the daemon takes an exec sent ahead");
+	tap_okf(sp_code_name(e.code), e.msg, sp_chan_recv(c, &f, 2000, &e) == 0 &&
 	    f.type == SP_FR_ERROR && f.stream == stream,
 	    "an identity without a seed fails");
 	r = sp_chan_exec(c, &x, &st, &e);
-	tap_okf(e.code, e.msg, r == -1 && strcmp(e.code, "bad-state") == 0 &&
+	tap_okf(sp_code_name(e.code), e.msg, r == -1 && e.code == SP_E_BAD_STATE &&
 	    access(ran, F_OK) == -1,
 	    "the exec sent after it is refused, not run: bad-state");
 	sp_chan_close(c);
@@ -434,18 +434,18 @@ test_after_identity(void)
 		return;
 	r = sp_chan_exec_ahead(c, &x, &e) == 0 ? sp_chan_exec(c, &x, &st, &e) :
 	    0;
-	tap_okf(e.code, e.msg, r == -1 && strcmp(e.code, "bad-state") == 0 &&
+	tap_okf(sp_code_name(e.code), e.msg, r == -1 && e.code == SP_E_BAD_STATE &&
 	    access(ran, F_OK) == -1,
 	    "an exec sent ahead on a connection with no identity: bad-state");
 	/* The same request without after_identity runs (the path is right). */
 	r = sp_chan_exec(c, &x, &st, &e);
-	tap_okf(e.code, e.msg, r == 0 && st == 0 && access(ran, F_OK) == 0,
+	tap_okf(sp_code_name(e.code), e.msg, r == 0 && st == 0 && access(ran, F_OK) == 0,
 	    "the same command sent plainly runs");
 
 	x.argv = a_cat;
 	x.in_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 	r = run_stdin(c, &x, out, sizeof out, &st, &e);
-	tap_okf(e.code, e.msg, r == 0 && st == 0 && out[0] == '\0',
+	tap_okf(sp_code_name(e.code), e.msg, r == 0 && st == 0 && out[0] == '\0',
 	    "cat with /dev/null as stdin: its end goes with the request");
 	close(x.in_fd);
 	if (pipe(p) == -1 || write(p[1], "abc", 3) != 3)
@@ -453,7 +453,7 @@ test_after_identity(void)
 	close(p[1]);
 	x.in_fd = p[0];
 	r = run_stdin(c, &x, out, sizeof out, &st, &e);
-	tap_okf(e.code, e.msg, r == 0 && st == 0 && strcmp(out, "abc") == 0,
+	tap_okf(sp_code_name(e.code), e.msg, r == 0 && st == 0 && strcmp(out, "abc") == 0,
 	    "cat with a pipe as stdin: its bytes there at once, then its end");
 	close(p[0]);
 	sp_chan_close(c);

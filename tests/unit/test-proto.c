@@ -160,12 +160,12 @@ test_decoder(void)
 	    "decoder capacity %zu within one frame and a chunk", d.cap);
 	ok(sp_frame_dec_feed(&d, big, SP_FRAME_CHUNK + 1, &e) == 0 &&
 	    sp_frame_dec_feed(&d, big, sizeof big, &e) == -1 &&
-	    strcmp(e.code, "protocol") == 0, "feeding past the bound fails");
+	    e.code == SP_E_PROTOCOL, "feeding past the bound fails");
 	sp_frame_dec_release(&d);
 
 	/* Bad headers fail as soon as the bad field is in. */
 	sp_frame_hdr(buf, SP_FR_STDOUT, 1, SP_FRAME_MAX + 1);
-	ok(dec_once(buf, 4, &f, &e) == -1 && strcmp(e.code, "protocol") == 0,
+	ok(dec_once(buf, 4, &f, &e) == -1 && e.code == SP_E_PROTOCOL,
 	    "oversize length rejected from 4 bytes: %s", e.msg);
 	memcpy(buf, "\0\0\0\4\4", 5);
 	ok(dec_once(buf, 5, &f, &e) == -1, "length 4 rejected");
@@ -188,7 +188,7 @@ test_decoder(void)
 	/* JSON payloads. */
 	ok(json_of("{\"op\":\"exec\",\"argv\":[\"x\"]}", &e) == 0,
 	    "valid JSON object");
-	ok(json_of("{\"op\":", &e) == -1 && strcmp(e.code, "protocol") == 0,
+	ok(json_of("{\"op\":", &e) == -1 && e.code == SP_E_PROTOCOL,
 	    "invalid JSON: %s", e.msg);
 	ok(json_of("[1,2]", &e) == -1, "non-object: %s", e.msg);
 	ok(json_of("\"s\"", &e) == -1, "bare string");
@@ -826,7 +826,7 @@ test_fake(void)
 		sent = -1;
 		r = sp_chan_open_req_first(&c, dir, ID, 1500, req, &s, &x,
 		    &sent, &e);
-		ok(r == -1 && strcmp(e.code, "timeout") == 0 && sent == 1 &&
+		ok(r == -1 && e.code == SP_E_TIMED_OUT && sent == 1 &&
 		    now_ms() - t0 >= 1400 && access(p, F_OK) == -1,
 		    "a hello with a first command, unanswered, is not said "
 		    "again on a new connection: %s after %lld ms",
@@ -843,11 +843,11 @@ test_fake(void)
 	if (r == 0) {
 		r = run(c, argv, NULL, NULL, NULL, 0, &out, &outlen, &st, &e);
 		free(out);
-		ok(r == -1 && strcmp(e.code, "protocol") == 0,
+		ok(r == -1 && e.code == SP_E_PROTOCOL,
 		    "(a) oversize frame in exec: %s", e.msg);
 		r = run(c, argv, NULL, NULL, NULL, 0, &out, &outlen, &st, &e);
 		free(out);
-		ok(r == -1 && strcmp(e.code, "protocol") == 0,
+		ok(r == -1 && e.code == SP_E_PROTOCOL,
 		    "the channel is closed after it: %s", e.msg);
 		sp_chan_close(c);
 	} else
@@ -856,13 +856,13 @@ test_fake(void)
 
 	g = fake_start(g_garbage);
 	r = sp_chan_open(&c, dir, ID, 2000, &e);
-	ok(r == -1 && strcmp(e.code, "protocol") == 0,
+	ok(r == -1 && e.code == SP_E_PROTOCOL,
 	    "(b) garbage instead of hello: %s", e.msg);
 	fake_stop(g);
 
 	g = fake_start(g_truncated_hello);
 	r = sp_chan_open(&c, dir, ID, 2000, &e);
-	ok(r == -1 && strcmp(e.code, "protocol") == 0,
+	ok(r == -1 && e.code == SP_E_PROTOCOL,
 	    "(c) truncated hello then close: %s", e.msg);
 	fake_stop(g);
 
@@ -870,7 +870,7 @@ test_fake(void)
 	if (sp_chan_open(&c, dir, ID, 2000, &e) == 0) {
 		r = run(c, argv, NULL, NULL, NULL, 0, &out, &outlen, &st, &e);
 		free(out);
-		ok(r == -1 && strcmp(e.code, "protocol") == 0,
+		ok(r == -1 && e.code == SP_E_PROTOCOL,
 		    "(c) truncated frame in exec then close: %s", e.msg);
 		sp_chan_close(c);
 	} else
@@ -881,7 +881,7 @@ test_fake(void)
 	if (sp_chan_open(&c, dir, ID, 2000, &e) == 0) {
 		r = run(c, argv, NULL, NULL, NULL, 0, &out, &outlen, &st, &e);
 		free(out);
-		ok(r == -1 && strcmp(e.code, "protocol") == 0,
+		ok(r == -1 && e.code == SP_E_PROTOCOL,
 		    "(d) frame for another stream: %s", e.msg);
 		sp_chan_close(c);
 	} else
@@ -892,7 +892,7 @@ test_fake(void)
 	if (sp_chan_open(&c, dir, ID, 2000, &e) == 0) {
 		r = run(c, argv, NULL, NULL, NULL, 0, &out, &outlen, &st, &e);
 		free(out);
-		ok(r == -1 && strcmp(e.code, "protocol") == 0,
+		ok(r == -1 && e.code == SP_E_PROTOCOL,
 		    "a REQ frame from the guest: %s", e.msg);
 		sp_chan_close(c);
 	} else
@@ -903,7 +903,7 @@ test_fake(void)
 	t0 = now_ms();
 	r = sp_chan_open(&c, dir, ID, 300, &e);
 	t0 = now_ms() - t0;
-	ok(r == -1 && strcmp(e.code, "timeout") == 0 && e.temp &&
+	ok(r == -1 && e.code == SP_E_TIMED_OUT && e.temp &&
 	    t0 >= 290 && t0 < 1500, "(e) no hello answer: timeout after "
 	    "%lld ms: %s", (long long)t0, e.msg);
 	fake_stop(g);
@@ -952,13 +952,13 @@ test_fake(void)
 
 	g = fake_start(g_too_stale);
 	r = sp_chan_open(&c, dir, ID, 2000, &e);
-	ok(r == -1 && strcmp(e.code, "protocol") == 0,
+	ok(r == -1 && e.code == SP_E_PROTOCOL,
 	    "seventeen are too many: %s", e.msg);
 	fake_stop(g);
 
 	g = fake_start(g_version);
 	r = sp_chan_open(&c, dir, ID, 2000, &e);
-	ok(r == -1 && strcmp(e.code, "protocol") == 0, "another version: %s",
+	ok(r == -1 && e.code == SP_E_PROTOCOL, "another version: %s",
 	    e.msg);
 	fake_stop(g);
 
@@ -966,16 +966,16 @@ test_fake(void)
 	if (sp_chan_open(&c, dir, ID, 2000, &e) == 0) {
 		r = run(c, argv, NULL, NULL, NULL, 0, &out, &outlen, &st, &e);
 		free(out);
-		ok(r == -1 && strcmp(e.code, "exec-failed") == 0 &&
+		ok(r == -1 && e.code == SP_E_EXEC_FAILED &&
 		    strcmp(e.msg, "guest: exec \"nope\":[31m no file") == 0,
 		    "guest error, control characters stripped: %s", e.msg);
 		r = run(c, argv, NULL, NULL, NULL, 0, &out, &outlen, &st, &e);
 		free(out);
-		ok(r == -1 && strcmp(e.code, "guest") == 0,
+		ok(r == -1 && e.code == SP_E_GUEST,
 		    "a bad error token becomes \"guest\": %s", e.msg);
 		r = run(c, argv, NULL, NULL, NULL, 0, &out, &outlen, &st, &e);
 		free(out);
-		ok(r == -1 && strcmp(e.code, "protocol") == 0,
+		ok(r == -1 && e.code == SP_E_PROTOCOL,
 		    "exit status 300: %s", e.msg);
 		sp_chan_close(c);
 	} else
@@ -1003,7 +1003,7 @@ test_fake(void)
 	}
 	if ((h = fork()) == 0) {
 		r = sp_chan_open(&c, dir, ID, 100, &e);
-		_exit(r == -1 && strcmp(e.code, "busy") == 0 && e.temp ? 0 : 1);
+		_exit(r == -1 && e.code == SP_E_BUSY && e.temp ? 0 : 1);
 	}
 	waitpid(h, &st, 0);
 	ok(WIFEXITED(st) && WEXITSTATUS(st) == 0, "all ports locked: busy");
@@ -1011,15 +1011,15 @@ test_fake(void)
 		close(locks[i]);
 
 	r = sp_chan_open(&c, dir, ID, 100, &e);
-	ok(r == -1 && strcmp(e.code, "not-running") == 0,
+	ok(r == -1 && e.code == SP_E_NOT_RUNNING,
 	    "no socket: %s", e.msg);
 	t0 = now_ms();
 	r = sp_chan_wait_ready(dir, ID, 200, &e);
 	t0 = now_ms() - t0;
-	ok(r == -1 && strcmp(e.code, "timeout") == 0 && t0 >= 190 &&
+	ok(r == -1 && e.code == SP_E_TIMED_OUT && t0 >= 190 &&
 	    t0 < 1000, "wait_ready without a VM: %s", e.msg);
 	r = sp_chan_open(&c, dir, "../../etc/x", 100, &e);
-	ok(r == -1 && strcmp(e.code, "bad-input") == 0, "bad id refused");
+	ok(r == -1 && e.code == SP_E_BAD_INPUT, "bad id refused");
 	g = fake_start(g_stale);
 	ok(sp_chan_wait_ready(dir, ID, 2000, &e) == 0, "wait_ready");
 	fake_stop(g);
@@ -1112,12 +1112,12 @@ test_daemon(const char *daemon)
 	    "daemon: env and cwd");
 	free(out);
 	r = run(c, a_nope, NULL, NULL, NULL, 0, &out, &outlen, &st, &e);
-	ok(r == -1 && strcmp(e.code, "exec-failed") == 0,
+	ok(r == -1 && e.code == SP_E_EXEC_FAILED,
 	    "daemon: no such command: %s", e.msg);
 	free(out);
 	r = run(c, a_true, NULL, "/no/such/dir", NULL, 0, &out, &outlen, &st,
 	    &e);
-	ok(r == -1 && strcmp(e.code, "exec-failed") == 0,
+	ok(r == -1 && e.code == SP_E_EXEC_FAILED,
 	    "daemon: bad cwd: %s", e.msg);
 	free(out);
 	/* 8 MiB through cat: both directions full at once must not lock. */

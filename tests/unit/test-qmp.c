@@ -125,9 +125,10 @@ main(void)
 	if (mkdtemp(dir) == NULL)
 		return 2;
 
-	e.code[0] = e.msg[0] = '\0';
-	tap_okf(e.code, e.msg, sp_qmp_open(&q, dir, 1000, &e) == -1 &&
-	    strcmp(e.code, "not-running") == 0,
+	e.code = SP_E_NONE;
+	e.msg[0] = '\0';
+	tap_okf(sp_code_name(e.code), e.msg, sp_qmp_open(&q, dir, 1000, &e) == -1 &&
+	    e.code == SP_E_NOT_RUNNING,
 	    "no monitor there: not-running");
 
 	/* What QEMU sends: an event may come before an answer. */
@@ -135,16 +136,16 @@ main(void)
 	    "{\"return\": {\"enabled\": false, \"present\": true}}\r\n"
 	    EVENT OK, 0, 1);
 	ok = sp_qmp_open(&q, dir, 2000, &e) == 0;
-	tap_okf(e.code, e.msg, ok, "connected (command mode is asked for with "
+	tap_okf(sp_code_name(e.code), e.msg, ok, "connected (command mode is asked for with "
 	    "the first command)");
 	if (ok) {
-		tap_okf(e.code, e.msg, sp_qmp_cmd(q, "query-kvm", &ret, &e) == 0 &&
+		tap_okf(sp_code_name(e.code), e.msg, sp_qmp_cmd(q, "query-kvm", &ret, &e) == 0 &&
 		    json_is_false(json_object_get(ret, "enabled")) &&
 		    json_is_true(json_object_get(ret, "present")),
 		    "greeting, capabilities, then an answer after an event, "
 		    "its return kept");
 		json_decref(ret);
-		tap_okf(e.code, e.msg, sp_qmp_cmd(q, "cont", NULL, &e) == 0,
+		tap_okf(sp_code_name(e.code), e.msg, sp_qmp_cmd(q, "cont", NULL, &e) == 0,
 		    "the next command's answer, an event before it skipped");
 		sp_qmp_close(q);
 	}
@@ -155,7 +156,7 @@ main(void)
 	pid = monitor(GREETING OK EVENT
 	    "{\"return\": {\"enabled\": true, \"present\": true}}\r\n"
 	    EVENT OK, 0, 1);
-	tap_okf(e.code, e.msg, query_and_cont(rets, &e) == 0 &&
+	tap_okf(sp_code_name(e.code), e.msg, query_and_cont(rets, &e) == 0 &&
 	    json_is_true(json_object_get(rets[0], "enabled")) &&
 	    json_is_object(rets[1]),
 	    "two commands in one write: both answers, in order");
@@ -180,8 +181,8 @@ main(void)
 
 	pid = monitor(GREETING OK OK "{\"error\": {\"class\": \"GenericError\", "
 	    "\"desc\": \"no\"}}\r\n", 0, 1);
-	tap_okf(e.code, e.msg, query_and_cont(rets, &e) == -1 &&
-	    strcmp(e.code, "qemu") == 0 && strstr(e.msg, "cont") != NULL,
+	tap_okf(sp_code_name(e.code), e.msg, query_and_cont(rets, &e) == -1 &&
+	    e.code == SP_E_QEMU && strstr(e.msg, "cont") != NULL,
 	    "the second of two failing: code qemu, named");
 	json_decref(rets[0]);
 	json_decref(rets[1]);
@@ -190,8 +191,8 @@ main(void)
 	pid = monitor(GREETING OK "{\"error\": {\"class\": \"GenericError\", "
 	    "\"desc\": \"boom\"}}\r\n", 0, 1);
 	ok = sp_qmp_open(&q, dir, 2000, &e) == 0;
-	tap_okf(e.code, e.msg, ok && sp_qmp_cmd(q, "cont", NULL, &e) == -1 &&
-	    strcmp(e.code, "qemu") == 0 && strstr(e.msg, "boom") != NULL,
+	tap_okf(sp_code_name(e.code), e.msg, ok && sp_qmp_cmd(q, "cont", NULL, &e) == -1 &&
+	    e.code == SP_E_QEMU && strstr(e.msg, "boom") != NULL,
 	    "an error answer: code qemu, QEMU's description");
 	if (ok)
 		sp_qmp_close(q);
@@ -199,27 +200,27 @@ main(void)
 
 	pid = monitor(GREETING OK "{\"return\": {}, \"x\": \"", 70 * 1024, 1);
 	ok = sp_qmp_open(&q, dir, 2000, &e) == 0;
-	tap_okf(e.code, e.msg, ok && sp_qmp_cmd(q, "cont", NULL, &e) == -1 &&
-	    strcmp(e.code, "protocol") == 0,
+	tap_okf(sp_code_name(e.code), e.msg, ok && sp_qmp_cmd(q, "cont", NULL, &e) == -1 &&
+	    e.code == SP_E_PROTOCOL,
 	    "a line over 64 KiB is refused");
 	if (ok)
 		sp_qmp_close(q);
 	reap(pid);
 
 	pid = monitor("this is not json\r\n", 0, 1);
-	tap_okf(e.code, e.msg, open_and_cont(&e) == -1 &&
-	    strcmp(e.code, "protocol") == 0, "a greeting that is not JSON");
+	tap_okf(sp_code_name(e.code), e.msg, open_and_cont(&e) == -1 &&
+	    e.code == SP_E_PROTOCOL, "a greeting that is not JSON");
 	reap(pid);
 
 	pid = monitor(OK, 0, 1);
-	tap_okf(e.code, e.msg, open_and_cont(&e) == -1 &&
-	    strcmp(e.code, "protocol") == 0, "an answer instead of a greeting");
+	tap_okf(sp_code_name(e.code), e.msg, open_and_cont(&e) == -1 &&
+	    e.code == SP_E_PROTOCOL, "an answer instead of a greeting");
 	reap(pid);
 
 	pid = monitor(GREETING "{\"error\": {\"class\": \"CommandNotFound\", "
 	    "\"desc\": \"no caps\"}}\r\n", 0, 1);
-	tap_okf(e.code, e.msg, open_and_cont(&e) == -1 &&
-	    strcmp(e.code, "qemu") == 0 &&
+	tap_okf(sp_code_name(e.code), e.msg, open_and_cont(&e) == -1 &&
+	    e.code == SP_E_QEMU &&
 	    strstr(e.msg, "qmp_capabilities") != NULL,
 	    "capabilities refused: code qemu, the command named");
 	reap(pid);
@@ -229,8 +230,8 @@ main(void)
 		strcat(script, EVENT);
 	pid = monitor(script, 0, 1);
 	ok = sp_qmp_open(&q, dir, 2000, &e) == 0;
-	tap_okf(e.code, e.msg, ok && sp_qmp_cmd(q, "cont", NULL, &e) == -1 &&
-	    strcmp(e.code, "protocol") == 0,
+	tap_okf(sp_code_name(e.code), e.msg, ok && sp_qmp_cmd(q, "cont", NULL, &e) == -1 &&
+	    e.code == SP_E_PROTOCOL,
 	    "a flood of events and no answer is refused");
 	if (ok)
 		sp_qmp_close(q);
@@ -238,23 +239,23 @@ main(void)
 
 	pid = monitor(GREETING OK, 0, 1);
 	ok = sp_qmp_open(&q, dir, 300, &e) == 0;
-	tap_okf(e.code, e.msg, ok && sp_qmp_cmd(q, "cont", NULL, &e) == -1 &&
-	    strcmp(e.code, "timeout") == 0,
+	tap_okf(sp_code_name(e.code), e.msg, ok && sp_qmp_cmd(q, "cont", NULL, &e) == -1 &&
+	    e.code == SP_E_TIMED_OUT,
 	    "a monitor that never answers: timeout at the deadline");
 	if (ok)
 		sp_qmp_close(q);
 	reap(pid);
 
 	pid = monitor(GREETING, 0, 0);
-	tap_okf(e.code, e.msg, open_and_cont(&e) == -1 &&
-	    strcmp(e.code, "not-running") == 0,
+	tap_okf(sp_code_name(e.code), e.msg, open_and_cont(&e) == -1 &&
+	    e.code == SP_E_NOT_RUNNING,
 	    "a monitor that hangs up after its greeting: not-running");
 	reap(pid);
 
-	tap_okf(e.code, e.msg, sp_qmp_open(&q, "/tmp/" "a-run-dir-far-too-long-"
+	tap_okf(sp_code_name(e.code), e.msg, sp_qmp_open(&q, "/tmp/" "a-run-dir-far-too-long-"
 	    "for-a-socket-path-aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
 	    "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", 100, &e) == -1 &&
-	    strcmp(e.code, "bad-input") == 0, "a run dir too long for a socket");
+	    e.code == SP_E_BAD_INPUT, "a run dir too long for a socket");
 
 	snprintf(script, sizeof script, "rm -rf %s", dir);
 	if (system(script) != 0)

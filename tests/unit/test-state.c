@@ -118,12 +118,12 @@ test_db(void)
 
 	insert(db, "aaaaaaaaaaaa", SP_ST_RUNNING);
 	tap_ok(sp_db_sandbox_insert(db, &(struct sp_sandbox_row){ .id = "aaaaaaaaaaaa",
-	    .template = "t", .node = "n" }, &e) == -1 && strcmp(e.code, "exists") == 0,
+	    .template = "t", .node = "n" }, &e) == -1 && e.code == SP_E_EXISTS,
 	    "duplicate id refused");
 	tap_ok(sp_db_sandbox_get(db, "bbbbbbbbbbbb", &r, &e) == -1 &&
-	    strcmp(e.code, "not-found") == 0, "unknown id is not-found");
+	    e.code == SP_E_NOT_FOUND, "unknown id is not-found");
 	tap_ok(sp_db_transition(db, "bbbbbbbbbbbb", SP_ST_PAUSED, -1, NULL, &e) == -1 &&
-	    strcmp(e.code, "not-found") == 0, "transition of unknown id is not-found");
+	    e.code == SP_E_NOT_FOUND, "transition of unknown id is not-found");
 
 	/* Every pair through the DB: legal ones move, illegal ones change nothing. */
 	for (from = 0; from < SP_ST__COUNT; from++)
@@ -142,7 +142,7 @@ test_db(void)
 				if (rc != 0 || r.state != (enum sp_state)to ||
 				    r.gen != gen + 1)
 					bad++;
-			} else if (rc != -1 || strcmp(e.code, "bad-state") != 0 ||
+			} else if (rc != -1 || e.code != SP_E_BAD_STATE ||
 			    r.state != (enum sp_state)from || r.gen != gen)
 				bad++;
 			sp_db_row_release(&r);
@@ -153,7 +153,7 @@ test_db(void)
 
 	sp_db_sandbox_get(db, "aaaaaaaaaaaa", &r, &e);
 	tap_ok(sp_db_transition(db, "aaaaaaaaaaaa", SP_ST_PAUSED, r.gen + 5, NULL,
-	    &e) == -1 && strcmp(e.code, "bad-state") == 0,
+	    &e) == -1 && e.code == SP_E_BAD_STATE,
 	    "a stale generation loses the compare-and-set");
 	tap_ok(sp_db_transition(db, "aaaaaaaaaaaa", SP_ST_PAUSED, r.gen, NULL,
 	    &e) == 0, "the current generation wins");
@@ -194,7 +194,7 @@ test_race(void)
 				if (sp_db_transition(db, id, SP_ST_PAUSED, -1, NULL, &e) == 0)
 					out = 'w';
 				else
-					out = strcmp(e.code, "bad-state") == 0 ? 'l' : 'x';
+					out = e.code == SP_E_BAD_STATE ? 'l' : 'x';
 				sp_db_close(db);
 				if (write(res[1], &out, 1) != 1)
 					_exit(2);

@@ -169,7 +169,7 @@ get_stream(struct sp_store *s, const char *key, uint64_t n, uint64_t seed)
 static int
 is(const char *code)
 {
-	return strcmp(e.code, code) == 0;
+	return strcmp(sp_code_name(e.code), code) == 0;
 }
 
 /* ---- an fd that fails mid-way ---- */
@@ -217,7 +217,7 @@ put_failing(struct sp_store *s, const char *key, size_t n)
 	int fd, rc;
 
 	if ((fd = failing_fd(n, 99, &map, &maplen)) == -1) {
-		sp_err_set(&e, "test", 0, "failing_fd: %s", strerror(errno));
+		sp_err_set(&e, SP_E_IO, 0, "failing_fd: %s", strerror(errno));
 		if (map != NULL)
 			munmap(map, maplen);
 		return 0;
@@ -300,7 +300,7 @@ key_rules(struct sp_store *s, const char *name)
 		    is("bad-input") &&
 		    sp_store_head(s, bad[i], &n, &e) == -1 && is("bad-input") &&
 		    sp_store_delete(s, bad[i], &e) == -1 && is("bad-input");
-		tap_okf(e.code, e.msg, ok, "%s: key #%zu refused by every call",
+		tap_okf(sp_code_name(e.code), e.msg, ok, "%s: key #%zu refused by every call",
 		    name, i);
 	}
 	tap_ok(strchr(e.msg, '\x7f') == NULL,
@@ -413,12 +413,12 @@ big_stream(const char *url, const char *name, uint64_t n, long bound_kb)
 	reaped_ok(pid);
 	if (got != sizeof r)
 		memset(&r, 0, sizeof r);
-	tap_okf(r.e.code, r.e.msg, r.put_ok && r.put_bytes == n,
+	tap_okf(sp_code_name(r.e.code), r.e.msg, r.put_ok && r.put_bytes == n,
 	    "%s: a %llu MiB object streamed in from a pipe", name,
 	    (unsigned long long)(n / MiB));
-	tap_okf(r.e.code, r.e.msg, r.get_ok,
+	tap_okf(sp_code_name(r.e.code), r.e.msg, r.get_ok,
 	    "%s: and streamed back out to a pipe, byte for byte", name);
-	tap_okf(r.e.code, r.e.msg, r.rss_max_kb - r.rss_base_kb < bound_kb,
+	tap_okf(sp_code_name(r.e.code), r.e.msg, r.rss_max_kb - r.rss_base_kb < bound_kb,
 	    "%s: memory grew by %ld KiB (bound %ld KiB)", name,
 	    r.rss_max_kb - r.rss_base_kb, bound_kb);
 }
@@ -443,55 +443,55 @@ suite(const char *url, const char *name, int s3, int quick)
 	int fd, ok;
 	size_t i;
 
-	if (!tap_okf(e.code, e.msg, sp_store_open(&s, url, &e) == 0,
+	if (!tap_okf(sp_code_name(e.code), e.msg, sp_store_open(&s, url, &e) == 0,
 	    "%s: open", name))
 		return;
 	if (!quick)
 		key_rules(s, name);
 
 	ok = put_stream(s, "t/small", 11, 1, &n) == 0 && n == 11;
-	tap_okf(e.code, e.msg, ok, "%s: put 11 bytes from a pipe", name);
-	tap_okf(e.code, e.msg, sp_store_head(s, "t/small", &size, &e) == 0 &&
+	tap_okf(sp_code_name(e.code), e.msg, ok, "%s: put 11 bytes from a pipe", name);
+	tap_okf(sp_code_name(e.code), e.msg, sp_store_head(s, "t/small", &size, &e) == 0 &&
 	    size == 11, "%s: head says 11", name);
-	tap_okf(e.code, e.msg, get_stream(s, "t/small", 11, 1) == 0,
+	tap_okf(sp_code_name(e.code), e.msg, get_stream(s, "t/small", 11, 1) == 0,
 	    "%s: get gives them back", name);
 	ok = put_stream(s, "t/small", 5, 2, &n) == 0 && n == 5 &&
 	    get_stream(s, "t/small", 5, 2) == 0;
-	tap_okf(e.code, e.msg, ok, "%s: a second put replaces the object", name);
+	tap_okf(sp_code_name(e.code), e.msg, ok, "%s: a second put replaces the object", name);
 	{
 		int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
 		uint64_t got = 0;
 
 		sp_store_set_get_max(s, 4);
 		ok = sp_store_get(s, "t/small", null, &got, &e) == -1 &&
-		    strcmp(e.code, "too-big") == 0 && got <= 4;
+		    e.code == SP_E_TOO_BIG && got <= 4;
 		sp_store_set_get_max(s, 5);
 		ok = ok && get_stream(s, "t/small", 5, 2) == 0;
 		sp_store_set_get_max(s, 0);
 		close(null);
-		tap_okf(e.code, e.msg, ok, "%s: a get stops at its bound (too-big), "
+		tap_okf(sp_code_name(e.code), e.msg, ok, "%s: a get stops at its bound (too-big), "
 		    "and one of exactly the bound passes", name);
 	}
 	ok = put_stream(s, odd, 3, 9, &n) == 0 && n == 3 &&
 	    sp_store_head(s, odd, &size, &e) == 0 && size == 3 &&
 	    get_stream(s, odd, 3, 9) == 0 && listed(s, "t/x", odd_l, 0, 0) &&
 	    sp_store_delete(s, odd, &e) == 0;
-	tap_okf(e.code, e.msg, ok, "%s: a key of every printable sort "
+	tap_okf(sp_code_name(e.code), e.msg, ok, "%s: a key of every printable sort "
 	    "(encoded once, signed as S3 wants)", name);
 	ok = put_stream(s, "t/empty", 0, 3, &n) == 0 && n == 0 &&
 	    sp_store_head(s, "t/empty", &size, &e) == 0 && size == 0 &&
 	    get_stream(s, "t/empty", 0, 3) == 0;
-	tap_okf(e.code, e.msg, ok, "%s: an empty object", name);
+	tap_okf(sp_code_name(e.code), e.msg, ok, "%s: an empty object", name);
 
 	/* Over two parts: a multipart upload of three on S3. */
 	multi = 2 * (uint64_t)part + MiB + 7;
 	ok = put_stream(s, "t/multi", multi, 4, &n) == 0 && n == multi;
-	tap_okf(e.code, e.msg, ok, "%s: put %llu bytes from a pipe%s", name,
+	tap_okf(sp_code_name(e.code), e.msg, ok, "%s: put %llu bytes from a pipe%s", name,
 	    (unsigned long long)multi, s3 ? " (a multipart upload of 3 parts)" :
 	    "");
-	tap_okf(e.code, e.msg, sp_store_head(s, "t/multi", &size, &e) == 0 &&
+	tap_okf(sp_code_name(e.code), e.msg, sp_store_head(s, "t/multi", &size, &e) == 0 &&
 	    size == multi, "%s: head of the multipart object", name);
-	tap_okf(e.code, e.msg, get_stream(s, "t/multi", multi, 4) == 0,
+	tap_okf(sp_code_name(e.code), e.msg, get_stream(s, "t/multi", multi, 4) == 0,
 	    "%s: get of the multipart object, byte for byte", name);
 	{
 		int fds[2];
@@ -503,48 +503,48 @@ suite(const char *url, const char *name, int s3, int quick)
 		    is("io") && strstr(e.msg, "Broken pipe") != NULL;
 		close(fds[1]);
 		sigpending(&pend);
-		tap_okf(e.code, e.msg, ok && !sigismember(&pend, SIGPIPE),
+		tap_okf(sp_code_name(e.code), e.msg, ok && !sigismember(&pend, SIGPIPE),
 		    "%s: get to a closed pipe fails with EPIPE, no SIGPIPE",
 		    name);
 	}
 	if (!quick) {
 		ok = put_stream(s, "t/exact", part, 5, &n) == 0 && n == part &&
 		    get_stream(s, "t/exact", part, 5) == 0;
-		tap_okf(e.code, e.msg, ok, "%s: an object of exactly one part",
+		tap_okf(sp_code_name(e.code), e.msg, ok, "%s: an object of exactly one part",
 		    name);
 		ok = put_stream(s, "t/exact", part - 1, 6, &n) == 0 &&
 		    get_stream(s, "t/exact", part - 1, 6) == 0;
-		tap_okf(e.code, e.msg, ok, "%s: one byte short of a part", name);
+		tap_okf(sp_code_name(e.code), e.msg, ok, "%s: one byte short of a part", name);
 	}
 
-	tap_okf(e.code, e.msg, sp_store_head(s, "t/none", &size, &e) == -1 &&
+	tap_okf(sp_code_name(e.code), e.msg, sp_store_head(s, "t/none", &size, &e) == -1 &&
 	    is("not-found"), "%s: head of a missing key is not-found", name);
 	fd = memfd_create("get", MFD_CLOEXEC);
 	ok = sp_store_get(s, "t/none", fd, &n, &e) == -1 && is("not-found") &&
 	    n == 0 && lseek(fd, 0, SEEK_END) == 0;
-	tap_okf(e.code, e.msg, ok, "%s: get of a missing key is not-found and "
+	tap_okf(sp_code_name(e.code), e.msg, ok, "%s: get of a missing key is not-found and "
 	    "writes nothing", name);
 	close(fd);
 	ok = sp_store_delete(s, "t/small", &e) == 0 &&
 	    sp_store_head(s, "t/small", &size, &e) == -1 && is("not-found");
-	tap_okf(e.code, e.msg, ok, "%s: delete removes", name);
-	tap_okf(e.code, e.msg, sp_store_delete(s, "t/small", &e) == 0 &&
+	tap_okf(sp_code_name(e.code), e.msg, ok, "%s: delete removes", name);
+	tap_okf(sp_code_name(e.code), e.msg, sp_store_delete(s, "t/small", &e) == 0 &&
 	    sp_store_delete(s, "never/was", &e) == 0,
 	    "%s: delete of what is not there is fine", name);
 
 	ok = 1;
 	for (i = 0; all_l[i] != NULL; i++)
 		ok &= put_stream(s, all_l[i], i + 1, i, &n) == 0;
-	tap_okf(e.code, e.msg, ok, "%s: five keys to list", name);
-	tap_okf(e.code, e.msg, listed(s, "l/", all_l, 0, s3),
+	tap_okf(sp_code_name(e.code), e.msg, ok, "%s: five keys to list", name);
+	tap_okf(sp_code_name(e.code), e.msg, listed(s, "l/", all_l, 0, s3),
 	    "%s: list gives them all%s", name, s3 ? "" : ", in byte order");
-	tap_okf(e.code, e.msg, listed(s, "l/b", b_l, 0, s3),
+	tap_okf(sp_code_name(e.code), e.msg, listed(s, "l/b", b_l, 0, s3),
 	    "%s: list of a partial name", name);
-	tap_okf(e.code, e.msg, listed(s, "l/b/", bdir_l, 0, s3),
+	tap_okf(sp_code_name(e.code), e.msg, listed(s, "l/b/", bdir_l, 0, s3),
 	    "%s: list of a directory-like prefix", name);
-	tap_okf(e.code, e.msg, listed(s, "nothing/", none_l, 0, s3),
+	tap_okf(sp_code_name(e.code), e.msg, listed(s, "nothing/", none_l, 0, s3),
 	    "%s: list of a prefix with nothing", name);
-	tap_okf(e.code, e.msg, listed(s, "l/", first_l, 1, 0) || (s3 &&
+	tap_okf(sp_code_name(e.code), e.msg, listed(s, "l/", first_l, 1, 0) || (s3 &&
 	    listed(s, "l/", (const char *[]){ "l/b/c", NULL }, 1, 0)),
 	    "%s: a callback returning non-zero stops the list", name);
 	{
@@ -556,7 +556,7 @@ suite(const char *url, const char *name, int s3, int quick)
 			    strcmp(w.keys[i], "l/b-d") == 0 ? 2 :
 			    strcmp(w.keys[i], "l/b/c") == 0 ? 3 :
 			    strcmp(w.keys[i], "l/bz") == 0 ? 4 : 5);
-		tap_okf(e.code, e.msg, ok, "%s: list gives the sizes", name);
+		tap_okf(sp_code_name(e.code), e.msg, ok, "%s: list gives the sizes", name);
 	}
 	if (s3) {
 		/* Flat keys: s3rver pages correctly only where its own order
@@ -568,7 +568,7 @@ suite(const char *url, const char *name, int s3, int quick)
 		ok = ok && sp_store_open(&paged, url, &e) == 0 &&
 		    listed(paged, "p/", pages_l, 0, 0);
 		unsetenv("SPACE_S3_LIST_MAX");
-		tap_okf(e.code, e.msg, ok, "%s: pages of 2 keys: continuation "
+		tap_okf(sp_code_name(e.code), e.msg, ok, "%s: pages of 2 keys: continuation "
 		    "tokens carry the list through", name);
 		sp_store_close(paged);
 		for (i = 0; pages_l[i] != NULL; i++)
@@ -577,25 +577,25 @@ suite(const char *url, const char *name, int s3, int quick)
 	ok = 1;
 	for (i = 0; all_l[i] != NULL; i++)
 		ok &= sp_store_delete(s, all_l[i], &e) == 0;
-	tap_okf(e.code, e.msg, ok && listed(s, "l/", none_l, 0, 0),
+	tap_okf(sp_code_name(e.code), e.msg, ok && listed(s, "l/", none_l, 0, 0),
 	    "%s: deleted keys leave the list", name);
 
 	if (!quick) {
 		/* A put that fails half-way (after a part on S3) leaves the
 		 * key as it was. */
 		ok = put_stream(s, "t/atomic", 1000, 8, &n) == 0;
-		tap_okf(e.code, e.msg, ok, "%s: an object to overwrite", name);
+		tap_okf(sp_code_name(e.code), e.msg, ok, "%s: an object to overwrite", name);
 		ok = put_failing(s, "t/atomic", s3 ? part + MiB : 2 * MiB) == -1;
-		tap_okf(e.code, e.msg, ok && is("io") && strstr(e.msg,
+		tap_okf(sp_code_name(e.code), e.msg, ok && is("io") && strstr(e.msg,
 		    "Input/output error") != NULL, "%s: a reader failing "
 		    "mid-way fails the put", name);
-		tap_okf(e.code, e.msg, sp_store_head(s, "t/atomic", &size,
+		tap_okf(sp_code_name(e.code), e.msg, sp_store_head(s, "t/atomic", &size,
 		    &e) == 0 && size == 1000 && get_stream(s, "t/atomic", 1000,
 		    8) == 0, "%s: the old object is still there, whole", name);
 		ok = put_failing(s, "t/atomic-new", s3 ? part + MiB : 2 * MiB) ==
 		    -1 && sp_store_head(s, "t/atomic-new", &size, &e) == -1 &&
 		    is("not-found");
-		tap_okf(e.code, e.msg, ok, "%s: a failed put of a new key leaves "
+		tap_okf(sp_code_name(e.code), e.msg, ok, "%s: a failed put of a new key leaves "
 		    "no object", name);
 		if (!s3)
 			tap_ok(leftovers(url + 7) == 0, "file: no temporary "
@@ -631,10 +631,10 @@ test_open(void)
 	size_t i;
 
 	for (i = 0; i < sizeof bad / sizeof bad[0]; i++)
-		tap_okf(e.code, e.msg, open_fails(bad[i]), "store URL \"%s\" "
+		tap_okf(sp_code_name(e.code), e.msg, open_fails(bad[i]), "store URL \"%s\" "
 		    "refused", bad[i]);
 	tap_ok(sp_store_open(&s, NULL, &e) == -1, "no URL refused");
-	tap_okf(e.code, e.msg, sp_store_open(&s, "s3://bkt/some/prefix/", &e) ==
+	tap_okf(sp_code_name(e.code), e.msg, sp_store_open(&s, "s3://bkt/some/prefix/", &e) ==
 	    0, "s3://bucket/prefix/ opens (nothing contacted yet)");
 	sp_store_close(s);
 	setenv("SPACE_S3_ENDPOINT", "http://127.0.0.1:9", 1);
@@ -803,23 +803,23 @@ test_retries(void)
 	for (i = 0; i < sizeof cases / sizeof cases[0]; i++) {
 		if (canned_start(&c, cases[i].status, cases[i].code) == -1 ||
 		    (s = canned_store(&c)) == NULL) {
-			tap_okf(e.code, e.msg, 0, "canned server %s", cases[i].status);
+			tap_okf(sp_code_name(e.code), e.msg, 0, "canned server %s", cases[i].status);
 			continue;
 		}
 		ok = sp_store_head(s, "k", &size, &e) == -1 && is(cases[i].want) &&
 		    e.temp == cases[i].temp;
-		tap_okf(e.code, e.msg, ok && c.hits == cases[i].hits,
+		tap_okf(sp_code_name(e.code), e.msg, ok && c.hits == cases[i].hits,
 		    "HTTP %.3s on head: %s, temp=%d, %d tr%s (served %d)",
 		    cases[i].status, cases[i].want, cases[i].temp,
 		    cases[i].hits, cases[i].hits == 1 ? "y" : "ies", c.hits);
 		c.hits = 0;
 		ok = put_stream(s, "k", 1000, 1, &n) == -1 && is(cases[i].want);
-		tap_okf(e.code, e.msg, ok && c.hits == cases[i].hits,
+		tap_okf(sp_code_name(e.code), e.msg, ok && c.hits == cases[i].hits,
 		    "HTTP %.3s on put: %s after %d tr%s (served %d)",
 		    cases[i].status, cases[i].want, cases[i].hits,
 		    cases[i].hits == 1 ? "y" : "ies", c.hits);
 		if (cases[i].code[0] == 'S' || cases[i].code[0] == 'A')
-			tap_okf(e.code, e.msg, strstr(e.msg, cases[i].code) !=
+			tap_okf(sp_code_name(e.code), e.msg, strstr(e.msg, cases[i].code) !=
 			    NULL && strstr(e.msg, "very-secret") == NULL &&
 			    strstr(e.msg, "session-token") == NULL,
 			    "the message names S3's code, not the secrets: %s",
@@ -832,7 +832,7 @@ test_retries(void)
 	if (canned_start(&c, "200 OK", "") == 0 && (s = canned_store(&c)) != NULL) {
 		canned_stop(&c);
 		ok = sp_store_head(s, "k", &size, &e) == -1 && is("io") && e.temp;
-		tap_okf(e.code, e.msg, ok && strstr(e.msg, "6 tries") != NULL,
+		tap_okf(sp_code_name(e.code), e.msg, ok && strstr(e.msg, "6 tries") != NULL,
 		    "a refused connection: io, temp=1, after 6 tries");
 		sp_store_close(s);
 	} else
@@ -846,7 +846,7 @@ test_retries(void)
 		clock_gettime(CLOCK_MONOTONIC, &t1);
 		secs = (double)(t1.tv_sec - t0.tv_sec) +
 		    (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
-		tap_okf(e.code, e.msg, ok && c.hits == 1 + SP_STORE_RETRIES &&
+		tap_okf(sp_code_name(e.code), e.msg, ok && c.hits == 1 + SP_STORE_RETRIES &&
 		    secs < 30, "a stuck server times out, is retried, and the "
 		    "call ends: %.1f s, %d tries", secs, c.hits);
 		sp_store_close(s);
@@ -864,14 +864,14 @@ test_denied(const char *url)
 	const char *secret = getenv("AWS_SECRET_ACCESS_KEY");
 	uint64_t size, n;
 
-	if (!tap_okf(e.code, e.msg, sp_store_open(&s, url, &e) == 0,
+	if (!tap_okf(sp_code_name(e.code), e.msg, sp_store_open(&s, url, &e) == 0,
 	    "denied: open"))
 		return;
-	tap_okf(e.code, e.msg, sp_store_head(s, "t/x", &size, &e) == -1 &&
+	tap_okf(sp_code_name(e.code), e.msg, sp_store_head(s, "t/x", &size, &e) == -1 &&
 	    is("denied") && !e.temp, "denied: head is denied");
-	tap_okf(e.code, e.msg, put_stream(s, "t/x", 100, 1, &n) == -1 &&
+	tap_okf(sp_code_name(e.code), e.msg, put_stream(s, "t/x", 100, 1, &n) == -1 &&
 	    is("denied"), "denied: put is denied");
-	tap_okf(e.code, e.msg, secret == NULL || strstr(e.msg, secret) == NULL,
+	tap_okf(sp_code_name(e.code), e.msg, secret == NULL || strstr(e.msg, secret) == NULL,
 	    "denied: the message does not hold the secret");
 	sp_store_close(s);
 }
@@ -900,7 +900,7 @@ bench(const char *url, int mib)
 	t1 = now();
 	ok = ok && get_stream(s, "bench/obj", n, 11) == 0;
 	t2 = now();
-	tap_okf(e.code, e.msg, ok, "bench: %d MiB put in %.2f s (%.0f MiB/s), "
+	tap_okf(sp_code_name(e.code), e.msg, ok, "bench: %d MiB put in %.2f s (%.0f MiB/s), "
 	    "get in %.2f s (%.0f MiB/s)", mib, t1 - t0, mib / (t1 - t0),
 	    t2 - t1, mib / (t2 - t1));
 	sp_store_delete(s, "bench/obj", &e);

@@ -38,7 +38,7 @@ static int
 check(int cond, const char *name)
 {
 	if (!tap_ok(cond, name))
-		printf("#   last error: %s: %s\n", e.code, e.msg);
+		printf("#   last error: %s: %s\n", sp_code_name(e.code), e.msg);
 	return cond;
 }
 
@@ -352,8 +352,8 @@ hostile(const char *what, const char *tar, const struct ent *v, size_t n)
 	make_tar(tar, 0, v, n);
 	r = import("evil", tar, &t);
 	snprintf(name, sizeof name, "%s: bad-input", what);
-	check(r == -1 && strcmp(e.code, "bad-input") == 0, name);
-	printf("#   %s: %s\n", e.code, e.msg);
+	check(r == -1 && e.code == SP_E_BAD_INPUT, name);
+	printf("#   %s: %s\n", sp_code_name(e.code), e.msg);
 	snprintf(name, sizeof name, "%s: nothing written outside", what);
 	tap_ok(!exists(outside, "evil") && !exists(top, "evil") &&
 	    !exists("/abs", "evil") && access("/abs", F_OK) == -1, name);
@@ -481,7 +481,7 @@ test_node_ca(const char *tar, const char *target)
 			    NULL, 0, 0, 0, 0 },
 		};
 		r = import_ca_tar("evilbundle", v, 4, &t2);
-		printf("# bundle -> host file: %s %s\n", r == -1 ? e.code :
+		printf("# bundle -> host file: %s %s\n", r == -1 ? sp_code_name(e.code) :
 		    "imported", r == -1 ? e.msg : "");
 		out = read_whole(target, &n);
 		tap_ok(out && n == 4 && memcmp(out, "orig", 4) == 0,
@@ -494,7 +494,7 @@ test_node_ca(const char *tar, const char *target)
 			{ 'l', "etc/ssl", outside, NULL, 0, 0, 0, 0 },
 		};
 		r = import_ca_tar("evilssl", v, 2, &t2);
-		check(r == -1 && strcmp(e.code, "bad-input") == 0,
+		check(r == -1 && e.code == SP_E_BAD_INPUT,
 		    "etc/ssl linked to a host directory: bad-input");
 		printf("#   %s\n", e.msg);
 		pathf(p, "%s/%s", outside, "certs");
@@ -697,16 +697,16 @@ main(void)
 
 	/* Bad requests. */
 	r = import("../x", tar, &t);
-	tap_ok(r == -1 && strcmp(e.code, "bad-input") == 0,
+	tap_ok(r == -1 && e.code == SP_E_BAD_INPUT,
 	    "a name with '/' is bad-input");
 	pathf(p, "%s/%s", outside, "missing.tar");
 	r = import("x", p, &t);
-	tap_ok(r == -1 && strcmp(e.code, "not-found") == 0,
+	tap_ok(r == -1 && e.code == SP_E_NOT_FOUND,
 	    "a missing rootfs is not-found");
 	pathf(p, "%s/%s", outside, "garbage.tar");
 	write_file(p, "this is not an archive at all", 29);
 	r = import("x", p, &t);
-	check(r == -1 && strcmp(e.code, "bad-input") == 0,
+	check(r == -1 && e.code == SP_E_BAD_INPUT,
 	    "garbage input is bad-input");
 	printf("#   %s\n", e.msg);
 
@@ -772,7 +772,7 @@ main(void)
 		close(fd);
 		r = import("hl", tar2, &th);
 		printf("# hard link to symlink with data: %s %s\n",
-		    r == -1 ? e.code : "imported", r == -1 ? e.msg : "");
+		    r == -1 ? sp_code_name(e.code) : "imported", r == -1 ? e.msg : "");
 		out = read_whole(target, &n);
 		tap_ok(out && n == 4 && memcmp(out, "orig", 4) == 0,
 		    "hard link to an outside symlink: target untouched");
@@ -796,7 +796,7 @@ main(void)
 		if (pids[i] == 0) {
 			r = import("conc", tar2, &t);
 			if (r == -1)
-				fprintf(stderr, "child: %s: %s\n", e.code,
+				fprintf(stderr, "child: %s: %s\n", sp_code_name(e.code),
 				    e.msg);
 			_exit(r == 0 ? 10 : r == 1 ? 11 : 1);
 		}

@@ -199,7 +199,7 @@ test_create(char *crt, char *key)
 	pathf(dir, root, "ca");
 	pathf(key, dir, "ca.key");
 	pathf(crt, dir, "ca.crt");
-	tap_okf(e.code, e.msg, sp_tls_ca_create(root, "n1", &made, &e) == 0 &&
+	tap_okf(sp_code_name(e.code), e.msg, sp_tls_ca_create(root, "n1", &made, &e) == 0 &&
 	    made == 1, "create: made");
 	tap_ok(mode_of(dir) == 0755 && mode_of(key) == 0600 &&
 	    mode_of(crt) == 0644, "create: ca/ 0755, ca.key 0600, ca.crt 0644");
@@ -211,7 +211,7 @@ test_create(char *crt, char *key)
 	    stat(crt, &c1) == 0, "create: files there");
 
 	made = -1;
-	tap_okf(e.code, e.msg, sp_tls_ca_create(root, "n1", &made, &e) == 0 &&
+	tap_okf(sp_code_name(e.code), e.msg, sp_tls_ca_create(root, "n1", &made, &e) == 0 &&
 	    made == 0, "create again: made 0");
 	kb2 = slurp(key, &kn2);
 	cb2 = slurp(crt, &cn2);
@@ -226,11 +226,11 @@ test_create(char *crt, char *key)
 	free(cb1);
 	free(cb2);
 
-	tap_okf(e.code, e.msg, sp_tls_ca_cert_path(root, p, sizeof p, &e) == 0 &&
+	tap_okf(sp_code_name(e.code), e.msg, sp_tls_ca_cert_path(root, p, sizeof p, &e) == 0 &&
 	    strcmp(p, crt) == 0, "cert path is root/ca/ca.crt");
 	subroot(empty, "empty");
 	tap_ok(sp_tls_ca_cert_path(empty, p, sizeof p, &e) == -1 &&
-	    strcmp(e.code, "not-found") == 0, "cert path without a CA: "
+	    e.code == SP_E_NOT_FOUND, "cert path without a CA: "
 	    "not-found");
 	printf("#   %s\n", e.msg);
 }
@@ -290,12 +290,12 @@ test_refusals(const char *good_key)
 	unlink(c);
 	made = -1;
 	tap_ok(sp_tls_ca_create(r2, "n2", &made, &e) == -1 &&
-	    strcmp(e.code, "corrupt") == 0 && made == 0 &&
+	    e.code == SP_E_CORRUPT && made == 0 &&
 	    access(c, F_OK) == -1, "key without cert: create says corrupt, "
 	    "makes nothing");
 	printf("#   %s\n", e.msg);
 	tap_ok(sp_tls_ca_load(r2, &ca, &e) == -1 &&
-	    strcmp(e.code, "corrupt") == 0 && ca == NULL,
+	    e.code == SP_E_CORRUPT && ca == NULL,
 	    "key without cert: load says corrupt");
 
 	subroot(r3, "other");
@@ -306,7 +306,7 @@ test_refusals(const char *good_key)
 		abort();
 	rename(k3, k);		/* r2 gets r3's key beside no cert */
 	tap_ok(sp_tls_ca_create(r3, "n3", &made, &e) == -1 &&
-	    strcmp(e.code, "corrupt") == 0 && access(k3, F_OK) == -1,
+	    e.code == SP_E_CORRUPT && access(k3, F_OK) == -1,
 	    "cert without key: corrupt, makes nothing");
 
 	/* r3: its cert with another CA's key. */
@@ -315,49 +315,49 @@ test_refusals(const char *good_key)
 	OPENSSL_cleanse(bytes, n);
 	free(bytes);
 	tap_ok(sp_tls_ca_load(r3, &ca, &e) == -1 &&
-	    strcmp(e.code, "corrupt") == 0, "a key of another CA: corrupt");
+	    e.code == SP_E_CORRUPT, "a key of another CA: corrupt");
 	printf("#   %s\n", e.msg);
 	spit(k3, "not a key\n", 10, 0600);
 	tap_ok(sp_tls_ca_load(r3, &ca, &e) == -1 &&
-	    strcmp(e.code, "corrupt") == 0, "a key that does not parse: "
+	    e.code == SP_E_CORRUPT, "a key that does not parse: "
 	    "corrupt");
 	printf("#   %s\n", e.msg);
 
 	if (chmod(good_key, 0644) == -1)
 		abort();
 	tap_ok(sp_tls_ca_load(root, &ca, &e) == -1 &&
-	    strcmp(e.code, "bad-input") == 0 && ca == NULL,
+	    e.code == SP_E_BAD_INPUT && ca == NULL,
 	    "key mode 0644: refused (bad-input)");
 	printf("#   %s\n", e.msg);
 	made = -1;
 	tap_ok(sp_tls_ca_create(root, "n1", &made, &e) == -1 &&
-	    strcmp(e.code, "bad-input") == 0 && made == 0 &&
+	    e.code == SP_E_BAD_INPUT && made == 0 &&
 	    mode_of(good_key) == 0644, "key mode 0644: create refuses, "
 	    "changes nothing");
 	chmod(good_key, 0620);
 	tap_ok(sp_tls_ca_load(root, &ca, &e) == -1 &&
-	    strcmp(e.code, "bad-input") == 0, "key mode 0620: refused");
+	    e.code == SP_E_BAD_INPUT, "key mode 0620: refused");
 	chmod(good_key, 0600);
 	if (geteuid() == 0) {
 		if (chown(good_key, 1, (gid_t)-1) == -1)
 			abort();
 		tap_ok(sp_tls_ca_load(root, &ca, &e) == -1 &&
-		    strcmp(e.code, "bad-input") == 0,
+		    e.code == SP_E_BAD_INPUT,
 		    "key owned by another user: refused");
 		printf("#   %s\n", e.msg);
 		if (chown(good_key, 0, (gid_t)-1) == -1)
 			abort();
 	} else
 		tap_ok(1, "key owned by another user # SKIP not root");
-	tap_okf(e.code, e.msg, sp_tls_ca_load(root, &ca, &e) == 0 && ca != NULL,
+	tap_okf(sp_code_name(e.code), e.msg, sp_tls_ca_load(root, &ca, &e) == 0 && ca != NULL,
 	    "mode 0600 again: load works");
 	sp_tls_ca_free(ca);
 	ca = NULL;
 	tap_ok(sp_tls_ca_load(r2 /* now only r3's key */, &ca, &e) == -1 &&
-	    strcmp(e.code, "corrupt") == 0, "still half made: corrupt");
+	    e.code == SP_E_CORRUPT, "still half made: corrupt");
 	pathf(dir, root, "empty");
 	tap_ok(sp_tls_ca_load(dir, &ca, &e) == -1 &&
-	    strcmp(e.code, "not-found") == 0, "no CA: load says not-found");
+	    e.code == SP_E_NOT_FOUND, "no CA: load says not-found");
 }
 
 static void
@@ -368,14 +368,14 @@ test_leaf_name(struct sp_tls_ca *ca, const char *crt)
 	struct hs r;
 
 	s = sp_tls_server_ctx(ca, "api.example.test", &e);
-	tap_okf(e.code, e.msg, s != NULL, "leaf for api.example.test");
+	tap_okf(sp_code_name(e.code), e.msg, s != NULL, "leaf for api.example.test");
 	c = sp_tls_client_ctx(crt, &e);
-	tap_okf(e.code, e.msg, c != NULL, "client context trusting ca.crt");
+	tap_okf(sp_code_name(e.code), e.msg, c != NULL, "client context trusting ca.crt");
 	if (s == NULL || c == NULL || cax == NULL)
 		abort();
 
 	handshake(s, c, "api.example.test", &r);
-	tap_okf(e.code, e.msg, r.ok && r.verify == X509_V_OK,
+	tap_okf(sp_code_name(e.code), e.msg, r.ok && r.verify == X509_V_OK,
 	    "handshake to api.example.test verifies");
 	tap_ok(strcmp(r.sni, "api.example.test") == 0,
 	    "the server saw SNI api.example.test");
@@ -444,12 +444,12 @@ test_leaf_ip(struct sp_tls_ca *ca, const char *crt)
 	struct hs r;
 
 	s = sp_tls_server_ctx(ca, "127.0.0.1", &e);
-	tap_okf(e.code, e.msg, s != NULL, "leaf for 127.0.0.1");
+	tap_okf(sp_code_name(e.code), e.msg, s != NULL, "leaf for 127.0.0.1");
 	c = sp_tls_client_ctx(crt, &e);
 	if (s == NULL || c == NULL)
 		abort();
 	handshake(s, c, "127.0.0.1", &r);
-	tap_okf(e.code, e.msg, r.ok && r.verify == X509_V_OK,
+	tap_okf(sp_code_name(e.code), e.msg, r.ok && r.verify == X509_V_OK,
 	    "handshake to 127.0.0.1 verifies");
 	tap_ok(r.sni[0] == '\0', "no SNI for an address");
 	tap_ok(r.peer && X509_check_ip_asc(r.peer, "127.0.0.1", 0) == 1 &&
@@ -467,7 +467,7 @@ test_leaf_ip(struct sp_tls_ca *ca, const char *crt)
 	X509_free(r.peer);
 
 	s6 = sp_tls_server_ctx(ca, "::1", &e);
-	tap_okf(e.code, e.msg, s6 != NULL, "leaf for ::1");
+	tap_okf(sp_code_name(e.code), e.msg, s6 != NULL, "leaf for ::1");
 	handshake(s6, c, "0:0::1", &r);
 	tap_ok(r.ok && r.verify == X509_V_OK, "handshake to ::1 (written "
 	    "0:0::1) verifies");
@@ -486,7 +486,7 @@ test_system_store(struct sp_tls_ca *ca)
 
 	s = sp_tls_server_ctx(ca, "api.example.test", &e);
 	c = sp_tls_client_ctx(NULL, &e);
-	tap_okf(e.code, e.msg, c != NULL, "client context on the system store");
+	tap_okf(sp_code_name(e.code), e.msg, c != NULL, "client context on the system store");
 	if (s == NULL || c == NULL)
 		abort();
 	handshake(s, c, "api.example.test", &r);
@@ -511,12 +511,12 @@ test_client_errors(void)
 
 	pathf(p, root, "no-such-ca.crt");
 	c = sp_tls_client_ctx(p, &e);
-	tap_ok(c == NULL && strcmp(e.code, "not-found") == 0,
+	tap_ok(c == NULL && e.code == SP_E_NOT_FOUND,
 	    "a missing CA file: not-found");
 	pathf(p, root, "garbage.crt");
 	spit(p, "garbage\n", 8, 0644);
 	c = sp_tls_client_ctx(p, &e);
-	tap_ok(c == NULL && strcmp(e.code, "bad-input") == 0 &&
+	tap_ok(c == NULL && e.code == SP_E_BAD_INPUT &&
 	    strstr(e.msg, "garbage.crt") != NULL, "a CA file without "
 	    "certificates: bad-input, named");
 	printf("#   %s\n", e.msg);
@@ -524,7 +524,7 @@ test_client_errors(void)
 	ERR_put_error(ERR_LIB_SSL, 0, SSL_R_CERTIFICATE_VERIFY_FAILED,
 	    __FILE__, __LINE__);
 	tap_ok(sp_tls_err(&e, "upstream handshake") == -1 &&
-	    strcmp(e.code, "tls") == 0 && e.temp == 0 &&
+	    e.code == SP_E_TLS && e.temp == 0 &&
 	    strncmp(e.msg, "upstream handshake: ", 20) == 0 &&
 	    strstr(e.msg, "certificate verify failed") != NULL &&
 	    ERR_peek_error() == 0, "sp_tls_err: code tls, the reason, queue "
@@ -552,14 +552,14 @@ test_bad_hosts(struct sp_tls_ca *ca)
 	for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
 		sp_err_clear(&e);
 		s = sp_tls_server_ctx(ca, bad[i], &e);
-		if (s != NULL || strcmp(e.code, "bad-input") != 0) {
+		if (s != NULL || e.code != SP_E_BAD_INPUT) {
 			printf("#   server ctx took bad host %zu\n", i);
 			fails++;
 		}
 		SSL_CTX_free(s);
 		sp_err_clear(&e);
 		if (sp_tls_client_host(ssl, bad[i], &e) != -1 ||
-		    strcmp(e.code, "bad-input") != 0) {
+		    e.code != SP_E_BAD_INPUT) {
 			printf("#   client took bad host %zu\n", i);
 			fails++;
 		}
@@ -574,14 +574,14 @@ test_bad_hosts(struct sp_tls_ca *ca)
 		longname[i] = '.';
 	longname[254] = '\0';
 	tap_ok(sp_tls_server_ctx(ca, longname, &e) == NULL &&
-	    strcmp(e.code, "bad-input") == 0 && strlen(e.msg) < 200,
+	    e.code == SP_E_BAD_INPUT && strlen(e.msg) < 200,
 	    "a 254-byte name is bad-input");
 	memset(label, 'b', 64);
 	memcpy(label + 64, ".test", 6);
 	tap_ok(sp_tls_server_ctx(ca, label, &e) == NULL &&
-	    strcmp(e.code, "bad-input") == 0, "a 64-byte label is bad-input");
+	    e.code == SP_E_BAD_INPUT, "a 64-byte label is bad-input");
 	tap_ok(sp_tls_client_host(ssl, NULL, &e) == -1 &&
-	    strcmp(e.code, "bad-input") == 0, "a NULL host is bad-input");
+	    e.code == SP_E_BAD_INPUT, "a NULL host is bad-input");
 	SSL_free(ssl);
 	SSL_CTX_free(c);
 }
@@ -635,7 +635,7 @@ test_eviction(struct sp_tls_ca *ca, const char *crt)
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	printf("# %d leaves minted in %.0f ms\n", SP_TLS_CACHE_MAX,
 	    (t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) / 1e6);
-	tap_okf(e.code, e.msg, first != NULL && fails == 0,
+	tap_okf(sp_code_name(e.code), e.msg, first != NULL && fails == 0,
 	    "%d more hosts minted", SP_TLS_CACHE_MAX);
 	snprintf(host, sizeof host, "h%d.evict.test", SP_TLS_CACHE_MAX);
 	last = sp_tls_server_ctx(ca, host, &e);
@@ -710,7 +710,7 @@ main(void)
 	test_create(crt, key);
 	test_ca_cert(crt);
 	test_refusals(key);
-	if (!tap_okf(e.code, e.msg, sp_tls_ca_load(root, &ca, &e) == 0,
+	if (!tap_okf(sp_code_name(e.code), e.msg, sp_tls_ca_load(root, &ca, &e) == 0,
 	    "load the CA"))
 		return tap_done();
 	test_leaf_name(ca, crt);

@@ -22,7 +22,7 @@
 
 static struct sp_err e;
 
-#define ok(cond, ...) tap_okf(e.code, e.msg, (cond), __VA_ARGS__)
+#define ok(cond, ...) tap_okf(sp_code_name(e.code), e.msg, (cond), __VA_ARGS__)
 
 static struct sp_vm_spec
 spec(const char *name)
@@ -58,7 +58,7 @@ refused(const struct sp_vm_spec *s, const char *why)
 
 	sp_err_clear(&e);
 	rc = sp_virt_domain_xml(s, &xml, &e);
-	ok(rc == -1 && xml == NULL && strcmp(e.code, "bad-input") == 0,
+	ok(rc == -1 && xml == NULL && e.code == SP_E_BAD_INPUT,
 	    "xml refuses %s", why);
 	free(xml);
 }
@@ -365,24 +365,24 @@ test_saved_layout(void)
 	fake_image(path, "<domain><devices><controller type='virtio-serial'/>"
 	    "<target type='virtio' name='space.0'/>"
 	    "<target type='virtio' name='space.2'/></devices></domain>");
-	ok(sp_ckpt_layout(path, &l, &e) == -1 && strcmp(e.code, "bad-state") == 0,
+	ok(sp_ckpt_layout(path, &l, &e) == -1 && e.code == SP_E_BAD_STATE,
 	    "an image with a port missing in the middle is refused");
 	fake_image(path, "<domain><devices><controller type='virtio-serial'/>"
 	    "<target type='virtio' name='space.0'/>"
 	    "<target type='virtio' name='space.0'/></devices></domain>");
-	ok(sp_ckpt_layout(path, &l, &e) == -1 && strcmp(e.code, "bad-state") == 0,
+	ok(sp_ckpt_layout(path, &l, &e) == -1 && e.code == SP_E_BAD_STATE,
 	    "an image with a port twice is refused");
 	fake_layout(path, shared, 0, 1);
-	ok(sp_ckpt_layout(path, &l, &e) == -1 && strcmp(e.code, "bad-state") == 0,
+	ok(sp_ckpt_layout(path, &l, &e) == -1 && e.code == SP_E_BAD_STATE,
 	    "an image without our ports is refused");
 	fake_layout(path, "", 8, 1);
-	ok(sp_ckpt_layout(path, &l, &e) == -1 && strcmp(e.code, "bad-state") == 0,
+	ok(sp_ckpt_layout(path, &l, &e) == -1 && e.code == SP_E_BAD_STATE,
 	    "an image without a serial controller is refused");
 	fd = open(path, O_WRONLY | O_TRUNC);
 	if (fd == -1 || write(fd, "not an image at all, not at all, no", 35) != 35)
 		abort();
 	close(fd);
-	ok(sp_ckpt_layout(path, &l, &e) == -1 && strcmp(e.code, "bad-state") == 0,
+	ok(sp_ckpt_layout(path, &l, &e) == -1 && e.code == SP_E_BAD_STATE,
 	    "a file that is no save image is refused");
 	unlink(path);
 
@@ -427,7 +427,7 @@ stderr_bytes(void (*fn)(void))
 }
 
 static int bad_open_rc, bad_open_temp;
-static char bad_open_code[32];
+static enum sp_code bad_open_code;
 
 static void
 open_bad(void)
@@ -438,7 +438,7 @@ open_bad(void)
 	bad_open_rc = sp_virt_open(&v,
 	    "qemu:///system?socket=/nonexistent/libvirt-sock", &e);
 	bad_open_temp = e.temp;
-	snprintf(bad_open_code, sizeof bad_open_code, "%s", e.code);
+	bad_open_code = e.code;
 	sp_virt_close(v);
 }
 
@@ -536,7 +536,7 @@ test_domain(void)
 	int fd;
 
 	ok(stderr_bytes(open_bad) == 0, "a failed open prints nothing");
-	ok(bad_open_rc == -1 && strcmp(bad_open_code, "libvirt") == 0 &&
+	ok(bad_open_rc == -1 && bad_open_code == SP_E_LIBVIRT &&
 	    bad_open_temp == 1, "a failed open is a temporary libvirt error");
 
 	if (!ok(sp_virt_open(&v, URI, &e) == 0 && v != NULL, "open " URI))
@@ -552,11 +552,11 @@ test_domain(void)
 	    (strcmp(type, "kvm") == 0 || strcmp(type, "qemu") == 0),
 	    "pick auto gives '%s'", type);
 	ok(sp_virt_pick_type(v, "vmware", type, &e) == -1 &&
-	    strcmp(e.code, "bad-input") == 0, "pick refuses an unknown type");
+	    e.code == SP_E_BAD_INPUT, "pick refuses an unknown type");
 
 	quiet_v = v;
 	ok(stderr_bytes(pause_absent) == 0, "a failed call prints nothing");
-	ok(quiet_rc == -1 && strcmp(e.code, "not-found") == 0,
+	ok(quiet_rc == -1 && e.code == SP_E_NOT_FOUND,
 	    "pause of an absent domain is not-found");
 	ok(sp_virt_state(v, dom, st, &e) == 0 && strcmp(st, "absent") == 0,
 	    "state of an absent domain is absent");
@@ -615,15 +615,15 @@ test_domain(void)
 	    sp_virt_state(v, dom, st, &e) == 0 && strcmp(st, "shutoff") == 0,
 	    "destroy makes it shutoff");
 	ok(sp_virt_destroy(v, dom, &e) == 0, "destroy of a stopped domain");
-	ok(sp_virt_pause(v, dom, &e) == -1 && strcmp(e.code, "bad-state") == 0,
+	ok(sp_virt_pause(v, dom, &e) == -1 && e.code == SP_E_BAD_STATE,
 	    "pause of a stopped domain is bad-state");
-	ok(sp_virt_resume(v, dom, &e) == -1 && strcmp(e.code, "bad-state") == 0,
+	ok(sp_virt_resume(v, dom, &e) == -1 && e.code == SP_E_BAD_STATE,
 	    "resume of a stopped domain is bad-state");
 	ok(sp_virt_undefine(v, dom, &e) == 0 &&
 	    sp_virt_state(v, dom, st, &e) == 0 && strcmp(st, "absent") == 0,
 	    "undefine makes it absent");
 	ok(sp_virt_undefine(v, dom, &e) == 0, "undefine again");
-	ok(sp_virt_start(v, dom, &e) == -1 && strcmp(e.code, "not-found") == 0,
+	ok(sp_virt_start(v, dom, &e) == -1 && e.code == SP_E_NOT_FOUND,
 	    "start of an absent domain is not-found");
 	sp_virt_close(v);
 }
