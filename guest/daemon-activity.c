@@ -3,10 +3,10 @@
  * last call the daemon served, and of the last change in the CPU time and I/O
  * of the guest's processes, so the host can pause what nobody uses
  * (`space-ls --idle-over 900 | space-pause`).  A sample reads /proc/PID/stat
- * and io of every process: under TCG ~10-25 ms of the guest's CPU.  Taken
- * every 2 s, that was about half of what an idle sandbox cost the host: 10.7
- * ms of CPU a second with it, 5.7 without (side by side).  So the activity
- * op samples when asked, and a sample is taken unasked only every SAMPLE_S:
+ * and io of every process, which under TCG is costly enough that sampling
+ * often would be much of what an idle sandbox costs the host
+ * (docs/benchmarks.md, "Idle guests").  So the activity op samples when
+ * asked, and a sample is taken unasked only every SAMPLE_S:
  * work no one asked about is then dated up to SAMPLE_S late, which makes a
  * sandbox look busier, never idler.
  */

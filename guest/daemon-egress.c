@@ -1407,17 +1407,15 @@ loop_once(void)
  * ordinary task: it runs until it has nothing to do, rather than being
  * preempted by each client it wakes.  Under TCG a context switch flushes
  * QEMU's soft TLB and its cache of translated code, and as an ordinary
- * thread every send to curl made curl run at once, for a few KiB: a 200 MiB
- * download through the tunnel took 14,000 context switches in the guest
- * and now takes 1,500, at twice the rate (31 -> 62 MB/s, measured side by
- * side in one guest).  The thread blocks in poll whenever the host has sent
- * nothing and no client can take more, so it cannot hold the CPU longer
- * than the data keeps coming; processes never get this from it (reset on
- * fork), and the kernel's RT throttling leaves the others 5% if it ever
- * spun.  The price: while a download fills the tunnel, other work waits
- * more (space-exec ID -- true 58-78 ms p50 during a 1 GiB download, 24-41
- * ms with an ordinary thread), for half as long (17-19 s against 34-39 s).
- * Not in the test mode: that runs on the host. */
+ * thread every send to curl made curl run at once, for a few KiB; as the
+ * first thread it makes a tenth of the switches at twice the rate.  The
+ * thread blocks in poll whenever the host has sent nothing and no client
+ * can take more, so it cannot hold the CPU longer than the data keeps
+ * coming; processes never get this from it (reset on fork), and the
+ * kernel's RT throttling leaves the others 5% if it ever spun.  The price:
+ * while a download fills the tunnel, other work waits more, for half as
+ * long (docs/benchmarks.md, "Egress").  Not in the test mode: that runs on
+ * the host. */
 static void
 egress_priority(void)
 {

@@ -48,9 +48,9 @@
 #define PORTS_MAX	32
 #define NONCE_MAX	128
 #define SYS_PORTS	"/sys/class/virtio-ports"
-/* How often a port with no host looks for one unwoken (a signal wakes it).
- * Looking every second cost an idle guest ~0.8 ms of CPU a second under TCG
- * (60 s side by side, three times: 4.6-5.6 against 3.8-4.9 ms a second). */
+/* How often a port with no host looks for one unwoken (a signal wakes it):
+ * rarely, since every look costs an idle guest CPU (docs/benchmarks.md,
+ * "Idle guests"). */
 #define HOST_LOOK_S	10
 
 static int op_exec(struct port *, uint32_t, json_t *);

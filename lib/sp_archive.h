@@ -1,7 +1,7 @@
 /*
  * sp_archive: libarchive, loaded on first use on the host (sp_archive.c).
  * With what it pulls in (icu, libxml2, libstdc++ and seven compressors) it
- * costs ~2 ms of every process here; only the commands that unpack a
+ * would slow the start of every process; only the commands that unpack a
  * template or copy a tree need it.  The static guest daemon fills the part
  * of the table that lib/sp_tar.c calls at link time (guest/archive-static.c).
  * A member is named after its function without "archive_" (sp_archive.read_new

@@ -4,7 +4,7 @@
  * after the claim), so that eight creates at once are not slowed by the
  * work each guest goes on doing after its own create returned (its kernel's
  * ticks until the grace periods that free the exited command are over,
- * the hang-up of the claim's channel: ~4 ms of vCPU a claim under TCG).
+ * the hang-up of the claim's channel).
  *
  * The weight is the cgroup's that libvirt made for the VM (cpu.shares under
  * cgroup v1, cpu.weight under v2), found from its vCPU thread: the topmost

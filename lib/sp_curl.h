@@ -1,6 +1,6 @@
 /*
  * sp_curl: libcurl, loaded on first use (sp_curl.c).  With what it pulls in
- * (33 shared objects) it costs ~6 ms of every process here; only the
+ * (33 shared objects) it would slow the start of every process; only the
  * commands that fetch or store over HTTP need it.  The pointers keep
  * libcurl's own prototypes, so every call is type-checked; the option
  * setter is variadic like curl_easy_setopt (without curl's compile-time

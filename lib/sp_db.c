@@ -50,7 +50,7 @@ busy_wait(void *arg, int count)
 
 /*
  * A command that finds no other open reads every frame in the WAL to
- * rebuild its index (~6 us a frame here), and forgets which of them were
+ * rebuild its index, and forgets which of them were
  * checkpointed already: so a checkpoint must also empty the WAL, or it
  * grows for ever.  The commit that leaves it over WAL_PAGES does that (a
  * TRUNCATE checkpoint).  It does not wait: while another command reads or
@@ -62,13 +62,13 @@ busy_wait(void *arg, int count)
 
 /*
  * A command on a caller's critical path (space-create) lets the WAL grow to
- * WAL_PAGES_LATER before it checkpoints: the copy and its syncs (an
- * fdatasync takes 1.6 ms here at the median, 6 at p90) took ~5 ms of a
- * claim, in one create of twelve.  The next command that is not on such a
- * path, a pool fill (which follows claims) or a removal, does it at
- * WAL_PAGES.  The larger bound still holds the WAL when only creates write
- * (each then from a checkpoint or a cold boot, which take a second), at ~3
- * ms of index rebuilding for a command that opens it alone.
+ * WAL_PAGES_LATER before it checkpoints, since the copy and its syncs
+ * would land in a claim's time (docs/benchmarks.md, "The database").  The
+ * next command that is not on such a path, a pool fill (which follows
+ * claims) or a removal, does it at WAL_PAGES.  The larger bound still holds
+ * the WAL when only creates write (each then from a checkpoint or a cold
+ * boot, which take a second), and keeps the index a lone opener rebuilds
+ * small.
  */
 #define WAL_PAGES_LATER	512
 
@@ -288,7 +288,7 @@ sp_db_open(struct sp_db **dbp, const struct sp_conf *c, struct sp_err *e)
 	/* The WAL stays when the last command closes: else each command
 	 * makes it anew (a sync of the file and of the directory) and
 	 * deletes it on the way out.  Nor does the last command checkpoint
-	 * it on the way out (two syncs, ~1.2 ms a writing command here):
+	 * it on the way out (two syncs for every writing command):
 	 * wal_bound does, after a commit that leaves it over the bound
 	 * (WAL_PAGES, or WAL_PAGES_LATER after sp_db_checkpoint_later). */
 	sqlite3_file_control(db->h, "main", SQLITE_FCNTL_PERSIST_WAL, &persist);

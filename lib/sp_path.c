@@ -133,7 +133,7 @@ sp_flock(int fd, int wait, struct sp_err *e)
 }
 
 /* Here and not in sp_tls.c: a template build asks for this path, and
- * must not load OpenSSL (~2 ms of every process) to learn it. */
+ * should not pay for loading OpenSSL to learn it. */
 int
 sp_tls_ca_cert_path(const char *root, char *out, size_t n, struct sp_err *e)
 {

@@ -255,18 +255,16 @@ sp_sandbox_exec_quiet(struct sp_ctx *x, const char *id, char *argv[],
  * Runs what a claim will run in a pod before it is paused, the way the claim
  * sends it: the identity op with a first command (`true`, stdin at its end),
  * in the hello's own write when the daemon takes that.  Under TCG a restored
- * VM starts with an empty translation cache, and the first fork and exec
- * after a restore cost ~120 ms more than the next; code first run at the
- * claim is translated there (~7 us a block).  The identity given here is
- * overridden by the claim's; its file goes again, so that the claim's
- * identity makes the file and does not replace one: dropping a file written
- * before the pause cost the first call after it ~3 ms here (tmpfs, TCG), a
- * third of the claim's identity op.  Then the guest runs POD_SETTLE_MS
- * more: what those calls left for later (RCU callbacks freeing the exec's
- * credentials and files, timers) runs now, not after the claim's resume.
- * Blocks translated at a claim and in the 300 ms after, 4 pods each
- * (QEMU's "info jit"): 210-284 with a plain identity op and two execs on
- * connections of their own, 96-111 so.
+ * VM starts with an empty translation cache, so code first run at the claim
+ * is translated there, and the first fork and exec after a restore are the
+ * slowest; running them here moves that work before the pause.  The
+ * identity given here is overridden by the claim's; its file goes again, so
+ * that the claim's identity makes the file and does not replace one
+ * (dropping a file written before the pause is slow for the first call
+ * after it).  Then the guest runs POD_SETTLE_MS more: what those calls left
+ * for later (RCU callbacks freeing the exec's credentials and files, timers)
+ * runs now, not after the claim's resume.  What it saves is in
+ * docs/benchmarks.md ("A pod rehearses its claim").
  */
 #define POD_SETTLE_MS	50
 
@@ -393,7 +391,7 @@ take_pod_record(const char *run, char virt[16], char *file, size_t n,
 
 /*
  * Wakes a claimed pod through QEMU's own monitor: no libvirt in the claim's
- * path (loading it costs ~16 ms a process here).  Whether it runs on KVM
+ * path, where loading it would cost more than the rest of the claim.  Whether it runs on KVM
  * and its CPU weight file come from its record (record_pod), else from
  * QEMU.  A pod without that monitor (made before there was one) is resumed
  * through libvirt.  With boost, its VM's CPU weight is raised (sp_boost.c).

@@ -21,9 +21,10 @@ struct sp_virt {
 
 /*
  * libvirt is loaded when a command first connects, not when it starts: with
- * what it pulls in (57 shared objects) it costs ~16 ms of every process
- * here, and what never connects (a claim from the warm pool, every command
- * that reaches only the DB or the guest) should not pay for it.  The
+ * what it pulls in (57 shared objects) it is the costliest part of starting
+ * a process (docs/benchmarks.md), and what never connects (a claim from the
+ * warm pool, every command that reaches only the DB or the guest) should not
+ * pay for it.  The
  * pointers keep libvirt's own prototypes, so every call is type-checked.
  */
 #define VIRT_FUNCS(F) \
@@ -473,8 +474,8 @@ write_xml(FILE *f, const struct sp_vm_spec *s)
 	    "  </devices>\n", f);
 	/*
 	 * A second QMP monitor of our own, beside libvirt's: a claim resumes
-	 * a warm pod through it without loading libvirt (~16 ms a process
-	 * here).  libvirt hears QEMU's RESUME event and follows.
+	 * a warm pod through it without loading libvirt.  libvirt hears
+	 * QEMU's RESUME event and follows.
 	 */
 	fputs("  <qemu:commandline>\n"
 	    "    <qemu:arg value='-chardev'/>\n"
@@ -488,9 +489,9 @@ write_xml(FILE *f, const struct sp_vm_spec *s)
 	 * served by the vCPU thread that made it, not handed to QEMU's main
 	 * thread through an eventfd, and a resume does not set up an
 	 * eventfd for each of the controller's queues again (QEMU tears
-	 * them down at every pause).  Measured (README, tenth session):
-	 * rounds of eight claims took QEMU's other threads 14 ms of CPU
-	 * instead of 17-19, and output through the channel got faster.
+	 * them down at every pause): claims cost QEMU's other threads less
+	 * CPU and output through the channel is faster (docs/benchmarks.md,
+	 * "The channel").
 	 */
 	fputs("    <qemu:arg value='-global'/>\n"
 	    "    <qemu:arg value='virtio-serial-pci.ioeventfd=off'/>\n"
