@@ -139,6 +139,20 @@ struct sp_ctx;
 int sp_each_sandbox(int argc, char **argv, struct sp_ctx *x, int with_virt,
     sp_item_fn fn, void *arg);
 
+/* ---- verb: a command that moves sandboxes to one state (sp_verb.c) ---- */
+#define SP_VERB_TIMEOUT_MAX_S	3600
+struct sp_verb {
+	const char *state;	/* the state its JSON line names */
+	int timeout_ms;		/* --timeout's default; 0: no --timeout */
+	/* Sets *changed, and *forced when the verb can force (else it stays
+	 * -1 and the line has no "forced"). */
+	int (*act)(struct sp_ctx *x, const char *id, int timeout_ms,
+	    int *changed, int *forced, struct sp_err *e);
+};
+/* The whole command: options, ids from argv or stdin, one line each. */
+int sp_verb_main(int argc, char *argv[], const struct sp_verb *v,
+    void (*usage)(void));
+
 /* ---- conf: /etc/space/space.conf + SPACE_* environment ---- */
 #define SP_PATH_MAX	4096
 struct sp_conf {
