@@ -982,9 +982,38 @@ struct sp_make {
 	json_t *labels, *env;	/* borrowed; may be NULL */
 	const char *pool;	/* a pod of this pool, or NULL */
 	int ready_timeout_ms;
+	/* With pool: run on the ready guest before it is paused. */
+	void (*prepare)(struct sp_ctx *x, const char *id);
 };
 int sp_sandbox_make(struct sp_ctx *x, const struct sp_make *m,
     char id[SP_ID_LEN + 1], struct sp_err *e);
+/* A create's path without a pod: template t's checkpoint when it was saved
+ * as r asks, else a cold boot; with r->pod, prepare is the pod's (see
+ * sp_make). */
+int sp_sandbox_make_new(struct sp_ctx *x, const struct sp_create_req *r,
+    const struct sp_template_row *t, int64_t t0,
+    void (*prepare)(struct sp_ctx *, const char *), json_t **out,
+    struct sp_err *e);
+/* Takes apart what a sandbox is on this node: its VM, disk, rollback
+ * leftover and run dir; sets *existed when any was there. */
+int sp_sandbox_teardown(struct sp_ctx *x, const char *id, int *existed,
+    struct sp_err *e);
+/* After a teardown: forgets its egress policy, credentials and row. */
+int sp_sandbox_forget(struct sp_ctx *x, const char *id, struct sp_err *e);
+/* Removes a sandbox that never had snapshots or stored copies (a half-made
+ * create, a pod), under its lock: marks it destroyed, tears it down and
+ * forgets it. */
+int sp_sandbox_discard(struct sp_ctx *x, const char *id, struct sp_err *e);
+/* The pool's claim (sp_pool_claim.c): takes a warm pod of template t if
+ * one is ready, claimed in one DB statement, resumed, told who it is.  1
+ * with *out when it did, 0 when no pod was ready (or the one taken would
+ * not wake: it is removed), -1 on error. */
+int sp_pool_claim(struct sp_ctx *x, const struct sp_create_req *r,
+    const struct sp_template_row *t, int64_t t0, json_t **out,
+    struct sp_err *e);
+/* What a new pod does before its pause: rehearses a claim and records
+ * what the claim would ask QEMU (sp_make's prepare). */
+void sp_pool_prepare(struct sp_ctx *x, const char *id);
 /* The warm pool (design.md): space-pool set keeps the wanted size per
  * template; fill makes or removes pods until each pool has that many (fn is
  * told each as JSON, stolen).  Idempotent: what a timer runs. */
@@ -1113,6 +1142,13 @@ void sp_sandbox_domain(const char *id, char out[SP_ID_LEN + 4]);
 /* Tells a booted guest its id (and host name), labels, environment (for
  * calls that bring none) and a fresh seed for its random generator (copies
  * of one checkpoint would share it).  labels and env may be NULL. */
+/* Hands the guest its identity (sp_sandbox_make.c): with keep, the channel
+ * stays open in *keep for a call after it; with first too, that call is
+ * sent ahead (in the hello's own write with with_hello), and *sent says
+ * whether it went. */
+int sp_sandbox_identify(struct sp_ctx *x, const char *id, json_t *labels,
+    json_t *env, struct sp_chan **keep, const struct sp_exec *first,
+    int with_hello, int *sent, struct sp_err *e);
 int sp_sandbox_hand_identity(struct sp_ctx *x, const char *id, json_t *labels,
     json_t *env, struct sp_err *e);
 /* Sets the guest's clock to the host's (after a resume: a paused VM's clock

@@ -1,8 +1,8 @@
 /*
  * sp_ctx: what every command opens first, the config and the DB, and the
- * paths and lock of a sandbox.  It does not reach libvirt (sp_ctx_virt in
- * sp_sandbox.c does), so a command that only talks to a guest links neither
- * libvirt nor what libvirt loads: space-exec starts in a millisecond, not 20.
+ * paths and lock of a sandbox.  libvirt is opened only when a command asks
+ * (sp_ctx_virt), and loaded then (sp_virt.c), so a command that only talks
+ * to a guest never loads it.
  */
 #include <fcntl.h>
 #include <stdio.h>
@@ -78,4 +78,27 @@ sp_sandbox_unlock(int fd)
 {
 	if (fd >= 0)
 		close(fd);
+}
+
+int
+sp_ctx_open(struct sp_ctx *x, int with_virt, struct sp_err *e)
+{
+	if (sp_ctx_open_db(x, e) == -1)
+		return -1;
+	if (with_virt && sp_ctx_virt(x, e) == -1) {
+		sp_ctx_close(x);
+		return -1;
+	}
+	return 0;
+}
+
+int
+sp_ctx_virt(struct sp_ctx *x, struct sp_err *e)
+{
+	if (x->virt != NULL)
+		return 0;
+	if (sp_virt_open(&x->virt, x->conf.libvirt_uri, e) == -1)
+		return -1;
+	x->virt_close = sp_virt_close;
+	return sp_virt_pick_type(x->virt, x->conf.virt_type, x->virt_type, e);
 }

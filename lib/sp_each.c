@@ -112,3 +112,17 @@ sp_each(int argc, char **argv, sp_item_fn fn, void *ctx)
 	free(line);
 	return rc;
 }
+
+int
+sp_each_sandbox(int argc, char **argv, struct sp_ctx *x, int with_virt,
+    sp_item_fn fn, void *arg)
+{
+	struct sp_err e;
+	int rc;
+
+	if (sp_ctx_open(x, with_virt, &e) == -1)
+		return sp_out_fail(NULL, &e);
+	rc = sp_each(argc, argv, fn, arg);
+	sp_ctx_close(x);
+	return rc;
+}

@@ -28,252 +28,6 @@
 #define SEND_TIMEOUT_S	30	/* a guest that reads nothing loses its tunnel */
 #define WORKER_STACK	(256 * 1024)
 
-/* ---- references ---- */
-
-static void
-tunnel_put_locked(struct gw_tunnel *t)
-{
-	struct sp_gateway *g = t->g;
-	struct gw_tunnel **pp;
-
-	if (--t->refs > 0)
-		return;
-	for (pp = &g->tunnels; *pp != NULL; pp = &(*pp)->next)
-		if (*pp == t) {
-			*pp = t->next;
-			break;
-		}
-	g->ntunnels--;
-	pthread_cond_broadcast(&g->cv);
-	close(t->fd);
-	pthread_mutex_destroy(&t->wmu);
-	free(t);
-}
-
-static void
-stream_free(struct gw_stream *s)
-{
-	if (s->efd >= 0)
-		close(s->efd);
-	free(s->in);
-	free(s);
-}
-
-void
-gw_stream_put(struct gw_stream *s)
-{
-	struct sp_gateway *g = s->t->g;
-	struct gw_tunnel *t = s->t;
-	int last;
-
-	pthread_mutex_lock(&g->mu);
-	last = --s->refs == 0;
-	if (last) {
-		g->nstreams--;
-		tunnel_put_locked(t);
-	}
-	pthread_mutex_unlock(&g->mu);
-	if (last)
-		stream_free(s);
-}
-
-static void
-kick(struct gw_stream *s)
-{
-	uint64_t one = 1;
-
-	if (write(s->efd, &one, sizeof one) == -1 && errno != EAGAIN)
-		return;
-}
-
-/* Takes s out of its tunnel's table (under g->mu): nothing more for it. */
-static void
-unlink_locked(struct gw_stream *s)
-{
-	struct gw_stream **pp;
-
-	for (pp = &s->t->streams; *pp != NULL; pp = &(*pp)->next)
-		if (*pp == s) {
-			*pp = s->next;
-			s->t->nstreams--;
-			s->closed = 1;
-			kick(s);
-			if (--s->refs == 0) {
-				/* The worker is gone already. */
-				s->t->g->nstreams--;
-				tunnel_put_locked(s->t);
-				stream_free(s);
-			}
-			return;
-		}
-}
-
-/* ---- frames out ---- */
-
-static int
-send_frame(struct gw_tunnel *t, uint8_t type, uint32_t stream,
-    const void *p, size_t n)
-{
-	struct sp_err e;
-	int rc;
-
-	pthread_mutex_lock(&t->wmu);
-	rc = sp_frame_write(t->fd, type, stream, p, n, &e);
-	pthread_mutex_unlock(&t->wmu);
-	/* The reader notices the end of the connection and cleans up. */
-	if (rc == -1)
-		shutdown(t->fd, SHUT_RDWR);
-	return rc;
-}
-
-static int
-send_window(struct gw_tunnel *t, uint32_t stream, size_t n)
-{
-	unsigned char b[4];
-
-	sp_be32_put(b, (uint32_t)n);
-	return send_frame(t, SP_FR_WINDOW, stream, b, 4);
-}
-
-/* ---- what a worker calls ---- */
-
-ssize_t
-gw_guest_read(struct gw_stream *s, void *buf, size_t n)
-{
-	struct sp_gateway *g = s->t->g;
-	size_t k, first, win;
-
-	pthread_mutex_lock(&g->mu);
-	if (s->closed) {
-		pthread_mutex_unlock(&g->mu);
-		return -2;
-	}
-	if (s->in_len == 0) {
-		pthread_mutex_unlock(&g->mu);
-		return s->in_eof ? 0 : -1;
-	}
-	k = n < s->in_len ? n : s->in_len;
-	first = SP_EGRESS_WINDOW - s->in_off;
-	if (first > k)
-		first = k;
-	memcpy(buf, s->in + s->in_off, first);
-	memcpy((unsigned char *)buf + first, s->in, k - first);
-	s->in_off = (s->in_off + k) % SP_EGRESS_WINDOW;
-	s->in_len -= k;
-	s->win_unsent += k;
-	win = 0;
-	if (s->win_unsent >= SP_EGRESS_WINDOW_BATCH) {
-		win = s->win_unsent;
-		s->win_unsent = 0;
-	}
-	pthread_mutex_unlock(&g->mu);
-	if (win > 0 && send_window(s->t, s->id, win) == -1)
-		return -2;
-	return (ssize_t)k;
-}
-
-int
-gw_guest_peek(struct gw_stream *s, unsigned char *first, int *eof)
-{
-	struct sp_gateway *g = s->t->g;
-	int have;
-
-	pthread_mutex_lock(&g->mu);
-	have = s->in_len > 0;
-	if (have)
-		*first = s->in[s->in_off];
-	*eof = s->in_eof || s->closed;
-	pthread_mutex_unlock(&g->mu);
-	return have;
-}
-
-ssize_t
-gw_guest_write(struct gw_stream *s, const void *buf, size_t n)
-{
-	struct sp_gateway *g = s->t->g;
-	size_t m;
-
-	pthread_mutex_lock(&g->mu);
-	if (s->closed) {
-		pthread_mutex_unlock(&g->mu);
-		return -2;
-	}
-	m = n;
-	if ((int64_t)m > s->credit)
-		m = (size_t)s->credit;
-	if (m > SP_FRAME_CHUNK)
-		m = SP_FRAME_CHUNK;
-	s->credit -= (int64_t)m;
-	pthread_mutex_unlock(&g->mu);
-	if (m == 0)
-		return 0;
-	if (send_frame(s->t, SP_FR_DATA, s->id, buf, m) == -1)
-		return -2;
-	return (ssize_t)m;
-}
-
-int
-gw_guest_eof(struct gw_stream *s)
-{
-	return send_frame(s->t, SP_FR_DATA, s->id, NULL, 0);
-}
-
-void
-gw_guest_close(struct gw_stream *s)
-{
-	struct sp_gateway *g = s->t->g;
-	int was;
-
-	pthread_mutex_lock(&g->mu);
-	was = s->closed;
-	unlink_locked(s);
-	pthread_mutex_unlock(&g->mu);
-	if (!was)
-		send_frame(s->t, SP_FR_CLOSE, s->id, NULL, 0);
-}
-
-void
-gw_stream_end(struct gw_stream *s)
-{
-	struct sp_gateway *g = s->t->g;
-
-	pthread_mutex_lock(&g->mu);
-	if (!s->closed)
-		unlink_locked(s);
-	pthread_mutex_unlock(&g->mu);
-}
-
-int
-gw_stream_closed(struct gw_stream *s)
-{
-	struct sp_gateway *g = s->t->g;
-	int c;
-
-	pthread_mutex_lock(&g->mu);
-	c = s->closed;
-	pthread_mutex_unlock(&g->mu);
-	return c;
-}
-
-int
-gw_wait(struct gw_stream *s, int fd, short events, int ms)
-{
-	struct pollfd p[2];
-	uint64_t v;
-
-	p[0].fd = s->efd;
-	p[0].events = POLLIN;
-	p[1].fd = fd;
-	p[1].events = events;
-	p[0].revents = p[1].revents = 0;
-	if (poll(p, fd >= 0 ? 2 : 1, ms) <= 0)
-		return 0;
-	if (p[0].revents & POLLIN)
-		while (read(s->efd, &v, sizeof v) > 0)
-			;
-	return fd >= 0 ? p[1].revents : 0;
-}
-
 /* ---- frames in ---- */
 
 static struct gw_stream *
@@ -308,7 +62,7 @@ answer_dns(struct gw_tunnel *t, uint32_t id, json_t *req, struct sp_err *e)
 		json_decref(a);
 		return sp_err_set(e, SP_E_NOMEM, 1, "dns answer");
 	}
-	rc = send_frame(t, SP_FR_ANSWER, id, text, strlen(text));
+	rc = gw_send_frame(t, SP_FR_ANSWER, id, text, strlen(text));
 	free(text);
 	json_decref(a);
 	return rc == -1 ? sp_err_set(e, SP_E_IO, 1, "the guest went") : 0;
@@ -351,7 +105,7 @@ open_stream(struct gw_tunnel *t, uint32_t id, json_t *req, struct sp_err *e)
 	if (t->nstreams >= SP_EGRESS_STREAMS_MAX ||
 	    g->nstreams >= SP_GATEWAY_STREAMS_MAX) {
 		pthread_mutex_unlock(&g->mu);
-		send_frame(t, SP_FR_CLOSE, id, NULL, 0);
+		gw_send_frame(t, SP_FR_CLOSE, id, NULL, 0);
 		return 0;
 	}
 	pthread_mutex_unlock(&g->mu);
@@ -361,7 +115,7 @@ open_stream(struct gw_tunnel *t, uint32_t id, json_t *req, struct sp_err *e)
 		if (s != NULL)
 			free(s->in);
 		free(s);
-		send_frame(t, SP_FR_CLOSE, id, NULL, 0);
+		gw_send_frame(t, SP_FR_CLOSE, id, NULL, 0);
 		return 0;
 	}
 	s->t = t;
@@ -385,9 +139,9 @@ open_stream(struct gw_tunnel *t, uint32_t id, json_t *req, struct sp_err *e)
 	if (pthread_create(&th, &a, gw_conn_main, s) != 0) {
 		pthread_mutex_lock(&g->mu);
 		s->refs--;		/* no worker */
-		unlink_locked(s);
+		gw_unlink_locked(s);
 		pthread_mutex_unlock(&g->mu);
-		send_frame(t, SP_FR_CLOSE, id, NULL, 0);
+		gw_send_frame(t, SP_FR_CLOSE, id, NULL, 0);
 	}
 	pthread_attr_destroy(&a);
 	return 0;
@@ -422,7 +176,7 @@ stream_data(struct gw_tunnel *t, const struct sp_frame *f, struct sp_err *e)
 		memcpy(s->in, f->data + first, f->len - first);
 		s->in_len += f->len;
 	}
-	kick(s);
+	gw_kick(s);
 	pthread_mutex_unlock(&g->mu);
 	return 0;
 }
@@ -443,7 +197,7 @@ stream_window(struct gw_tunnel *t, const struct sp_frame *f,
 		/* A guest may not grant more than it could hold. */
 		if (s->credit > 4 * (int64_t)SP_EGRESS_WINDOW)
 			s->credit = 4 * (int64_t)SP_EGRESS_WINDOW;
-		kick(s);
+		gw_kick(s);
 	}
 	pthread_mutex_unlock(&g->mu);
 	return 0;
@@ -476,7 +230,7 @@ handle_frame(struct gw_tunnel *t, const struct sp_frame *f, struct sp_err *e)
 	case SP_FR_CLOSE:
 		pthread_mutex_lock(&g->mu);
 		if ((s = find_locked(t, f->stream)) != NULL)
-			unlink_locked(s);
+			gw_unlink_locked(s);
 		pthread_mutex_unlock(&g->mu);
 		return 0;
 	default:
@@ -496,8 +250,8 @@ tunnel_end(struct gw_tunnel *t, const struct sp_err *why)
 	pthread_mutex_lock(&g->mu);
 	t->dead = 1;
 	while (t->streams != NULL)
-		unlink_locked(t->streams);
-	tunnel_put_locked(t);		/* the reader's */
+		gw_unlink_locked(t->streams);
+	gw_tunnel_put_locked(t);		/* the reader's */
 	pthread_mutex_unlock(&g->mu);
 }
 
@@ -697,7 +451,7 @@ sp_gateway_attach(struct sp_gateway *g, const char *id, const char *sock,
 	g->tunnels = t;
 	g->ntunnels++;
 	pthread_mutex_unlock(&g->mu);
-	send_frame(t, SP_FR_HELLO, 0, hello, strlen(hello));
+	gw_send_frame(t, SP_FR_HELLO, 0, hello, strlen(hello));
 	if (pthread_create(&t->reader, NULL, reader_main, t) != 0) {
 		sp_err_sys(e, SP_E_IO, "starting a tunnel");
 		tunnel_end(t, NULL);

@@ -1,7 +1,8 @@
 /*
- * sp_gw.h: what the two halves of the gateway share -- sp_gateway.c (the
- * tunnels: one per sandbox, its frames, its streams' windows) and
- * sp_gw_conn.c (one connection: decide, connect, relay, add credentials).
+ * sp_gw.h: what the parts of the gateway share -- sp_gateway.c (the
+ * tunnels: one per sandbox, its frames), sp_gw_stream.c (a stream's ring and
+ * windows, between the tunnel and the worker) and sp_gw_conn.c (one
+ * connection: decide, connect, relay, add credentials).
  * Not part of the library's interface.
  */
 #ifndef SP_GW_H
@@ -61,7 +62,19 @@ struct gw_stream {
 	int refs;
 };
 
-/* sp_gateway.c, for a stream's worker. */
+/* sp_gw_stream.c: the tunnel's side. */
+/* Drops a reference to t; the last one frees it.  Under g->mu. */
+void gw_tunnel_put_locked(struct gw_tunnel *t);
+/* Wakes the stream's worker (its eventfd). */
+void gw_kick(struct gw_stream *s);
+/* Takes s out of its tunnel's table.  Under g->mu. */
+void gw_unlink_locked(struct gw_stream *s);
+/* One frame to the guest, under the tunnel's write lock; -1 when the
+ * tunnel is gone. */
+int gw_send_frame(struct gw_tunnel *t, uint8_t type, uint32_t stream,
+    const void *data, size_t n);
+
+/* sp_gw_stream.c: the worker's side. */
 /* Takes up to n bytes the guest sent (and gives it the window back, in
  * WINDOW frames of SP_EGRESS_WINDOW_BATCH or more): the count, 0 at EOF,
  * -1 when nothing is there yet, -2 when the stream is closed. */

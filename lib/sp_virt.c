@@ -745,24 +745,29 @@ is_active(int st)
 	    st != VIR_DOMAIN_NOSTATE;
 }
 
-/* Pausing a paused domain is not an error: the result is the same. */
-int
-sp_virt_pause(struct sp_virt *v, const char *name, struct sp_err *e)
+/*
+ * Pauses (run 0) or resumes (run 1) the vCPUs.  Pausing a paused domain, or
+ * resuming a running one, is not an error: the result is the same.
+ */
+static int
+set_running(struct sp_virt *v, const char *name, int run, struct sp_err *e)
 {
+	const char *what = run ? "resume" : "pause";
 	virDomainPtr dom = NULL;
 	int rc = -1, st;
 
-	if (lookup(v, "pause", name, &dom, e) == -1)
+	if (lookup(v, what, name, &dom, e) == -1)
 		goto out;
-	if ((st = dom_state(dom, "pause", name, e)) == -1)
+	if ((st = dom_state(dom, what, name, e)) == -1)
 		goto out;
 	if (!is_active(st)) {
-		sp_err_set(e, SP_E_BAD_STATE, 0, "pause '%s': domain is not running",
-		    name);
+		sp_err_set(e, SP_E_BAD_STATE, 0, "%s '%s': domain is not running",
+		    what, name);
 		goto out;
 	}
-	if (st != VIR_DOMAIN_PAUSED && lv.virDomainSuspend(dom) == -1) {
-		virt_err(e, "pause", name);
+	if (st != (run ? VIR_DOMAIN_RUNNING : VIR_DOMAIN_PAUSED) &&
+	    (run ? lv.virDomainResume(dom) : lv.virDomainSuspend(dom)) == -1) {
+		virt_err(e, what, name);
 		goto out;
 	}
 	rc = 0;
@@ -772,31 +777,16 @@ out:
 	return rc;
 }
 
-/* Resuming a running domain is not an error: the result is the same. */
+int
+sp_virt_pause(struct sp_virt *v, const char *name, struct sp_err *e)
+{
+	return set_running(v, name, 0, e);
+}
+
 int
 sp_virt_resume(struct sp_virt *v, const char *name, struct sp_err *e)
 {
-	virDomainPtr dom = NULL;
-	int rc = -1, st;
-
-	if (lookup(v, "resume", name, &dom, e) == -1)
-		goto out;
-	if ((st = dom_state(dom, "resume", name, e)) == -1)
-		goto out;
-	if (!is_active(st)) {
-		sp_err_set(e, SP_E_BAD_STATE, 0,
-		    "resume '%s': domain is not running", name);
-		goto out;
-	}
-	if (st != VIR_DOMAIN_RUNNING && lv.virDomainResume(dom) == -1) {
-		virt_err(e, "resume", name);
-		goto out;
-	}
-	rc = 0;
-out:
-	if (dom != NULL)
-		lv.virDomainFree(dom);
-	return rc;
+	return set_running(v, name, 1, e);
 }
 
 /*
