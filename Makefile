@@ -61,7 +61,7 @@ $(B)/bin/%: cmd/%.c $(B)/libspace.a
 	$(CC) $(WFLAGS) $(CFLAGS) $(CPPFLAGS) $(DEPFLAGS) $(LDFLAGS) -o $@ $< $(B)/libspace.a $(LIBS)
 
 GUEST_SRC = $(wildcard guest/*.c)
-$(GUEST_DAEMON): $(GUEST_SRC) guest/daemon.h $(GUEST_LIB) lib/sp.h lib/sp_archive.h
+$(GUEST_DAEMON): $(GUEST_SRC) guest/daemon.h $(GUEST_LIB) $(wildcard lib/*.h)
 	@mkdir -p $(@D)
 	$(CC) $(WFLAGS) $(CFLAGS) $(CPPFLAGS) -static -o $@ $(GUEST_SRC) $(GUEST_LIB) $(GUEST_LIBS)
 
@@ -119,7 +119,7 @@ bench: all guest $(BENCH_C:bench/%.c=$(B)/bench/%) $(B)/bench/guest/spawn \
 
 # libFuzzer on the host-side frame parser (what every guest byte goes through).
 FUZZ_SECONDS ?= 60
-$(B)/fuzz/fuzz-proto: tests/fuzz/fuzz-proto.c lib/sp_proto.c lib/sp_err.c lib/sp_io.c lib/sp.h
+$(B)/fuzz/fuzz-proto: tests/fuzz/fuzz-proto.c lib/sp_proto.c lib/sp_err.c lib/sp_io.c $(wildcard lib/*.h)
 	@mkdir -p $(@D)
 	clang -g -O1 -fsanitize=fuzzer,address,undefined -std=c11 -D_GNU_SOURCE -Ilib \
 	    -o $@ tests/fuzz/fuzz-proto.c lib/sp_proto.c lib/sp_err.c lib/sp_io.c -ljansson

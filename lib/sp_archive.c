@@ -1,4 +1,5 @@
 /* sp_archive: libarchive loaded on first use (see sp_archive.h). */
+#include "sp_storage.h"
 #include "sp_archive.h"
 
 union sp_archive_fns sp_archive;

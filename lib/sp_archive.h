@@ -14,7 +14,7 @@
 #include <archive.h>
 #include <archive_entry.h>
 
-#include "sp.h"
+#include "sp_storage.h"
 
 /* What lib/sp_tar.c calls: both sides. */
 #define SP_ARCHIVE_TAR_FUNCS(F) \

@@ -25,7 +25,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "sp.h"
+#include "sp_vm.h"
 
 #define BOOST_FACTOR	10
 #define MARK		"boost"

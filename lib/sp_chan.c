@@ -23,7 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "sp.h"
+#include "sp_vm.h"
 
 #define LOCK_RETRY_MS		5
 #define CONNECT_RETRY_MS	20
@@ -1169,18 +1169,4 @@ sp_exec_forward_signals(int tty, struct sp_err *e)
 		    sigaction(sigs[i], &sa, NULL) == -1)
 			return sp_err_sys(e, SP_E_IO, "signal forwarding");
 	return exec_ctl[0];
-}
-
-int
-sp_exec_fail_status(const char *id, const struct sp_err *e)
-{
-	sp_warn("%s: %s", id, e->msg);
-	/* As a shell says: the command could not be started. */
-	if (e->code == SP_E_EXEC_FAILED)
-		return 127;
-	/* The command's own timeout; a guest that did not answer in time is
-	 * a temporary failure (111) instead. */
-	if (e->code == SP_E_TIMED_OUT && !e->temp)
-		return 124;	/* as timeout(1) */
-	return sp_err_exit(e);
 }

@@ -20,7 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "sp.h"
+#include "sp_vm.h"
 
 #define SAVE_MAGIC	"LibvirtQemudSave"
 #define SAVE_HDR	(16 + 19 * 4)	/* magic + 19 u32 fields, libvirt 9 */

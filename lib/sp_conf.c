@@ -10,7 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "sp.h"
+#include "sp_core.h"
 
 #define CONF_DEFAULT	"/etc/space/space.conf"
 

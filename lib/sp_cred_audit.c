@@ -16,7 +16,7 @@
 
 #include <sodium.h>
 
-#include "sp.h"
+#include "sp_net.h"
 #include "sp_cred_int.h"
 
 /* ---- the audit log ---- */

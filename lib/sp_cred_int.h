@@ -10,7 +10,7 @@
 #include <stdint.h>
 #include <sodium.h>
 
-#include "sp.h"
+#include "sp_net.h"
 #include "sp_cred.h"
 
 #define META_MAX	(16 * 1024)	/* one metadata file: ~7 KiB at most */

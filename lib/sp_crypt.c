@@ -16,7 +16,7 @@
 
 #include <sodium.h>
 
-#include "sp.h"
+#include "sp_storage.h"
 
 #define MAGIC		"SPACEENC"
 #define MAGIC_LEN	8

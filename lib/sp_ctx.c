@@ -1,15 +1,15 @@
 /*
  * sp_ctx: what every command opens first, the config and the DB, and the
  * paths and lock of a sandbox.  libvirt is opened only when a command asks
- * (sp_ctx_virt), and loaded then (sp_virt.c), so a command that only talks
- * to a guest never loads it.
+ * (sp_ctx_virt.c), and loaded then (sp_virt.c), so a command that only
+ * talks to a guest never loads it.
  */
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "sp.h"
+#include "sp_storage.h"
 
 int
 sp_ctx_open_db(struct sp_ctx *x, struct sp_err *e)
@@ -78,27 +78,4 @@ sp_sandbox_unlock(int fd)
 {
 	if (fd >= 0)
 		close(fd);
-}
-
-int
-sp_ctx_open(struct sp_ctx *x, int with_virt, struct sp_err *e)
-{
-	if (sp_ctx_open_db(x, e) == -1)
-		return -1;
-	if (with_virt && sp_ctx_virt(x, e) == -1) {
-		sp_ctx_close(x);
-		return -1;
-	}
-	return 0;
-}
-
-int
-sp_ctx_virt(struct sp_ctx *x, struct sp_err *e)
-{
-	if (x->virt != NULL)
-		return 0;
-	if (sp_virt_open(&x->virt, x->conf.libvirt_uri, e) == -1)
-		return -1;
-	x->virt_close = sp_virt_close;
-	return sp_virt_pick_type(x->virt, x->conf.virt_type, x->virt_type, e);
 }

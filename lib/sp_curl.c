@@ -1,4 +1,5 @@
 /* sp_curl: libcurl loaded on first use (see sp_curl.h). */
+#include "sp_storage.h"
 #include "sp_curl.h"
 
 union sp_curl_fns sp_curl;

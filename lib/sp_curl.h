@@ -14,7 +14,7 @@
 #define CURL_DISABLE_TYPECHECK
 #include <curl/curl.h>
 
-#include "sp.h"
+#include "sp_storage.h"
 
 #define SP_CURL_FUNCS(F) \
 	F(curl_easy_cleanup) \

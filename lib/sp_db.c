@@ -11,7 +11,7 @@
 
 #include <sqlite3.h>
 
-#include "sp.h"
+#include "sp_core.h"
 
 struct sp_db {
 	sqlite3 *h;

@@ -6,7 +6,7 @@
  */
 #include <dlfcn.h>
 
-#include "sp.h"
+#include "sp_core.h"
 
 int
 sp_dl_load(struct sp_dl *dl, const char *const names[], void *slots[],

@@ -8,7 +8,7 @@
 #include <string.h>
 #include <sys/types.h>
 
-#include "sp.h"
+#include "sp_cli.h"
 
 static int
 worse(int a, int b)

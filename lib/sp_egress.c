@@ -17,7 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "sp.h"
+#include "sp_net.h"
 #include "sp_egress.h"
 
 #define SEPS	", \t\r\n"

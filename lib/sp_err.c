@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "sp.h"
+#include "sp_core.h"
 
 static const char *const names[SP_E__COUNT] = {
 	[SP_E_NONE] = "",

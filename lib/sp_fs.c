@@ -17,7 +17,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "sp.h"
+#include "sp_vm.h"
 #include "sp_archive.h"
 
 #define TRAILER_MAX	(1024 * 1024)	/* bytes after a tar's end we skip */

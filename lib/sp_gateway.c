@@ -22,7 +22,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "sp.h"
+#include "sp_net.h"
 #include "sp_gw.h"
 
 #define SEND_TIMEOUT_S	30	/* a guest that reads nothing loses its tunnel */

@@ -11,7 +11,7 @@
 #include <pthread.h>
 #include <stdint.h>
 
-#include "sp.h"
+#include "sp_net.h"
 
 struct gw_tunnel;
 

@@ -27,7 +27,7 @@
 
 #include <openssl/err.h>
 
-#include "sp.h"
+#include "sp_net.h"
 #include "sp_gw.h"
 
 #define UB_CAP		(SP_HTTP_HEAD_MAX + SP_CRED_OUT_MAX + 1024)

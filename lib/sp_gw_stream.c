@@ -14,7 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "sp.h"
+#include "sp_net.h"
 #include "sp_gw.h"
 
 /* ---- references ---- */

@@ -10,7 +10,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "sp.h"
+#include "sp_net.h"
 
 enum { ST_HEAD, ST_BODY, ST_UPGRADE, ST_BROKEN };
 

@@ -7,7 +7,7 @@
 #include <string.h>
 #include <sys/random.h>
 
-#include "sp.h"
+#include "sp_core.h"
 
 static const char b32[] = "abcdefghijklmnopqrstuvwxyz234567";
 

@@ -6,7 +6,7 @@
 #include <stdint.h>
 #include <unistd.h>
 
-#include "sp.h"
+#include "sp_core.h"
 
 int
 sp_write_all(int fd, const void *buf, size_t n)

@@ -10,7 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "sp.h"
+#include "sp_sandbox.h"
 
 #define T(s) (1u << (s))
 #define SHUTDOWN_ASK_MS	3000

@@ -10,7 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "sp.h"
+#include "sp_sandbox.h"
 
 static const char *const layout[] = {
 	"templates", "sandboxes", "snapshots", "pool", "objects", "tmp", "locks",

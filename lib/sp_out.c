@@ -4,30 +4,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sp.h"
+#include "sp_cli.h"
 
 #ifndef SP_VERSION
 #define SP_VERSION "unknown"
 #endif
 
-static const char *prog = "space";
 /* Where a command's usage goes and how it exits after: stderr and 100 for a
  * mistake, stdout and 0 when --help asked for it. */
 static FILE *usage_to;
 static int usage_status = SP_EXIT_USAGE;
-
-void
-sp_out_init(const char *p)
-{
-	const char *slash;
-
-	if (p == NULL)
-		return;
-	for (slash = p; *p; p++)
-		if (*p == '/')
-			slash = p + 1;
-	prog = slash;
-}
 
 void
 sp_cli_init(int argc, char *argv[], void (*usage)(void))
@@ -45,7 +31,7 @@ sp_cli_init(int argc, char *argv[], void (*usage)(void))
 			exit(0);
 		}
 		if (strcmp(argv[i], "--version") == 0) {
-			printf("%s %s\n", prog, SP_VERSION);
+			printf("%s %s\n", sp_out_prog(), SP_VERSION);
 			exit(fflush(stdout) == EOF ? SP_EXIT_TEMP : 0);
 		}
 	}
@@ -65,12 +51,6 @@ sp_usage_exit(void)
 	exit(usage_status);
 }
 
-const char *
-sp_out_prog(void)
-{
-	return prog;
-}
-
 int
 sp_out_json(json_t *obj)
 {
@@ -86,18 +66,6 @@ sp_out_json(json_t *obj)
 		rc = -1;
 	free(s);
 	return rc;
-}
-
-void
-sp_warn(const char *fmt, ...)
-{
-	va_list ap;
-
-	fprintf(stderr, "%s: ", prog);
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
 }
 
 int
@@ -135,4 +103,18 @@ sp_out_ok(const char *id, json_t *extra)
 	}
 	sp_out_json(o);
 	return SP_EXIT_OK;
+}
+
+int
+sp_exec_fail_status(const char *id, const struct sp_err *e)
+{
+	sp_warn("%s: %s", id, e->msg);
+	/* As a shell says: the command could not be started. */
+	if (e->code == SP_E_EXEC_FAILED)
+		return 127;
+	/* The command's own timeout; a guest that did not answer in time is
+	 * a temporary failure (111) instead. */
+	if (e->code == SP_E_TIMED_OUT && !e->temp)
+		return 124;	/* as timeout(1) */
+	return sp_err_exit(e);
 }

@@ -11,7 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "sp.h"
+#include "sp_core.h"
 #include "sp_tls.h"
 
 int

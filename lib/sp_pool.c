@@ -10,7 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "sp.h"
+#include "sp_sandbox.h"
 
 int
 sp_pool_set(struct sp_ctx *x, const char *template, int size, int memory_mib,

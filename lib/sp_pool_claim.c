@@ -12,7 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "sp.h"
+#include "sp_sandbox.h"
 
 #define QMP_MS		5000	/* to resume a pod through QEMU's monitor */
 

@@ -17,7 +17,7 @@
 
 #include <sodium.h>
 
-#include "sp.h"
+#include "sp_core.h"
 
 extern char **environ;
 

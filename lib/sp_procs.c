@@ -14,7 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "sp.h"
+#include "sp_vm.h"
 
 #define ASK_MS		10000	/* a guest that says nothing for this long is gone */
 #define PS_MAX		4096	/* records in one answer */

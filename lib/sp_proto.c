@@ -13,7 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "sp.h"
+#include "sp_vm.h"
 
 /* One frame plus one feed: the most the decoder ever holds. */
 #define DEC_BOUND	((size_t)SP_FRAME_HDR + SP_FRAME_MAX + SP_FRAME_CHUNK)

@@ -17,7 +17,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "sp.h"
+#include "sp_vm.h"
 
 #define QMP_LINE_MAX	(64 * 1024)
 #define QMP_SKIP_MAX	64	/* events before an answer, at most */

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sp.h"
+#include "sp_sandbox.h"
 
 #define READY_PROBE_MS	3000
 

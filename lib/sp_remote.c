@@ -39,7 +39,7 @@
 
 #include <sodium.h>
 
-#include "sp.h"
+#include "sp_storage.h"
 
 #define MANIFEST_MAX	(64 * 1024)
 #define TENANT_LABEL	"tenant"

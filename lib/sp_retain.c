@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sp.h"
+#include "sp_core.h"
 
 static int
 parse_period(const char *s, int64_t *out)

@@ -10,7 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "sp.h"
+#include "sp_sandbox.h"
 
 static int remove_locked(struct sp_ctx *, const char *, int *,
     struct sp_err *);

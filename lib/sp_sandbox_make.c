@@ -16,7 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "sp.h"
+#include "sp_sandbox.h"
 
 /*
  * The run dir holds the channel sockets QEMU creates; QEMU runs as libvirt's

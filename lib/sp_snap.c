@@ -26,7 +26,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "sp.h"
+#include "sp_sandbox.h"
 
 #define BOOT_READY_MS	180000
 #define RESTORE_READY_MS 60000

@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 
-#include "sp.h"
+#include "sp_storage.h"
 #include "sp_curl.h"
 
 #define FETCH_MAX	(16ULL << 30)	/* a rootfs larger than this is refused */

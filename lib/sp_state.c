@@ -5,7 +5,7 @@
  */
 #include <string.h>
 
-#include "sp.h"
+#include "sp_core.h"
 
 static const char *const names[SP_ST__COUNT] = {
 	[SP_ST_CREATING] = "creating",

@@ -25,7 +25,7 @@
 
 #include <sodium.h>
 
-#include "sp.h"
+#include "sp_storage.h"
 #include "sp_curl.h"
 
 #define COPY_BUF	(1024 * 1024)		/* file backend copies */

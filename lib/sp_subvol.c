@@ -25,7 +25,7 @@
 
 #include <btrfsutil.h>
 
-#include "sp.h"
+#include "sp_storage.h"
 
 /* Extents fetched per FIEMAP call; large files are walked in batches. */
 #define FIEMAP_BATCH	256

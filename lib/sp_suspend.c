@@ -25,7 +25,7 @@
 
 #include <sodium.h>
 
-#include "sp.h"
+#include "sp_sandbox.h"
 
 #define WRAPPED_MAX	SP_CRYPT_WRAPPED_MAX
 #define RESTORE_READY_MS 60000

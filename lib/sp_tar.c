@@ -8,7 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "sp.h"
+#include "sp_vm.h"
 #include "sp_archive.h"
 
 static const unsigned char zeros[SP_FRAME_CHUNK];

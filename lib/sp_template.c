@@ -32,7 +32,7 @@
 
 #include <sodium.h>
 
-#include "sp.h"
+#include "sp_storage.h"
 #include "sp_archive.h"
 
 #define MiB		(1024ULL * 1024)

@@ -12,7 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "sp.h"
+#include "sp_sandbox.h"
 
 #define WARM_READY_MS	180000
 #define SYNC_MS		60000	/* the guest's sync before the save, then SIGKILL */

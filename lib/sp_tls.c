@@ -23,7 +23,7 @@
 #include <openssl/pem.h>
 #include <openssl/x509v3.h>
 
-#include "sp.h"
+#include "sp_net.h"
 
 #define HOST_MAX	253		/* a DNS name, dots included */
 #define LABEL_MAX	63

@@ -32,9 +32,6 @@ struct sp_tls_ca;
  * temporary files and renamed, key first. */
 int sp_tls_ca_create(const char *root, const char *node, int *made,
     struct sp_err *e);
-/* root/ca/ca.crt, for templates to trust; "not-found" when absent. */
-int sp_tls_ca_cert_path(const char *root, char *out, size_t n,
-    struct sp_err *e);
 /* "not-found" without a CA; "corrupt" when half made, unparsable or the key
  * does not match; "bad-input" when the key is open to group or others or
  * owned by another user. */

@@ -7,7 +7,7 @@
 #include <getopt.h>
 #include <stdlib.h>
 
-#include "sp.h"
+#include "sp_cli.h"
 
 struct verb_run {
 	struct sp_ctx x;

@@ -13,7 +13,7 @@
 #include <libvirt/libvirt.h>
 #include <libvirt/virterror.h>
 
-#include "sp.h"
+#include "sp_vm.h"
 
 struct sp_virt {
 	virConnectPtr conn;

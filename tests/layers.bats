@@ -51,3 +51,15 @@ loops() {
 	run loops
 	assert_output --partial "tsort: a"
 }
+
+@test "each module includes its own part's header, and none the whole library's" {
+	local f n bad=0
+	for f in "$top"/lib/sp_*.c; do
+		n=$(grep -cE '^#include "sp_(core|storage|vm|net|sandbox|cli)\.h"' "$f" || true)
+		if [ "$n" -ne 1 ] || grep -q '^#include "sp\.h"' "$f"; then
+			echo "${f##*/}: $n part headers"
+			bad=1
+		fi
+	done
+	[ "$bad" -eq 0 ]
+}

@@ -1,0 +1,406 @@
+/*
+ * sp_core.h: the core of libspace: errors and exit statuses, bytes and paths,
+ * configuration, ids, the state machine, the state DB (with the rows of
+ * every part), retention tiers, child programs and libraries loaded on first
+ * use.  It uses no other part of the library.
+ */
+#ifndef SP_CORE_H
+#define SP_CORE_H
+
+#include <stddef.h>
+#include <stdio.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <jansson.h>
+
+struct sp_ctx;
+struct sp_store;
+struct sp_chan;
+
+/* ---- exit statuses (design.md) ---- */
+#define SP_EXIT_OK	0
+#define SP_EXIT_FAIL	1	/* some item failed */
+#define SP_EXIT_USAGE	100	/* usage or bad input */
+#define SP_EXIT_TEMP	111	/* temporary failure: a retry may help */
+
+/* ---- err: stable error tokens + message ---- */
+/* The error tokens: the "error" of a command's JSON line, the code of a
+ * guest's error frame.  Their names are in sp_err.c; a new one is added to
+ * both and to the list in docs/design.md. */
+enum sp_code {
+	SP_E_NONE,		/* no error set */
+	SP_E_AUDIT,
+	SP_E_BAD_INPUT,
+	SP_E_BAD_STATE,
+	SP_E_BTRFS,
+	SP_E_BUSY,
+	SP_E_CORRUPT,
+	SP_E_DB,
+	SP_E_DENIED,
+	SP_E_EXEC_FAILED,
+	SP_E_EXISTS,
+	SP_E_EXPIRED,
+	SP_E_FETCH,
+	SP_E_FULL,
+	SP_E_GONE,
+	SP_E_GUEST,
+	SP_E_IN_USE,
+	SP_E_INTERNAL,
+	SP_E_IO,
+	SP_E_KEY_REVOKED,
+	SP_E_KILLED,
+	SP_E_KMS,
+	SP_E_LIBVIRT,
+	SP_E_NO_SPACE,
+	SP_E_NOMEM,
+	SP_E_NOT_BTRFS,
+	SP_E_NOT_EMPTY,
+	SP_E_NOT_FOUND,
+	SP_E_NOT_INITIALIZED,
+	SP_E_NOT_RESTORABLE,
+	SP_E_NOT_RUNNING,
+	SP_E_PARTIAL,
+	SP_E_PROTOCOL,
+	SP_E_QEMU,
+	SP_E_RATE_LIMITED,
+	SP_E_RESEED_FAILED,
+	SP_E_STOPPED,
+	SP_E_TIMED_OUT,
+	SP_E_TLS,
+	SP_E_TOO_BIG,
+	SP_E_VAULT,
+	SP_E__COUNT
+};
+
+struct sp_err {
+	enum sp_code code;	/* SP_E_NONE until an error is set */
+	int temp;		/* 1 when a retry may help */
+	char msg[512];
+};
+
+/* The token's name ("not-found"), "" for SP_E_NONE. */
+const char *sp_code_name(enum sp_code code);
+/* The token named name; -1 when there is none (a guest's unknown code). */
+int sp_code_of(const char *name, enum sp_code *code);
+
+/* All return -1 so that `return sp_err_set(...)` reads naturally. */
+int sp_err_set(struct sp_err *e, enum sp_code code, int temp,
+    const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+/* Like sp_err_set, appends ": strerror(errno)"; temp is derived from errno. */
+int sp_err_sys(struct sp_err *e, enum sp_code code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+void sp_err_clear(struct sp_err *e);
+/* The exit status an error maps to: 111 when temp, 100 for bad-input, else 1. */
+int sp_err_exit(const struct sp_err *e);
+
+/* ---- io: byte-level helpers both sides share (sp_io.c) ---- */
+/* All of buf to fd, again after EINTR; -1 with errno on error. */
+int sp_write_all(int fd, const void *buf, size_t n);
+uint32_t sp_be32_get(const unsigned char *p);
+void sp_be32_put(unsigned char *p, uint32_t v);
+
+/* ---- conf: /etc/space/space.conf + SPACE_* environment ---- */
+#define SP_PATH_MAX	4096
+struct sp_conf {
+	char root[SP_PATH_MAX];		/* SPACE_ROOT, default /var/lib/space */
+	char db[SP_PATH_MAX];		/* SPACE_DB, default sqlite:$root/space.db */
+	char store[SP_PATH_MAX];	/* SPACE_STORE, default file://$root/objects */
+	char libvirt_uri[256];		/* SPACE_LIBVIRT_URI, default qemu:///system */
+	char node[64];			/* SPACE_NODE, default the host name */
+	char run[SP_PATH_MAX];		/* SPACE_RUN, default /run/space */
+	char virt_type[16];		/* SPACE_VIRT_TYPE: auto | kvm | qemu */
+	char retain[256];		/* SPACE_RETAIN: snapshot tiers */
+	char kms[SP_PATH_MAX];		/* SPACE_KMS: key service of tenants
+					 * without one of their own */
+};
+/* Reads SPACE_CONF (default /etc/space/space.conf) when it exists, then the
+ * environment; every value is validated. */
+int sp_conf_load(struct sp_conf *c, struct sp_err *e);
+
+/* ---- retain: which snapshots the retention tiers keep (design.md) ---- */
+/* KIND:PERIOD:KEEP, separated by spaces or commas: in each of the KEEP
+ * newest PERIODs (s, m, h, d, w) that hold a snapshot of KIND (disk|full),
+ * the newest snapshot is kept.  A snapshot any tier keeps is kept. */
+#define SP_RETAIN_DEFAULT "disk:5m:12 disk:1h:24 disk:1d:7 full:1h:3"
+#define SP_TIERS_MAX 16
+struct sp_tier {
+	char kind[8];
+	int64_t period_s;
+	int keep;
+};
+/* Parses spec into t[0..max) (*n of them); t may be NULL to only check. */
+int sp_retain_parse(const char *spec, struct sp_tier *t, int max, int *n,
+    struct sp_err *e);
+struct sp_retain_item {
+	const char *kind;
+	int64_t taken;		/* unix seconds */
+	int tagged;		/* kept until removed */
+	int keep;		/* out: 1 when some tier (or the tag) keeps it */
+};
+/* Marks keep on each of items[0..n), in any order. */
+void sp_retain_select(const struct sp_tier *t, int nt,
+    struct sp_retain_item *items, size_t n);
+
+/* ---- id: sandbox ids and user-supplied names ---- */
+#define SP_ID_LEN	12	/* lowercase base32: a-z 2-7 */
+#define SP_NAME_MAX	64
+#define SP_LABEL_MAX	256
+int sp_id_new(char out[SP_ID_LEN + 1], struct sp_err *e);
+int sp_id_valid(const char *s);			/* 1 or 0 */
+/* bad-input unless id is a well-formed sandbox id. */
+int sp_id_check(const char *s, struct sp_err *e);
+/* A name: 1..SP_NAME_MAX bytes of [A-Za-z0-9._-], not starting with '.' or '-'. */
+int sp_name_check(const char *what, const char *s, struct sp_err *e);
+/* A label "k=v": k a name, v valid UTF-8 without control chars, bounded. */
+int sp_label_check(const char *kv, struct sp_err *e);
+int sp_utf8_valid(const char *s, size_t n);	/* 1 or 0 */
+
+/* ---- state: the lifecycle state machine (design.md), one table ---- */
+enum sp_state {
+	SP_ST_CREATING,
+	SP_ST_RUNNING,
+	SP_ST_PAUSED,
+	SP_ST_STOPPED,
+	SP_ST_SUSPENDING,
+	SP_ST_SUSPENDED,
+	SP_ST_RESTORING,
+	SP_ST_FAILED,
+	SP_ST_RECOVERING,
+	SP_ST_DESTROYED,
+	SP_ST__COUNT
+};
+const char *sp_state_name(enum sp_state s);
+int sp_state_parse(const char *name);		/* enum value or -1 */
+int sp_state_can(enum sp_state from, enum sp_state to);	/* 1 or 0 */
+
+/* ---- db: the state DB (SQLite), schema with versioned migrations ---- */
+struct sp_db;
+struct sp_sandbox_row {
+	char id[SP_ID_LEN + 1];
+	enum sp_state state;
+	int64_t gen;			/* bumped by every transition */
+	char template[2 * SP_NAME_MAX + 2];	/* name@digest */
+	char node[64];
+	int64_t created;		/* unix seconds */
+	int memory_mib;
+	int vcpus;
+	char *labels;			/* JSON object text; owned, free with sp_db_row_release */
+	int pod;			/* 1: a warm-pool pod, nobody's sandbox yet */
+	char *env;			/* JSON array of "K=V"; owned like labels */
+	char *recovered;		/* JSON object or NULL; owned like labels */
+};
+void sp_db_row_release(struct sp_sandbox_row *r);
+int sp_db_open(struct sp_db **db, const struct sp_conf *c, struct sp_err *e);
+void sp_db_close(struct sp_db *db);
+/* Commits of this command leave the WAL's checkpoint to a later command
+ * unless the WAL is far over its bound: for a caller's critical path. */
+void sp_db_checkpoint_later(struct sp_db *db);
+int sp_db_schema_version(struct sp_db *db);
+int sp_db_sandbox_insert(struct sp_db *db, const struct sp_sandbox_row *r,
+    struct sp_err *e);
+/* What a rollback or a recovery did to a sandbox, as a JSON object. */
+int sp_db_sandbox_set_recovered(struct sp_db *db, const char *id,
+    const char *json, struct sp_err *e);
+/* A snapshot (design.md): state "taking" until it is whole, then "ready". */
+struct sp_snap_row {
+	char id[SP_ID_LEN + 1];
+	char snap[SP_ID_LEN + 1];
+	char kind[8];			/* disk | full */
+	int64_t taken;			/* unix seconds */
+	char tag[SP_NAME_MAX + 1];	/* "" when none */
+	char state[16];
+	int64_t ms, paused_ms;		/* paused_ms -1 for disk snapshots */
+	char remote[16];		/* "", "uploading" or "restorable" */
+};
+int sp_db_snap_insert(struct sp_db *db, const struct sp_snap_row *r,
+    struct sp_err *e);
+int sp_db_snap_ready(struct sp_db *db, const struct sp_snap_row *r,
+    struct sp_err *e);
+int sp_db_snap_delete(struct sp_db *db, const char *id, const char *snap,
+    struct sp_err *e);
+int sp_db_snap_get(struct sp_db *db, const char *id, const char *snap,
+    struct sp_snap_row *r, struct sp_err *e);	/* not-found */
+/* Deletes the rows of id's snapshots that are not in the object store. */
+int sp_db_snap_drop_local(struct sp_db *db, const char *id, struct sp_err *e);
+/* Where a snapshot's upload is: NULL, "uploading", "restorable". */
+int sp_db_snap_set_remote(struct sp_db *db, const char *id, const char *snap,
+    const char *remote, struct sp_err *e);
+/* Puts a sandbox on node, with what that node is to do (want, may be NULL:
+ * nothing; "running": restore it). */
+int sp_db_sandbox_place(struct sp_db *db, const char *id, const char *node,
+    const char *want, struct sp_err *e);
+int sp_db_sandbox_want(struct sp_db *db, const char *id, char *out, size_t n,
+    struct sp_err *e);
+/* The key service each tenant's data keys are wrapped by (space-key). */
+int sp_db_tenant_key_set(struct sp_db *db, const char *tenant,
+    const char *keyref, struct sp_err *e);
+int sp_db_tenant_key_get(struct sp_db *db, const char *tenant, char *out,
+    size_t n, struct sp_err *e);	/* not-found */
+int sp_db_tenant_key_each(struct sp_db *db,
+    int (*fn)(const char *tenant, const char *keyref, int64_t updated, void *),
+    void *arg, struct sp_err *e);
+/* A sandbox's snapshots (all when id is NULL; only those of sandboxes of
+ * node when it is not NULL), oldest first. */
+int sp_db_snap_each(struct sp_db *db, const char *id, const char *node,
+    int (*fn)(const struct sp_snap_row *, void *), void *arg,
+    struct sp_err *e);
+int sp_db_sandbox_get(struct sp_db *db, const char *id,
+    struct sp_sandbox_row *r, struct sp_err *e);	/* not-found */
+/* Calls fn for each row (state filter ignored when < 0); warm-pool pods
+ * are left out unless state is SP_DB_WITH_PODS. */
+#define SP_DB_WITH_PODS	(-2)
+int sp_db_sandbox_each(struct sp_db *db, int state,
+    int (*fn)(const struct sp_sandbox_row *, void *), void *arg,
+    struct sp_err *e);
+int sp_db_sandbox_delete(struct sp_db *db, const char *id, struct sp_err *e);
+/* The compare-and-set every lifecycle change goes through: in one IMMEDIATE
+ * transaction, read the row, check sp_state_can(state, to) and, when
+ * expect_gen >= 0, that gen == expect_gen; then set state=to, gen=gen+1.
+ * bad-state when the table forbids it or another writer won.  On success
+ * *out (may be NULL) holds the new row. */
+int sp_db_transition(struct sp_db *db, const char *id, enum sp_state to,
+    int64_t expect_gen, struct sp_sandbox_row *out, struct sp_err *e);
+struct sp_template_row {
+	char name[SP_NAME_MAX + 1];
+	char digest[65];		/* sha256 hex */
+	int64_t created;
+	int64_t disk_bytes;
+};
+int sp_db_template_insert(struct sp_db *db, const struct sp_template_row *t,
+    struct sp_err *e);
+/* The newest template of that name (name or name@digest). not-found. */
+int sp_db_template_get(struct sp_db *db, const char *ref,
+    struct sp_template_row *t, struct sp_err *e);
+int sp_db_template_each(struct sp_db *db,
+    int (*fn)(const struct sp_template_row *, void *), void *arg,
+    struct sp_err *e);
+int sp_db_template_delete(struct sp_db *db, const char *name,
+    const char *digest, struct sp_err *e);
+/* The warm pool: per template, how many pods to keep. */
+struct sp_pool_row {
+	char template[SP_NAME_MAX + 1];
+	int size, memory_mib, vcpus;
+	int ready;			/* pods waiting now */
+};
+int sp_db_pool_set(struct sp_db *db, const char *template, int size,
+    int memory_mib, int vcpus, struct sp_err *e);
+/* Deletes the pool's row if its size is 0 (a pool whose template is gone). */
+int sp_db_pool_drop(struct sp_db *db, const char *template, struct sp_err *e);
+int sp_db_pool_each(struct sp_db *db,
+    int (*fn)(const struct sp_pool_row *, void *), void *arg,
+    struct sp_err *e);
+/* Makes a sandbox a pod of pool (or, with NULL, no pod). */
+int sp_db_pod_mark(struct sp_db *db, const char *id, const char *pool,
+    struct sp_err *e);
+/* Claims a ready pod of pool for template (name@digest), memory and vcpus
+ * in one statement: it becomes a sandbox with labels, in state creating
+ * until the caller has woken it.  1 and *id, 0 when none is ready. */
+int sp_db_pod_claim(struct sp_db *db, const char *pool, const char *template,
+    int memory_mib, int vcpus, const char *labels, const char *env,
+    char id[SP_ID_LEN + 1], struct sp_err *e);
+int sp_db_pods_each(struct sp_db *db, const char *pool,
+    int (*fn)(const struct sp_sandbox_row *, void *), void *arg,
+    struct sp_err *e);
+/* Where a template comes from: a path or an http(s) URL for each part. */
+struct sp_source_row {
+	char name[SP_NAME_MAX + 1];
+	char rootfs[SP_PATH_MAX], kernel[SP_PATH_MAX], initrd[SP_PATH_MAX];
+};
+int sp_db_source_set(struct sp_db *db, const struct sp_source_row *r,
+    struct sp_err *e);
+int sp_db_source_get(struct sp_db *db, const char *name,
+    struct sp_source_row *r, struct sp_err *e);
+int sp_db_node_upsert(struct sp_db *db, const char *node, const char *root,
+    struct sp_err *e);
+
+/* ---- dl: a library loaded on first use (sp_dl.c) ---- */
+struct sp_dl {
+	const char *soname;	/* "libcurl.so.4" */
+	const char *name;	/* for messages: "libcurl" */
+	enum sp_code code;	/* the sp_err code of a failure */
+	pthread_mutex_t mu;
+	int loaded;
+};
+#define SP_DL_INIT(soname, name, code) \
+	{ soname, name, code, PTHREAD_MUTEX_INITIALIZER, 0 }
+/* Counts a table's entries: 0 LIST(SP_DL_ONE) is their number. */
+#define SP_DL_ONE(...)	+ 1
+/* Loads dl's library once and puts names[i] into slots[i], under dl's
+ * mutex; -1 (nothing marked loaded) when the library or a name is not
+ * there. */
+int sp_dl_load(struct sp_dl *dl, const char *const names[], void *slots[],
+    size_t n, struct sp_err *e);
+/* A table is a union u of typed pointers and the void *slot[] they cover,
+ * filled by a names[] array: one name per slot, checked at compile time
+ * (at file scope), and loaded with sp_dl_load_table. */
+#define SP_DL_TABLE_CHECK(names, u) \
+	_Static_assert(sizeof (names) / sizeof (names)[0] == \
+	    sizeof (u).slot / sizeof (u).slot[0], "a slot per name"); \
+	_Static_assert(sizeof (u) == sizeof (u).slot, "slots cover it")
+#define sp_dl_load_table(dl, names, u, e) \
+	sp_dl_load((dl), (names), (u).slot, \
+	    sizeof (names) / sizeof (names)[0], (e))
+
+/* ---- path: building paths without silent truncation ---- */
+int sp_path_fmt(char *out, size_t n, struct sp_err *e, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* mkdir -p with mode for the directories it creates. */
+int sp_path_mkdirs(const char *path, mode_t mode, struct sp_err *e);
+/* rm -rf of a directory tree on this filesystem; absent is not an error. */
+int sp_path_remove_tree(const char *path, struct sp_err *e);
+
+/* flock(LOCK_EX) on fd, waiting (wait 1) or not: busy (temp) when taken. */
+int sp_flock(int fd, int wait, struct sp_err *e);
+#define sp_flock_wait(fd, e) sp_flock((fd), 1, (e))
+
+/* A size like 512, 64K, 256M, 8G or 1T (powers of 1024). */
+int sp_size_parse(const char *s, uint64_t *out, struct sp_err *e);
+
+/* Milliseconds of CLOCK_MONOTONIC: for deadlines and durations. */
+int64_t sp_clock_ms(void);
+
+/* Crash injection for tests: when SPACE_CRASH_AT names this point, the
+ * process dies here by SIGKILL, as a kill -9 would take it. */
+void sp_crashpoint(const char *name);
+
+/* ---- proc: running the few external programs we need (no shell) ---- */
+/* Runs argv[0] (PATH search) and waits; a non-zero exit is an error whose
+ * message carries the tail of its stderr. */
+int sp_proc_run(char *const argv[], struct sp_err *e);
+/* argv with stdin from in, stdout to out (-1: /dev/null), stderr appended
+ * to err_path (NULL: /dev/null); then sp_proc_wait, whose error carries the
+ * tail of err_path. */
+int sp_proc_spawn(char *const argv[], int in, int out, const char *err_path,
+    pid_t *pid, struct sp_err *e);
+int sp_proc_wait(pid_t pid, const char *what, const char *err_path,
+    struct sp_err *e);
+/*
+ * Runs argv in a process group of its own: in (inlen bytes) on its stdin,
+ * its stdout into out (at most max bytes, *outn of them; more is the error
+ * too-long; out NULL: thrown away), the printable tail of its stderr into
+ * tail; all within ms.  Returns its exit status, or -1: it could not run
+ * (internal), took longer (timed-out; its whole group killed), was killed
+ * by a signal (killed) or printed too much.  Reaped either way; out is
+ * wiped on -1.  For the key and secret programs (sp_crypt, sp_cred).
+ */
+/* The milliseconds in environment variable name (1..3600000), else def. */
+int sp_env_ms(const char *name, int def, int *ms, struct sp_err *e);
+#define SP_PROC_TAIL	200
+int sp_proc_talk(char *const argv[], const void *in, size_t inlen,
+    unsigned char *out, size_t max, size_t *outn, char tail[SP_PROC_TAIL + 1],
+    int ms, struct sp_err *e);
+
+/* ---- ca path: where the node CA's certificate is (sp_path.c) ---- */
+/* root/ca/ca.crt, for templates to trust; "not-found" when absent. */
+int sp_tls_ca_cert_path(const char *root, char *out, size_t n,
+    struct sp_err *e);
+
+/* ---- log: the program's name and human lines on stderr (sp_log.c) ---- */
+/* The name sp_warn and progress lines give, from argv[0]. */
+void sp_out_init(const char *prog);
+const char *sp_out_prog(void);
+/* "prog: message" on stderr. */
+void sp_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+#endif

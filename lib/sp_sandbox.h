@@ -1,0 +1,217 @@
+/*
+ * sp_sandbox.h: sandboxes: a command's context, making one, the pool, the lifecycle
+ * verbs, snapshots, suspend and restore, the node.  Built on every part
+ * below it, the network's included.
+ */
+#ifndef SP_SANDBOX_H
+#define SP_SANDBOX_H
+
+#include "sp_net.h"
+
+/* ---- node: this node's storage and services ---- */
+struct sp_node_info {
+	char fs[16];		/* "btrfs" */
+	int loop;		/* 1 when root is a loop-backed image we made */
+	int kvm;		/* 1 when VMs use KVM */
+	char virt_type[16];
+	char libvirt[64];	/* libvirt version, or "" when it does not answer */
+};
+/* Makes root a btrfs filesystem (a loop-backed image of loop_bytes when it is
+ * not and loop_bytes > 0), creates the layout, migrates the DB, checks that
+ * libvirt answers.  Idempotent. */
+int sp_node_init(const struct sp_conf *c, uint64_t loop_bytes,
+    struct sp_node_info *info, struct sp_err *e);
+
+/* ---- sandbox: the lifecycle operations, composed from the modules above ---- */
+struct sp_create_req {
+	const char *template;	/* name or name@digest */
+	int memory_mib, vcpus;
+	json_t *labels;		/* object of strings, borrowed; may be NULL */
+	json_t *env;		/* array of "K=V" the guest gives calls, or NULL */
+	int ready_timeout_ms;	/* boot until the daemon says hello */
+	int no_checkpoint;	/* 1: boot cold even when the template is warm */
+	int no_pool;		/* 1: do not take a warm pod */
+	int pod;		/* 1: make a warm pod (paused, no identity) */
+	struct sp_chan **chan;	/* non-NULL: a claim from the pool leaves the
+				 * channel it told the guest its identity on
+				 * open here (else NULL), for a first call */
+	const struct sp_exec *first;	/* with chan: that first call, which
+				 * a claim sends ahead (sp_chan_exec_ahead);
+				 * once sent, a failure after it is not
+				 * retried on another path */
+	struct sp_boost *boost;	/* non-NULL: a claim boosts its VM here, for
+				 * the caller to end (sp_boost_end) */
+};
+/* Creates and boots one sandbox; *out gets {"id","state","template",
+ * "create_ms",...}.  On failure everything it made is removed. */
+int sp_sandbox_create(struct sp_ctx *x, const struct sp_create_req *r,
+    json_t **out, struct sp_err *e);
+struct sp_ckpt_info;
+/* One new sandbox from a subvolume: a template, a template's checkpoint, a
+ * snapshot (space-fork).  With saved, src/mem.sav holds the memory state of
+ * domain sp-<saved->id>, which is re-identified and restored; without, the
+ * VM boots cold.  Returns when its daemon answered and, unless it is a pod
+ * of the pool named, it knows who it is; on failure all it made is gone. */
+struct sp_make {
+	const char *src;
+	const struct sp_ckpt_info *saved;
+	const char *template;	/* name@digest, for the row */
+	int memory_mib, vcpus;
+	json_t *labels, *env;	/* borrowed; may be NULL */
+	const char *pool;	/* a pod of this pool, or NULL */
+	int ready_timeout_ms;
+	/* With pool: run on the ready guest before it is paused. */
+	void (*prepare)(struct sp_ctx *x, const char *id);
+};
+int sp_sandbox_make(struct sp_ctx *x, const struct sp_make *m,
+    char id[SP_ID_LEN + 1], struct sp_err *e);
+/* A create's path without a pod: template t's checkpoint when it was saved
+ * as r asks, else a cold boot; with r->pod, prepare is the pod's (see
+ * sp_make). */
+int sp_sandbox_make_new(struct sp_ctx *x, const struct sp_create_req *r,
+    const struct sp_template_row *t, int64_t t0,
+    void (*prepare)(struct sp_ctx *, const char *), json_t **out,
+    struct sp_err *e);
+/* Takes apart what a sandbox is on this node: its VM, disk, rollback
+ * leftover and run dir; sets *existed when any was there. */
+int sp_sandbox_teardown(struct sp_ctx *x, const char *id, int *existed,
+    struct sp_err *e);
+/* After a teardown: forgets its egress policy, credentials and row. */
+int sp_sandbox_forget(struct sp_ctx *x, const char *id, struct sp_err *e);
+/* Removes a sandbox that never had snapshots or stored copies (a half-made
+ * create, a pod), under its lock: marks it destroyed, tears it down and
+ * forgets it. */
+int sp_sandbox_discard(struct sp_ctx *x, const char *id, struct sp_err *e);
+/* The pool's claim (sp_pool_claim.c): takes a warm pod of template t if
+ * one is ready, claimed in one DB statement, resumed, told who it is.  1
+ * with *out when it did, 0 when no pod was ready (or the one taken would
+ * not wake: it is removed), -1 on error. */
+int sp_pool_claim(struct sp_ctx *x, const struct sp_create_req *r,
+    const struct sp_template_row *t, int64_t t0, json_t **out,
+    struct sp_err *e);
+/* What a new pod does before its pause: rehearses a claim and records
+ * what the claim would ask QEMU (sp_make's prepare). */
+void sp_pool_prepare(struct sp_ctx *x, const char *id);
+/* The warm pool (design.md): space-pool set keeps the wanted size per
+ * template; fill makes or removes pods until each pool has that many (fn is
+ * told each as JSON, stolen).  Idempotent: what a timer runs. */
+int sp_pool_set(struct sp_ctx *x, const char *template, int size,
+    int memory_mib, int vcpus, struct sp_err *e);
+int sp_pool_fill(struct sp_ctx *x, int (*fn)(json_t *, void *), void *arg,
+    struct sp_err *e);
+
+/* Destroys the VM, deletes subvolumes, run dir and rows; *existed says
+ * whether there was anything to remove. */
+int sp_sandbox_remove(struct sp_ctx *x, const char *id, int *existed,
+    struct sp_err *e);
+/* The lifecycle verbs of design.md.  Each is idempotent: a sandbox already
+ * in the target state is left alone and *changed is 0.  A move the state
+ * table forbids is bad-state and changes nothing.  The DB claims the move by
+ * compare-and-set before the VM is touched, and is rolled back when libvirt
+ * refuses. */
+int sp_sandbox_pause(struct sp_ctx *x, const char *id, int *changed,
+    struct sp_err *e);
+int sp_sandbox_resume(struct sp_ctx *x, const char *id, int *changed,
+    struct sp_err *e);
+/* Asks the guest to power off, waits up to timeout_ms, then forces it. */
+int sp_sandbox_stop(struct sp_ctx *x, const char *id, int timeout_ms,
+    int *changed, int *forced, struct sp_err *e);
+/* Cold boot from the sandbox's own disk; returns when the daemon answers. */
+int sp_sandbox_start(struct sp_ctx *x, const char *id, int ready_timeout_ms,
+    int *changed, struct sp_err *e);
+
+
+/* One pass of the node-local reconcile loop: every sandbox of this node
+ * whose record and VM disagree, or that a dead command left in a transient
+ * state, is brought to a legal state; orphan domains and subvolumes of this
+ * root are removed.  fn is told each action as a JSON object (stolen). */
+int sp_reconcile_once(struct sp_ctx *x, int (*fn)(json_t *, void *),
+    void *arg, struct sp_err *e);
+
+/* The record space-ls prints for a row: DB joined with libvirt and btrfs. */
+int sp_sandbox_describe(struct sp_ctx *x, const struct sp_sandbox_row *r,
+    json_t **out, struct sp_err *e);
+/* Tells a booted guest its id (and host name), labels, environment (for
+ * calls that bring none) and a fresh seed for its random generator (copies
+ * of one checkpoint would share it).  labels and env may be NULL.  With
+ * keep, the channel stays open in *keep for a call after it; with first
+ * too, that call is sent ahead (in the hello's own write with with_hello),
+ * and *sent says whether it went. */
+int sp_sandbox_identify(struct sp_ctx *x, const char *id, json_t *labels,
+    json_t *env, struct sp_chan **keep, const struct sp_exec *first,
+    int with_hello, int *sent, struct sp_err *e);
+/* sp_sandbox_identify with neither. */
+int sp_sandbox_hand_identity(struct sp_ctx *x, const char *id, json_t *labels,
+    json_t *env, struct sp_err *e);
+/* Sets the guest's clock to the host's (after a resume: a paused VM's clock
+ * stands still). */
+int sp_sandbox_sync_clock(struct sp_ctx *x, const char *id, struct sp_err *e);
+/* Runs argv in the sandbox's guest with no input and its output dropped:
+ * the channel waited for up to open_ms, the command killed after exec_ms
+ * (0: never); *status as sp_chan_exec gives it. */
+int sp_sandbox_exec_quiet(struct sp_ctx *x, const char *id, char *argv[],
+    int open_ms, int exec_ms, int *status, struct sp_err *e);
+/* The run dir QEMU makes the channel sockets in (its group may write). */
+int sp_sandbox_make_run_dir(const char *dir, struct sp_err *e);
+
+
+/* ---- snap: snapshots, rollback, fork, retention (design.md) ---- */
+/* A disk snapshot, or with full a checkpoint of disk and memory; *out gets
+ * its JSON line.  Tag (may be NULL) keeps it from space-gc. */
+int sp_snap_take(struct sp_ctx *x, const char *id, int full, const char *tag,
+    json_t **out, struct sp_err *e);
+/* The same, the sandbox's lock held by the caller; r gets the row. */
+int sp_snap_take_locked(struct sp_ctx *x, const char *id, int full,
+    const char *tag, struct sp_snap_row *r, json_t **out, struct sp_err *e);
+/* A sandbox's snapshots, oldest first, as JSON lines given to fn. */
+int sp_snap_list(struct sp_ctx *x, const char *id,
+    int (*fn)(json_t *, void *), void *arg, struct sp_err *e);
+/* Idempotent: *removed says whether there was anything. */
+int sp_snap_remove(struct sp_ctx *x, const char *id, const char *snap,
+    int *removed, struct sp_err *e);
+/* Keeps the state now as a snapshot, then puts the sandbox on snap: restored
+ * from its memory (full) or booted on its disk; running after. */
+int sp_snap_rollback(struct sp_ctx *x, const char *id, const char *snap,
+    json_t **out, struct sp_err *e);
+/* For reconcile, the sandbox's lock held: a failed sandbox goes back to its
+ * newest full checkpoint; a recovering one finishes the move its record
+ * names.  *snap gets the snapshot. */
+int sp_snap_recover_locked(struct sp_ctx *x, const struct sp_sandbox_row *sb,
+    char snap[SP_ID_LEN + 1], struct sp_err *e);
+/* count new sandboxes from snap, or (snap NULL) from a snapshot taken now:
+ * full when the source runs.  One JSON line per fork to fn. */
+int sp_snap_fork(struct sp_ctx *x, const char *id, const char *snap,
+    int count, int (*fn)(json_t *, void *), void *arg, struct sp_err *e);
+/* Deletes the ready snapshots no tier of SPACE_RETAIN keeps (dry_run: only
+ * tells); one JSON line per snapshot to fn. */
+int sp_snap_gc(struct sp_ctx *x, int dry_run, int (*fn)(json_t *, void *),
+    void *arg, struct sp_err *e);
+/* Clears snapshots a dead command left "taking" (rows and subvolumes). */
+int sp_snap_drop_unfinished(struct sp_ctx *x, int (*fn)(json_t *, void *),
+    void *arg, struct sp_err *e);
+/* Deletes snapshots/<id>/ and every snapshot in it. */
+int sp_snap_remove_all(struct sp_ctx *x, const char *id, struct sp_err *e);
+
+/* ---- suspend: sandboxes to the object store and back (design.md) ---- */
+int sp_suspend(struct sp_ctx *x, const char *id, int keep_local, json_t **out,
+    struct sp_err *e);
+/* node NULL or this node: restore here; else ask that node (its reconcile). */
+int sp_restore(struct sp_ctx *x, const char *id, const char *node,
+    json_t **out, struct sp_err *e);
+/* For reconcile, the lock held: restores a sandbox placed on this node. */
+int sp_restore_locked(struct sp_ctx *x, const char *id, json_t **out,
+    struct sp_err *e);
+/* Deletes from the object store what id's snapshots put there (space-rm). */
+int sp_remote_forget(struct sp_ctx *x, const char *id, struct sp_err *e);
+/* space-key rotate: re-wraps the data keys of the tenant's restorable
+ * snapshots with keyref (no data moves) and makes it the tenant's key. */
+int sp_key_rotate(struct sp_ctx *x, const char *tenant, const char *keyref,
+    int (*fn)(json_t *, void *), void *arg, struct sp_err *e);
+
+/* ---- template_warm: a template's booted checkpoint ---- */
+/* Boots the template once and keeps its saved memory state beside it; a
+ * second warm-up (or a concurrent one) finds it made ("reused"). */
+int sp_template_warm(struct sp_ctx *x, const char *ref, int memory_mib,
+    int vcpus, json_t **out, struct sp_err *e);
+
+#endif

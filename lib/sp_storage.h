@@ -1,0 +1,136 @@
+/*
+ * sp_storage.h: storage: btrfs subvolumes, trees packed as tar, templates and their
+ * sources, and the object store with what moves to and from it (sp_store.h,
+ * sp_crypt.h).  Built on the core.
+ */
+#ifndef SP_STORAGE_H
+#define SP_STORAGE_H
+
+#include "sp_core.h"
+
+struct sp_store;
+struct sp_chan;
+
+/* ---- ctx: what a command opens first (sp_ctx.c) ---- */
+struct sp_virt;
+struct sp_ctx {
+	struct sp_conf conf;
+	struct sp_db *db;
+	struct sp_virt *virt;	/* NULL until needed (sp_ctx_virt, sp_vm.h) */
+	void (*virt_close)(struct sp_virt *);	/* set with virt */
+	char virt_type[16];
+};
+/* The config and the DB: all a command that never needs libvirt opens. */
+int sp_ctx_open_db(struct sp_ctx *x, struct sp_err *e);
+void sp_ctx_close(struct sp_ctx *x);
+/* <root>/sandboxes/<id>, <run>/<id>, sp-<id>. */
+int sp_sandbox_dir(const struct sp_ctx *x, const char *id, char *out, size_t n,
+    struct sp_err *e);
+int sp_sandbox_run_dir(const struct sp_ctx *x, const char *id, char *out,
+    size_t n, struct sp_err *e);
+void sp_sandbox_domain(const char *id, char out[SP_ID_LEN + 4]);
+/* The per-sandbox lock (<root>/locks/sandbox-<id>.lock) every command that
+ * acts on a sandbox holds while it does, so space-reconcile can tell a
+ * command at work from one that died halfway.  wait 0: busy when taken. */
+int sp_sandbox_lock(const struct sp_ctx *x, const char *id, int wait,
+    int *fd, struct sp_err *e);
+void sp_sandbox_unlock(int fd);
+
+
+/* ---- subvol: btrfs through libbtrfsutil ---- */
+int sp_subvol_is_btrfs(const char *path);			/* 1 or 0 */
+int sp_subvol_create(const char *path, struct sp_err *e);
+/* A snapshot of src at dst; readonly 1 or 0.  exists when dst is there. */
+int sp_subvol_snapshot(const char *src, const char *dst, int readonly,
+    struct sp_err *e);
+/* Deletes a subvolume (and subvolumes below it); absent is not an error. */
+int sp_subvol_delete(const char *path, struct sp_err *e);
+int sp_subvol_set_readonly(const char *path, int readonly, struct sp_err *e);
+int sp_subvol_exists(const char *path);				/* 1 or 0 */
+int sp_subvol_readonly(const char *path);			/* 1 or 0 */
+/* Bytes of data extents under path that no other file or subvolume shares
+ * (FIEMAP, as `btrfs filesystem du` counts "exclusive"). */
+int sp_subvol_exclusive_bytes(const char *path, uint64_t *out,
+    struct sp_err *e);
+/* The UUID a send stream against this subvolume names: its received_uuid
+ * when it was received (*received 1), else its own UUID. */
+int sp_subvol_lineage(const char *path, char out[37], int *received,
+    struct sp_err *e);
+
+/* ---- template: build templates from root filesystems ---- */
+struct sp_template_src {
+	const char *name;
+	const char *rootfs;		/* tarball (any libarchive format) or dir */
+	const char *kernel, *initrd;	/* required */
+	uint64_t disk_extra_bytes;	/* free space in the ext4 image */
+};
+/* Builds templates/<name>@<digest>/ (read-only subvolume with disk.raw,
+ * vmlinuz, initrd.img, template.json) under root; concurrent builds of the
+ * same digest are coalesced by a lock.  Rejects archive entries that would
+ * escape the root (bad-input).  Fills *t.  Returns 0 when this call built
+ * the template, 1 when it existed already (an earlier or concurrent import
+ * of the same inputs built it), -1 on error.  The digest covers the rootfs
+ * (archive bytes, or a canonical walk of a directory), kernel, initrd and
+ * disk_extra_bytes. */
+int sp_template_import(const char *root, const struct sp_template_src *src,
+    struct sp_template_row *t, struct sp_err *e);
+/* templates/<name>@<digest> under root. */
+int sp_template_path(const char *root, const struct sp_template_row *t,
+    char *out, size_t n, struct sp_err *e);
+
+/* ---- source: templates built on first use from where they come from ---- */
+/* Copies a path or an http(s) URL (libcurl; HTTP errors are errors) to dst. */
+int sp_fetch(const char *src, const char *dst, struct sp_err *e);
+/* The template ref, materialized from its registered source when it is not
+ * here yet: concurrent calls for one name fetch and build it once (a lock
+ * per name), the others wait and use it.  *built says who built it. */
+int sp_template_materialize(struct sp_ctx *x, const char *ref,
+    struct sp_template_row *t, int *built, struct sp_err *e);
+
+/* ---- remote: moving things to and from the object store (design.md) ---- */
+struct sp_store;
+/* $SPACE_ROOT/tmp/name (the directory made). */
+int sp_remote_tmp(const struct sp_ctx *x, const char *name, char *out,
+    size_t n, struct sp_err *e);
+/* SHA-256 (hex) and size of a file. */
+int sp_remote_hash(const char *path, char hex[65], uint64_t *size,
+    struct sp_err *e);
+/* A JSON object to key (stolen) / from key (bounded to 64 KiB, "corrupt"
+ * when it is not one). */
+int sp_remote_put_json(struct sp_store *s, const struct sp_ctx *x,
+    const char *key, json_t *j, struct sp_err *e);
+int sp_remote_get_json(struct sp_store *s, const struct sp_ctx *x,
+    const char *key, json_t **out, struct sp_err *e);
+/* The key service of a sandbox's tenant (its label "tenant", else
+ * "default"): the tenant's row of space-key, else SPACE_KMS, whose default
+ * key file is made on first use. */
+int sp_remote_keyref(struct sp_ctx *x, const struct sp_sandbox_row *sb,
+    char tenant[SP_NAME_MAX + 1], char *keyref, size_t n, struct sp_err *e);
+/* `btrfs send [-p parent] subvol` | zstd [| encrypted with key] > out_path. */
+int sp_remote_send(const struct sp_ctx *x, const char *parent,
+    const char *subvol, const unsigned char *key, const char *out_path,
+    struct sp_err *e);
+/* in_path [| decrypted with key] | unzstd | `btrfs receive dir`. */
+int sp_remote_receive(const struct sp_ctx *x, const char *in_path,
+    const unsigned char *key, const char *dir, struct sp_err *e);
+/* A file up, with its size and SHA-256; down, checked against them
+ * ("corrupt" when it differs). */
+int sp_remote_upload(struct sp_store *s, const char *path, const char *key,
+    uint64_t *size, char hex[65], struct sp_err *e);
+int sp_remote_download(struct sp_store *s, const char *key, const char *path,
+    uint64_t size, const char *hex, struct sp_err *e);
+/* This node gets template t of the given lineage if it lacks it; base gets
+ * the subvolume that deltas of that lineage are received onto. */
+int sp_remote_lineage(struct sp_ctx *x, struct sp_store *s,
+    const struct sp_template_row *t, const char *lineage, char *base,
+    size_t nbase, int *pulled, uint64_t *bytes, struct sp_err *e);
+/* space-template push NAME / pull NAME@DIGEST: full send streams. */
+int sp_template_push(struct sp_ctx *x, struct sp_store *s, const char *ref,
+    json_t **out, struct sp_err *e);
+int sp_template_pull(struct sp_ctx *x, struct sp_store *s, const char *ref,
+    json_t **out, struct sp_err *e);
+
+#include "sp_store.h"
+#include "sp_crypt.h"
+
+#endif
