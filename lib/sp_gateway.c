@@ -245,7 +245,7 @@ tunnel_end(struct gw_tunnel *t, const struct sp_err *why)
 	struct sp_gateway *g = t->g;
 
 	if (why != NULL && why->msg[0] != '\0')
-		fprintf(stderr, "space-gatewayd: %s: %s\n", t->id, why->msg);
+		sp_warn("%s: %s", t->id, why->msg);
 	shutdown(t->fd, SHUT_RDWR);
 	pthread_mutex_lock(&g->mu);
 	t->dead = 1;
@@ -323,8 +323,8 @@ sp_gateway_new(struct sp_gateway **out, const struct sp_gateway_opts *o,
 	 * credential to TLS, and says so per request. */
 	if (sp_tls_ca_load(g->root, &g->ca, &e2) == -1) {
 		g->ca = NULL;
-		fprintf(stderr, "space-gatewayd: no node CA (%s): credentials "
-		    "go only into plain HTTP\n", e2.msg);
+		sp_warn("no node CA (%s): credentials go only into plain "
+		    "HTTP", e2.msg);
 	}
 	*out = g;
 	return 0;

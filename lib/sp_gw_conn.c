@@ -316,9 +316,8 @@ start_tls(struct conn *c)
 	SSL_CTX *ctx;
 
 	if (c->g->ca == NULL) {
-		fprintf(stderr, "space-gatewayd: %s: TLS to %s needs a "
-		    "credential and there is no node CA\n", c->t->id,
-		    c->up_host);
+		sp_warn("%s: TLS to %s needs a credential and there is no "
+		    "node CA", c->t->id, c->up_host);
 		return -1;
 	}
 	if ((ctx = sp_tls_server_ctx(c->g->ca, c->up_host, &e)) == NULL)
@@ -449,8 +448,8 @@ up_in(struct conn *c, void *buf, size_t n)
 	if (err == SSL_ERROR_ZERO_RETURN ||
 	    (err == SSL_ERROR_SYSCALL && errno == 0))
 		return 0;
-	fprintf(stderr, "space-gatewayd: %s: TLS to %s:%d failed\n",
-	    c->t->id, c->up_host, c->up_port);
+	sp_warn("%s: TLS to %s:%d failed", c->t->id, c->up_host,
+	    c->up_port);
 	return -3;
 }
 
