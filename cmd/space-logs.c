@@ -24,8 +24,7 @@ main(int argc, char *argv[])
 	struct sp_ctx x;
 	struct sp_err e;
 	const char *id;
-	char *end;
-	long pid;
+	pid_t pid;
 	int ch, follow = 0, rc = 0;
 
 	sp_cli_init(argc, argv, usage);
@@ -38,18 +37,11 @@ main(int argc, char *argv[])
 		default:
 			usage();
 		}
-	argc -= optind;
-	argv += optind;
-	if (argc != 2)
-		usage();
-	id = argv[0];
-	pid = strtol(argv[1], &end, 10);
-	if (*end != '\0' || pid <= 0 || pid > 0x7fffffff)
-		usage();
+	sp_cli_id_pid(argc - optind, argv + optind, usage, &id, &pid);
 	if (sp_ctx_open_db(&x, &e) == -1)
 		return sp_out_fail(id, &e);
 	if (sp_chan_open_running(&x, id, &c, 30000, &e) == -1 ||
-	    sp_chan_logs(c, (pid_t)pid, follow, 1, NULL, &e) == -1) {
+	    sp_chan_logs(c, pid, follow, 1, NULL, &e) == -1) {
 		/* The output is the bytes: the error goes to stderr only. */
 		sp_warn("%s: %s", id, e.msg);
 		rc = sp_err_exit(&e);

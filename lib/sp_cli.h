@@ -16,6 +16,10 @@
  */
 void sp_cli_init(int argc, char *argv[], void (*usage)(void));
 FILE *sp_usage_stream(void);
+/* The operands ID PID (space-kill, space-logs); usage() unless there are
+ * two and PID is a positive process id. */
+void sp_cli_id_pid(int argc, char *argv[], void (*usage)(void),
+    const char **id, pid_t *pid);
 _Noreturn void sp_usage_exit(void);
 /* Prints obj as one compact line and flushes; steals the reference. */
 int sp_out_json(json_t *obj);

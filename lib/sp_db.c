@@ -426,14 +426,57 @@ sp_db_sandbox_get(struct sp_db *db, const char *id, struct sp_sandbox_row *r,
 	return rc;
 }
 
+/*
+ * Steps st to its end, giving each row to one(st, arg), and finalizes it.
+ * one returns 0, -1 when the caller's function failed (the loop goes on and
+ * the result is -1), or -2 when it ran out of memory (the loop stops).
+ */
+static int
+each_row(struct sp_db *db, sqlite3_stmt *st, const char *what,
+    int (*one)(sqlite3_stmt *, void *), void *arg, struct sp_err *e)
+{
+	int s, r, rc = 0;
+
+	while ((s = sqlite3_step(st)) == SQLITE_ROW) {
+		if ((r = one(st, arg)) == -2) {
+			rc = sp_err_sys(e, SP_E_INTERNAL, "out of memory");
+			break;
+		}
+		if (r == -1)
+			rc = -1;
+	}
+	if (s != SQLITE_DONE && s != SQLITE_ROW)
+		rc = db_err(db, e, what);
+	sqlite3_finalize(st);
+	return rc;
+}
+
+struct each_sandbox {
+	int (*fn)(const struct sp_sandbox_row *, void *);
+	void *arg;
+};
+
+static int
+one_sandbox(sqlite3_stmt *st, void *arg)
+{
+	struct each_sandbox *a = arg;
+	struct sp_sandbox_row r;
+	int rc;
+
+	if (row_from(st, &r) == -1)
+		return -2;
+	rc = a->fn(&r, a->arg) == -1 ? -1 : 0;
+	sp_db_row_release(&r);
+	return rc;
+}
+
 int
 sp_db_sandbox_each(struct sp_db *db, int state,
     int (*fn)(const struct sp_sandbox_row *, void *), void *arg,
     struct sp_err *e)
 {
-	struct sp_sandbox_row r;
+	struct each_sandbox a = { fn, arg };
 	sqlite3_stmt *st = NULL;
-	int s, rc = 0;
 
 	if (sqlite3_prepare_v2(db->h, "SELECT " SANDBOX_COLS " FROM sandboxes"
 	    " WHERE (?1 IS NULL OR state = ?1) AND (pool IS NULL OR ?2)"
@@ -442,19 +485,7 @@ sp_db_sandbox_each(struct sp_db *db, int state,
 	if (state >= 0 && state != SP_DB_WITH_PODS)
 		sqlite3_bind_text(st, 1, sp_state_name(state), -1, SQLITE_STATIC);
 	sqlite3_bind_int(st, 2, state == SP_DB_WITH_PODS);
-	while ((s = sqlite3_step(st)) == SQLITE_ROW) {
-		if (row_from(st, &r) == -1) {
-			rc = sp_err_sys(e, SP_E_INTERNAL, "out of memory");
-			break;
-		}
-		if (fn(&r, arg) == -1)
-			rc = -1;
-		sp_db_row_release(&r);
-	}
-	if (s != SQLITE_DONE && s != SQLITE_ROW)
-		rc = db_err(db, e, "list sandboxes");
-	sqlite3_finalize(st);
-	return rc;
+	return each_row(db, st, "list sandboxes", one_sandbox, &a, e);
 }
 
 int
@@ -600,27 +631,33 @@ sp_db_template_get(struct sp_db *db, const char *ref, struct sp_template_row *t,
 	return rc;
 }
 
+struct each_template {
+	int (*fn)(const struct sp_template_row *, void *);
+	void *arg;
+};
+
+static int
+one_template(sqlite3_stmt *st, void *arg)
+{
+	struct each_template *a = arg;
+	struct sp_template_row t;
+
+	template_from(st, &t);
+	return a->fn(&t, a->arg) == -1 ? -1 : 0;
+}
+
 int
 sp_db_template_each(struct sp_db *db,
     int (*fn)(const struct sp_template_row *, void *), void *arg,
     struct sp_err *e)
 {
-	struct sp_template_row t;
+	struct each_template a = { fn, arg };
 	sqlite3_stmt *st = NULL;
-	int s, rc = 0;
 
 	if (sqlite3_prepare_v2(db->h, "SELECT name, digest, created, disk_bytes"
 	    " FROM templates ORDER BY name, created", -1, &st, NULL) != SQLITE_OK)
 		return db_err(db, e, "list templates");
-	while ((s = sqlite3_step(st)) == SQLITE_ROW) {
-		template_from(st, &t);
-		if (fn(&t, arg) == -1)
-			rc = -1;
-	}
-	if (s != SQLITE_DONE)
-		rc = db_err(db, e, "list templates");
-	sqlite3_finalize(st);
-	return rc;
+	return each_row(db, st, "list templates", one_template, &a, e);
 }
 
 int
@@ -658,33 +695,39 @@ sp_db_pool_drop(struct sp_db *db, const char *template, struct sp_err *e)
 	    " AND size = 0", e, "s", template);
 }
 
+struct each_pool {
+	int (*fn)(const struct sp_pool_row *, void *);
+	void *arg;
+};
+
+static int
+one_pool(sqlite3_stmt *st, void *arg)
+{
+	struct each_pool *a = arg;
+	struct sp_pool_row p;
+
+	memset(&p, 0, sizeof p);
+	copy_col(p.template, sizeof p.template, st, 0);
+	p.size = sqlite3_column_int(st, 1);
+	p.memory_mib = sqlite3_column_int(st, 2);
+	p.vcpus = sqlite3_column_int(st, 3);
+	p.ready = sqlite3_column_int(st, 4);
+	return a->fn(&p, a->arg) == -1 ? -1 : 0;
+}
+
 int
 sp_db_pool_each(struct sp_db *db, int (*fn)(const struct sp_pool_row *, void *),
     void *arg, struct sp_err *e)
 {
-	struct sp_pool_row p;
+	struct each_pool a = { fn, arg };
 	sqlite3_stmt *st = NULL;
-	int s, rc = 0;
 
 	if (sqlite3_prepare_v2(db->h, "SELECT template, size, memory_mib, vcpus,"
 	    " (SELECT count(*) FROM sandboxes WHERE pool = pools.template AND"
 	    " state = 'paused') FROM pools ORDER BY template", -1, &st,
 	    NULL) != SQLITE_OK)
 		return db_err(db, e, "list pools");
-	while ((s = sqlite3_step(st)) == SQLITE_ROW) {
-		memset(&p, 0, sizeof p);
-		copy_col(p.template, sizeof p.template, st, 0);
-		p.size = sqlite3_column_int(st, 1);
-		p.memory_mib = sqlite3_column_int(st, 2);
-		p.vcpus = sqlite3_column_int(st, 3);
-		p.ready = sqlite3_column_int(st, 4);
-		if (fn(&p, arg) == -1)
-			rc = -1;
-	}
-	if (s != SQLITE_DONE)
-		rc = db_err(db, e, "list pools");
-	sqlite3_finalize(st);
-	return rc;
+	return each_row(db, st, "list pools", one_pool, &a, e);
 }
 
 int
@@ -739,27 +782,14 @@ sp_db_pods_each(struct sp_db *db, const char *pool,
     int (*fn)(const struct sp_sandbox_row *, void *), void *arg,
     struct sp_err *e)
 {
-	struct sp_sandbox_row r;
+	struct each_sandbox a = { fn, arg };
 	sqlite3_stmt *st = NULL;
-	int s, rc = 0;
 
 	if (sqlite3_prepare_v2(db->h, "SELECT " SANDBOX_COLS " FROM sandboxes"
 	    " WHERE pool = ?1 ORDER BY created, id", -1, &st, NULL) != SQLITE_OK)
 		return db_err(db, e, "list pods");
 	sqlite3_bind_text(st, 1, pool, -1, SQLITE_STATIC);
-	while ((s = sqlite3_step(st)) == SQLITE_ROW) {
-		if (row_from(st, &r) == -1) {
-			rc = sp_err_sys(e, SP_E_INTERNAL, "out of memory");
-			break;
-		}
-		if (fn(&r, arg) == -1)
-			rc = -1;
-		sp_db_row_release(&r);
-	}
-	if (s != SQLITE_DONE && s != SQLITE_ROW)
-		rc = db_err(db, e, "list pods");
-	sqlite3_finalize(st);
-	return rc;
+	return each_row(db, st, "list pods", one_sandbox, &a, e);
 }
 
 int
@@ -886,13 +916,27 @@ sp_db_snap_get(struct sp_db *db, const char *id, const char *snap,
 	return rc;
 }
 
+struct each_snap {
+	int (*fn)(const struct sp_snap_row *, void *);
+	void *arg;
+};
+
+static int
+one_snap(sqlite3_stmt *st, void *arg)
+{
+	struct each_snap *a = arg;
+	struct sp_snap_row r;
+
+	snap_from(st, &r);
+	return a->fn(&r, a->arg) == -1 ? -1 : 0;
+}
+
 int
 sp_db_snap_each(struct sp_db *db, const char *id, const char *node,
     int (*fn)(const struct sp_snap_row *, void *), void *arg, struct sp_err *e)
 {
-	struct sp_snap_row r;
+	struct each_snap a = { fn, arg };
 	sqlite3_stmt *st = NULL;
-	int s, rc = 0;
 
 	if (sqlite3_prepare_v2(db->h, "SELECT " SNAP_COLS " FROM snapshots"
 	    " WHERE (?1 IS NULL OR id = ?1) AND (?2 IS NULL OR id IN"
@@ -903,15 +947,7 @@ sp_db_snap_each(struct sp_db *db, const char *id, const char *node,
 		sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
 	if (node != NULL)
 		sqlite3_bind_text(st, 2, node, -1, SQLITE_STATIC);
-	while ((s = sqlite3_step(st)) == SQLITE_ROW) {
-		snap_from(st, &r);
-		if (fn(&r, arg) == -1)
-			rc = -1;
-	}
-	if (s != SQLITE_DONE && s != SQLITE_ROW)
-		rc = db_err(db, e, "list snapshots");
-	sqlite3_finalize(st);
-	return rc;
+	return each_row(db, st, "list snapshots", one_snap, &a, e);
 }
 
 int
@@ -982,26 +1018,33 @@ sp_db_tenant_key_get(struct sp_db *db, const char *tenant, char *out,
 	return rc;
 }
 
+struct each_key {
+	int (*fn)(const char *, const char *, int64_t, void *);
+	void *arg;
+};
+
+static int
+one_key(sqlite3_stmt *st, void *arg)
+{
+	struct each_key *a = arg;
+
+	return a->fn((const char *)sqlite3_column_text(st, 0),
+	    (const char *)sqlite3_column_text(st, 1),
+	    sqlite3_column_int64(st, 2), a->arg) == -1 ? -1 : 0;
+}
+
 int
 sp_db_tenant_key_each(struct sp_db *db,
     int (*fn)(const char *tenant, const char *keyref, int64_t updated, void *),
     void *arg, struct sp_err *e)
 {
+	struct each_key a = { fn, arg };
 	sqlite3_stmt *st = NULL;
-	int s, rc = 0;
 
 	if (sqlite3_prepare_v2(db->h, "SELECT tenant, keyref, updated FROM"
 	    " tenant_keys ORDER BY tenant", -1, &st, NULL) != SQLITE_OK)
 		return db_err(db, e, "list tenant keys");
-	while ((s = sqlite3_step(st)) == SQLITE_ROW)
-		if (fn((const char *)sqlite3_column_text(st, 0),
-		    (const char *)sqlite3_column_text(st, 1),
-		    sqlite3_column_int64(st, 2), arg) == -1)
-			rc = -1;
-	if (s != SQLITE_DONE && s != SQLITE_ROW)
-		rc = db_err(db, e, "list tenant keys");
-	sqlite3_finalize(st);
-	return rc;
+	return each_row(db, st, "list tenant keys", one_key, &a, e);
 }
 
 int

@@ -118,3 +118,19 @@ sp_exec_fail_status(const char *id, const struct sp_err *e)
 		return 124;	/* as timeout(1) */
 	return sp_err_exit(e);
 }
+
+void
+sp_cli_id_pid(int argc, char *argv[], void (*usage)(void), const char **id,
+    pid_t *pid)
+{
+	char *end;
+	long v;
+
+	if (argc != 2)
+		usage();
+	*id = argv[0];
+	v = strtol(argv[1], &end, 10);
+	if (argv[1][0] == '\0' || *end != '\0' || v <= 0 || v > 0x7fffffff)
+		usage();
+	*pid = (pid_t)v;
+}
