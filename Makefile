@@ -61,7 +61,7 @@ $(B)/bin/%: cmd/%.c $(B)/libspace.a
 	$(CC) $(WFLAGS) $(CFLAGS) $(CPPFLAGS) $(DEPFLAGS) $(LDFLAGS) -o $@ $< $(B)/libspace.a $(LIBS)
 
 GUEST_SRC = $(wildcard guest/*.c)
-$(GUEST_DAEMON): $(GUEST_SRC) guest/daemon.h $(GUEST_LIB) $(wildcard lib/*.h)
+$(GUEST_DAEMON): $(GUEST_SRC) $(wildcard guest/*.h) $(GUEST_LIB) $(wildcard lib/*.h)
 	@mkdir -p $(@D)
 	$(CC) $(WFLAGS) $(CFLAGS) $(CPPFLAGS) -static -o $@ $(GUEST_SRC) $(GUEST_LIB) $(GUEST_LIBS)
 
@@ -117,15 +117,37 @@ bench: all guest $(BENCH_C:bench/%.c=$(B)/bench/%) $(B)/bench/guest/spawn \
     $(B)/bench/guest/http-ok
 	for b in bench/*; do case $$b in *.c) ;; *) [ ! -f $$b ] || $$b ;; esac; done
 
-# libFuzzer on the host-side frame parser (what every guest byte goes through).
-FUZZ_SECONDS ?= 60
-$(B)/fuzz/fuzz-proto: tests/fuzz/fuzz-proto.c lib/sp_proto.c lib/sp_err.c lib/sp_io.c $(wildcard lib/*.h)
+# libFuzzer on the parsers of what others send: the host-side frame parser
+# (every guest byte), egress rules (tenants' policies), the guest's DNS
+# (any program in the sandbox), the gateway's HTTP (a sandbox's requests).
+# `make fuzz` runs each for FUZZ_SECONDS from its seeds in tests/fuzz/seeds/;
+# `make fuzz-NAME` runs one.
+FUZZ = proto egress-rule dns http
+FUZZ_SECONDS ?= 30
+FUZZ_CC = clang -g -O1 -fsanitize=fuzzer,address,undefined -std=c11 \
+    -D_GNU_SOURCE -Ilib -Iguest
+$(B)/fuzz/fuzz-proto: tests/fuzz/fuzz-proto.c lib/sp_proto.c lib/sp_err.c \
+    lib/sp_io.c $(wildcard lib/*.h)
 	@mkdir -p $(@D)
-	clang -g -O1 -fsanitize=fuzzer,address,undefined -std=c11 -D_GNU_SOURCE -Ilib \
-	    -o $@ tests/fuzz/fuzz-proto.c lib/sp_proto.c lib/sp_err.c lib/sp_io.c -ljansson
-fuzz: $(B)/fuzz/fuzz-proto
-	@mkdir -p $(B)/fuzz/corpus
-	$(B)/fuzz/fuzz-proto -max_total_time=$(FUZZ_SECONDS) -max_len=70000 $(B)/fuzz/corpus
+	$(FUZZ_CC) -o $@ $(filter %.c,$^) -ljansson
+$(B)/fuzz/fuzz-egress-rule: tests/fuzz/fuzz-egress-rule.c lib/sp_egress.c \
+    lib/sp_err.c lib/sp_id.c lib/sp_io.c lib/sp_path.c lib/sp_proc.c \
+    $(wildcard lib/*.h)
+	@mkdir -p $(@D)
+	$(FUZZ_CC) -o $@ $(filter %.c,$^) -ljansson -lsodium
+$(B)/fuzz/fuzz-dns: tests/fuzz/fuzz-dns.c guest/dns.c guest/dns.h
+	@mkdir -p $(@D)
+	$(FUZZ_CC) -o $@ $(filter %.c,$^)
+$(B)/fuzz/fuzz-http: tests/fuzz/fuzz-http.c lib/sp_http.c lib/sp_err.c \
+    $(wildcard lib/*.h)
+	@mkdir -p $(@D)
+	$(FUZZ_CC) -o $@ $(filter %.c,$^) -lhttp_parser
+$(FUZZ:%=fuzz-%): fuzz-%: $(B)/fuzz/fuzz-%
+	@mkdir -p $(B)/fuzz/corpus-$*
+	cp tests/fuzz/seeds/$*/* $(B)/fuzz/corpus-$*/
+	cd $(B)/fuzz && ./fuzz-$* -max_total_time=$(FUZZ_SECONDS) \
+	    -max_len=70000 corpus-$*
+fuzz: $(FUZZ:%=fuzz-%)
 
 # The unit tests alone, as any user, with nothing set up: the ones that need
 # a btrfs (SPACE_TEST_BTRFS) or root report what they skip.
@@ -169,7 +191,7 @@ clean:
 distclean: clean
 	rm -rf guest/build
 
-.PHONY: all progs guest asan fuzz unit check demo install clean distclean bench
+.PHONY: all progs guest asan fuzz $(FUZZ:%=fuzz-%) unit check demo install clean distclean bench
 .SECONDARY:
 
 -include $(shell find $(B) -name '*.d' 2>/dev/null)

@@ -34,6 +34,7 @@
 #include <unistd.h>
 
 #include "daemon.h"
+#include "dns.h"
 
 #ifndef SO_ORIGINAL_DST
 #define SO_ORIGINAL_DST	80	/* linux/netfilter_ipv4.h */
@@ -42,8 +43,6 @@
 #define SLOT_BITS	10
 #define NSLOTS		(1u << SLOT_BITS)
 _Static_assert(NSLOTS == SP_EGRESS_STREAMS_MAX, "a slot per stream");
-#define NAME_MAX_	253		/* a DNS name without its final dot */
-#define QUESTION_MAX	(255 + 4)	/* a wire name, type and class */
 #define DNS_BUF		1500
 #define DNS_PENDING_MAX	256		/* lookups waiting for the host */
 #define DNS_TIMEOUT_MS	3000
@@ -65,15 +64,6 @@ struct chunk {
 	struct chunk *next;
 	size_t len, off;
 	unsigned char data[];
-};
-
-/* A question of the guest's, as it came and as it is asked. */
-struct query {
-	struct sockaddr_in peer;
-	uint16_t id, flags, qtype;
-	unsigned char question[QUESTION_MAX];
-	size_t qlen;
-	char name[NAME_MAX_ + 1];
 };
 
 struct stream {
@@ -255,115 +245,19 @@ fake_init(void)
 	return 0;
 }
 
-/* ---- DNS on the wire ---- */
-
-static uint16_t
-be16(const unsigned char *p)
-{
-	return (uint16_t)(p[0] << 8 | p[1]);
-}
-
-static void
-put16(unsigned char *p, unsigned int v)
-{
-	p[0] = v >> 8;
-	p[1] = v & 0xff;
-}
-
-enum { RC_OK = 0, RC_FORMERR = 1, RC_SERVFAIL = 2, RC_NXDOMAIN = 3,
-    RC_NOTIMP = 4, RC_REFUSED = 5 };
-enum { T_A = 1, T_AAAA = 28, T_ANY = 255 };
+/* ---- DNS on the wire: guest/dns.c ---- */
 
 /* Answers q (with its question when it has one), with addr as an A record
  * when not 0.  UDP may drop it: so may we, when the socket is full. */
 static void
 dns_reply(const struct query *q, int rcode, uint32_t addr)
 {
-	static const unsigned char rr[] = { 0xc0, 0x0c, 0, T_A, 0, 1,
-	    0, 0, 0, 1, 0, 4 };
-	unsigned char r[12 + QUESTION_MAX + sizeof rr + 4];
-	size_t n = 12;
+	unsigned char r[SD_DNS_ANSWER_MAX];
+	size_t n;
 
-	put16(r, q->id);
-	/* A response to a standard query, authoritative (there is no other
-	 * server), recursion desired copied and available. */
-	put16(r + 2, 0x8000 | (q->flags & 0x7800) | 0x0400 |
-	    (q->flags & 0x0100) | 0x0080 | rcode);
-	put16(r + 4, q->qlen > 0);
-	put16(r + 6, addr != 0);
-	put16(r + 8, 0);
-	put16(r + 10, 0);
-	memcpy(r + n, q->question, q->qlen);
-	n += q->qlen;
-	if (addr != 0) {
-		memcpy(r + n, rr, sizeof rr);
-		n += sizeof rr;
-		addr = htonl(addr);
-		memcpy(r + n, &addr, 4);
-		n += 4;
-	}
+	n = sd_dns_answer(q, rcode, addr, r);
 	(void)sendto(dnsfd, r, n, MSG_DONTWAIT, (struct sockaddr *)&q->peer,
 	    sizeof q->peer);
-}
-
-static int
-label_char(unsigned char c)
-{
-	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-	    (c >= '0' && c <= '9') || c == '-' || c == '_';
-}
-
-/* The one question of a query, its name in lower case without the final
- * dot.  Returns an rcode to answer with (RC_OK: ask), or -1 to drop the
- * packet unanswered.  No compression pointer is taken: the question is the
- * first name of a query, so a pointer there can only be a trick. */
-static int
-dns_parse(const unsigned char *b, size_t n, struct query *q)
-{
-	size_t off = 12, len = 0, l, i;
-	unsigned char c;
-	int bad = 0;
-
-	q->qlen = 0;
-	q->name[0] = '\0';
-	if (n < 12)
-		return -1;
-	q->id = be16(b);
-	q->flags = be16(b + 2);
-	/* Never answer an answer: two servers would ping-pong. */
-	if (q->flags & 0x8000)
-		return -1;
-	if ((q->flags >> 11 & 0xf) != 0)
-		return RC_NOTIMP;
-	if (be16(b + 4) != 1 || be16(b + 6) != 0 || be16(b + 8) != 0 ||
-	    be16(b + 10) > 1)
-		return RC_FORMERR;
-	for (;;) {
-		if (off >= n)
-			return RC_FORMERR;
-		if ((l = b[off]) == 0)
-			break;
-		if (l > 63 || off + 1 + l >= n || off - 12 + 1 + l + 1 > 255)
-			return RC_FORMERR;
-		if (len > 0)
-			q->name[len++] = '.';
-		for (i = 0; i < l; i++) {
-			c = b[off + 1 + i];
-			bad |= !label_char(c);
-			q->name[len++] = c >= 'A' && c <= 'Z' ? c + 32 : c;
-		}
-		off += 1 + l;
-	}
-	off++;
-	if (off + 4 > n)
-		return RC_FORMERR;
-	q->name[len] = '\0';
-	q->qtype = be16(b + off);
-	q->qlen = off + 4 - 12;
-	memcpy(q->question, b + 12, q->qlen);
-	if (bad || len == 0 || be16(b + off + 2) != 1)
-		return RC_REFUSED;
-	return RC_OK;
 }
 
 /* ---- streams ---- */
@@ -1198,7 +1092,7 @@ dns_serve(void)
 		if ((size_t)n > sizeof b || plen != sizeof q.peer ||
 		    q.peer.sin_family != AF_INET)
 			continue;
-		if ((rc = dns_parse(b, n, &q)) == -1)
+		if ((rc = sd_dns_parse(b, n, &q)) == -1)
 			continue;
 		if (rc == RC_OK && q.qtype != T_A && q.qtype != T_ANY &&
 		    q.qtype != T_AAAA) {
