@@ -8,7 +8,9 @@
  *
  * libvirt 9 refuses to restore a save image under another UUID, so each copy
  * of mem.sav is re-identified in place first: its XML header's name and UUID
- * are rewritten with ones of the same length (ids are fixed-length for this).
+ * are rewritten with ones of the same length (ids are fixed-length for this),
+ * as bytes, so that the header keeps its size.  What the header says is read
+ * with libxml2 (sp_xml.h).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -21,6 +23,7 @@
 #include <unistd.h>
 
 #include "sp_vm.h"
+#include "sp_xml.h"
 
 #define SAVE_MAGIC	"LibvirtQemudSave"
 #define SAVE_HDR	(16 + 19 * 4)	/* magic + 19 u32 fields, libvirt 9 */
@@ -103,128 +106,162 @@ header_xml(int fd, const char *path, char **xml, uint32_t *len,
 	return 0;
 }
 
-/* Which of our ports the domain XML xml names: space.0 .. space.N-1, each
- * once, and the egress port.  A name out of that order is refused: a header
- * with it was not written by us. */
+/* Which of our ports the elements from n on (and below) name, in document
+ * order: space.0 .. space.N-1, each once, and the egress port.  A name out
+ * of that order is refused: a header with it was not written by us. */
 static int
-count_ports(const char *xml, const char *path, struct sp_vm_layout *l,
+walk_ports(const xmlNode *n, const char *path, struct sp_vm_layout *l,
     struct sp_err *e)
 {
-	static const char tag[] = "<target type='virtio' name='";
-	const char *c, *name;
-	char want[32];
+	char type[16], name[256], want[32];
+
+	for (; n != NULL; n = n->next) {
+		if (n->type != XML_ELEMENT_NODE)
+			continue;
+		if (sp_xml_is(n, "target") &&
+		    sp_xml_attr(n, "type", type, sizeof type) == 0 &&
+		    strcmp(type, "virtio") == 0 &&
+		    sp_xml_attr(n, "name", name, sizeof name) == 0) {
+			snprintf(want, sizeof want, "space.%d", l->nports);
+			if (strcmp(name, SP_EGRESS_PORT_NAME) == 0 && !l->egress)
+				l->egress = 1;
+			else if (strcmp(name, want) == 0 &&
+			    l->nports < SP_PORTS_MAX)
+				l->nports++;
+			else if (strncmp(name, "space.", 6) == 0)
+				return sp_err_set(e, SP_E_BAD_STATE, 0, "%s: port "
+				    "%.20s out of order in its header", path,
+				    name);
+		}
+		if (walk_ports(n->children, path, l, e) == -1)
+			return -1;
+	}
+	return 0;
+}
+
+/* The first element called name whose attribute type is type, or NULL. */
+static const xmlNode *
+find_typed(const xmlNode *n, const char *name, const char *type)
+{
+	const xmlNode *f;
+	char t[32];
+
+	for (; n != NULL; n = n->next) {
+		if (n->type != XML_ELEMENT_NODE)
+			continue;
+		if (sp_xml_is(n, name) && sp_xml_attr(n, "type", t,
+		    sizeof t) == 0 && strcmp(t, type) == 0)
+			return n;
+		if ((f = find_typed(n->children, name, type)) != NULL)
+			return f;
+	}
+	return NULL;
+}
+
+/* The header's XML (of the save image at path) as a document: it ends at
+ * its first NUL, as libvirt pads it with zeros. */
+static int
+header_doc(const char *xml, size_t len, const char *path, xmlDocPtr *doc,
+    xmlNodePtr *root, struct sp_err *e)
+{
+	if (sp_xml_read(xml, strnlen(xml, len), path, SP_E_BAD_STATE, doc, root,
+	    e) == -1)
+		return -1;
+	if (!sp_xml_is(*root, "domain")) {
+		sp_xml_free(*doc);
+		*doc = NULL;
+		return sp_err_set(e, SP_E_BAD_STATE, 0, "%s: its header is not "
+		    "a domain", path);
+	}
+	return 0;
+}
+
+/* The layout that the header's domain (of the save image at path) names. */
+static int
+parse_layout(const xmlNode *root, const char *path, struct sp_vm_layout *l,
+    struct sp_err *e)
+{
+	const xmlNode *c;
+	char v[16];
 
 	l->nports = l->egress = 0;
-	for (c = strstr(xml, tag); c != NULL; c = strstr(c, tag)) {
-		name = c += sizeof tag - 1;
-		snprintf(want, sizeof want, "space.%d'", l->nports);
-		if (strncmp(name, SP_EGRESS_PORT_NAME "'",
-		    sizeof SP_EGRESS_PORT_NAME) == 0 && !l->egress)
-			l->egress = 1;
-		else if (strncmp(name, want, strlen(want)) == 0 &&
-		    l->nports < SP_PORTS_MAX)
-			l->nports++;
-		else if (strncmp(name, "space.", 6) == 0)
-			return sp_err_set(e, SP_E_BAD_STATE, 0, "%s: port %.20s out "
-			    "of order in its header", path, name);
-	}
-	if (l->nports == 0)
-		return sp_err_set(e, SP_E_BAD_STATE, 0, "%s: no space.N port in its "
-		    "header", path);
-	return 0;
-}
-
-/* The layout that the header XML xml (of the save image at path) names. */
-static int
-parse_layout(char *xml, const char *path, struct sp_vm_layout *l,
-    struct sp_err *e)
-{
-	static const char tag[] = "<controller type='virtio-serial'";
-	char *c, *end;
-
-	if (count_ports(xml, path, l, e) == -1)
+	if (walk_ports(root, path, l, e) == -1)
 		return -1;
-	/* libvirt writes the XML it made, attributes in single quotes. */
-	if ((c = strstr(xml, tag)) == NULL || (end = strchr(c, '>')) == NULL)
+	if (l->nports == 0)
+		return sp_err_set(e, SP_E_BAD_STATE, 0, "%s: no space.N port in "
+		    "its header", path);
+	if ((c = find_typed(root, "controller", "virtio-serial")) == NULL)
 		return sp_err_set(e, SP_E_BAD_STATE, 0, "%s: no virtio-serial "
 		    "controller in its header", path);
-	*end = '\0';
-	l->shared_vectors = strstr(c, " vectors='") == NULL;
-	*end = '>';
+	l->shared_vectors = sp_xml_attr(c, "vectors", v, sizeof v) == -1;
 	return 0;
 }
 
-/* Whether the header XML xml was booted with the command line a VM of its
- * type gets now.  libvirt escapes the text as XML: the five entities are
- * undone before the compare. */
+/* Whether the header's domain was booted with the command line a VM of its
+ * type gets now. */
 static int
-cmdline_current(const char *xml)
+cmdline_current(const xmlNode *root)
 {
-	static const char *const ents[] = { "&amp;", "&lt;", "&gt;",
-	    "&apos;", "&quot;" };
-	static const char chars[] = "&<>'\"";
-	const char *c, *end, *want;
-	char type[8];
-	size_t i, n;
+	char type[8], cmdline[4096];
+	const xmlNode *c;
 
-	if ((c = strstr(xml, "<domain type='")) == NULL ||
-	    sscanf(c, "<domain type='%7[a-z]'", type) != 1 ||
-	    (c = strstr(xml, "<cmdline>")) == NULL ||
-	    (end = strstr(c, "</cmdline>")) == NULL)
+	if (sp_xml_attr(root, "type", type, sizeof type) == -1 ||
+	    (c = sp_xml_find(root, "cmdline")) == NULL ||
+	    sp_xml_text(c, cmdline, sizeof cmdline) == -1)
 		return 0;
-	want = sp_virt_boot_cmdline(type);
-	for (c += sizeof "<cmdline>" - 1, n = 0; c < end; n++) {
-		for (i = 0; i < sizeof chars - 1 &&
-		    strncmp(c, ents[i], strlen(ents[i])) != 0; i++)
-			;
-		if (want[n] != (i < sizeof chars - 1 ? chars[i] : *c))
-			return 0;
-		c += i < sizeof chars - 1 ? strlen(ents[i]) : 1;
-	}
-	return want[n] == '\0';
+	return strcmp(cmdline, sp_virt_boot_cmdline(type)) == 0;
 }
 
-/* The header XML of the save image at path, for the caller to free. */
+/* The header's domain of the save image at path, for the caller to free
+ * (sp_xml_free). */
 static int
-read_header(const char *path, char **xml, struct sp_err *e)
+read_header(const char *path, xmlDocPtr *doc, xmlNodePtr *root,
+    struct sp_err *e)
 {
 	uint32_t len;
+	char *xml;
 	int fd, rc;
 
-	*xml = NULL;
 	if ((fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)) == -1)
 		return sp_err_sys(e, SP_E_IO, "%s", path);
-	rc = header_xml(fd, path, xml, &len, e);
+	rc = header_xml(fd, path, &xml, &len, e);
 	close(fd);
+	if (rc == -1)
+		return -1;
+	rc = header_doc(xml, len, path, doc, root, e);
+	free(xml);
 	return rc;
 }
 
 int
 sp_ckpt_layout(const char *path, struct sp_vm_layout *l, struct sp_err *e)
 {
-	char *xml;
+	xmlDocPtr doc;
+	xmlNodePtr root;
 	int rc;
 
-	if (read_header(path, &xml, e) == -1)
+	if (read_header(path, &doc, &root, e) == -1)
 		return -1;
-	rc = parse_layout(xml, path, l, e);
-	free(xml);
+	rc = parse_layout(root, path, l, e);
+	sp_xml_free(doc);
 	return rc;
 }
 
 int
 sp_ckpt_current(const char *ckpt, struct sp_err *e)
 {
-	char p[SP_PATH_MAX], *xml;
+	char p[SP_PATH_MAX];
 	struct sp_vm_layout l;
+	xmlDocPtr doc;
+	xmlNodePtr root;
 	int rc;
 
 	if (sp_path_fmt(p, sizeof p, e, "%s/mem.sav", ckpt) == -1 ||
-	    read_header(p, &xml, e) == -1)
+	    read_header(p, &doc, &root, e) == -1)
 		return -1;
-	if ((rc = parse_layout(xml, p, &l, e)) == 0)
-		rc = sp_vm_layout_current(&l) && cmdline_current(xml);
-	free(xml);
+	if ((rc = parse_layout(root, p, &l, e)) == 0)
+		rc = sp_vm_layout_current(&l) && cmdline_current(root);
+	sp_xml_free(doc);
 	return rc;
 }
 

@@ -24,8 +24,13 @@
 	F(curl_easy_reset) \
 	F(curl_easy_setopt) \
 	F(curl_easy_strerror) \
+	F(curl_free) \
 	F(curl_slist_append) \
-	F(curl_slist_free_all)
+	F(curl_slist_free_all) \
+	F(curl_url) \
+	F(curl_url_cleanup) \
+	F(curl_url_get) \
+	F(curl_url_set)
 
 union sp_curl_fns {
 	struct {

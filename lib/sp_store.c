@@ -5,9 +5,8 @@
  * SigV4); we send the SHA-256 of every body.  Both stream: a put holds at
  * most one part in memory, a get writes what arrives as it arrives.
  *
- * List responses are read by a small scanner of the few elements we need,
- * strictly bounded by the size of the page, instead of libxml2: its headers
- * want an include path this project's Makefile does not pass.
+ * S3's XML answers (lists, errors, multipart uploads) are read with libxml2
+ * (sp_xml.h), within the bound of the answer's size.
  */
 #include <sys/stat.h>
 
@@ -27,6 +26,7 @@
 
 #include "sp_storage.h"
 #include "sp_curl.h"
+#include "sp_xml.h"
 
 #define COPY_BUF	(1024 * 1024)		/* file backend copies */
 #define PREFIX_MAX	256			/* of an s3:// URL */
@@ -516,155 +516,42 @@ file_list(struct sp_store *s, const char *prefix,
 	return file_walk(&w, dfd, len, e);
 }
 
-/* ---- a bounded scanner of the XML S3 answers with ---- */
+/* ---- S3's XML answers ---- */
 
-struct xml_tok {
-	int end;			/* </name> */
-	const char *name;
-	size_t nlen;
-	const char *text;		/* what follows, up to the next '<' */
-	size_t tlen;
-};
-
-static int
-xml_namec(char c)
-{
-	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-	    (c >= '0' && c <= '9') || c == '_' || c == '-' || c == '.' ||
-	    c == ':';
-}
-
-/* The next tag at or after *pos: 1, 0 at the end, -1 when it is not the
- * plain XML S3 sends (no DOCTYPE, no CDATA, nothing left open). */
-static int
-xml_next(const char *p, size_t n, size_t *pos, struct xml_tok *t)
-{
-	const char *end;
-	size_t i = *pos;
-	char q = 0;
-
-	for (;;) {
-		while (i < n && p[i] != '<')
-			i++;
-		if (i >= n) {
-			*pos = n;
-			return 0;
-		}
-		if (i + 1 < n && p[i + 1] == '?')
-			end = memmem(p + i, n - i, "?>", 2);
-		else if (n - i >= 4 && memcmp(p + i, "<!--", 4) == 0)
-			end = memmem(p + i, n - i, "-->", 3);
-		else
-			break;
-		if (end == NULL)
-			return -1;
-		i = (size_t)(end - p) + 2;
-	}
-	if (++i < n && p[i] == '/') {
-		t->end = 1;
-		i++;
-	} else
-		t->end = 0;
-	t->name = p + i;
-	while (i < n && xml_namec(p[i]))
-		i++;
-	t->nlen = (size_t)(p + i - t->name);
-	if (t->nlen == 0)
-		return -1;
-	for (; i < n && (q != 0 || p[i] != '>'); i++) {
-		if (q != 0 && p[i] == q)
-			q = 0;
-		else if (q == 0 && (p[i] == '"' || p[i] == '\''))
-			q = p[i];
-	}
-	if (i >= n)
-		return -1;
-	t->text = p + ++i;
-	while (i < n && p[i] != '<')
-		i++;
-	t->tlen = (size_t)(p + i - t->text);
-	*pos = (size_t)(t->text - p);
-	return 1;
-}
-
-static int
-xml_is(const struct xml_tok *t, const char *name)
-{
-	return t->nlen == strlen(name) && memcmp(t->name, name, t->nlen) == 0;
-}
-
-/* Text with the five entities and character references decoded; -1 when
- * it does not fit out or holds what our keys cannot (beyond ASCII). */
-static int
-xml_unescape(const char *s, size_t n, char *out, size_t outn)
-{
-	static const struct { const char *name; char c; } ents[] = {
-		{ "amp", '&' }, { "lt", '<' }, { "gt", '>' }, { "quot", '"' },
-		{ "apos", '\'' },
-	};
-	const char *semi;
-	size_t i = 0, o = 0, k, el;
-	unsigned long v;
-	char c, *endp, num[16];
-
-	while (i < n) {
-		if (s[i] != '&') {
-			c = s[i++];
-			goto put;
-		}
-		semi = memchr(s + i, ';', n - i < 12 ? n - i : 12);
-		if (semi == NULL)
-			return -1;
-		el = (size_t)(semi - s) - i - 1;
-		for (k = 0; k < sizeof ents / sizeof ents[0]; k++)
-			if (el == strlen(ents[k].name) &&
-			    memcmp(s + i + 1, ents[k].name, el) == 0)
-				break;
-		if (k < sizeof ents / sizeof ents[0])
-			c = ents[k].c;
-		else {
-			if (el < 2 || s[i + 1] != '#')
-				return -1;
-			memcpy(num, s + i + 2, el - 1);
-			num[el - 1] = '\0';
-			errno = 0;
-			v = num[0] == 'x' ? strtoul(num + 1, &endp, 16) :
-			    strtoul(num, &endp, 10);
-			if (errno != 0 || *endp != '\0' || v == 0 || v > 0x7f)
-				return -1;
-			c = (char)v;
-		}
-		i = (size_t)(semi - s) + 1;
-put:
-		if (o + 1 >= outn)
-			return -1;
-		out[o++] = c;
-	}
-	out[o] = '\0';
-	return 0;
-}
-
-/* The text of the first element called name; -1 when there is none. */
+/* The text of the first element called name in an answer; -1 when there is
+ * none, it does not fit out, or the answer is not XML. */
 static int
 xml_leaf(const char *p, size_t n, const char *name, char *out, size_t outn)
 {
-	struct xml_tok t;
-	size_t pos = 0;
+	xmlDocPtr doc;
+	xmlNodePtr root, el;
+	struct sp_err ignored;
+	int rc = -1;
 
-	while (xml_next(p, n, &pos, &t) == 1)
-		if (!t.end && xml_is(&t, name))
-			return xml_unescape(t.text, t.tlen, out, outn);
-	return -1;
+	if (p == NULL || sp_xml_read(p, n, "S3's answer", SP_E_IO, &doc, &root,
+	    &ignored) == -1)
+		return -1;
+	if ((el = sp_xml_find(root, name)) != NULL)
+		rc = sp_xml_text(el, out, outn);
+	sp_xml_free(doc);
+	return rc;
 }
 
-/* Whether the document's first element is name. */
+/* Whether the answer is XML whose root element is name. */
 static int
 xml_root(const char *p, size_t n, const char *name)
 {
-	struct xml_tok t;
-	size_t pos = 0;
+	xmlDocPtr doc;
+	xmlNodePtr root;
+	struct sp_err ignored;
+	int is;
 
-	return xml_next(p, n, &pos, &t) == 1 && !t.end && xml_is(&t, name);
+	if (p == NULL || sp_xml_read(p, n, "S3's answer", SP_E_IO, &doc, &root,
+	    &ignored) == -1)
+		return 0;
+	is = sp_xml_is(root, name);
+	sp_xml_free(doc);
+	return is;
 }
 
 /* ---- s3:// requests ---- */
@@ -1353,73 +1240,85 @@ struct page {
 	int stop;
 };
 
+/* One Contents entry of a list page: its key (skipped, like a foreign one,
+ * when we cannot take it) and size; -1 when it lacks either. */
+static int
+page_entry(const xmlNode *c, char *key, size_t kn, uint64_t *size,
+    struct sp_err *e)
+{
+	xmlNodePtr k = sp_xml_child(c, "Key"), z = sp_xml_child(c, "Size");
+	char num[24], *endp;
+
+	if (k == NULL || z == NULL)
+		return sp_err_set(e, SP_E_IO, 0, "list: an entry without Key or "
+		    "Size");
+	if (sp_xml_text(k, key, kn) == -1)
+		snprintf(key, kn, "/");
+	if (sp_xml_text(z, num, sizeof num) == -1 || num[0] < '0' ||
+	    num[0] > '9')
+		return sp_err_set(e, SP_E_IO, 0, "list: bad Size");
+	errno = 0;
+	*size = strtoull(num, &endp, 10);
+	if (errno != 0 || *endp != '\0')
+		return sp_err_set(e, SP_E_IO, 0, "list: bad Size");
+	return 0;
+}
+
 /* Calls fn for each object of one ListObjectsV2 page. */
 static int
 s3_page(struct sp_store *s, const char *p, size_t n, struct page *pg,
     int (*fn)(const char *, uint64_t, void *), void *arg, struct sp_err *e)
 {
-	char key[PREFIX_MAX + SP_STORE_KEY_MAX + 8], num[24];
-	size_t pos = 0, pl = strlen(s->prefix);
-	int r, in = 0, have_key = 0, have_size = 0;
-	struct xml_tok t;
+	char key[PREFIX_MAX + SP_STORE_KEY_MAX + 8], flag[8];
+	size_t pl = strlen(s->prefix);
+	xmlDocPtr doc;
+	xmlNodePtr root, c;
 	uint64_t size = 0;
-	char *endp;
+	int rc = -1;
 
 	pg->truncated = 0;
 	pg->token[0] = '\0';
-	if (!xml_root(p, n, "ListBucketResult"))
-		return sp_err_set(e, SP_E_IO, 0, "list: not a ListBucketResult");
-	while ((r = xml_next(p, n, &pos, &t)) == 1) {
-		if (xml_is(&t, "Contents")) {
-			if (!t.end) {
-				in = 1;
-				have_key = have_size = 0;
-				continue;
-			}
-			if (!in || !have_key || !have_size)
-				return sp_err_set(e, SP_E_IO, 0, "list: an entry "
-				    "without Key or Size");
-			in = 0;
-			if (strncmp(key, s->prefix, pl) != 0 ||
-			    !key_valid(key + pl, SP_STORE_KEY_MAX))
-				continue;	/* not one of ours */
-			if (fn(key + pl, size, arg) != 0) {
-				pg->stop = 1;
-				return 0;
-			}
-		} else if (t.end)
-			continue;
-		else if (in && xml_is(&t, "Key")) {
-			/* A key we cannot take is skipped, like a foreign
-			 * one. */
-			if (xml_unescape(t.text, t.tlen, key, sizeof key) == -1)
-				snprintf(key, sizeof key, "/");
-			have_key = 1;
-		} else if (in && xml_is(&t, "Size")) {
-			if (xml_unescape(t.text, t.tlen, num,
-			    sizeof num) == -1 || num[0] < '0' || num[0] > '9')
-				return sp_err_set(e, SP_E_IO, 0, "list: bad Size");
-			errno = 0;
-			size = strtoull(num, &endp, 10);
-			if (errno != 0 || *endp != '\0')
-				return sp_err_set(e, SP_E_IO, 0, "list: bad Size");
-			have_size = 1;
-		} else if (!in && xml_is(&t, "IsTruncated"))
-			pg->truncated = t.tlen == 4 &&
-			    memcmp(t.text, "true", 4) == 0;
-		else if (!in && xml_is(&t, "NextContinuationToken")) {
-			if (xml_unescape(t.text, t.tlen, pg->token,
-			    sizeof pg->token) == -1)
-				return sp_err_set(e, SP_E_IO, 0, "list: bad "
+	if (sp_xml_read(p, n, "list", SP_E_IO, &doc, &root, e) == -1)
+		return -1;
+	if (!sp_xml_is(root, "ListBucketResult")) {
+		sp_err_set(e, SP_E_IO, 0, "list: not a ListBucketResult");
+		goto out;
+	}
+	for (c = root->children; c != NULL; c = c->next) {
+		if (sp_xml_is(c, "IsTruncated"))
+			pg->truncated = sp_xml_text(c, flag, sizeof flag) == 0 &&
+			    strcmp(flag, "true") == 0;
+		else if (sp_xml_is(c, "NextContinuationToken")) {
+			if (sp_xml_text(c, pg->token, sizeof pg->token) == -1) {
+				sp_err_set(e, SP_E_IO, 0, "list: bad "
 				    "continuation token");
+				goto out;
+			}
 		}
 	}
-	if (r == -1 || in)
-		return sp_err_set(e, SP_E_IO, 0, "list: malformed XML");
-	if (pg->truncated && pg->token[0] == '\0')
-		return sp_err_set(e, SP_E_IO, 0, "list: truncated without a "
+	for (c = root->children; c != NULL; c = c->next) {
+		if (!sp_xml_is(c, "Contents"))
+			continue;
+		if (page_entry(c, key, sizeof key, &size, e) == -1)
+			goto out;
+		if (strncmp(key, s->prefix, pl) != 0 ||
+		    !key_valid(key + pl, SP_STORE_KEY_MAX))
+			continue;	/* not one of ours */
+		if (fn(key + pl, size, arg) != 0) {
+			pg->stop = 1;
+			rc = 0;
+			goto out;
+		}
+	}
+	if (pg->truncated && pg->token[0] == '\0') {
+		sp_err_set(e, SP_E_IO, 0, "list: truncated without a "
 		    "continuation token");
-	return 0;
+		goto out;
+	}
+	rc = 0;
+out:
+	sp_xml_free(doc);
+	return rc;
 }
 
 /* The URL of a list page, its query in SigV4's canonical order: sorted,
@@ -1529,37 +1428,81 @@ header_safe(const char *v, size_t max)
 	return 1;
 }
 
-/* SPACE_S3_ENDPOINT, "http(s)://HOST[:PORT]": *scheme_len is how long the
- * "http(s)://" is, host what follows, without a trailing '/'. */
+/* A part of u (libcurl's URL API) into out; an absent part is "". */
+static int
+url_part(CURLU *u, CURLUPart what, char *out, size_t n)
+{
+	char *v = NULL;
+	CURLUcode rc;
+	size_t l;
+
+	out[0] = '\0';
+	rc = sp_curl.curl_url_get(u, what, &v, 0);
+	if (rc == CURLUE_NO_SCHEME || rc == CURLUE_NO_HOST ||
+	    rc == CURLUE_NO_PORT || rc == CURLUE_NO_USER ||
+	    rc == CURLUE_NO_PASSWORD || rc == CURLUE_NO_OPTIONS ||
+	    rc == CURLUE_NO_QUERY || rc == CURLUE_NO_FRAGMENT)
+		return 0;
+	if (rc != CURLUE_OK)
+		return -1;
+	l = strlen(v);
+	if (l < n)
+		memcpy(out, v, l + 1);
+	sp_curl.curl_free(v);
+	return l < n ? 0 : -1;
+}
+
+/*
+ * SPACE_S3_ENDPOINT, "http(s)://HOST[:PORT]" (a path of "/" at most, no user,
+ * query or fragment), parsed by libcurl's URL API as libcurl will use it:
+ * out gets "scheme://host[:port]" and *scheme_len how long "scheme://" is.
+ * The host is a DNS name, an IPv4 address or a bracketed IPv6 one.
+ */
 static int
 endpoint_parse(const char *ep, char *out, size_t n, size_t *scheme_len,
     struct sp_err *e)
 {
-	size_t l;
-	const char *p;
+	char scheme[8], host[256], port[8], path[8], rest[8];
+	static const CURLUPart none[] = { CURLUPART_USER, CURLUPART_PASSWORD,
+	    CURLUPART_OPTIONS, CURLUPART_QUERY, CURLUPART_FRAGMENT };
+	CURLU *u = NULL;
+	size_t i;
+	int ok = 0;
 
-	if (strncmp(ep, "http://", 7) == 0)
-		*scheme_len = 7;
-	else if (strncmp(ep, "https://", 8) == 0)
-		*scheme_len = 8;
-	else
-		goto bad;
-	l = strlen(ep);
-	while (l > *scheme_len && ep[l - 1] == '/')
-		l--;
-	if (l == *scheme_len || l >= n)
-		goto bad;
-	for (p = ep + *scheme_len; p < ep + l; p++)
-		if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
-		    (*p >= '0' && *p <= '9') || *p == '.' || *p == '-' ||
-		    *p == ':' || *p == '[' || *p == ']'))
-			goto bad;
-	memcpy(out, ep, l);
-	out[l] = '\0';
+	if (sp_curl_load(e) == -1)
+		return -1;
+	if ((u = sp_curl.curl_url()) == NULL)
+		return sp_err_set(e, SP_E_NOMEM, 1, "curl_url");
+	if (sp_curl.curl_url_set(u, CURLUPART_URL, ep, 0) != CURLUE_OK ||
+	    url_part(u, CURLUPART_SCHEME, scheme, sizeof scheme) == -1 ||
+	    url_part(u, CURLUPART_HOST, host, sizeof host) == -1 ||
+	    url_part(u, CURLUPART_PORT, port, sizeof port) == -1 ||
+	    url_part(u, CURLUPART_PATH, path, sizeof path) == -1)
+		goto out;
+	for (i = 0; i < sizeof none / sizeof none[0]; i++)
+		if (url_part(u, none[i], rest, sizeof rest) == -1 ||
+		    rest[0] != '\0')
+			goto out;
+	if ((strcmp(scheme, "http") != 0 && strcmp(scheme, "https") != 0) ||
+	    host[0] == '\0' || (path[0] != '\0' && strcmp(path, "/") != 0))
+		goto out;
+	/* What goes into URLs and the signed Host header as it is. */
+	if (host[0] == '[' ? strspn(host + 1, "0123456789abcdefABCDEF:.") !=
+	    strlen(host) - 2 || host[strlen(host) - 1] != ']' :
+	    strspn(host, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+	    "0123456789.-") != strlen(host))
+		goto out;
+	if ((size_t)snprintf(out, n, "%s://%s%s%s", scheme, host,
+	    port[0] != '\0' ? ":" : "", port) >= n)
+		goto out;
+	*scheme_len = strlen(scheme) + 3;
+	ok = 1;
+out:
+	sp_curl.curl_url_cleanup(u);
+	if (!ok)
+		return sp_err_set(e, SP_E_BAD_INPUT, 0, "SPACE_S3_ENDPOINT must "
+		    "be http(s)://HOST[:PORT]");
 	return 0;
-bad:
-	return sp_err_set(e, SP_E_BAD_INPUT, 0, "SPACE_S3_ENDPOINT must be "
-	    "http(s)://HOST[:PORT]");
 }
 
 static int

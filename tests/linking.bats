@@ -9,7 +9,7 @@ needed() {
 	readelf -d "$1" | sed -n 's/.*Shared library: \[\(.*\)\]/\1/p'
 }
 
-@test "no command has libvirt, libcurl or libarchive among the libraries it needs at start" {
+@test "no command has libvirt, libcurl, libarchive or libxml2 among the libraries it needs at start" {
 	local c n=0
 	for c in "$top"/build/bin/space-*; do
 		[[ $c == *.d ]] && continue
@@ -17,6 +17,7 @@ needed() {
 		refute_output --partial libvirt
 		refute_output --partial libcurl
 		refute_output --partial libarchive
+		refute_output --partial libxml2
 		n=$((n + 1))
 	done
 	[ "$n" -ge 27 ]

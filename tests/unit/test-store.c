@@ -653,6 +653,32 @@ test_open(void)
 	tap_ok(open_fails("s3://bkt"), "an endpoint with credentials refused");
 	setenv("SPACE_S3_ENDPOINT", "ftp://host", 1);
 	tap_ok(open_fails("s3://bkt"), "an endpoint that is not http(s) refused");
+	{
+		static const char *bad_ep[] = { "host:9000", "http://",
+		    "http://host/path", "http://host?x=1", "http://host#f",
+		    "http://host:99999", "http://ho st", "http://ho_st",
+		    "http://[::1", "http://user@host", "file:///tmp" };
+		static const char *good_ep[] = { "http://127.0.0.1:9000",
+		    "https://s3.example.com", "HTTPS://S3.Example.com/",
+		    "http://[::1]:9000", "http://minio.local:9000/" };
+		size_t k;
+
+		for (k = 0; k < sizeof bad_ep / sizeof bad_ep[0]; k++) {
+			setenv("SPACE_S3_ENDPOINT", bad_ep[k], 1);
+			tap_okf(sp_code_name(e.code), e.msg, open_fails("s3://bkt"),
+			    "endpoint \"%s\" refused", bad_ep[k]);
+		}
+		for (k = 0; k < sizeof good_ep / sizeof good_ep[0]; k++) {
+			setenv("SPACE_S3_ENDPOINT", good_ep[k], 1);
+			setenv("SPACE_S3_ADDRESSING", "path", 1);
+			tap_okf(sp_code_name(e.code), e.msg,
+			    sp_store_open(&s, "s3://bkt", &e) == 0,
+			    "endpoint \"%s\" taken", good_ep[k]);
+			sp_store_close(s);
+			s = NULL;
+			unsetenv("SPACE_S3_ADDRESSING");
+		}
+	}
 	setenv("SPACE_S3_ENDPOINT", "http://127.0.0.1:9", 1);
 	setenv("AWS_SESSION_TOKEN", "tok\r\nX-Injected: 1", 1);
 	tap_ok(open_fails("s3://bkt"), "a session token that would split a "
