@@ -35,6 +35,7 @@
 
 #include "daemon.h"
 #include "dns.h"
+#include "fake-addr.h"
 
 #ifndef SO_ORIGINAL_DST
 #define SO_ORIGINAL_DST	80	/* linux/netfilter_ipv4.h */
@@ -46,7 +47,6 @@ _Static_assert(NSLOTS == SP_EGRESS_STREAMS_MAX, "a slot per stream");
 #define DNS_BUF		1500
 #define DNS_PENDING_MAX	256		/* lookups waiting for the host */
 #define DNS_TIMEOUT_MS	3000
-#define FAKE_MAX	65536		/* names with an address of 198.18/15 */
 #define FRAMES_PER_ROUND 64		/* then poll: the loop has others */
 #define ACCEPTS_PER_ROUND 16
 #define PORT_LOOK_MS	5000
@@ -88,12 +88,6 @@ struct stream {
 	int64_t deadline;
 };
 
-/* A name given an address, in the LRU list; index FAKE_MAX is its head. */
-struct fake {
-	char *name;
-	uint32_t older, newer, hnext;
-};
-#define FAKE_NONE	UINT32_MAX
 
 static struct sd_egress_conf conf;
 static char *proxy_env[7];
@@ -123,9 +117,6 @@ static struct stream *q_head, *q_tail;
 static struct stream *d_head, *d_tail;
 static int ndns;
 
-static struct fake *fakes;
-static uint32_t *fake_hash;
-static uint32_t fake_used, fake_seed, fake_base;
 
 static int64_t
 now_ms(void)
@@ -136,114 +127,7 @@ now_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* ---- the table of fake addresses, kept for the daemon's life ---- */
-
-static uint32_t
-fake_hash_of(const char *name)
-{
-	uint32_t h = 2166136261u ^ fake_seed;
-
-	for (; *name != '\0'; name++)
-		h = (h ^ (unsigned char)*name) * 16777619u;
-	return h & (FAKE_MAX - 1);
-}
-
-static void
-fake_unlink(uint32_t i)
-{
-	fakes[fakes[i].older].newer = fakes[i].newer;
-	fakes[fakes[i].newer].older = fakes[i].older;
-}
-
-/* The newest end of the list: reused last. */
-static void
-fake_touch(uint32_t i)
-{
-	fake_unlink(i);
-	fakes[i].older = fakes[FAKE_MAX].older;
-	fakes[i].newer = FAKE_MAX;
-	fakes[fakes[FAKE_MAX].older].newer = i;
-	fakes[FAKE_MAX].older = i;
-}
-
-static void
-fake_unhash(uint32_t i)
-{
-	uint32_t *p = &fake_hash[fake_hash_of(fakes[i].name)];
-
-	while (*p != FAKE_NONE && *p != i)
-		p = &fakes[*p].hnext;
-	if (*p == i)
-		*p = fakes[i].hnext;
-}
-
-/* The index of name's address, given one now if it has none: the oldest
- * is taken back once all are given. */
-static uint32_t
-fake_get(const char *name)
-{
-	uint32_t h = fake_hash_of(name), i;
-	char *copy;
-
-	for (i = fake_hash[h]; i != FAKE_NONE; i = fakes[i].hnext)
-		if (strcmp(fakes[i].name, name) == 0) {
-			fake_touch(i);
-			return i;
-		}
-	if ((copy = strdup(name)) == NULL)
-		return FAKE_NONE;
-	if (fake_used < FAKE_MAX) {
-		i = fake_used++;
-		fakes[i].older = fakes[i].newer = i;
-	} else {
-		i = fakes[FAKE_MAX].newer;
-		fake_unhash(i);
-		free(fakes[i].name);
-	}
-	fakes[i].name = copy;
-	fakes[i].hnext = fake_hash[h];
-	fake_hash[h] = i;
-	fake_touch(i);
-	return i;
-}
-
-static uint32_t
-fake_addr(uint32_t i)
-{
-	return fake_base + 1 + i;
-}
-
-/* The name an address was given to, or NULL. */
-static const char *
-fake_name(uint32_t addr)
-{
-	uint32_t i = addr - fake_base - 1;
-
-	if (addr <= fake_base || i >= fake_used || fakes[i].name == NULL)
-		return NULL;
-	fake_touch(i);
-	return fakes[i].name;
-}
-
-static int
-fake_init(void)
-{
-	struct in_addr a;
-	uint32_t i;
-
-	if (inet_pton(AF_INET, SP_EGRESS_FAKE_NET, &a) != 1 ||
-	    (fakes = calloc(FAKE_MAX + 1, sizeof *fakes)) == NULL ||
-	    (fake_hash = malloc(FAKE_MAX * sizeof *fake_hash)) == NULL)
-		return -1;
-	fake_base = ntohl(a.s_addr);
-	for (i = 0; i < FAKE_MAX; i++)
-		fake_hash[i] = FAKE_NONE;
-	fakes[FAKE_MAX].older = fakes[FAKE_MAX].newer = FAKE_MAX;
-	/* A guest that could choose colliding names would make every
-	 * lookup walk one long chain. */
-	fake_seed = (uint32_t)now_ms() * 2654435761u ^ (uint32_t)getpid();
-	return 0;
-}
+/* ---- the table of fake addresses: guest/fake-addr.c ---- */
 
 /* ---- DNS on the wire: guest/dns.c ---- */
 
@@ -803,10 +687,10 @@ host_answer(struct stream *s, const struct sp_frame *f, struct sp_err *e)
 		dns_reply(&s->q, RC_NXDOMAIN, 0);
 	else if (s->q.qtype != T_A && s->q.qtype != T_ANY)
 		dns_reply(&s->q, RC_OK, 0);
-	else if ((i = fake_get(s->q.name)) == FAKE_NONE)
+	else if ((i = sd_fake_get(s->q.name)) == SD_FAKE_NONE)
 		dns_reply(&s->q, RC_SERVFAIL, 0);
 	else
-		dns_reply(&s->q, RC_OK, fake_addr(i));
+		dns_reply(&s->q, RC_OK, sd_fake_addr(i));
 	stream_free(s);
 	rc = 0;
 out:
@@ -1001,9 +885,9 @@ redirect_target(int fd, struct stream *s)
 	}
 	a = ntohl(dst.sin_addr.s_addr);
 	s->port = ntohs(dst.sin_port);
-	if ((a & 0xfffe0000u) == fake_base) {
+	if (sd_fake_in_net(a)) {
 		/* Only a name we gave out means anything there. */
-		if ((name = fake_name(a)) == NULL)
+		if ((name = sd_fake_name(a)) == NULL)
 			return -1;
 		snprintf(s->host, sizeof s->host, "%s", name);
 	} else if (inet_ntop(AF_INET, &dst.sin_addr, s->host,
@@ -1359,7 +1243,7 @@ sd_egress_start(const struct sd_egress_conf *c)
 		free_slots[i] = NSLOTS - 1 - i;
 	}
 	nfree = NSLOTS;
-	if (fake_init() == -1 ||
+	if (sd_fake_init() == -1 ||
 	    (evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) == -1)
 		return -1;
 	if (conf.sock != NULL && (dev = sock_listen(conf.sock)) == -1) {
