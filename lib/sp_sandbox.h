@@ -65,6 +65,12 @@ struct sp_make {
 };
 int sp_sandbox_make(struct sp_ctx *x, const struct sp_make *m,
     char id[SP_ID_LEN + 1], struct sp_err *e);
+/* The files of a VM's directory (a sandbox's, a checkpoint's). */
+struct sp_vm_files {
+	char disk[SP_PATH_MAX], kernel[SP_PATH_MAX], initrd[SP_PATH_MAX];
+	char sav[SP_PATH_MAX];		/* its saved memory, when it has one */
+};
+int sp_vm_files(const char *dir, struct sp_vm_files *f, struct sp_err *e);
 /* A create's path without a pod: template t's checkpoint when it was saved
  * as r asks, else a cold boot; with r->pod, prepare is the pod's (see
  * sp_make). */

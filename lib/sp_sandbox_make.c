@@ -327,13 +327,23 @@ sp_sandbox_make_new(struct sp_ctx *x, const struct sp_create_req *r,
 
 
 int
+sp_vm_files(const char *dir, struct sp_vm_files *f, struct sp_err *e)
+{
+	return sp_path_fmt(f->disk, sizeof f->disk, e, "%s/disk.raw", dir) ==
+	    -1 || sp_path_fmt(f->kernel, sizeof f->kernel, e, "%s/vmlinuz",
+	    dir) == -1 || sp_path_fmt(f->initrd, sizeof f->initrd, e,
+	    "%s/initrd.img", dir) == -1 || sp_path_fmt(f->sav, sizeof f->sav,
+	    e, "%s/mem.sav", dir) == -1 ? -1 : 0;
+}
+
+int
 sp_sandbox_make(struct sp_ctx *x, const struct sp_make *m,
     char id[SP_ID_LEN + 1], struct sp_err *e)
 {
 	char dir[SP_PATH_MAX], run[SP_PATH_MAX];
-	char disk[SP_PATH_MAX], kernel[SP_PATH_MAX], initrd[SP_PATH_MAX];
+	struct sp_vm_files f;
 	char p[SP_PATH_MAX], dom[SP_ID_LEN + 4], *xml = NULL, *labels = NULL;
-	char *envtext = NULL, sav[SP_PATH_MAX], old[SP_ID_LEN + 4], uuid[37];
+	char *envtext = NULL, old[SP_ID_LEN + 4], uuid[37];
 	struct sp_sandbox_row row = { 0 };
 	struct sp_vm_spec spec;
 	struct sp_vm_layout l;
@@ -345,11 +355,7 @@ sp_sandbox_make(struct sp_ctx *x, const struct sp_make *m,
 	sp_virt_boot_layout(&l);	/* a restore reads its own */
 	if (sp_sandbox_dir(x, row.id, dir, sizeof dir, e) == -1 ||
 	    sp_sandbox_run_dir(x, row.id, run, sizeof run, e) == -1 ||
-	    sp_path_fmt(disk, sizeof disk, e, "%s/disk.raw", dir) == -1 ||
-	    sp_path_fmt(kernel, sizeof kernel, e, "%s/vmlinuz", dir) == -1 ||
-	    sp_path_fmt(initrd, sizeof initrd, e, "%s/initrd.img", dir) == -1 ||
-	    sp_path_fmt(sav, sizeof sav, e, "%s/mem.sav", dir) == -1 ||
-	    sp_ckpt_uuid_new(uuid, e) == -1)
+	    sp_vm_files(dir, &f, e) == -1 || sp_ckpt_uuid_new(uuid, e) == -1)
 		return -1;
 	labels = m->labels ? json_dumps(m->labels, JSON_COMPACT | JSON_SORT_KEYS) :
 	    strdup("{}");
@@ -382,18 +388,18 @@ sp_sandbox_make(struct sp_ctx *x, const struct sp_make *m,
 	sp_sandbox_domain(row.id, dom);
 	if (m->saved != NULL) {
 		sp_sandbox_domain(m->saved->id, old);
-		if (sp_ckpt_reidentify(sav, old, dom, m->saved->uuid, uuid, e) == -1 ||
-		    sp_ckpt_layout(sav, &l, e) == -1)
+		if (sp_ckpt_reidentify(f.sav, old, dom, m->saved->uuid, uuid, e) == -1 ||
+		    sp_ckpt_layout(f.sav, &l, e) == -1)
 			goto out;
 	} else
-		unlink(sav);	/* a disk snapshot of a checkpoint has one */
+		unlink(f.sav);	/* a disk snapshot of a checkpoint has one */
 	if (sp_sandbox_make_run_dir(run, e) == -1)
 		goto out;
 	spec = (struct sp_vm_spec){
 		.name = dom, .uuid = uuid, .memory_mib = m->memory_mib,
 		.vcpus = m->vcpus,
-		.kernel = kernel, .initrd = initrd, .cmdline = NULL,
-		.disk = disk, .chan_dir = run, .nports = l.nports,
+		.kernel = f.kernel, .initrd = f.initrd, .cmdline = NULL,
+		.disk = f.disk, .chan_dir = run, .nports = l.nports,
 		.virt_type = x->virt_type, .shared_vectors = l.shared_vectors,
 		.no_egress = !l.egress,
 	};
@@ -415,9 +421,9 @@ sp_sandbox_make(struct sp_ctx *x, const struct sp_make *m,
 	if (m->saved != NULL) {
 		/* The guest goes on from its checkpoint; its memory image has
 		 * done its work and need not stay in the sandbox. */
-		if (sp_virt_restore(x->virt, sav, xml, dom, e) == -1)
+		if (sp_virt_restore(x->virt, f.sav, xml, dom, e) == -1)
 			goto out;
-		unlink(sav);
+		unlink(f.sav);
 	} else if (sp_virt_start(x->virt, dom, e) == -1)
 		goto out;
 	sp_crashpoint("create-after-start");

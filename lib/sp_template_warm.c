@@ -24,8 +24,8 @@ static int
 boot_and_save(struct sp_ctx *x, const char *dir, const char *id,
     const char *uuid, int memory_mib, int vcpus, struct sp_err *e)
 {
-	char run[SP_PATH_MAX], disk[SP_PATH_MAX], kernel[SP_PATH_MAX];
-	char initrd[SP_PATH_MAX], sav[SP_PATH_MAX], dom[SP_ID_LEN + 4];
+	char run[SP_PATH_MAX], dom[SP_ID_LEN + 4];
+	struct sp_vm_files f;
 	struct sp_vm_spec spec;
 	struct sp_vm_layout l;
 	struct sp_err ignored;
@@ -36,16 +36,13 @@ boot_and_save(struct sp_ctx *x, const char *dir, const char *id,
 	sp_sandbox_domain(id, dom);
 	sp_virt_boot_layout(&l);
 	if (sp_sandbox_run_dir(x, id, run, sizeof run, e) == -1 ||
-	    sp_path_fmt(disk, sizeof disk, e, "%s/disk.raw", dir) == -1 ||
-	    sp_path_fmt(kernel, sizeof kernel, e, "%s/vmlinuz", dir) == -1 ||
-	    sp_path_fmt(initrd, sizeof initrd, e, "%s/initrd.img", dir) == -1 ||
-	    sp_path_fmt(sav, sizeof sav, e, "%s/mem.sav", dir) == -1 ||
+	    sp_vm_files(dir, &f, e) == -1 ||
 	    sp_sandbox_make_run_dir(run, e) == -1)
 		return -1;
 	spec = (struct sp_vm_spec){
 		.name = dom, .uuid = uuid, .memory_mib = memory_mib,
-		.vcpus = vcpus, .kernel = kernel, .initrd = initrd,
-		.cmdline = NULL, .disk = disk, .chan_dir = run,
+		.vcpus = vcpus, .kernel = f.kernel, .initrd = f.initrd,
+		.cmdline = NULL, .disk = f.disk, .chan_dir = run,
 		.nports = l.nports, .virt_type = x->virt_type,
 		.shared_vectors = l.shared_vectors, .no_egress = !l.egress,
 	};
@@ -69,7 +66,7 @@ boot_and_save(struct sp_ctx *x, const char *dir, const char *id,
 	 * sync's writes).  Best effort, as the sync. */
 	sp_sandbox_exec_quiet(x, id, settle_argv, 5000, SYNC_MS, &status,
 	    &ignored);
-	if (sp_virt_save(x->virt, dom, sav, e) == -1)
+	if (sp_virt_save(x->virt, dom, f.sav, e) == -1)
 		goto out;
 	rc = 0;
 out:
