@@ -446,18 +446,25 @@ s3_url(struct sp_store *s, const char *key, const char *query, char *out,
 	return 0;
 }
 
+/* One request of method on key (with query), its answer in x: -1 unless
+ * the answer is 2xx, or 404 with gone_ok; S3's error is then said in e. */
 static int
 s3_simple(struct sp_store *s, const char *method, const char *key,
-    const char *query, struct xfer *x, struct sp_err *e)
+    const char *query, int gone_ok, struct xfer *x, struct sp_err *e)
 {
+	const char *what = method[0] == 'H' ? "head" : method[0] == 'D' ?
+	    "delete" : method[0] == 'G' ? "get" : "put";
 	char url[URL_MAX];
 
 	if (s3_url(s, key, query, url, sizeof url, e) == -1)
 		return -1;
 	x->method = method;
 	x->url = url;
-	return s3_call(s, x, method[0] == 'H' ? "head" : method[0] == 'D' ?
-	    "delete" : method[0] == 'G' ? "get" : "put", key, e);
+	if (s3_call(s, x, what, key, e) == -1)
+		return -1;
+	if (x->code / 100 != 2 && !(gone_ok && x->code == 404))
+		return http_err(x, what, key, e);
+	return 0;
 }
 
 int
@@ -466,12 +473,8 @@ store_s3_head(struct sp_store *s, const char *key, uint64_t *size, struct sp_err
 	struct xfer x = { .fd = -1, .max = ERRBODY_MAX };
 	int rc = -1;
 
-	if (s3_simple(s, "HEAD", key, NULL, &x, e) == -1)
+	if (s3_simple(s, "HEAD", key, NULL, 0, &x, e) == -1)
 		goto out;
-	if (x.code / 100 != 2) {
-		http_err(&x, "head", key, e);
-		goto out;
-	}
 	if (x.length < 0) {
 		sp_err_set(e, SP_E_IO, 0, "head %s: no Content-Length", key);
 		goto out;
@@ -488,16 +491,9 @@ store_s3_get(struct sp_store *s, const char *key, int fd, uint64_t *bytes,
     struct sp_err *e)
 {
 	struct xfer x = { .fd = fd, .max = ERRBODY_MAX, .limit = s->get_max };
-	int rc = -1;
+	int rc;
 
-	if (s3_simple(s, "GET", key, NULL, &x, e) == -1)
-		goto out;
-	if (x.code / 100 != 2) {
-		http_err(&x, "get", key, e);
-		goto out;
-	}
-	rc = 0;
-out:
+	rc = s3_simple(s, "GET", key, NULL, 0, &x, e);
 	*bytes = x.written;
 	xfer_release(&x);
 	return rc;
@@ -507,16 +503,9 @@ int
 store_s3_delete(struct sp_store *s, const char *key, struct sp_err *e)
 {
 	struct xfer x = { .fd = -1, .max = ERRBODY_MAX };
-	int rc = -1;
+	int rc;
 
-	if (s3_simple(s, "DELETE", key, NULL, &x, e) == -1)
-		goto out;
-	if (x.code / 100 != 2 && x.code != 404) {
-		http_err(&x, "delete", key, e);
-		goto out;
-	}
-	rc = 0;
-out:
+	rc = s3_simple(s, "DELETE", key, NULL, 1, &x, e);
 	xfer_release(&x);
 	return rc;
 }
@@ -528,16 +517,9 @@ s3_put_once(struct sp_store *s, const char *key, const unsigned char *buf,
 {
 	struct xfer x = { .fd = -1, .max = ERRBODY_MAX, .body = buf,
 	    .body_len = len };
-	int rc = -1;
+	int rc;
 
-	if (s3_simple(s, "PUT", key, NULL, &x, e) == -1)
-		goto out;
-	if (x.code / 100 != 2) {
-		http_err(&x, "put", key, e);
-		goto out;
-	}
-	rc = 0;
-out:
+	rc = s3_simple(s, "PUT", key, NULL, 0, &x, e);
 	xfer_release(&x);
 	return rc;
 }
@@ -689,7 +671,7 @@ mp_abort(struct sp_store *s, const char *key, struct upload *u)
 	struct sp_err ignored;
 
 	snprintf(query, sizeof query, "uploadId=%s", u->id);
-	s3_simple(s, "DELETE", key, query, &x, &ignored);
+	s3_simple(s, "DELETE", key, query, 1, &x, &ignored);
 	xfer_release(&x);
 }
 
