@@ -129,3 +129,42 @@ teardown_file() {
 	run space-template warm --memory 256 minimal --vcpus 1
 	assert_success
 }
+
+# "space-X FLAGS ID" and "space-X ID FLAGS" for an id that does not exist:
+# the same status and the same lines, and not a usage error.
+@test "every command that takes an id and a flag: either order, the same result" {
+	local nosuch=aaaaaaaaaaaa cases c cmd flags ops a b n=0
+	# Each case: the command, the flags, then the operands, split by "|".
+	cases=(
+		"space-start|--timeout 5|$nosuch"
+		"space-stop|--timeout 5|$nosuch"
+		"space-snap|--full --tag t|$nosuch"
+		"space-suspend|--keep-local|$nosuch"
+		"space-restore|--node check|$nosuch"
+		"space-ls|--state running|$nosuch"
+		"space-fork|-n 2|$nosuch"
+		"space-kill|-s 9|$nosuch 12"
+		"space-logs|-f|$nosuch 12"
+		"space-exec|--timeout 5 -e A=1 -w /tmp|$nosuch"
+		"space-fs|-a|$nosuch write /tmp/x"
+	)
+	for c in "${cases[@]}"; do
+		IFS='|' read -r cmd flags ops <<<"$c"
+		# shellcheck disable=SC2086
+		a=$($cmd $flags $ops </dev/null 2>&1; echo "status $?")
+		# shellcheck disable=SC2086
+		b=$($cmd $ops $flags </dev/null 2>&1; echo "status $?")
+		if [ "$cmd" = space-exec ]; then
+			# shellcheck disable=SC2086
+			a=$($cmd $flags $ops -- true </dev/null 2>&1; echo "status $?")
+			# shellcheck disable=SC2086
+			b=$($cmd $ops $flags -- true </dev/null 2>&1; echo "status $?")
+		fi
+		echo "$cmd: [$a] [$b]"
+		[ "$a" = "$b" ]
+		[[ $a != *"status 100" ]]
+		[[ $a != *"status 0" ]]
+		n=$((n + 1))
+	done
+	[ "$n" -eq 11 ]
+}
