@@ -628,33 +628,48 @@ lookup_maybe(struct sp_virt *v, const char *what, const char *name,
 	return virt_err(e, what, name);
 }
 
-/* Starting a domain that already runs (or is paused) is not an error. */
-int
-sp_virt_start(struct sp_virt *v, const char *name, struct sp_err *e)
-{
-	virDomainPtr dom = NULL;
-	int rc = -1, active;
+/* An operation on one domain: what and name are for its messages. */
+typedef int (*dom_op)(virDomainPtr dom, const char *what, const char *name,
+    void *arg, struct sp_err *e);
 
-	if (lookup(v, "start", name, &dom, e) == -1)
-		goto out;
-	if ((active = lv.virDomainIsActive(dom)) == -1) {
-		virt_err(e, "start", name);
-		goto out;
-	}
+/* Looks name up, runs op on it and lets the domain go. */
+static int
+on_domain(struct sp_virt *v, const char *what, const char *name, dom_op op,
+    void *arg, struct sp_err *e)
+{
+	virDomainPtr dom;
+	int rc;
+
+	if (lookup(v, what, name, &dom, e) == -1)
+		return -1;
+	rc = op(dom, what, name, arg, e);
+	lv.virDomainFree(dom);
+	return rc;
+}
+
+/* Starting a domain that already runs (or is paused) is not an error. */
+static int
+start_op(virDomainPtr dom, const char *what, const char *name, void *arg,
+    struct sp_err *e)
+{
+	int active;
+
+	if ((active = lv.virDomainIsActive(dom)) == -1)
+		return virt_err(e, what, name);
 	if (!active && lv.virDomainCreate(dom) == -1) {
 		/* Someone else started it in between. */
 		if (last_code() != VIR_ERR_OPERATION_INVALID ||
-		    lv.virDomainIsActive(dom) != 1) {
-			virt_err(e, "start", name);
-			goto out;
-		}
+		    lv.virDomainIsActive(dom) != 1)
+			return virt_err(e, what, name);
 		lv.virResetLastError();
 	}
-	rc = 0;
-out:
-	if (dom != NULL)
-		lv.virDomainFree(dom);
-	return rc;
+	return 0;
+}
+
+int
+sp_virt_start(struct sp_virt *v, const char *name, struct sp_err *e)
+{
+	return on_domain(v, "start", name, start_op, NULL, e);
 }
 
 int
@@ -746,71 +761,59 @@ is_active(int st)
 }
 
 /*
- * Pauses (run 0) or resumes (run 1) the vCPUs.  Pausing a paused domain, or
+ * Pauses (*arg 0) or resumes (*arg 1) the vCPUs.  Pausing a paused domain, or
  * resuming a running one, is not an error: the result is the same.
  */
 static int
-set_running(struct sp_virt *v, const char *name, int run, struct sp_err *e)
+set_running(virDomainPtr dom, const char *what, const char *name, void *arg,
+    struct sp_err *e)
 {
-	const char *what = run ? "resume" : "pause";
-	virDomainPtr dom = NULL;
-	int rc = -1, st;
+	int run = *(int *)arg, st;
 
-	if (lookup(v, what, name, &dom, e) == -1)
-		goto out;
 	if ((st = dom_state(dom, what, name, e)) == -1)
-		goto out;
-	if (!is_active(st)) {
-		sp_err_set(e, SP_E_BAD_STATE, 0, "%s '%s': domain is not running",
-		    what, name);
-		goto out;
-	}
+		return -1;
+	if (!is_active(st))
+		return sp_err_set(e, SP_E_BAD_STATE, 0, "%s '%s': domain is not "
+		    "running", what, name);
 	if (st != (run ? VIR_DOMAIN_RUNNING : VIR_DOMAIN_PAUSED) &&
-	    (run ? lv.virDomainResume(dom) : lv.virDomainSuspend(dom)) == -1) {
-		virt_err(e, what, name);
-		goto out;
-	}
-	rc = 0;
-out:
-	if (dom != NULL)
-		lv.virDomainFree(dom);
-	return rc;
+	    (run ? lv.virDomainResume(dom) : lv.virDomainSuspend(dom)) == -1)
+		return virt_err(e, what, name);
+	return 0;
 }
 
 int
 sp_virt_pause(struct sp_virt *v, const char *name, struct sp_err *e)
 {
-	return set_running(v, name, 0, e);
+	int run = 0;
+
+	return on_domain(v, "pause", name, set_running, &run, e);
 }
 
 int
 sp_virt_resume(struct sp_virt *v, const char *name, struct sp_err *e)
 {
-	return set_running(v, name, 1, e);
+	int run = 1;
+
+	return on_domain(v, "resume", name, set_running, &run, e);
 }
 
 /*
  * Saves the memory state to path and stops the domain.  A restore brings it
  * back running or paused, as it was when saved.
  */
+static int
+save_op(virDomainPtr dom, const char *what, const char *name, void *path,
+    struct sp_err *e)
+{
+	return lv.virDomainSaveFlags(dom, path, NULL, 0) == -1 ?
+	    virt_err(e, what, name) : 0;
+}
+
 int
 sp_virt_save(struct sp_virt *v, const char *name, const char *path,
     struct sp_err *e)
 {
-	virDomainPtr dom = NULL;
-	int rc = -1;
-
-	if (lookup(v, "save", name, &dom, e) == -1)
-		goto out;
-	if (lv.virDomainSaveFlags(dom, path, NULL, 0) == -1) {
-		virt_err(e, "save", name);
-		goto out;
-	}
-	rc = 0;
-out:
-	if (dom != NULL)
-		lv.virDomainFree(dom);
-	return rc;
+	return on_domain(v, "save", name, save_op, (void *)path, e);
 }
 
 /*
@@ -860,26 +863,25 @@ out:
 	return rc;
 }
 
+static int
+uuid_op(virDomainPtr dom, const char *what, const char *name, void *out,
+    struct sp_err *e)
+{
+	char buf[VIR_UUID_STRING_BUFLEN];
+
+	if (lv.virDomainGetUUIDString(dom, buf) == -1)
+		return virt_err(e, what, name);
+	if (strlen(buf) != 36)
+		return sp_err_set(e, SP_E_INTERNAL, 0, "%s: odd uuid", name);
+	memcpy(out, buf, 37);
+	return 0;
+}
+
 int
 sp_virt_uuid(struct sp_virt *v, const char *name, char out[37],
     struct sp_err *e)
 {
-	char buf[VIR_UUID_STRING_BUFLEN];
-	virDomainPtr dom = NULL;
-	int rc = -1;
-
-	if (lookup(v, "uuid", name, &dom, e) == -1)
-		return -1;
-	if (lv.virDomainGetUUIDString(dom, buf) == -1)
-		virt_err(e, "uuid", name);
-	else if (strlen(buf) != 36)
-		sp_err_set(e, SP_E_INTERNAL, 0, "%s: odd uuid", name);
-	else {
-		memcpy(out, buf, 37);
-		rc = 0;
-	}
-	lv.virDomainFree(dom);
-	return rc;
+	return on_domain(v, "uuid", name, uuid_op, out, e);
 }
 
 /* xml (may be NULL) replaces the saved domain XML, e.g. to change paths;
@@ -1017,22 +1019,18 @@ sp_virt_list(struct sp_virt *v, int (*fn)(const char *, void *), void *arg,
 }
 
 /* The domain's XML as libvirt has it; the caller frees *xml. */
+static int
+xml_op(virDomainPtr dom, const char *what, const char *name, void *xml,
+    struct sp_err *e)
+{
+	if ((*(char **)xml = lv.virDomainGetXMLDesc(dom, 0)) == NULL)
+		return virt_err(e, what, name);
+	return 0;
+}
+
 int
 sp_virt_xml(struct sp_virt *v, const char *name, char **xml, struct sp_err *e)
 {
-	virDomainPtr dom = NULL;
-	int rc = -1;
-
 	*xml = NULL;
-	if (lookup(v, "dumpxml", name, &dom, e) == -1)
-		goto out;
-	if ((*xml = lv.virDomainGetXMLDesc(dom, 0)) == NULL) {
-		virt_err(e, "dumpxml", name);
-		goto out;
-	}
-	rc = 0;
-out:
-	if (dom != NULL)
-		lv.virDomainFree(dom);
-	return rc;
+	return on_domain(v, "dumpxml", name, xml_op, xml, e);
 }
