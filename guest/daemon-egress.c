@@ -8,7 +8,8 @@
  * space.egress, whose host end (space-gatewayd) applies the policy.
  *
  * One thread runs one poll loop over the port, the three sockets and every
- * client.  Everything is nonblocking and bounded: a stream holds at most a
+ * client; the sockets' side is egress-listen.c, the DNS wire format dns.c,
+ * the names' fake addresses fake-addr.c.  Everything is nonblocking and bounded: a stream holds at most a
  * window of the host's data, nothing is read from a client beyond the
  * host's window, and the only frame buffer toward the host is one frame, so
  * a slow port stops the reading of clients rather than filling memory.
@@ -36,58 +37,13 @@
 #include "daemon.h"
 #include "dns.h"
 #include "fake-addr.h"
+#include "egress.h"
 
-#ifndef SO_ORIGINAL_DST
-#define SO_ORIGINAL_DST	80	/* linux/netfilter_ipv4.h */
-#endif
-
-#define SLOT_BITS	10
-#define NSLOTS		(1u << SLOT_BITS)
-_Static_assert(NSLOTS == SP_EGRESS_STREAMS_MAX, "a slot per stream");
-#define DNS_BUF		1500
-#define DNS_PENDING_MAX	256		/* lookups waiting for the host */
-#define DNS_TIMEOUT_MS	3000
-#define FRAMES_PER_ROUND 64		/* then poll: the loop has others */
-#define ACCEPTS_PER_ROUND 16
-#define PORT_LOOK_MS	5000
-/* With the port open and no host, the driver's signal wakes the thread when
- * one comes; it looks unwoken this often as well, like the space.N ports.
- * It looked every second, waking an idle guest, and as a SCHED_FIFO thread
- * each look also armed the kernel's RT period timer, a second wakeup. */
-#define HOST_LOOK_MS	10000
-#define NONCE_MAX	128
-
-enum kind { K_FREE, K_PROXY, K_TCP, K_DNS };
-
-/* Bytes of one DATA frame from the host, on their way to the client. */
-struct chunk {
-	struct chunk *next;
-	size_t len, off;
-	unsigned char data[];
-};
-
-struct stream {
-	uint32_t id;		/* 0 when the slot is free */
-	uint32_t live_at;	/* its index in live[] */
-	enum kind kind;
-	int fd;			/* the client's socket, or -1 */
-	/* What is still to be sent, in this order. */
-	unsigned char open_pending, close_pending, eof_pending;
-	unsigned char readable;	/* the client has bytes or EOF for us */
-	unsigned char client_eof, eof_sent, host_eof, shut_wr, queued;
-	uint32_t up_avail;	/* how much more the host takes from us */
-	uint32_t down_avail;	/* how much more the host may send us */
-	uint32_t win_pending;	/* written to the client, not yet announced */
-	struct chunk *down, *down_tail;
-	size_t down_len;
-	struct stream *qprev, *qnext;	/* the queue of streams with frames */
-	struct stream *dprev, *dnext;	/* lookups, oldest first */
-	char host[NAME_MAX_ + 1];	/* tcp: where to */
-	uint16_t port;
-	struct query q;		/* dns */
-	int64_t deadline;
-};
-
+/* The state egress-listen.c shares (egress.h). */
+struct stream eg_streams[NSLOTS];
+struct stream *eg_d_head;
+int eg_dnsfd = -1, eg_ndns;
+int64_t eg_accept_pause_until, eg_port_look_at;
 
 static struct sd_egress_conf conf;
 static char *proxy_env[7];
@@ -96,8 +52,7 @@ static int evfd = -1;		/* SIGIO news of the host */
 static int dev = -1;		/* the port, or the test mode's listening socket */
 static int hostfd = -1;		/* the host's connection: dev itself, or accepted */
 static int greeted;		/* the host said hello on this connection */
-static int proxyfd = -1, redirfd = -1, dnsfd = -1;
-static int64_t accept_pause_until, port_look_at;
+static int proxyfd = -1, redirfd = -1;
 static struct sp_frame_dec dec;
 static unsigned char ibuf[SP_FRAME_CHUNK];
 static unsigned char obuf[SP_FRAME_HDR + SP_FRAME_CHUNK];
@@ -105,7 +60,6 @@ static size_t olen, ooff;
 static unsigned char ctl[SP_FRAME_HDR + 1024];	/* a HELLO answer or ERROR */
 static size_t ctl_len;
 
-static struct stream streams[NSLOTS];
 static uint32_t free_slots[NSLOTS];
 static uint32_t nfree, seq;
 /* The slots in use, in no order: each poll round goes through these, not
@@ -114,12 +68,11 @@ static uint32_t nfree, seq;
 static uint32_t live[NSLOTS];
 static uint32_t nlive;
 static struct stream *q_head, *q_tail;
-static struct stream *d_head, *d_tail;
-static int ndns;
+static struct stream *d_tail;
 
 
-static int64_t
-now_ms(void)
+int64_t
+eg_now_ms(void)
 {
 	struct timespec ts;
 
@@ -133,14 +86,14 @@ now_ms(void)
 
 /* Answers q (with its question when it has one), with addr as an A record
  * when not 0.  UDP may drop it: so may we, when the socket is full. */
-static void
-dns_reply(const struct query *q, int rcode, uint32_t addr)
+void
+eg_dns_reply(const struct query *q, int rcode, uint32_t addr)
 {
 	unsigned char r[SD_DNS_ANSWER_MAX];
 	size_t n;
 
 	n = sd_dns_answer(q, rcode, addr, r);
-	(void)sendto(dnsfd, r, n, MSG_DONTWAIT, (struct sockaddr *)&q->peer,
+	(void)sendto(eg_dnsfd, r, n, MSG_DONTWAIT, (struct sockaddr *)&q->peer,
 	    sizeof q->peer);
 }
 
@@ -149,13 +102,13 @@ dns_reply(const struct query *q, int rcode, uint32_t addr)
 static struct stream *
 stream_get(uint32_t id)
 {
-	struct stream *s = &streams[id & (NSLOTS - 1)];
+	struct stream *s = &eg_streams[id & (NSLOTS - 1)];
 
 	return id != 0 && s->id == id ? s : NULL;
 }
 
-static struct stream *
-stream_new(enum kind kind, int fd)
+struct stream *
+eg_stream_new(enum kind kind, int fd)
 {
 	struct stream *s;
 	uint32_t slot;
@@ -163,7 +116,7 @@ stream_new(enum kind kind, int fd)
 	if (nfree == 0)
 		return NULL;
 	slot = free_slots[--nfree];
-	s = &streams[slot];
+	s = &eg_streams[slot];
 	memset(s, 0, sizeof *s);
 	/* Ids run through a counter above the slot: one comes back only
 	 * after 4 million others, long after the host forgot it. */
@@ -179,8 +132,8 @@ stream_new(enum kind kind, int fd)
 	return s;
 }
 
-static void
-q_push(struct stream *s)
+void
+eg_q_push(struct stream *s)
 {
 	if (s->queued)
 		return;
@@ -210,17 +163,17 @@ q_remove(struct stream *s)
 	s->queued = 0;
 }
 
-static void
-d_push(struct stream *s)
+void
+eg_d_push(struct stream *s)
 {
 	s->dnext = NULL;
 	s->dprev = d_tail;
 	if (d_tail != NULL)
 		d_tail->dnext = s;
 	else
-		d_head = s;
+		eg_d_head = s;
 	d_tail = s;
-	ndns++;
+	eg_ndns++;
 }
 
 static void
@@ -231,18 +184,18 @@ d_remove(struct stream *s)
 	if (s->dprev != NULL)
 		s->dprev->dnext = s->dnext;
 	else
-		d_head = s->dnext;
+		eg_d_head = s->dnext;
 	if (s->dnext != NULL)
 		s->dnext->dprev = s->dprev;
 	else
 		d_tail = s->dprev;
 	s->deadline = 0;
-	ndns--;
+	eg_ndns--;
 }
 
 /* An abort: the client sees a reset rather than a clean end. */
-static void
-close_reset(int fd)
+void
+eg_close_reset(int fd)
 {
 	struct linger lg = { 1, 0 };
 
@@ -263,41 +216,41 @@ down_drop(struct stream *s)
 	s->down_len = 0;
 }
 
-static void
-stream_free(struct stream *s)
+void
+eg_stream_free(struct stream *s)
 {
 	q_remove(s);
 	d_remove(s);
 	down_drop(s);
 	if (s->fd >= 0)
-		close_reset(s->fd);
+		eg_close_reset(s->fd);
 	s->id = 0;
 	s->kind = K_FREE;
 	s->fd = -1;
 	live[s->live_at] = live[--nlive];
-	streams[live[s->live_at]].live_at = s->live_at;
-	free_slots[nfree++] = s - streams;
+	eg_streams[live[s->live_at]].live_at = s->live_at;
+	free_slots[nfree++] = s - eg_streams;
 }
 
 /* Ends a stream from our side: the client is reset, and the host told
  * with CLOSE, after which whatever it sends for the stream is dropped. */
-static void
-stream_abort(struct stream *s)
+void
+eg_stream_abort(struct stream *s)
 {
 	if (s->fd >= 0)
-		close_reset(s->fd);
+		eg_close_reset(s->fd);
 	s->fd = -1;
 	d_remove(s);
 	down_drop(s);
 	if (s->open_pending) {
 		/* The host never heard of it. */
-		stream_free(s);
+		eg_stream_free(s);
 		return;
 	}
 	s->close_pending = 1;
 	s->readable = s->eof_pending = 0;
 	s->win_pending = 0;
-	q_push(s);
+	eg_q_push(s);
 }
 
 /* Over once EOF went both ways and the client has all the host's data. */
@@ -307,7 +260,7 @@ stream_maybe_done(struct stream *s)
 	if (s->eof_sent && s->shut_wr && s->down == NULL) {
 		close(s->fd);
 		s->fd = -1;
-		stream_free(s);
+		eg_stream_free(s);
 	}
 }
 
@@ -325,11 +278,11 @@ streams_reset(void)
 	uint32_t i;
 
 	for (i = 0; i < NSLOTS; i++) {
-		if (streams[i].id == 0)
+		if (eg_streams[i].id == 0)
 			continue;
-		if (streams[i].kind == K_DNS && streams[i].deadline != 0)
-			dns_reply(&streams[i].q, RC_SERVFAIL, 0);
-		stream_free(&streams[i]);
+		if (eg_streams[i].kind == K_DNS && eg_streams[i].deadline != 0)
+			eg_dns_reply(&eg_streams[i].q, RC_SERVFAIL, 0);
+		eg_stream_free(&eg_streams[i]);
 	}
 }
 
@@ -349,7 +302,7 @@ down_flush(struct stream *s)
 		if (w == -1 && errno == EAGAIN)
 			break;
 		if (w == -1) {
-			stream_abort(s);
+			eg_stream_abort(s);
 			return;
 		}
 		c->off += w;
@@ -363,7 +316,7 @@ down_flush(struct stream *s)
 		}
 	}
 	if (win_due(s))
-		q_push(s);
+		eg_q_push(s);
 	if (s->host_eof && s->down == NULL && !s->shut_wr) {
 		/* The client may have gone already: then its read side
 		 * tells, or the host's CLOSE. */
@@ -427,13 +380,13 @@ stream_frame(struct stream *s)
 
 	if (s->close_pending) {
 		frame(SP_FR_CLOSE, s->id, 0);
-		stream_free(s);
+		eg_stream_free(s);
 		return 1;
 	}
 	if (s->open_pending) {
 		s->open_pending = 0;
 		if ((m = build_open(s)) == 0) {
-			stream_free(s);
+			eg_stream_free(s);
 			return 0;
 		}
 		frame(SP_FR_OPEN, s->id, m);
@@ -461,7 +414,7 @@ stream_frame(struct stream *s)
 			s->client_eof = 1;
 			s->eof_pending = 1;
 		} else if (errno != EAGAIN && errno != EINTR) {
-			stream_abort(s);
+			eg_stream_abort(s);
 			return stream_frame(s);
 		}
 	}
@@ -500,11 +453,11 @@ next_frame(void)
 		if (stream_frame(s) == 1) {
 			/* Round robin: one frame a turn. */
 			if (s->id != 0 && stream_has_frame(s))
-				q_push(s);
+				eg_q_push(s);
 			return 1;
 		}
 		if (s->id != 0 && stream_has_frame(s))
-			q_push(s);
+			eg_q_push(s);
 	}
 	return 0;
 }
@@ -645,7 +598,7 @@ host_data(struct stream *s, const struct sp_frame *f, struct sp_err *e)
 		return 0;
 	}
 	if ((c = malloc(sizeof *c + f->len)) == NULL) {
-		stream_abort(s);
+		eg_stream_abort(s);
 		return 0;
 	}
 	c->next = NULL;
@@ -684,14 +637,14 @@ host_answer(struct stream *s, const struct sp_frame *f, struct sp_err *e)
 		goto out;
 	}
 	if (!json_is_true(allow))
-		dns_reply(&s->q, RC_NXDOMAIN, 0);
+		eg_dns_reply(&s->q, RC_NXDOMAIN, 0);
 	else if (s->q.qtype != T_A && s->q.qtype != T_ANY)
-		dns_reply(&s->q, RC_OK, 0);
+		eg_dns_reply(&s->q, RC_OK, 0);
 	else if ((i = sd_fake_get(s->q.name)) == SD_FAKE_NONE)
-		dns_reply(&s->q, RC_SERVFAIL, 0);
+		eg_dns_reply(&s->q, RC_SERVFAIL, 0);
 	else
-		dns_reply(&s->q, RC_OK, sd_fake_addr(i));
-	stream_free(s);
+		eg_dns_reply(&s->q, RC_OK, sd_fake_addr(i));
+	eg_stream_free(s);
 	rc = 0;
 out:
 	json_decref(j);
@@ -731,7 +684,7 @@ host_frame(const struct sp_frame *f, struct sp_err *e)
 	/* A stream we closed may still hear from the host: dropped. */
 	if ((s = stream_get(f->stream)) == NULL || s->close_pending) {
 		if (s != NULL && f->type == SP_FR_CLOSE)
-			stream_free(s);
+			eg_stream_free(s);
 		return 0;
 	}
 	switch (f->type) {
@@ -749,8 +702,8 @@ host_frame(const struct sp_frame *f, struct sp_err *e)
 		return 0;
 	case SP_FR_CLOSE:
 		if (s->kind == K_DNS && s->deadline != 0)
-			dns_reply(&s->q, RC_SERVFAIL, 0);
-		stream_free(s);
+			eg_dns_reply(&s->q, RC_SERVFAIL, 0);
+		eg_stream_free(s);
 		return 0;
 	default:
 		return host_answer(s, f, e);
@@ -830,188 +783,13 @@ host_probe(void)
 	sd_log(NULL, "egress: host connected");
 }
 
-static int
-host_ready(void)
+int
+eg_host_ready(void)
 {
 	return hostfd >= 0 && greeted;
 }
 
-/* ---- the guest's side: listeners and the DNS server ---- */
-
-static int
-listen_on(int type, int port)
-{
-	struct sockaddr_in sa;
-	int fd, one = 1;
-
-	if (port == 0)
-		return -1;
-	memset(&sa, 0, sizeof sa);
-	sa.sin_family = AF_INET;
-	sa.sin_port = htons(port);
-	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	if ((fd = socket(AF_INET, type | SOCK_NONBLOCK | SOCK_CLOEXEC, 0)) ==
-	    -1)
-		goto fail;
-	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-	if (bind(fd, (struct sockaddr *)&sa, sizeof sa) == -1 ||
-	    (type == SOCK_STREAM && listen(fd, 128) == -1))
-		goto fail;
-	return fd;
-fail:
-	sd_log(NULL, "egress: 127.0.0.1:%d: %s", port, strerror(errno));
-	if (fd >= 0)
-		close(fd);
-	return -1;
-}
-
-/* Where a redirected connection was going: its original destination, or
- * (without the redirect, as in test mode) the address it reached. */
-static int
-redirect_target(int fd, struct stream *s)
-{
-	struct sockaddr_in dst;
-	socklen_t len = sizeof dst;
-	const char *name;
-	uint32_t a;
-
-	memset(&dst, 0, sizeof dst);
-	if (getsockopt(fd, SOL_IP, SO_ORIGINAL_DST, &dst, &len) == -1 ||
-	    dst.sin_family != AF_INET) {
-		len = sizeof dst;
-		if (getsockname(fd, (struct sockaddr *)&dst, &len) == -1 ||
-		    dst.sin_family != AF_INET)
-			return -1;
-	}
-	a = ntohl(dst.sin_addr.s_addr);
-	s->port = ntohs(dst.sin_port);
-	if (sd_fake_in_net(a)) {
-		/* Only a name we gave out means anything there. */
-		if ((name = sd_fake_name(a)) == NULL)
-			return -1;
-		snprintf(s->host, sizeof s->host, "%s", name);
-	} else if (inet_ntop(AF_INET, &dst.sin_addr, s->host,
-	    sizeof s->host) == NULL)
-		return -1;
-	return 0;
-}
-
-/* A client we cannot serve.  One of the proxy speaks HTTP: it is told why
- * (an HTTP client then has a clear error, and some crash on a bare reset);
- * any other is reset. */
-static void
-refuse(int fd, enum kind kind, const char *why)
-{
-	char r[256];
-	int n;
-
-	if (kind != K_PROXY) {
-		close_reset(fd);
-		return;
-	}
-	n = snprintf(r, sizeof r, "HTTP/1.1 503 Service Unavailable\r\n"
-	    "Content-Type: text/plain\r\nContent-Length: %zu\r\n"
-	    "Connection: close\r\n\r\n%s\n", strlen(why) + 1, why);
-	(void)send(fd, r, n, MSG_DONTWAIT | MSG_NOSIGNAL);
-	shutdown(fd, SHUT_WR);
-	close(fd);
-}
-
-static void
-accept_clients(int lfd, enum kind kind)
-{
-	struct stream *s;
-	int fd, i;
-
-	for (i = 0; i < ACCEPTS_PER_ROUND; i++) {
-		fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-		if (fd == -1) {
-			/* Out of descriptors: the listener stays readable,
-			 * so look again in a moment rather than spin. */
-			if (errno == EMFILE || errno == ENFILE ||
-			    errno == ENOBUFS || errno == ENOMEM)
-				accept_pause_until = now_ms() + 100;
-			return;
-		}
-		/* Data comes from the tunnel in pieces as it arrives: send
-		 * each at once rather than wait for an ACK (Nagle). */
-		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &(int){ 1 },
-		    sizeof(int));
-		/* No host, or too many streams: the client learns at once. */
-		if (!host_ready()) {
-			refuse(fd, kind, "space egress: the gateway is not "
-			    "connected");
-			continue;
-		}
-		if ((s = stream_new(kind, fd)) == NULL) {
-			refuse(fd, kind, "space egress: too many connections");
-			continue;
-		}
-		if (kind == K_TCP && redirect_target(fd, s) == -1) {
-			stream_free(s);
-			continue;
-		}
-		q_push(s);
-	}
-}
-
-static void
-dns_serve(void)
-{
-	unsigned char b[DNS_BUF];
-	struct query q;
-	struct stream *s;
-	socklen_t plen;
-	ssize_t n;
-	int i, rc;
-
-	for (i = 0; i < ACCEPTS_PER_ROUND; i++) {
-		plen = sizeof q.peer;
-		n = recvfrom(dnsfd, b, sizeof b, MSG_TRUNC | MSG_DONTWAIT,
-		    (struct sockaddr *)&q.peer, &plen);
-		if (n == -1 && errno == EINTR)
-			continue;
-		if (n == -1)
-			return;
-		if ((size_t)n > sizeof b || plen != sizeof q.peer ||
-		    q.peer.sin_family != AF_INET)
-			continue;
-		if ((rc = sd_dns_parse(b, n, &q)) == -1)
-			continue;
-		if (rc == RC_OK && q.qtype != T_A && q.qtype != T_ANY &&
-		    q.qtype != T_AAAA) {
-			/* No other records here: an empty answer. */
-			dns_reply(&q, RC_OK, 0);
-			continue;
-		}
-		if (rc != RC_OK) {
-			dns_reply(&q, rc, 0);
-			continue;
-		}
-		if (!host_ready() || ndns >= DNS_PENDING_MAX ||
-		    (s = stream_new(K_DNS, -1)) == NULL) {
-			dns_reply(&q, RC_SERVFAIL, 0);
-			continue;
-		}
-		s->q = q;
-		s->deadline = now_ms() + DNS_TIMEOUT_MS;
-		d_push(s);
-		q_push(s);
-	}
-}
-
-/* Lookups the host did not answer in time: SERVFAIL, and CLOSE so that
- * the host forgets them too. */
-static void
-dns_expire(int64_t now)
-{
-	struct stream *s;
-
-	while ((s = d_head) != NULL && s->deadline <= now) {
-		dns_reply(&s->q, RC_SERVFAIL, 0);
-		stream_abort(s);
-	}
-}
+/* ---- the guest's side: guest/egress-listen.c ---- */
 
 /* ---- the loop ---- */
 
@@ -1022,9 +800,9 @@ port_open(void)
 {
 	char path[300];
 
-	if (now_ms() < port_look_at)
+	if (eg_now_ms() < eg_port_look_at)
 		return;
-	port_look_at = now_ms() + PORT_LOOK_MS;
+	eg_port_look_at = eg_now_ms() + PORT_LOOK_MS;
 	if (sd_port_find(SP_EGRESS_PORT_NAME, path, sizeof path) == -1)
 		return;
 	/* The driver raises SIGIO when the host comes or goes. */
@@ -1074,7 +852,7 @@ static int
 poll_build(int *timeout)
 {
 	struct stream *s;
-	int64_t now = now_ms(), t = -1;
+	int64_t now = eg_now_ms(), t = -1;
 	uint32_t i;
 	int n = P_FIXED;
 
@@ -1089,15 +867,15 @@ poll_build(int *timeout)
 		t = dev < 0 ? PORT_LOOK_MS : HOST_LOOK_MS;
 	pfds[P_PROXY] = (struct pollfd){ proxyfd, POLLIN, 0 };
 	pfds[P_REDIR] = (struct pollfd){ redirfd, POLLIN, 0 };
-	if (now < accept_pause_until) {
+	if (now < eg_accept_pause_until) {
 		pfds[P_PROXY].fd = pfds[P_REDIR].fd = -1;
-		t = accept_pause_until - now;
+		t = eg_accept_pause_until - now;
 	}
-	pfds[P_DNS] = (struct pollfd){ dnsfd, POLLIN, 0 };
-	if (d_head != NULL && (t < 0 || d_head->deadline - now < t))
-		t = d_head->deadline > now ? d_head->deadline - now : 0;
+	pfds[P_DNS] = (struct pollfd){ eg_dnsfd, POLLIN, 0 };
+	if (eg_d_head != NULL && (t < 0 || eg_d_head->deadline - now < t))
+		t = eg_d_head->deadline > now ? eg_d_head->deadline - now : 0;
 	for (i = 0; i < nlive; i++) {
-		s = &streams[live[i]];
+		s = &eg_streams[live[i]];
 		if (s->fd < 0 || s->close_pending)
 			continue;
 		pfds[n].events = 0;
@@ -1133,7 +911,7 @@ stream_event(int i)
 		return;
 	if ((pfds[i].events & POLLIN) && (ev & (POLLIN | POLLHUP | POLLERR))) {
 		s->readable = 1;
-		q_push(s);
+		eg_q_push(s);
 	}
 }
 
@@ -1147,7 +925,7 @@ loop_once(void)
 		port_open();
 	if (conf.sock == NULL && dev >= 0 && hostfd < 0)
 		host_probe();
-	dns_expire(now_ms());
+	eg_dns_expire(eg_now_ms());
 	n = poll_build(&timeout);
 	if (poll(pfds, n, timeout) == -1) {
 		if (errno != EINTR)
@@ -1172,11 +950,11 @@ loop_once(void)
 	for (i = P_FIXED; i < n; i++)
 		stream_event(i);
 	if (pfds[P_PROXY].revents & POLLIN)
-		accept_clients(proxyfd, K_PROXY);
+		eg_accept_clients(proxyfd, K_PROXY);
 	if (pfds[P_REDIR].revents & POLLIN)
-		accept_clients(redirfd, K_TCP);
+		eg_accept_clients(redirfd, K_TCP);
 	if (pfds[P_DNS].revents & POLLIN)
-		dns_serve();
+		eg_dns_serve();
 	if (hostfd >= 0 && out_pending() && out_flush() == -1)
 		host_lost("write to it failed");
 }
@@ -1239,7 +1017,7 @@ sd_egress_start(const struct sd_egress_conf *c)
 	conf = *c;
 	sp_frame_dec_init(&dec);
 	for (i = 0; i < NSLOTS; i++) {
-		streams[i].fd = -1;
+		eg_streams[i].fd = -1;
 		free_slots[i] = NSLOTS - 1 - i;
 	}
 	nfree = NSLOTS;
@@ -1250,9 +1028,9 @@ sd_egress_start(const struct sd_egress_conf *c)
 		sd_log(NULL, "egress: %s: %s", conf.sock, strerror(errno));
 		return -1;
 	}
-	proxyfd = listen_on(SOCK_STREAM, conf.proxy_port);
-	redirfd = listen_on(SOCK_STREAM, conf.redirect_port);
-	dnsfd = listen_on(SOCK_DGRAM, conf.dns_port);
+	proxyfd = eg_listen_on(SOCK_STREAM, conf.proxy_port);
+	redirfd = eg_listen_on(SOCK_STREAM, conf.redirect_port);
+	eg_dnsfd = eg_listen_on(SOCK_DGRAM, conf.dns_port);
 	if (proxyfd >= 0) {
 		for (i = 0; i < 4; i++) {
 			snprintf(proxy_env_buf[i], sizeof proxy_env_buf[i],
