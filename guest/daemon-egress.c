@@ -1,6 +1,6 @@
 /*
  * daemon-egress: the guest end of the egress tunnel (design.md; the
- * protocol is in lib/sp.h, "the egress tunnel").  The guest has no NIC: its
+ * protocol is in lib/sp_vm.h, "the egress tunnel").  The guest has no NIC: its
  * programs reach the network through an HTTP proxy on 127.0.0.1:3128, a
  * transparent-redirect target on 127.0.0.1:3129 (the guest's iptables sends
  * every other TCP connection there) and a DNS server on 127.0.0.1:53.  Each

@@ -2,8 +2,8 @@
  * sp_cred.h: the credential manager's host side (design.md).  Credentials
  * live outside every sandbox, under $SPACE_ROOT/creds/; the network gateway
  * resolves the one a sandbox's request to a host should carry and injects it
- * there, so the secret never enters the guest.  Included from sp.h, after
- * it (it uses SP_NAME_MAX and SP_ID_LEN).
+ * there, so the secret never enters the guest.  Included from sp_net.h,
+ * after the parts below it (it uses SP_NAME_MAX and SP_ID_LEN).
  *
  * A credential is a name in a scope:
  *

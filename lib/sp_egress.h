@@ -1,8 +1,8 @@
 /*
  * sp_egress.h: the egress policy of sandboxes (design.md): rules, the node's
  * never-list, the decisions the network gateway takes per connection and per
- * DNS lookup, the decision log, and where policies are kept.  Include after
- * sp.h.
+ * DNS lookup, the decision log, and where policies are kept.  Included from
+ * sp_net.h.
  *
  * The gateway, per connection of a sandbox to HOST:PORT:
  *	sp_egress_policy_load(root, id, tenant, template, &p, &e)

@@ -1,6 +1,6 @@
 /*
  * sp_gateway: the tunnels of the network gateway.  A tunnel is one
- * sandbox's egress port (lib/sp.h, "the egress tunnel"): a reader thread
+ * sandbox's egress port (lib/sp_vm.h, "the egress tunnel"): a reader thread
  * takes its frames, opens a stream (and a worker thread, sp_gw_conn.c) per
  * OPEN, answers DNS questions itself, and keeps each stream's windows; the
  * workers write their frames under the tunnel's write lock.  Every byte

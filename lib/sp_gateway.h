@@ -1,6 +1,6 @@
 /*
  * sp_gateway.h: the network gateway's engine (design.md), what
- * space-gatewayd runs.  Included from sp.h, after it.
+ * space-gatewayd runs.  Included from sp_net.h.
  *
  * One gateway per node serves the egress port of every sandbox there: it
  * connects to RUN/ID/egress.sock, and each stream the guest opens is one

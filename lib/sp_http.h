@@ -3,7 +3,7 @@
  * gateway, read one head at a time so that the gateway can check where each
  * goes and add a credential (design.md).  Bodies are never buffered: their
  * bytes are handed back to be forwarded as they came.  nodejs/http-parser
- * does the parsing.  Included from sp.h, after it.
+ * does the parsing.  Included from sp_net.h.
  */
 #ifndef SP_HTTP_H
 #define SP_HTTP_H

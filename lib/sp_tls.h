@@ -1,6 +1,6 @@
 /*
  * sp_tls.h: the node CA and the TLS contexts of the network gateway
- * (design.md).  Included from sp.h, after it.
+ * (design.md).  Included from sp_net.h.
  *
  * The CA is made once by space-init (sp_tls_ca_create) under
  * $SPACE_ROOT/ca/: ca.crt (0644, PEM) and ca.key (0600, PEM; a key file

@@ -7,7 +7,7 @@
 load helper
 
 # SP_EGRESS_REDIRECT_PORT, as the guest's rcS must have it.
-port=$(awk '$2 == "SP_EGRESS_REDIRECT_PORT" { print $3 }' "$top/lib/sp.h")
+port=$(awk '$2 == "SP_EGRESS_REDIRECT_PORT" { print $3 }' "$top"/lib/sp_*.h)
 
 setup_file() {
 	# The guest's DNS server is the daemon, which answers only with a host
