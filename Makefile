@@ -12,14 +12,14 @@ CC ?= cc
 # Debian's shared libraries, so that its security updates reach installed
 # commands.  libvirt, libcurl and libarchive are opened on first use
 # (sp_dl.c), so a short command does not map them (tests/linking.bats);
-# so is libxml2, whose headers alone are wanted here.
+# so are libxml2 and libpq, whose headers alone are wanted here.
 PKGS = libvirt libarchive libcurl libssl libcrypto jansson sqlite3 libsodium \
     libbtrfsutil
 VERSION = 0.1.0
 CFLAGS ?= -O2 -g
 WFLAGS = -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter
 CPPFLAGS += -Ilib -DSP_VERSION='"$(VERSION)"' \
-    $(shell pkg-config --cflags libxml-2.0)
+    $(shell pkg-config --cflags libxml-2.0 libpq)
 # Each object records the headers it read (.d files), so a header edit
 # rebuilds what includes it and nothing else.
 DEPFLAGS = -MMD -MP

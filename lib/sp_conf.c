@@ -153,9 +153,11 @@ check(struct sp_conf *c, struct sp_err *e)
 	if (!abs_path_ok(c->run))
 		return sp_err_set(e, SP_E_BAD_INPUT, 0,
 		    "SPACE_RUN must be an absolute path without '..'");
-	if (strncmp(c->db, "sqlite:", 7) != 0)
-		return sp_err_set(e, SP_E_BAD_INPUT, 0,
-		    "SPACE_DB: only sqlite:PATH is supported so far");
+	if (strncmp(c->db, "sqlite:", 7) != 0 &&
+	    strncmp(c->db, "postgresql:", 11) != 0 &&
+	    strncmp(c->db, "postgres://", 11) != 0)
+		return sp_err_set(e, SP_E_BAD_INPUT, 0, "SPACE_DB must be "
+		    "sqlite:PATH, postgresql://... or postgresql:CONNINFO");
 	if (sp_name_check("SPACE_NODE", c->node, e) == -1)
 		return -1;
 	if (strcmp(c->virt_type, "auto") != 0 && strcmp(c->virt_type, "kvm") != 0 &&

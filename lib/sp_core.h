@@ -174,7 +174,7 @@ const char *sp_state_name(enum sp_state s);
 int sp_state_parse(const char *name);		/* enum value or -1 */
 int sp_state_can(enum sp_state from, enum sp_state to);	/* 1 or 0 */
 
-/* ---- db: the state DB (SQLite), schema with versioned migrations ---- */
+/* ---- db: the state DB (SQLite or PostgreSQL), versioned migrations ---- */
 struct sp_db;
 struct sp_sandbox_row {
 	char id[SP_ID_LEN + 1];
@@ -197,6 +197,9 @@ void sp_db_close(struct sp_db *db);
  * unless the WAL is far over its bound: for a caller's critical path. */
 void sp_db_checkpoint_later(struct sp_db *db);
 int sp_db_schema_version(struct sp_db *db);
+/* "sqlite" or "postgresql"; and the statements sent to a server so far. */
+const char *sp_db_backend(const struct sp_db *db);
+int64_t sp_db_round_trips(const struct sp_db *db);
 int sp_db_sandbox_insert(struct sp_db *db, const struct sp_sandbox_row *r,
     struct sp_err *e);
 /* What a rollback or a recovery did to a sandbox, as a JSON object. */

@@ -1,15 +1,16 @@
 #!/usr/bin/env bats
 # What a command loads at its start.  Debian's libraries are linked
-# dynamically (their security updates reach the commands); libvirt, libcurl
-# and libarchive are opened only when a command uses them (lib/sp_dl.c), so
-# that a short command such as space-ls or a pool claim does not map them.
+# dynamically (their security updates reach the commands); libvirt, libcurl,
+# libarchive and libpq are opened only when a command uses them
+# (lib/sp_dl.c), so that a short command such as space-ls or a pool claim
+# does not map them (nor libpq on a node whose SPACE_DB is SQLite).
 load helper
 
 needed() {
 	readelf -d "$1" | sed -n 's/.*Shared library: \[\(.*\)\]/\1/p'
 }
 
-@test "no command has libvirt, libcurl, libarchive or libxml2 among the libraries it needs at start" {
+@test "no command has libvirt, libcurl, libarchive, libxml2 or libpq among the libraries it needs at start" {
 	local c n=0
 	for c in "$top"/build/bin/space-*; do
 		[[ $c == *.d ]] && continue
@@ -18,6 +19,7 @@ needed() {
 		refute_output --partial libcurl
 		refute_output --partial libarchive
 		refute_output --partial libxml2
+		refute_output --partial libpq
 		n=$((n + 1))
 	done
 	[ "$n" -ge 27 ]
@@ -53,5 +55,6 @@ needed() {
 	refute_output --partial libvirt.so
 	refute_output --partial libcurl.so
 	refute_output --partial libarchive.so
+	refute_output --partial libpq.so
 	assert_output --partial libsqlite3.so.0
 }

@@ -1,8 +1,10 @@
 /*
- * test-state: the transition table for every pair of states, the DB's
- * migrations, the compare-and-set under two racing processes, a wait
- * for another process's write lock, and the WAL's bound with and without a
- * reader in the way.
+ * test-state: the transition table for every pair of states; on both
+ * backends (SQLite, and a PostgreSQL server of the test's own when this
+ * machine has one), the DB's migrations, the compare-and-set under two racing
+ * processes and pods claimed by racing processes; on SQLite, a wait for
+ * another process's write lock and the WAL's bound with and without a reader
+ * in the way; on PostgreSQL, a server that goes away and comes back.
  */
 #include <fcntl.h>
 #include <signal.h>
@@ -68,6 +70,8 @@ test_table(void)
 }
 
 static struct sp_conf conf;
+static const char *backend = "sqlite";	/* in each test's name */
+#define SCHEMA_VERSION 6
 
 static struct sp_db *
 open_db(void)
@@ -111,19 +115,27 @@ test_db(void)
 	char id[SP_ID_LEN + 1];
 
 	db = open_db();
-	tap_ok(sp_db_schema_version(db) == 6, "fresh DB migrated to version 6");
+	tap_okf("", "", sp_db_schema_version(db) == SCHEMA_VERSION &&
+	    strcmp(sp_db_backend(db), backend) == 0,
+	    "%s: fresh DB migrated to version %d", backend, SCHEMA_VERSION);
 	sp_db_close(db);
 	db = open_db();
-	tap_ok(sp_db_schema_version(db) == 6, "reopening keeps the version");
+	tap_okf("", "", sp_db_schema_version(db) == SCHEMA_VERSION,
+	    "%s: reopening keeps the version", backend);
 
 	insert(db, "aaaaaaaaaaaa", SP_ST_RUNNING);
-	tap_ok(sp_db_sandbox_insert(db, &(struct sp_sandbox_row){ .id = "aaaaaaaaaaaa",
-	    .template = "t", .node = "n" }, &e) == -1 && e.code == SP_E_EXISTS,
-	    "duplicate id refused");
-	tap_ok(sp_db_sandbox_get(db, "bbbbbbbbbbbb", &r, &e) == -1 &&
-	    e.code == SP_E_NOT_FOUND, "unknown id is not-found");
-	tap_ok(sp_db_transition(db, "bbbbbbbbbbbb", SP_ST_PAUSED, -1, NULL, &e) == -1 &&
-	    e.code == SP_E_NOT_FOUND, "transition of unknown id is not-found");
+	tap_okf(sp_code_name(e.code), e.msg, sp_db_sandbox_insert(db,
+	    &(struct sp_sandbox_row){ .id = "aaaaaaaaaaaa", .template = "t",
+	    .node = "n" }, &e) == -1 && e.code == SP_E_EXISTS &&
+	    strstr(e.msg, "aaaaaaaaaaaa exists") != NULL,
+	    "%s: duplicate id refused", backend);
+	tap_okf(sp_code_name(e.code), e.msg, sp_db_sandbox_get(db,
+	    "bbbbbbbbbbbb", &r, &e) == -1 && e.code == SP_E_NOT_FOUND,
+	    "%s: unknown id is not-found", backend);
+	tap_okf(sp_code_name(e.code), e.msg, sp_db_transition(db,
+	    "bbbbbbbbbbbb", SP_ST_PAUSED, -1, NULL, &e) == -1 &&
+	    e.code == SP_E_NOT_FOUND, "%s: transition of unknown id is not-found",
+	    backend);
 
 	/* Every pair through the DB: legal ones move, illegal ones change nothing. */
 	for (from = 0; from < SP_ST__COUNT; from++)
@@ -148,15 +160,16 @@ test_db(void)
 			sp_db_row_release(&r);
 			sp_db_sandbox_delete(db, id, &e);
 		}
-	tap_ok(bad == 0, "every pair through the DB: legal moves, illegal is "
-	    "bad-state and changes nothing");
+	tap_okf("", "", bad == 0, "%s: every pair through the DB: legal moves, "
+	    "illegal is bad-state and changes nothing", backend);
 
 	sp_db_sandbox_get(db, "aaaaaaaaaaaa", &r, &e);
-	tap_ok(sp_db_transition(db, "aaaaaaaaaaaa", SP_ST_PAUSED, r.gen + 5, NULL,
-	    &e) == -1 && e.code == SP_E_BAD_STATE,
-	    "a stale generation loses the compare-and-set");
-	tap_ok(sp_db_transition(db, "aaaaaaaaaaaa", SP_ST_PAUSED, r.gen, NULL,
-	    &e) == 0, "the current generation wins");
+	tap_okf("", "", sp_db_transition(db, "aaaaaaaaaaaa", SP_ST_PAUSED,
+	    r.gen + 5, NULL, &e) == -1 && e.code == SP_E_BAD_STATE,
+	    "%s: a stale generation loses the compare-and-set", backend);
+	tap_okf(sp_code_name(e.code), e.msg, sp_db_transition(db,
+	    "aaaaaaaaaaaa", SP_ST_PAUSED, r.gen, NULL, &e) == 0,
+	    "%s: the current generation wins", backend);
 	sp_db_row_release(&r);
 	sp_db_close(db);
 }
@@ -220,8 +233,66 @@ test_race(void)
 		if (wins == 1 && lost == 1)
 			wins_ok++;
 	}
-	tap_ok(wins_ok == rounds, "racing pause: exactly one winner, one bad-state, "
-	    "every round");
+	tap_okf("", "", wins_ok == rounds, "%s: racing pause: exactly one winner, "
+	    "one bad-state, every round (%d of %d)", backend, wins_ok, rounds);
+}
+
+/*
+ * Four processes claim pods from one pool of 20 at once, each until it
+ * finds none: every pod is claimed once, by one of them.
+ */
+static void
+test_claim_race(void)
+{
+	enum { PODS = 20, KIDS = 4 };
+	char ids[PODS][SP_ID_LEN + 1], got[PODS * 2][SP_ID_LEN + 1];
+	struct sp_db *db;
+	struct sp_err e;
+	int res[2], i, j, k, n = 0, dup = 0, known = 0;
+	pid_t kids[KIDS];
+
+	db = open_db();
+	for (i = 0; i < PODS; i++) {
+		sp_id_new(ids[i], &e);
+		insert(db, ids[i], SP_ST_PAUSED);
+		if (sp_db_pod_mark(db, ids[i], "race", &e) == -1)
+			exit(2);
+	}
+	sp_db_close(db);
+	if (pipe(res) == -1)
+		exit(2);
+	for (k = 0; k < KIDS; k++)
+		if ((kids[k] = fork()) == 0) {
+			char id[SP_ID_LEN + 1], line[SP_ID_LEN + 1];
+
+			db = open_db();
+			while (sp_db_pod_claim(db, "race", "minimal@abcd", 256, 1,
+			    NULL, NULL, id, &e) == 1) {
+				memcpy(line, id, SP_ID_LEN);
+				line[SP_ID_LEN] = '\n';
+				if (write(res[1], line, sizeof line) != sizeof line)
+					_exit(2);
+			}
+			_exit(0);
+		}
+	close(res[1]);
+	while (n < PODS * 2 && read(res[0], got[n], SP_ID_LEN + 1) ==
+	    SP_ID_LEN + 1) {
+		got[n][SP_ID_LEN] = '\0';
+		n++;
+	}
+	close(res[0]);
+	for (k = 0; k < KIDS; k++)
+		waitpid(kids[k], NULL, 0);
+	for (i = 0; i < n; i++) {
+		for (j = 0; j < i; j++)
+			dup += strcmp(got[i], got[j]) == 0;
+		for (j = 0; j < PODS; j++)
+			known += strcmp(got[i], ids[j]) == 0;
+	}
+	tap_okf("", "", n == PODS && dup == 0 && known == PODS,
+	    "%s: %d processes racing for %d pods claim each once (%d claims, "
+	    "%d twice)", backend, KIDS, PODS, n, dup);
 }
 
 /*
@@ -407,24 +478,110 @@ test_wal_later(void)
 	    "the next ordinary command's commit empties the WAL");
 }
 
+/* Runs tests/pg-server VERB DIR; its output (a SPACE_DB) into out. */
+static int
+pg_server(const char *verb, const char *dir, char *out, size_t n)
+{
+	char cmd[256];
+	FILE *f;
+	int rc;
+
+	snprintf(cmd, sizeof cmd, "tests/pg-server %s %s", verb, dir);
+	if ((f = popen(cmd, "r")) == NULL)
+		return -1;
+	if (out != NULL && fgets(out, (int)n, f) != NULL)
+		out[strcspn(out, "\n")] = '\0';
+	rc = pclose(f);
+	return rc == 0 ? 0 : -1;
+}
+
+/*
+ * The server stops under an open handle, and a new one: every call is a
+ * temporary db error (exit 111), nothing is written half; once it is back
+ * the same handle goes on.  Then a crash (as a power cut would) loses no
+ * committed row.
+ */
+static void
+test_pg_gone(const char *dir)
+{
+	struct sp_sandbox_row r;
+	char id[SP_ID_LEN + 1];
+	struct sp_db *db, *db2;
+	struct sp_err e;
+	int got;
+
+	sp_id_new(id, &e);
+	db = open_db();
+	insert(db, id, SP_ST_RUNNING);
+	if (pg_server("stop", dir, NULL, 0) == -1)
+		exit(2);
+	got = sp_db_sandbox_get(db, id, &r, &e);
+	tap_okf(sp_code_name(e.code), e.msg, got == -1 && e.code == SP_E_DB &&
+	    e.temp && sp_err_exit(&e) == 111,
+	    "postgresql: a read with the server gone is db, exit 111");
+	got = sp_db_transition(db, id, SP_ST_PAUSED, -1, NULL, &e);
+	tap_okf(sp_code_name(e.code), e.msg, got == -1 && e.code == SP_E_DB &&
+	    e.temp, "postgresql: so is a transition");
+	got = sp_db_open(&db2, &conf, &e);
+	tap_okf(sp_code_name(e.code), e.msg, got == -1 && e.code == SP_E_DB &&
+	    e.temp && strstr(e.msg, "PostgreSQL") != NULL,
+	    "postgresql: so is an open, and it says what it could not reach");
+	if (pg_server("restart", dir, NULL, 0) == -1)
+		exit(2);
+	got = sp_db_sandbox_get(db, id, &r, &e);
+	tap_okf(sp_code_name(e.code), e.msg, got == 0 &&
+	    r.state == SP_ST_RUNNING && r.gen == 0,
+	    "postgresql: once it is back, the same handle reads the row, "
+	    "unchanged");
+	if (got == 0)
+		sp_db_row_release(&r);
+	got = sp_db_transition(db, id, SP_ST_PAUSED, -1, NULL, &e);
+	if (pg_server("crash", dir, NULL, 0) == -1 ||
+	    pg_server("restart", dir, NULL, 0) == -1)
+		exit(2);
+	sp_db_close(db);
+	db = open_db();
+	got = got == 0 ? sp_db_sandbox_get(db, id, &r, &e) : -1;
+	tap_okf(sp_code_name(e.code), e.msg, got == 0 &&
+	    r.state == SP_ST_PAUSED && r.gen == 1,
+	    "postgresql: a committed transition outlives a crash of the server");
+	if (got == 0)
+		sp_db_row_release(&r);
+	sp_db_close(db);
+}
+
 int
 main(void)
 {
-	char dir[] = "/tmp/sp-state-XXXXXX";
+	char dir[] = "/tmp/sp-state-XXXXXX", pgdir[] = "/tmp/sp-pg-XXXXXX";
 	char cmd[128];
 
-	if (mkdtemp(dir) == NULL)
+	if (mkdtemp(dir) == NULL || mkdtemp(pgdir) == NULL)
 		return 2;
 	memset(&conf, 0, sizeof conf);
 	snprintf(conf.db, sizeof conf.db, "sqlite:%s/space.db", dir);
 	test_table();
 	test_db();
 	test_race();
+	test_claim_race();
 	test_busy_wait();
 	test_wal_bound();
 	test_wal_reader();
 	test_wal_later();
-	snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+	backend = "postgresql";
+	if (system("tests/pg-server there") != 0)
+		tap_ok(1, "postgresql: the same tests # skip no PostgreSQL server "
+		    "here (tests/run-all installs one)");
+	else if (pg_server("start", pgdir, conf.db, sizeof conf.db) == -1)
+		tap_ok(0, "postgresql: tests/pg-server starts a server");
+	else {
+		test_db();
+		test_race();
+		test_claim_race();
+		test_pg_gone(pgdir);
+		pg_server("stop", pgdir, NULL, 0);
+	}
+	snprintf(cmd, sizeof cmd, "rm -rf %s %s", dir, pgdir);
 	if (system(cmd) != 0)
 		return 2;
 	return tap_done();
