@@ -109,7 +109,7 @@ main(int argc, char *argv[])
 	else if (strcmp(argv[1], "fill") == 0) {
 		if (sp_pool_fill(&x, print, NULL, &e) == -1)
 			rc = sp_err_exit(&e);
-	} else if (sp_db_pool_each(x.db, ls1, NULL, &e) == -1)
+	} else if (sp_db_pool_each(x.db, x.conf.node, ls1, NULL, &e) == -1)
 		rc = sp_out_fail(NULL, &e);
 	sp_ctx_close(&x);
 	return rc;

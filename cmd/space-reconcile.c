@@ -1,8 +1,9 @@
 /*
  * space-reconcile: bring this node's sandboxes to legal states: finish or roll
  * back what a dead command left halfway, drive each VM to its record, remove
- * orphans.  --once makes one pass (what a timer runs); without it, a pass
- * every --interval seconds.
+ * orphans.  Each pass first renews this node's lease (space-node beat).
+ * --once makes one pass (what a timer runs); without it, a pass every
+ * --interval seconds.
  */
 #include <getopt.h>
 #include <stdio.h>
@@ -31,10 +32,14 @@ pass(void)
 {
 	struct sp_ctx x;
 	struct sp_err e;
-	int rc = 0;
+	int lease, rc = 0;
 
 	if (sp_ctx_open(&x, 1, &e) == -1)
 		return sp_out_fail(NULL, &e);
+	/* A node that cannot beat still reconciles what it has. */
+	if ((lease = sp_node_lease_s(&e)) == -1 ||
+	    sp_node_beat(&x, lease, NULL, &e) == -1)
+		rc = sp_out_fail(NULL, &e);
 	if (sp_reconcile_once(&x, print, NULL, &e) == -1)
 		rc = sp_err_exit(&e);
 	sp_ctx_close(&x);

@@ -27,8 +27,9 @@ _space_template_refs() {
 }
 
 # Node names the sandboxes' records carry.
+# The nodes the DB knows (space-node ls).
 _space_nodes() {
-	space-ls 2>/dev/null | sed -n 's/.*"node":"\([^"]*\)".*/\1/p' | sort -u
+	space-node ls 2>/dev/null | sed -n 's/^{"node":"\([^"]*\)".*/\1/p'
 }
 
 _space_tenants() {
@@ -168,6 +169,12 @@ _space() {
 		elif [ "${COMP_WORDS[1]}" = set ]; then
 			COMPREPLY=($(compgen -W "--template --size --memory --vcpus" -- "$cur"))
 		fi ;;
+	space-node)
+		if [ "$COMP_CWORD" -eq 1 ]; then
+			COMPREPLY=($(compgen -W "ls drain ready forget beat" -- "$cur"))
+		elif [ "$COMP_CWORD" -eq 2 ] && [ "${COMP_WORDS[1]}" != beat ]; then
+			COMPREPLY=($(compgen -W "$(_space_nodes)" -- "$cur"))
+		fi ;;
 	space-reconcile)
 		COMPREPLY=($(compgen -W "--once --interval" -- "$cur")) ;;
 	space-stop|space-start)
@@ -279,4 +286,5 @@ complete -F _space space-init space-template space-create space-exec space-ls sp
 	space-pause space-resume space-stop space-start space-reconcile \
 	space-ps space-logs space-kill space-fs space-cp space-pool \
 	space-snap space-rollback space-fork space-gc \
-	space-suspend space-restore space-key space-egress space-cred space-gatewayd
+	space-suspend space-restore space-key space-egress space-cred space-gatewayd \
+	space-node

@@ -290,7 +290,8 @@ int sp_db_pool_set(struct sp_db *db, const char *template, int size,
     int memory_mib, int vcpus, struct sp_err *e);
 /* Deletes the pool's row if its size is 0 (a pool whose template is gone). */
 int sp_db_pool_drop(struct sp_db *db, const char *template, struct sp_err *e);
-int sp_db_pool_each(struct sp_db *db,
+/* ready counts the pods of node (of every node, with NULL). */
+int sp_db_pool_each(struct sp_db *db, const char *node,
     int (*fn)(const struct sp_pool_row *, void *), void *arg,
     struct sp_err *e);
 /* Makes a sandbox a pod of pool (or, with NULL, no pod). */
@@ -299,10 +300,11 @@ int sp_db_pod_mark(struct sp_db *db, const char *id, const char *pool,
 /* Claims a ready pod of pool for template (name@digest), memory and vcpus
  * in one statement: it becomes a sandbox with labels, in state creating
  * until the caller has woken it.  1 and *id, 0 when none is ready. */
-int sp_db_pod_claim(struct sp_db *db, const char *pool, const char *template,
-    int memory_mib, int vcpus, const char *labels, const char *env,
-    char id[SP_ID_LEN + 1], struct sp_err *e);
-int sp_db_pods_each(struct sp_db *db, const char *pool,
+int sp_db_pod_claim(struct sp_db *db, const char *node, const char *pool,
+    const char *template, int memory_mib, int vcpus, const char *labels,
+    const char *env, char id[SP_ID_LEN + 1], struct sp_err *e);
+/* The pods of pool on node (on every node, with NULL). */
+int sp_db_pods_each(struct sp_db *db, const char *pool, const char *node,
     int (*fn)(const struct sp_sandbox_row *, void *), void *arg,
     struct sp_err *e);
 /* Where a template comes from: a path or an http(s) URL for each part. */
@@ -314,7 +316,41 @@ int sp_db_source_set(struct sp_db *db, const struct sp_source_row *r,
     struct sp_err *e);
 int sp_db_source_get(struct sp_db *db, const char *name,
     struct sp_source_row *r, struct sp_err *e);
-int sp_db_node_upsert(struct sp_db *db, const char *node, const char *root,
+/* A node of the cluster as the DB knows it.  Times are the DB's clock. */
+struct sp_node_row {
+	char name[64];
+	char root[SP_PATH_MAX];
+	char state[16];			/* ready | draining */
+	int64_t memory_mib, vcpus, disk_free;	/* what it has (disk: bytes) */
+	char virt[16];			/* kvm | qemu */
+	char *templates;		/* JSON array of the name@digest it has;
+					 * owned, free with sp_db_node_release */
+	int64_t lease_left;		/* seconds its lease has left; <= 0: lapsed */
+	int64_t seen;			/* its last beat, unix seconds */
+	int64_t sandboxes;		/* its rows that hold a VM (not suspended) */
+	int64_t memory_used_mib, vcpus_used;	/* what those ask for */
+};
+void sp_db_node_release(struct sp_node_row *n);
+/* Registers n (all but state and the counts) and renews its lease to
+ * lease_s seconds from now on the DB's clock. */
+int sp_db_node_beat(struct sp_db *db, const struct sp_node_row *n, int lease_s,
+    struct sp_err *e);
+int sp_db_node_get(struct sp_db *db, const char *name, struct sp_node_row *n,
+    struct sp_err *e);
+int sp_db_node_each(struct sp_db *db, int (*fn)(const struct sp_node_row *, void *),
+    void *arg, struct sp_err *e);
+/* ready or draining; not-found when there is no such node. */
+int sp_db_node_set_state(struct sp_db *db, const char *name, const char *state,
+    struct sp_err *e);
+/* Drops a node's row: only once its lease has lapsed and it holds no
+ * sandbox row (bad-state says which it is). */
+int sp_db_node_forget(struct sp_db *db, const char *name, struct sp_err *e);
+/* 0 when node takes new sandboxes (it is ready, or not registered yet);
+ * bad-state when it is draining. */
+int sp_db_node_takes(struct sp_db *db, const char *name, struct sp_err *e);
+/* The warm pods waiting on node, by pool. */
+int sp_db_node_pods_each(struct sp_db *db, const char *node,
+    int (*fn)(const char *template, int64_t ready, void *), void *arg,
     struct sp_err *e);
 
 /* ---- dl: a library loaded on first use (sp_dl.c) ---- */

@@ -81,6 +81,16 @@ static const char *const migrations[] = {
 	"  tenant TEXT PRIMARY KEY,"
 	"  keyref TEXT NOT NULL,"
 	"  updated INTEGER NOT NULL);",
+	/* 7: the nodes of a cluster: what each can hold, whether it takes new
+	 * sandboxes ('ready') or not ('draining'), and a lease it renews on
+	 * the DB's clock (space_now()). */
+	"ALTER TABLE nodes ADD COLUMN state TEXT NOT NULL DEFAULT 'ready';"
+	"ALTER TABLE nodes ADD COLUMN lease_until INTEGER NOT NULL DEFAULT 0;"
+	"ALTER TABLE nodes ADD COLUMN memory_mib INTEGER NOT NULL DEFAULT 0;"
+	"ALTER TABLE nodes ADD COLUMN vcpus INTEGER NOT NULL DEFAULT 0;"
+	"ALTER TABLE nodes ADD COLUMN disk_free INTEGER NOT NULL DEFAULT 0;"
+	"ALTER TABLE nodes ADD COLUMN virt TEXT NOT NULL DEFAULT '';"
+	"ALTER TABLE nodes ADD COLUMN templates TEXT NOT NULL DEFAULT '[]';",
 };
 #define NMIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 
@@ -496,12 +506,11 @@ sp_db_template_get(struct sp_db *db, const char *ref, struct sp_template_row *t,
 	switch ((rc = q_step(&q, "get template", e))) {
 	case 1:
 		template_from(&q, t);
+		rc = 0;
 		if (digest != NULL && strlen(digest) < 64 &&
 		    (rc = q_step(&q, "get template", e)) == 1)
 			rc = sp_err_set(e, SP_E_BAD_INPUT, 0, "digest prefix '%s' "
 			    "is ambiguous", digest);
-		else if (rc == 0)
-			rc = 0;
 		break;
 	case 0:
 		rc = sp_err_set(e, SP_E_NOT_FOUND, 0, "no template '%s'", name);
@@ -549,16 +558,6 @@ sp_db_template_delete(struct sp_db *db, const char *name, const char *digest,
 }
 
 int
-sp_db_node_upsert(struct sp_db *db, const char *node, const char *root,
-    struct sp_err *e)
-{
-	return write_sql(db, "upsert node", "INSERT INTO nodes (name, root, seen)"
-	    " VALUES ($1, $2, $3) ON CONFLICT (name) DO UPDATE SET root = $2,"
-	    " seen = $3", e, "ssI", node, root, (int64_t)time(NULL)) == -1 ?
-	    -1 : 0;
-}
-
-int
 sp_db_pool_set(struct sp_db *db, const char *template, int size,
     int memory_mib, int vcpus, struct sp_err *e)
 {
@@ -597,15 +596,16 @@ one_pool(struct sp_db_q *q, void *arg)
 }
 
 int
-sp_db_pool_each(struct sp_db *db, int (*fn)(const struct sp_pool_row *, void *),
-    void *arg, struct sp_err *e)
+sp_db_pool_each(struct sp_db *db, const char *node,
+    int (*fn)(const struct sp_pool_row *, void *), void *arg, struct sp_err *e)
 {
 	struct each_pool a = { fn, arg };
 	struct sp_db_q q;
 
 	if (q_start(db, &q, "list pools", "SELECT template, size, memory_mib,"
 	    " vcpus, (SELECT count(*) FROM sandboxes WHERE pool = pools.template"
-	    " AND state = 'paused') FROM pools ORDER BY template", e, "") == -1)
+	    " AND state = 'paused' AND ($1 IS NULL OR node = $1)) FROM pools"
+	    " ORDER BY template", e, "s", node) == -1)
 		return -1;
 	return each_row(&q, "list pools", one_pool, &a, e);
 }
@@ -619,23 +619,26 @@ sp_db_pod_mark(struct sp_db *db, const char *id, const char *pool,
 }
 
 int
-sp_db_pod_claim(struct sp_db *db, const char *pool, const char *template,
-    int memory_mib, int vcpus, const char *labels, const char *env,
-    char id[SP_ID_LEN + 1], struct sp_err *e)
+sp_db_pod_claim(struct sp_db *db, const char *node, const char *pool,
+    const char *template, int memory_mib, int vcpus, const char *labels,
+    const char *env, char id[SP_ID_LEN + 1], struct sp_err *e)
 {
 	struct sp_db_q q;
 	int rc;
 
 	/* One statement: of many creates racing for pods, each gets its own
 	 * (on PostgreSQL the pod picked is locked, and a racer picks another).
+	 * Only this node's pods: a pod is a VM here.
 	 * It is creating until it has woken and been told who it is. */
 	if (q_start(db, &q, "claim pod", "UPDATE sandboxes SET pool = NULL,"
 	    " state = 'creating', gen = gen + 1, updated = $6, labels = $5,"
 	    " created = $6, env = $7 WHERE id = (SELECT id FROM sandboxes WHERE"
 	    " pool = $1 AND template = $2 AND memory_mib = $3 AND vcpus = $4 AND"
-	    " state = 'paused' ORDER BY created LIMIT 1 FOR UPDATE SKIP LOCKED)"
-	    " AND pool = $1 AND state = 'paused' RETURNING id", e, "ssiisIs", pool, template, memory_mib, vcpus,
-	    labels ? labels : "{}", (int64_t)time(NULL), env ? env : "[]") == -1)
+	    " state = 'paused' AND node = $8 ORDER BY created LIMIT 1"
+	    " FOR UPDATE SKIP LOCKED) AND pool = $1 AND state = 'paused'"
+	    " RETURNING id", e, "ssiisIss", pool, template, memory_mib, vcpus,
+	    labels ? labels : "{}", (int64_t)time(NULL), env ? env : "[]",
+	    node) == -1)
 		return -1;
 	if ((rc = q_step(&q, "claim pod", e)) == 1)
 		copy_col(id, SP_ID_LEN + 1, &q, 0);
@@ -644,7 +647,7 @@ sp_db_pod_claim(struct sp_db *db, const char *pool, const char *template,
 }
 
 int
-sp_db_pods_each(struct sp_db *db, const char *pool,
+sp_db_pods_each(struct sp_db *db, const char *pool, const char *node,
     int (*fn)(const struct sp_sandbox_row *, void *), void *arg,
     struct sp_err *e)
 {
@@ -652,7 +655,8 @@ sp_db_pods_each(struct sp_db *db, const char *pool,
 	struct sp_db_q q;
 
 	if (q_start(db, &q, "list pods", "SELECT " SANDBOX_COLS " FROM sandboxes"
-	    " WHERE pool = $1 ORDER BY created, id", e, "s", pool) == -1)
+	    " WHERE pool = $1 AND ($2 IS NULL OR node = $2) ORDER BY created, id",
+	    e, "ss", pool, node) == -1)
 		return -1;
 	return each_row(&q, "list pods", one_sandbox, &a, e);
 }
@@ -901,4 +905,192 @@ sp_db_snap_drop_local(struct sp_db *db, const char *id, struct sp_err *e)
 {
 	return write_sql(db, "drop local snapshots", "DELETE FROM snapshots"
 	    " WHERE id = $1 AND remote IS NULL", e, "s", id) == -1 ? -1 : 0;
+}
+
+/* ---- nodes ---- */
+
+int
+sp_db_node_beat(struct sp_db *db, const struct sp_node_row *n, int lease_s,
+    struct sp_err *e)
+{
+	/* A draining node stays draining: its beat does not touch state. */
+	return write_sql(db, "node beat", "INSERT INTO nodes (name, root, seen,"
+	    " lease_until, memory_mib, vcpus, disk_free, virt, templates) VALUES"
+	    " ($1, $2, space_now(), space_now() + $3, $4, $5, $6, $7, $8)"
+	    " ON CONFLICT (name) DO UPDATE SET root = $2, seen = space_now(),"
+	    " lease_until = space_now() + $3, memory_mib = $4, vcpus = $5,"
+	    " disk_free = $6, virt = $7, templates = $8", e, "ssiIIIss", n->name,
+	    n->root, lease_s, n->memory_mib, n->vcpus, n->disk_free, n->virt,
+	    n->templates ? n->templates : "[]") == -1 ? -1 : 0;
+}
+
+void
+sp_db_node_release(struct sp_node_row *n)
+{
+	free(n->templates);
+	n->templates = NULL;
+}
+
+/* What holds a VM (or will again): all but suspended and destroyed rows. */
+#define HOLDS "state NOT IN ('suspended', 'destroyed') AND node = nodes.name"
+#define NODE_COLS "name, root, state, memory_mib, vcpus, disk_free, virt," \
+	" templates, lease_until - space_now(), seen," \
+	" (SELECT count(*) FROM sandboxes WHERE " HOLDS ")," \
+	" (SELECT COALESCE(sum(memory_mib), 0) FROM sandboxes WHERE " HOLDS ")," \
+	" (SELECT COALESCE(sum(vcpus), 0) FROM sandboxes WHERE " HOLDS ")"
+
+static int
+node_from(struct sp_db_q *q, void *arg)
+{
+	struct sp_node_row *n = arg;
+	const char *s;
+
+	memset(n, 0, sizeof *n);
+	copy_col(n->name, sizeof n->name, q, 0);
+	copy_col(n->root, sizeof n->root, q, 1);
+	copy_col(n->state, sizeof n->state, q, 2);
+	n->memory_mib = col_int(q, 3);
+	n->vcpus = col_int(q, 4);
+	n->disk_free = col_int(q, 5);
+	copy_col(n->virt, sizeof n->virt, q, 6);
+	s = col_text(q, 7);
+	n->lease_left = col_int(q, 8);
+	n->seen = col_int(q, 9);
+	n->sandboxes = col_int(q, 10);
+	n->memory_used_mib = col_int(q, 11);
+	n->vcpus_used = col_int(q, 12);
+	return (n->templates = strdup(s ? s : "[]")) == NULL ? -1 : 0;
+}
+
+int
+sp_db_node_get(struct sp_db *db, const char *name, struct sp_node_row *n,
+    struct sp_err *e)
+{
+	char not_found[96];
+	struct sp_db_q q;
+
+	snprintf(not_found, sizeof not_found, "no node '%.63s'", name);
+	if (q_start(db, &q, "get node", "SELECT " NODE_COLS " FROM nodes WHERE"
+	    " name = $1", e, "s", name) == -1)
+		return -1;
+	return one_row(&q, "get node", not_found, node_from, n, e);
+}
+
+struct each_node {
+	int (*fn)(const struct sp_node_row *, void *);
+	void *arg;
+};
+
+static int
+one_node(struct sp_db_q *q, void *arg)
+{
+	struct each_node *a = arg;
+	struct sp_node_row n;
+	int rc;
+
+	if (node_from(q, &n) == -1)
+		return -2;
+	rc = a->fn(&n, a->arg) == -1 ? -1 : 0;
+	sp_db_node_release(&n);
+	return rc;
+}
+
+int
+sp_db_node_each(struct sp_db *db, int (*fn)(const struct sp_node_row *, void *),
+    void *arg, struct sp_err *e)
+{
+	struct each_node a = { fn, arg };
+	struct sp_db_q q;
+
+	if (q_start(db, &q, "list nodes", "SELECT " NODE_COLS " FROM nodes"
+	    " ORDER BY name", e, "") == -1)
+		return -1;
+	return each_row(&q, "list nodes", one_node, &a, e);
+}
+
+int
+sp_db_node_set_state(struct sp_db *db, const char *name, const char *state,
+    struct sp_err *e)
+{
+	int64_t n = write_sql(db, "set node state", "UPDATE nodes SET state = $2"
+	    " WHERE name = $1", e, "ss", name, state);
+
+	if (n == 0)
+		return sp_err_set(e, SP_E_NOT_FOUND, 0, "no node '%.63s'", name);
+	return n == -1 ? -1 : 0;
+}
+
+int
+sp_db_node_forget(struct sp_db *db, const char *name, struct sp_err *e)
+{
+	struct sp_node_row n;
+	int64_t gone;
+
+	/* In one statement, so a node that beats or is given a sandbox in
+	 * between is kept; the read after only says why. */
+	gone = write_sql(db, "forget node", "DELETE FROM nodes WHERE name = $1"
+	    " AND lease_until <= space_now() AND NOT EXISTS (SELECT 1 FROM"
+	    " sandboxes WHERE node = $1 AND state <> 'destroyed')", e, "s", name);
+	if (gone != 0)
+		return gone == -1 ? -1 : 0;
+	if (sp_db_node_get(db, name, &n, e) == -1)
+		return -1;
+	if (n.lease_left > 0)
+		sp_err_set(e, SP_E_BAD_STATE, 0, "node %s is alive (its lease has "
+		    "%lld s left): stop it first", name, (long long)n.lease_left);
+	else
+		sp_err_set(e, SP_E_BAD_STATE, 0, "node %s still has %lld "
+		    "sandboxes", name, (long long)n.sandboxes);
+	sp_db_node_release(&n);
+	return -1;
+}
+
+struct each_pods {
+	int (*fn)(const char *, int64_t, void *);
+	void *arg;
+};
+
+static int
+one_pods(struct sp_db_q *q, void *arg)
+{
+	struct each_pods *a = arg;
+
+	return a->fn(col_text(q, 0), col_int(q, 1), a->arg) == -1 ? -1 : 0;
+}
+
+int
+sp_db_node_pods_each(struct sp_db *db, const char *node,
+    int (*fn)(const char *template, int64_t ready, void *), void *arg,
+    struct sp_err *e)
+{
+	struct each_pods a = { fn, arg };
+	struct sp_db_q q;
+
+	if (q_start(db, &q, "count pods", "SELECT pool, count(*) FROM sandboxes"
+	    " WHERE node = $1 AND pool IS NOT NULL AND state = 'paused'"
+	    " GROUP BY pool ORDER BY pool", e, "s", node) == -1)
+		return -1;
+	return each_row(&q, "count pods", one_pods, &a, e);
+}
+
+int
+sp_db_node_takes(struct sp_db *db, const char *name, struct sp_err *e)
+{
+	char state[16] = "";
+	struct text_out t = { state, sizeof state };
+	struct sp_db_q q;
+	int rc;
+
+	if (q_start(db, &q, "node state", "SELECT state FROM nodes WHERE"
+	    " name = $1", e, "s", name) == -1)
+		return -1;
+	if ((rc = q_step(&q, "node state", e)) == 1)
+		text_from(&q, &t);
+	q_end(&q);
+	if (rc == -1)
+		return -1;
+	if (strcmp(state, "draining") == 0)
+		return sp_err_set(e, SP_E_BAD_STATE, 0, "node %s is draining: it "
+		    "takes no new sandboxes (space-node ready %s)", name, name);
+	return 0;
 }

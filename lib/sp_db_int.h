@@ -13,7 +13,11 @@
  *  - the migrations' INTEGER is SQLite's 64-bit integer and rowid its row
  *    order: PostgreSQL's backend reads INTEGER as BIGINT and gives each
  *    table a rowid column (BIGSERIAL), so the numbered migrations and the
- *    queries that order by rowid are the same text on both.
+ *    queries that order by rowid are the same text on both;
+ *  - the DB's clock is space_now(), unix seconds: the server's on
+ *    PostgreSQL (a function its backend makes), the node's on SQLite (a
+ *    function its backend registers), so that leases are read against
+ *    one clock wherever the DB is shared.
  */
 #ifndef SP_DB_INT_H
 #define SP_DB_INT_H

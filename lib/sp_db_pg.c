@@ -286,9 +286,13 @@ migrate(struct sp_db *db, const char *const migrations[], int n,
 		return 0;
 	if (v < 0)
 		return -1;
+	/* space_now(): the server's clock, the one every node's lease is
+	 * read against (sp_db_int.h). */
 	if (exec_sql(db, "migrate", "BEGIN; SELECT pg_advisory_xact_lock("
 	    MIGRATE_LOCK "); CREATE TABLE IF NOT EXISTS space_schema"
-	    " (version BIGINT NOT NULL)", e) == -1)
+	    " (version BIGINT NOT NULL); CREATE OR REPLACE FUNCTION space_now()"
+	    " RETURNS BIGINT LANGUAGE SQL STABLE AS"
+	    " 'SELECT CAST(floor(extract(epoch FROM now())) AS BIGINT)'", e) == -1)
 		goto fail;
 	if ((v = read_version(db, e)) < 0)
 		goto fail;

@@ -229,6 +229,13 @@ fail:
 	return -1;
 }
 
+/* space_now(): the DB's clock, which on one node's file is this node's. */
+static void
+space_now(sqlite3_context *ctx, int argc, sqlite3_value **argv)
+{
+	sqlite3_result_int64(ctx, (sqlite3_int64)time(NULL));
+}
+
 static int
 db_open(struct sp_db *db, const char *path, struct sp_err *e)
 {
@@ -254,6 +261,9 @@ db_open(struct sp_db *db, const char *path, struct sp_err *e)
 	sqlite3_file_control(h, "main", SQLITE_FCNTL_PERSIST_WAL, &persist);
 	sqlite3_db_config(h, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, NULL);
 	sqlite3_wal_hook(h, wal_bound, db);
+	if (sqlite3_create_function_v2(h, "space_now", 0, SQLITE_UTF8, NULL,
+	    space_now, NULL, NULL, NULL) != SQLITE_OK)
+		return db_err(db, e, "space_now");
 	return exec_sql(db, "PRAGMA journal_mode = WAL; PRAGMA foreign_keys = ON;"
 	    "PRAGMA synchronous = NORMAL", e);
 }

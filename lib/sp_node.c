@@ -1,13 +1,18 @@
 /*
  * sp_node: prepares this node: a btrfs filesystem at SPACE_ROOT (a loop-backed
  * image when the directory is on something else), the layout in design.md,
- * the DB, and a libvirt that answers.  Every step is idempotent.
+ * the DB, and a libvirt that answers.  Every step is idempotent.  And its
+ * beat: what it can hold, written to the DB with a lease renewed.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/sysinfo.h>
 #include <unistd.h>
 
 #include "sp_sandbox.h"
@@ -54,6 +59,105 @@ loop_btrfs(const char *root, uint64_t bytes, struct sp_err *e)
 }
 
 int
+sp_node_lease_s(struct sp_err *e)
+{
+	const char *v = getenv("SPACE_NODE_LEASE");
+	char *end;
+	long s;
+
+	if (v == NULL || *v == '\0')
+		return SP_NODE_LEASE_DEFAULT;
+	s = strtol(v, &end, 10);
+	if (*end != '\0' || s < 2 || s > 86400)
+		return sp_err_set(e, SP_E_BAD_INPUT, 0, "SPACE_NODE_LEASE must be "
+		    "2 to 86400 seconds");
+	return (int)s;
+}
+
+/* The templates this node has on disk, as a JSON array of name@digest. */
+static char *
+templates_here(const char *root, struct sp_err *e)
+{
+	char dir[SP_PATH_MAX], *out;
+	struct dirent *d;
+	json_t *a;
+	DIR *dp;
+	size_t n;
+
+	if (sp_path_fmt(dir, sizeof dir, e, "%s/templates", root) == -1)
+		return NULL;
+	if ((a = json_array()) == NULL) {
+		sp_err_sys(e, SP_E_INTERNAL, "out of memory");
+		return NULL;
+	}
+	if ((dp = opendir(dir)) != NULL) {
+		while ((d = readdir(dp)) != NULL) {
+			n = strlen(d->d_name);
+			if (strchr(d->d_name, '@') != NULL && d->d_name[0] != '.' &&
+			    (n < 5 || strcmp(d->d_name + n - 5, ".ckpt") != 0))
+				json_array_append_new(a, json_string(d->d_name));
+		}
+		closedir(dp);
+	}
+	if ((out = json_dumps(a, JSON_COMPACT)) == NULL)
+		sp_err_sys(e, SP_E_INTERNAL, "out of memory");
+	json_decref(a);
+	return out;
+}
+
+/* Fills n with what this node has; templates is the caller's to free. */
+static int
+node_facts(const struct sp_conf *c, const char *virt_type,
+    struct sp_node_row *n, struct sp_err *e)
+{
+	struct sysinfo si;
+	struct statvfs vfs;
+	long cpus;
+
+	memset(n, 0, sizeof *n);
+	snprintf(n->name, sizeof n->name, "%s", c->node);
+	snprintf(n->root, sizeof n->root, "%s", c->root);
+	snprintf(n->virt, sizeof n->virt, "%s", virt_type);
+	if (sysinfo(&si) == -1)
+		return sp_err_sys(e, SP_E_IO, "sysinfo");
+	n->memory_mib = (int64_t)((uint64_t)si.totalram * si.mem_unit >> 20);
+	if ((cpus = sysconf(_SC_NPROCESSORS_ONLN)) < 1)
+		cpus = 1;
+	n->vcpus = cpus;
+	if (statvfs(c->root, &vfs) == -1)
+		return sp_err_sys(e, SP_E_IO, "statvfs %s", c->root);
+	n->disk_free = (int64_t)vfs.f_bavail * (int64_t)vfs.f_frsize;
+	return (n->templates = templates_here(c->root, e)) == NULL ? -1 : 0;
+}
+
+static int
+beat(const struct sp_conf *c, struct sp_db *db, const char *virt_type,
+    int lease_s, struct sp_node_row *out, struct sp_err *e)
+{
+	struct sp_node_row n;
+	int rc;
+
+	if (node_facts(c, virt_type, &n, e) == -1) {
+		sp_db_node_release(&n);
+		return -1;
+	}
+	rc = sp_db_node_beat(db, &n, lease_s, e);
+	sp_db_node_release(&n);
+	if (rc == 0 && out != NULL)
+		rc = sp_db_node_get(db, c->node, out, e);
+	return rc;
+}
+
+int
+sp_node_beat(struct sp_ctx *x, int lease_s, struct sp_node_row *out,
+    struct sp_err *e)
+{
+	if (sp_ctx_virt(x, e) == -1)
+		return -1;
+	return beat(&x->conf, x->db, x->virt_type, lease_s, out, e);
+}
+
+int
 sp_node_init(const struct sp_conf *c, uint64_t loop_bytes,
     struct sp_node_info *info, struct sp_err *e)
 {
@@ -61,7 +165,7 @@ sp_node_init(const struct sp_conf *c, uint64_t loop_bytes,
 	struct sp_virt *v = NULL;
 	struct sp_db *db = NULL;
 	size_t i;
-	int rc = -1;
+	int lease, rc = -1;
 
 	memset(info, 0, sizeof *info);
 	if (sp_path_mkdirs(c->root, 0755, e) == -1)
@@ -89,12 +193,14 @@ sp_node_init(const struct sp_conf *c, uint64_t loop_bytes,
 	}
 	if (sp_path_mkdirs(c->run, 0755, e) == -1)
 		goto out;
-	if (sp_db_open(&db, c, e) == -1 ||
-	    sp_db_node_upsert(db, c->node, c->root, e) == -1)
+	if (sp_db_open(&db, c, e) == -1)
 		goto out;
 	if (sp_virt_open(&v, c->libvirt_uri, e) == -1 ||
 	    sp_virt_pick_type(v, c->virt_type, info->virt_type, e) == -1 ||
 	    sp_virt_version(v, info->libvirt, sizeof info->libvirt, e) == -1)
+		goto out;
+	if ((lease = sp_node_lease_s(e)) == -1 ||
+	    beat(c, db, info->virt_type, lease, NULL, e) == -1)
 		goto out;
 	info->kvm = strcmp(info->virt_type, "kvm") == 0;
 	rc = 0;

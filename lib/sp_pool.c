@@ -94,7 +94,7 @@ fill1(struct sp_ctx *x, const struct sp_pool_row *p,
 		sp_err_sys(e, SP_E_INTERNAL, "calloc");
 		goto out;
 	}
-	if (sp_db_pods_each(x->db, p->template, count_pod, &c, e) == -1)
+	if (sp_db_pods_each(x->db, p->template, x->conf.node, count_pod, &c, e) == -1)
 		goto out;
 	/* Pods of an older template, or of another size, go; so do extras. */
 	while (c.nstale > 0) {
@@ -180,7 +180,14 @@ sp_pool_fill(struct sp_ctx *x, int (*fn)(json_t *, void *), void *arg,
 
 	if (sp_ctx_virt(x, e) == -1)
 		return -1;
-	if (sp_db_pool_each(x->db, collect, &f, e) == -1) {
+	/* A draining node's pools stop filling (and it takes no claims:
+	 * its pods wait until it is ready again). */
+	if (sp_db_node_takes(x->db, x->conf.node, &pe) == -1) {
+		tell(fn, arg, json_pack("{s:s, s:s}", "node", x->conf.node,
+		    "action", "draining"));
+		return 0;
+	}
+	if (sp_db_pool_each(x->db, x->conf.node, collect, &f, e) == -1) {
 		free(f.rows);
 		return -1;
 	}

@@ -225,8 +225,8 @@ sp_pool_claim(struct sp_ctx *x, const struct sp_create_req *r,
 	labels = r->labels ? json_dumps(r->labels, JSON_COMPACT | JSON_SORT_KEYS) :
 	    NULL;
 	env = r->env ? json_dumps(r->env, JSON_COMPACT) : NULL;
-	c = sp_db_pod_claim(x->db, t->name, ref, r->memory_mib, r->vcpus, labels,
-	    env, id, e);
+	c = sp_db_pod_claim(x->db, x->conf.node, t->name, ref, r->memory_mib,
+	    r->vcpus, labels, env, id, e);
 	free(labels);
 	free(env);
 	if (c <= 0)

@@ -30,6 +30,9 @@ sp_sandbox_create(struct sp_ctx *x, const struct sp_create_req *r, json_t **out,
 		return sp_err_set(e, SP_E_BAD_INPUT, 0, "memory must be 64 to 65536 MiB");
 	if (r->vcpus < 1 || r->vcpus > 64)
 		return sp_err_set(e, SP_E_BAD_INPUT, 0, "vcpus must be 1 to 64");
+	/* A draining node takes none, nor makes pods. */
+	if (sp_db_node_takes(x->db, x->conf.node, e) == -1)
+		return -1;
 	/* Built on first use when only its source is known; once for many. */
 	if (sp_template_materialize(x, r->template, &t, &built, e) == -1)
 		return -1;

@@ -21,6 +21,16 @@ struct sp_node_info {
  * libvirt answers.  Idempotent. */
 int sp_node_init(const struct sp_conf *c, uint64_t loop_bytes,
     struct sp_node_info *info, struct sp_err *e);
+/* A node's lease: SPACE_NODE_LEASE seconds (2..86400), else the default;
+ * reconcile (every 30 s) renews it, so the default outlives two missed
+ * passes. */
+#define SP_NODE_LEASE_DEFAULT 90
+int sp_node_lease_s(struct sp_err *e);
+/* Writes what this node has (memory, vCPUs, free disk, virt type, the
+ * templates on its disk) to the DB and renews its lease; out (may be NULL)
+ * gets its row as the DB then has it. */
+int sp_node_beat(struct sp_ctx *x, int lease_s, struct sp_node_row *out,
+    struct sp_err *e);
 
 /* ---- sandbox: the lifecycle operations, composed from the modules above ---- */
 struct sp_create_req {

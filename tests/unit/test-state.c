@@ -71,7 +71,7 @@ test_table(void)
 
 static struct sp_conf conf;
 static const char *backend = "sqlite";	/* in each test's name */
-#define SCHEMA_VERSION 6
+#define SCHEMA_VERSION 7
 
 static struct sp_db *
 open_db(void)
@@ -266,8 +266,8 @@ test_claim_race(void)
 			char id[SP_ID_LEN + 1], line[SP_ID_LEN + 1];
 
 			db = open_db();
-			while (sp_db_pod_claim(db, "race", "minimal@abcd", 256, 1,
-			    NULL, NULL, id, &e) == 1) {
+			while (sp_db_pod_claim(db, "n1", "race", "minimal@abcd",
+			    256, 1, NULL, NULL, id, &e) == 1) {
 				memcpy(line, id, SP_ID_LEN);
 				line[SP_ID_LEN] = '\n';
 				if (write(res[1], line, sizeof line) != sizeof line)
