@@ -400,7 +400,8 @@ int sp_size_parse(const char *s, uint64_t *out, struct sp_err *e);
 int64_t sp_clock_ms(void);
 
 /* Crash injection for tests: when SPACE_CRASH_AT names this point, the
- * process dies here by SIGKILL, as a kill -9 would take it. */
+ * process dies here by SIGKILL, as a kill -9 would take it; when
+ * SPACE_STOP_AT does, it stops (SIGSTOP) until sent SIGCONT. */
 void sp_crashpoint(const char *name);
 
 /* ---- proc: running the few external programs we need (no shell) ---- */

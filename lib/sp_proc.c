@@ -97,6 +97,10 @@ sp_crashpoint(const char *name)
 
 	if (at != NULL && strcmp(at, name) == 0)
 		raise(SIGKILL);
+	/* Stops here until a test has done what it wants done in between
+	 * (stopped the DB server) and sends SIGCONT. */
+	if ((at = getenv("SPACE_STOP_AT")) != NULL && strcmp(at, name) == 0)
+		raise(SIGSTOP);
 }
 
 /*

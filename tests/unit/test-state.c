@@ -171,6 +171,40 @@ test_db(void)
 	    "aaaaaaaaaaaa", SP_ST_PAUSED, r.gen, NULL, &e) == 0,
 	    "%s: the current generation wins", backend);
 	sp_db_row_release(&r);
+
+	/* Templates: by name the newest, by a unique digest prefix, and an
+	 * ambiguous prefix refused; a second import of one digest is kept. */
+	{
+		struct sp_template_row t = { .name = "tpl", .created = 100 }, g;
+
+		memset(t.digest, 'a', 64);
+		sp_db_template_insert(db, &t, &e);
+		memset(t.digest, 'b', 64);
+		t.digest[3] = 'c';
+		t.created = 200;
+		sp_db_template_insert(db, &t, &e);
+		memset(t.digest + 4, 'b', 60);
+		t.digest[3] = 'd';
+		sp_db_template_insert(db, &t, &e);
+		t.created = 300;
+		tap_okf(sp_code_name(e.code), e.msg,
+		    sp_db_template_insert(db, &t, &e) == 0 &&
+		    sp_db_template_get(db, "tpl", &g, &e) == 0 &&
+		    g.digest[3] == 'd' && g.created == 200,
+		    "%s: a template by name is its newest; a second import "
+		    "keeps the first row", backend);
+		tap_okf(sp_code_name(e.code), e.msg,
+		    sp_db_template_get(db, "tpl@aaaa", &g, &e) == 0 &&
+		    g.digest[0] == 'a' && sp_db_template_get(db, "tpl@bbbc", &g,
+		    &e) == 0 && g.digest[3] == 'c',
+		    "%s: a template by a unique digest prefix", backend);
+		tap_okf(sp_code_name(e.code), e.msg,
+		    sp_db_template_get(db, "tpl@bbb", &g, &e) == -1 &&
+		    e.code == SP_E_BAD_INPUT && sp_db_template_get(db, "nope",
+		    &g, &e) == -1 && e.code == SP_E_NOT_FOUND,
+		    "%s: an ambiguous prefix is bad-input, an unknown name "
+		    "not-found", backend);
+	}
 	sp_db_close(db);
 }
 
@@ -293,6 +327,26 @@ test_claim_race(void)
 	tap_okf("", "", n == PODS && dup == 0 && known == PODS,
 	    "%s: %d processes racing for %d pods claim each once (%d claims, "
 	    "%d twice)", backend, KIDS, PODS, n, dup);
+
+	/* A pod is a VM on its node: another node neither claims nor counts
+	 * it. */
+	{
+		char id[SP_ID_LEN + 1], got1[SP_ID_LEN + 1] = "";
+		int c2, c1;
+
+		db = open_db();
+		sp_id_new(id, &e);
+		insert(db, id, SP_ST_PAUSED);
+		sp_db_pod_mark(db, id, "race", &e);
+		c2 = sp_db_pod_claim(db, "n2", "race", "minimal@abcd", 256, 1,
+		    NULL, NULL, got1, &e);
+		c1 = sp_db_pod_claim(db, "n1", "race", "minimal@abcd", 256, 1,
+		    NULL, NULL, got1, &e);
+		tap_okf(sp_code_name(e.code), e.msg, c2 == 0 && c1 == 1 &&
+		    strcmp(got1, id) == 0, "%s: a pod of node n1 is not "
+		    "claimed by n2, and is by n1", backend);
+		sp_db_close(db);
+	}
 }
 
 /*
