@@ -57,6 +57,17 @@ struct sp_verb {
 /* The whole command: options, ids from argv or stdin, one line each. */
 int sp_verb_main(int argc, char *argv[], const struct sp_verb *v,
     void (*usage)(void));
+/* A sandbox of another node (or of none yet): want is recorded as its wish
+ * for that node to carry out, and with wait_ms >= 0 waited for (woken by
+ * the DB).  1 with *out the line's fields when it was another node's; 0
+ * when it is this node's (act here); -1 on an error. */
+int sp_cli_elsewhere(struct sp_ctx *x, const char *id, const char *want,
+    int wait_ms, json_t **out, struct sp_err *e);
+/* --wait [SECONDS] (arg: what followed '=', or NULL): SECONDS may also be
+ * an operand of up to 6 digits (no id is), which is taken out of ops[*n];
+ * SP_WAIT_DEFAULT_S without.  -1 when SECONDS is not 0..3600. */
+#define SP_WAIT_DEFAULT_S	300
+int sp_cli_wait_opt(const char *arg, int *n, char **ops, int *wait_ms);
 
 /* ---- exec status: what space-exec and space-create exit with ---- */
 /* Says on stderr why a command in sandbox id failed, and returns the exit

@@ -189,6 +189,10 @@ struct sp_sandbox_row {
 	int pod;			/* 1: a warm-pool pod, nobody's sandbox yet */
 	char *env;			/* JSON array of "K=V"; owned like labels */
 	char *recovered;		/* JSON object or NULL; owned like labels */
+	char want[16];			/* the state asked of it, "" for none */
+	char want_error[256];		/* why its node could not, or "" */
+	char *placed;			/* JSON: why the scheduler chose its node,
+					 * or NULL; owned like labels */
 };
 void sp_db_row_release(struct sp_sandbox_row *r);
 int sp_db_open(struct sp_db **db, const struct sp_conf *c, struct sp_err *e);
@@ -345,6 +349,24 @@ int sp_db_node_set_state(struct sp_db *db, const char *name, const char *state,
 /* Drops a node's row: only once its lease has lapsed and it holds no
  * sandbox row (bad-state says which it is). */
 int sp_db_node_forget(struct sp_db *db, const char *name, struct sp_err *e);
+/* Desired state: want is recorded for the sandbox's node to carry out
+ * (not-found when there is no such sandbox); that node reports it done
+ * (error NULL: want is cleared) or failed (want_error is set), only while
+ * want is still what it carried out. */
+int sp_db_sandbox_wish(struct sp_db *db, const char *id, const char *want,
+    struct sp_err *e);
+int sp_db_sandbox_wish_done(struct sp_db *db, const char *id, const char *want,
+    const char *error, struct sp_err *e);
+/* node's sandboxes with a wish not carried out (and, with failed_too,
+ * those whose node could not). */
+int sp_db_wishes_each(struct sp_db *db, const char *node, int failed_too,
+    int (*fn)(const struct sp_sandbox_row *, void *), void *arg,
+    struct sp_err *e);
+/* Change wake-ups: after sp_db_listen, sp_db_wait returns 1 once a sandbox
+ * row may have changed (PostgreSQL: a NOTIFY from the server; SQLite: a
+ * write to the DB's files), 0 at timeout_ms, -1 on an error. */
+int sp_db_listen(struct sp_db *db, struct sp_err *e);
+int sp_db_wait(struct sp_db *db, int timeout_ms, struct sp_err *e);
 /* 0 when node takes new sandboxes (it is ready, or not registered yet);
  * bad-state when it is draining. */
 int sp_db_node_takes(struct sp_db *db, const char *name, struct sp_err *e);

@@ -91,6 +91,14 @@ static const char *const migrations[] = {
 	"ALTER TABLE nodes ADD COLUMN disk_free INTEGER NOT NULL DEFAULT 0;"
 	"ALTER TABLE nodes ADD COLUMN virt TEXT NOT NULL DEFAULT '';"
 	"ALTER TABLE nodes ADD COLUMN templates TEXT NOT NULL DEFAULT '[]';",
+	/* 8: desired state.  A sandbox's want is the state asked of it (a
+	 * command on another node records it; the sandbox's node carries it
+	 * out and clears it), want_error why that failed; placed says why
+	 * the scheduler put it on its node.  A sandbox not placed yet has
+	 * node ''. */
+	"ALTER TABLE sandboxes ADD COLUMN want_error TEXT;"
+	"ALTER TABLE sandboxes ADD COLUMN placed TEXT;"
+	"CREATE INDEX sandboxes_node ON sandboxes (node, state);",
 };
 #define NMIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 
@@ -268,11 +276,13 @@ sp_db_row_release(struct sp_sandbox_row *r)
 	free(r->labels);
 	free(r->env);
 	free(r->recovered);
-	r->labels = r->env = r->recovered = NULL;
+	free(r->placed);
+	r->labels = r->env = r->recovered = r->placed = NULL;
 }
 
 #define SANDBOX_COLS "id, state, gen, template, node, created, memory_mib, " \
-	"vcpus, labels, CASE WHEN pool IS NULL THEN 0 ELSE 1 END, env, recovered"
+	"vcpus, labels, CASE WHEN pool IS NULL THEN 0 ELSE 1 END, env, " \
+	"recovered, COALESCE(want, ''), COALESCE(want_error, ''), placed"
 
 static int
 row_from(struct sp_db_q *q, struct sp_sandbox_row *r)
@@ -297,6 +307,10 @@ row_from(struct sp_db_q *q, struct sp_sandbox_row *r)
 	r->env = strdup(s ? s : "[]");
 	if ((s = col_text(q, 11)) != NULL && (r->recovered = strdup(s)) == NULL)
 		return -1;
+	copy_col(r->want, sizeof r->want, q, 12);
+	copy_col(r->want_error, sizeof r->want_error, q, 13);
+	if ((s = col_text(q, 14)) != NULL && (r->placed = strdup(s)) == NULL)
+		return -1;
 	return r->labels == NULL || r->env == NULL ? -1 : 0;
 }
 
@@ -306,10 +320,10 @@ sp_db_sandbox_insert(struct sp_db *db, const struct sp_sandbox_row *r,
 {
 	if (write_sql(db, "insert sandbox", "INSERT INTO sandboxes (id, state,"
 	    " gen, template, node, created, memory_mib, vcpus, labels, updated,"
-	    " env) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $6, $10)", e,
-	    "ssIssIiiss", r->id, sp_state_name(r->state), r->gen, r->template,
-	    r->node, r->created, r->memory_mib, r->vcpus,
-	    r->labels ? r->labels : "{}", r->env ? r->env : "[]") >= 0)
+	    " env, want) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $6, $10,"
+	    " NULLIF($11, ''))", e, "ssIssIiisss", r->id, sp_state_name(r->state),
+	    r->gen, r->template, r->node, r->created, r->memory_mib, r->vcpus,
+	    r->labels ? r->labels : "{}", r->env ? r->env : "[]", r->want) >= 0)
 		return 0;
 	if (e->code == SP_E_EXISTS)
 		sp_err_set(e, SP_E_EXISTS, 0, "sandbox %s exists", r->id);
@@ -1093,4 +1107,60 @@ sp_db_node_takes(struct sp_db *db, const char *name, struct sp_err *e)
 		return sp_err_set(e, SP_E_BAD_STATE, 0, "node %s is draining: it "
 		    "takes no new sandboxes (space-node ready %s)", name, name);
 	return 0;
+}
+
+/* ---- desired state ---- */
+
+int
+sp_db_sandbox_wish(struct sp_db *db, const char *id, const char *want,
+    struct sp_err *e)
+{
+	int64_t n = write_sql(db, "record wish", "UPDATE sandboxes SET want = $2,"
+	    " want_error = NULL WHERE id = $1", e, "ss", id, want);
+
+	if (n == 0)
+		return sp_err_set(e, SP_E_NOT_FOUND, 0, "no such sandbox");
+	return n == -1 ? -1 : 0;
+}
+
+int
+sp_db_sandbox_wish_done(struct sp_db *db, const char *id, const char *want,
+    const char *error, struct sp_err *e)
+{
+	/* Only the wish carried out: one made since stays. */
+	if (error == NULL)
+		return write_sql(db, "wish done", "UPDATE sandboxes SET want = NULL,"
+		    " want_error = NULL WHERE id = $1 AND want = $2", e, "ss", id,
+		    want) == -1 ? -1 : 0;
+	return write_sql(db, "wish failed", "UPDATE sandboxes SET want_error = $3"
+	    " WHERE id = $1 AND want = $2", e, "sss", id, want, error) == -1 ?
+	    -1 : 0;
+}
+
+int
+sp_db_wishes_each(struct sp_db *db, const char *node, int failed_too,
+    int (*fn)(const struct sp_sandbox_row *, void *), void *arg,
+    struct sp_err *e)
+{
+	struct each_sandbox a = { fn, arg };
+	struct sp_db_q q;
+
+	if (q_start(db, &q, "list wishes", "SELECT " SANDBOX_COLS " FROM"
+	    " sandboxes WHERE node = $1 AND want IS NOT NULL AND (want_error IS"
+	    " NULL OR $2 = 1) ORDER BY updated, id", e, "si", node,
+	    failed_too) == -1)
+		return -1;
+	return each_row(&q, "list wishes", one_sandbox, &a, e);
+}
+
+int
+sp_db_listen(struct sp_db *db, struct sp_err *e)
+{
+	return db->ops->listen(db, e);
+}
+
+int
+sp_db_wait(struct sp_db *db, int timeout_ms, struct sp_err *e)
+{
+	return db->ops->wait(db, timeout_ms, e);
 }

@@ -55,6 +55,9 @@ struct sp_db_ops {
 	int (*version)(struct sp_db *db);
 	int (*migrate)(struct sp_db *db, const char *const migrations[], int n,
 	    struct sp_err *e);
+	/* sp_db_listen and sp_db_wait (sp_core.h). */
+	int (*listen)(struct sp_db *db, struct sp_err *e);
+	int (*wait)(struct sp_db *db, int timeout_ms, struct sp_err *e);
 };
 
 extern const struct sp_db_ops sp_db_sqlite_ops, sp_db_pg_ops;
@@ -65,6 +68,8 @@ struct sp_db {
 	/* SQLite's: */
 	int64_t busy_since;	/* when the lock we wait for was first busy */
 	int checkpoint_later;	/* sp_db_checkpoint_later was called */
+	char *path;		/* the DB file, for the wake-ups */
+	int inotify;		/* watching its WAL, after listen; or -1 */
 	/* PostgreSQL's: */
 	char *conninfo;		/* to connect again once the server is back */
 	int64_t round_trips;	/* statements sent, for bench/cluster */

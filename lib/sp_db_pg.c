@@ -9,6 +9,8 @@
  * VM, btrfs or the network.  A server that is gone is SP_E_DB with temp
  * set (exit 111); the next statement connects again.
  */
+#include <errno.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -21,18 +23,22 @@
 	F(PQclear) \
 	F(PQcmdTuples) \
 	F(PQconnectdbParams) \
+	F(PQconsumeInput) \
 	F(PQerrorMessage) \
 	F(PQexec) \
 	F(PQexecParams) \
 	F(PQfinish) \
+	F(PQfreemem) \
 	F(PQgetisnull) \
 	F(PQgetvalue) \
+	F(PQnotifies) \
 	F(PQntuples) \
 	F(PQreset) \
 	F(PQresultErrorField) \
 	F(PQresultErrorMessage) \
 	F(PQresultStatus) \
 	F(PQsetNoticeProcessor) \
+	F(PQsocket) \
 	F(PQstatus)
 
 static union {
@@ -102,11 +108,12 @@ pg_err(struct sp_db *db, PGresult *res, const char *what, struct sp_err *e)
 	msg = one_line(msg, buf, sizeof buf);
 	if (state != NULL && strcmp(state, "23505") == 0)
 		return sp_err_set(e, SP_E_EXISTS, 0, "%s: %s", what, msg);
+	/* Named, since "server closed the connection" could be any server. */
 	temp = state == NULL || pq.PQstatus(db->h) != CONNECTION_OK ||
 	    strncmp(state, "08", 2) == 0 || strncmp(state, "57P", 3) == 0 ||
 	    strncmp(state, "53", 2) == 0 || strcmp(state, "40001") == 0 ||
 	    strcmp(state, "40P01") == 0 || strcmp(state, "55P03") == 0;
-	return sp_err_set(e, SP_E_DB, temp, "%s: %s", what, msg);
+	return sp_err_set(e, SP_E_DB, temp, "%s: PostgreSQL: %s", what, msg);
 }
 
 /* A connection the server dropped is made again, once, before a statement. */
@@ -315,6 +322,19 @@ migrate(struct sp_db *db, const char *const migrations[], int n,
 		}
 		free(sql);
 	}
+	/* Every change of a sandbox row is told to whoever listens
+	 * (sp_db_listen): "NODE ID" on the channel space_sandbox. */
+	if (exec_sql(db, "migrate", "CREATE OR REPLACE FUNCTION space_notify()"
+	    " RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN"
+	    " IF TG_OP = 'DELETE' THEN"
+	    "  PERFORM pg_notify('space_sandbox', OLD.node || ' ' || OLD.id);"
+	    " ELSE"
+	    "  PERFORM pg_notify('space_sandbox', NEW.node || ' ' || NEW.id);"
+	    " END IF; RETURN NULL; END $$;"
+	    " CREATE OR REPLACE TRIGGER space_notify AFTER INSERT OR UPDATE OR"
+	    " DELETE ON sandboxes FOR EACH ROW EXECUTE FUNCTION space_notify()",
+	    e) == -1)
+		goto fail;
 	return exec_sql(db, "migrate", "COMMIT", e);
 fail:
 	exec_sql(db, "rollback", "ROLLBACK", &(struct sp_err){ 0 });
@@ -344,6 +364,50 @@ db_open(struct sp_db *db, const char *conninfo, struct sp_err *e)
 	return 0;
 }
 
+static int
+listen_(struct sp_db *db, struct sp_err *e)
+{
+	if (connected(db, "listen", e) == -1)
+		return -1;
+	return exec_sql(db, "listen", "LISTEN space_sandbox", e);
+}
+
+/* 1 when a notification was waiting, and takes them all. */
+static int
+drain(struct sp_db *db)
+{
+	PGnotify *n;
+	int got = 0;
+
+	while ((n = pq.PQnotifies(db->h)) != NULL) {
+		pq.PQfreemem(n);
+		got = 1;
+	}
+	return got;
+}
+
+static int
+wait_(struct sp_db *db, int timeout_ms, struct sp_err *e)
+{
+	struct pollfd pfd;
+	int rc;
+
+	if (drain(db))
+		return 1;
+	pfd.fd = pq.PQsocket(db->h);
+	pfd.events = POLLIN;
+	if (pfd.fd < 0)
+		return pg_err(db, NULL, "wait", e);
+	rc = poll(&pfd, 1, timeout_ms);
+	if (rc == -1)
+		return errno == EINTR ? 0 : sp_err_sys(e, SP_E_IO, "poll");
+	if (rc == 0)
+		return 0;
+	if (!pq.PQconsumeInput(db->h))
+		return pg_err(db, NULL, "wait", e);
+	return drain(db);
+}
+
 static void
 db_close(struct sp_db *db)
 {
@@ -362,4 +426,6 @@ const struct sp_db_ops sp_db_pg_ops = {
 	.end = q_end,
 	.version = version,
 	.migrate = migrate,
+	.listen = listen_,
+	.wait = wait_,
 };

@@ -3,9 +3,14 @@
  * commands of many processes share it: a writer waits for another's lock
  * (busy_wait), and the WAL is kept small (wal_bound).
  */
+#include <errno.h>
+#include <libgen.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/inotify.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <sqlite3.h>
 
@@ -242,6 +247,9 @@ db_open(struct sp_db *db, const char *path, struct sp_err *e)
 	sqlite3 *h = NULL;
 	int persist = 1;
 
+	db->inotify = -1;
+	if ((db->path = strdup(path)) == NULL)
+		return sp_err_sys(e, SP_E_INTERNAL, "out of memory");
 	if (sqlite3_open_v2(path, &h, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
 	    SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK) {
 		sp_err_set(e, SP_E_DB, 1, "open %s: %s", path,
@@ -268,10 +276,69 @@ db_open(struct sp_db *db, const char *path, struct sp_err *e)
 	    "PRAGMA synchronous = NORMAL", e);
 }
 
+/*
+ * Wake-ups on one node's file: every commit writes the WAL (or the file),
+ * so a write to either, by any process, wakes the waiter, which reads
+ * again.  Its own writes wake it too, for nothing worse than a read.
+ */
+static int
+listen_(struct sp_db *db, struct sp_err *e)
+{
+	char *dir;
+
+	if (db->inotify >= 0)
+		return 0;
+	if ((dir = strdup(db->path)) == NULL)
+		return sp_err_sys(e, SP_E_INTERNAL, "out of memory");
+	db->inotify = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+	if (db->inotify == -1 || inotify_add_watch(db->inotify, dirname(dir),
+	    IN_MODIFY | IN_CREATE | IN_MOVED_TO) == -1) {
+		free(dir);
+		return sp_err_sys(e, SP_E_IO, "inotify on %s", db->path);
+	}
+	free(dir);
+	return 0;
+}
+
+static int
+wait_(struct sp_db *db, int timeout_ms, struct sp_err *e)
+{
+	char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+	const struct inotify_event *ev;
+	const char *base = strrchr(db->path, '/');
+	struct pollfd pfd = { .fd = db->inotify, .events = POLLIN };
+	int64_t deadline = sp_clock_ms() + timeout_ms;
+	ssize_t n;
+	char *p;
+	int rc;
+
+	base = base ? base + 1 : db->path;
+	for (;;) {
+		rc = poll(&pfd, 1, (int)(deadline - sp_clock_ms() > 0 ?
+		    deadline - sp_clock_ms() : 0));
+		if (rc == -1)
+			return errno == EINTR ? 0 : sp_err_sys(e, SP_E_IO, "poll");
+		if (rc == 0)
+			return 0;
+		while ((n = read(db->inotify, buf, sizeof buf)) > 0)
+			for (p = buf; p < buf + n; p += sizeof *ev + ev->len) {
+				ev = (const struct inotify_event *)p;
+				if (ev->len > 0 && strncmp(ev->name, base,
+				    strlen(base)) == 0)
+					rc = 2;
+			}
+		if (rc == 2)
+			return 1;
+	}
+}
+
 static void
 db_close(struct sp_db *db)
 {
 	sqlite3_close_v2(db->h);
+	if (db->inotify >= 0)
+		close(db->inotify);
+	free(db->path);
 }
 
 const struct sp_db_ops sp_db_sqlite_ops = {
@@ -284,4 +351,6 @@ const struct sp_db_ops sp_db_sqlite_ops = {
 	.end = q_end,
 	.version = version,
 	.migrate = migrate,
+	.listen = listen_,
+	.wait = wait_,
 };

@@ -5,6 +5,9 @@
  * state, or its VM where the row does not say: this pass finishes or rolls
  * back the one and drives the other to the row.  It never touches a sandbox
  * whose lock a live command holds, nor anything outside this node's root.
+ * Then it carries out the wishes other nodes recorded for this node's
+ * sandboxes (sp_reconcile_wishes), which space-reconcile --listen also does
+ * the moment one is recorded.
  */
 #include <dirent.h>
 #include <stdlib.h>
@@ -111,23 +114,32 @@ recover(struct pass *p, const char *id)
 	sp_db_row_release(&r);
 }
 
-/* A suspended sandbox placed on this node to run (space-restore --node), or
- * a restore cut short here, is restored here. */
+/* A restore cut short here is finished here. */
 static void
 restore_here(struct pass *p, const struct sp_sandbox_row *r)
 {
-	char want[16];
 	struct sp_err e;
 	json_t *o = NULL;
 	int rc;
 
-	if (r->state == SP_ST_SUSPENDED &&
-	    (sp_db_sandbox_want(p->x->db, r->id, want, sizeof want, &e) == -1 ||
-	    strcmp(want, "running") != 0))
+	/* One placed here to run is a wish (sp_reconcile_wishes). */
+	if (r->state == SP_ST_SUSPENDED)
 		return;
 	rc = sp_restore_locked(p->x, r->id, &o, &e);
 	json_decref(o);
 	tell(p, r->id, "restored", sp_state_name(r->state), rc, &e);
+}
+
+static void
+finish_suspend(struct pass *p, const char *id)
+{
+	struct sp_err e;
+	json_t *o = NULL;
+	int rc;
+
+	rc = sp_suspend(p->x, id, 0, &o, &e);
+	json_decref(o);
+	tell(p, id, "finished-suspend", "suspending", rc, &e);
 }
 
 /* Drives the VM to what the row says, for the states a verb claims first. */
@@ -210,8 +222,15 @@ one(struct pass *p, const char *id)
 	case SP_ST_RESTORING:
 		restore_here(p, &r);
 		break;
-	default:
-		/* The suspend states wait for their own commands. */
+	case SP_ST_SUSPENDING:
+		/* A suspend cut short (its command killed, or the DB gone
+		 * under it) is finished, as running it again would; it takes
+		 * the lock itself. */
+		sp_sandbox_unlock(fd);
+		fd = -1;
+		finish_suspend(p, id);
+		break;
+	case SP_ST__COUNT:
 		break;
 	}
 out:
@@ -392,7 +411,137 @@ sp_reconcile_once(struct sp_ctx *x, int (*fn)(json_t *, void *), void *arg,
 		p.failed = 1;
 	orphans(&p, &known);
 	free(known.v);
+	if (sp_reconcile_wishes(x, 1, fn, arg, e) == -1)
+		p.failed = 1;
 	if (p.failed)
 		return sp_err_set(e, SP_E_PARTIAL, 0, "some repairs failed");
+	return 0;
+}
+
+/* ---- wishes: the desired state other nodes recorded (design.md) ---- */
+
+struct wish_run {
+	struct pass *p;
+	char (*ids)[SP_ID_LEN + 1];
+	char (*wants)[16];
+	size_t n, cap;
+};
+
+static int
+collect_wish(const struct sp_sandbox_row *r, void *arg)
+{
+	struct wish_run *w = arg;
+	void *a, *b;
+
+	if (w->n == w->cap) {
+		w->cap = w->cap ? 2 * w->cap : 16;
+		a = realloc(w->ids, w->cap * sizeof *w->ids);
+		if (a != NULL)
+			w->ids = a;
+		b = realloc(w->wants, w->cap * sizeof *w->wants);
+		if (b != NULL)
+			w->wants = b;
+		if (a == NULL || b == NULL)
+			return -1;
+	}
+	snprintf(w->ids[w->n], sizeof w->ids[w->n], "%s", r->id);
+	snprintf(w->wants[w->n], sizeof w->wants[w->n], "%s", r->want);
+	w->n++;
+	return 0;
+}
+
+/* Takes id to want from where its row now is; 0 when it is there.  *did
+ * names what it did, for the line. */
+static int
+carry_out(struct sp_ctx *x, const char *id, const char *want, const char **did,
+    struct sp_err *e)
+{
+	struct sp_sandbox_row r;
+	enum sp_state s;
+	json_t *o = NULL;
+	int changed, forced, existed, rc;
+
+	*did = "removed";
+	if (strcmp(want, "destroyed") == 0)
+		return sp_sandbox_remove(x, id, &existed, e);
+	if (sp_db_sandbox_get(x->db, id, &r, e) == -1)
+		return -1;
+	s = r.state;
+	sp_db_row_release(&r);
+	*did = "already";
+	if (strcmp(sp_state_name(s), want) == 0)
+		return 0;
+	if (strcmp(want, "running") == 0) {
+		*did = s == SP_ST_PAUSED ? "resumed" : s == SP_ST_STOPPED ?
+		    "started" : "restored";
+		if (s == SP_ST_PAUSED)
+			return sp_sandbox_resume(x, id, &changed, e);
+		if (s == SP_ST_STOPPED)
+			return sp_sandbox_start(x, id, READY_PROBE_MS * 60, &changed,
+			    e);
+		if (s == SP_ST_SUSPENDED || s == SP_ST_RESTORING) {
+			rc = sp_restore(x, id, NULL, &o, e);
+			json_decref(o);
+			return rc;
+		}
+	}
+	*did = want;
+	if (strcmp(want, "paused") == 0)
+		return sp_sandbox_pause(x, id, &changed, e);
+	if (strcmp(want, "stopped") == 0)
+		return sp_sandbox_stop(x, id, READY_PROBE_MS * 10, &changed, &forced,
+		    e);
+	if (strcmp(want, "suspended") == 0) {
+		rc = sp_suspend(x, id, 0, &o, e);
+		json_decref(o);
+		return rc;
+	}
+	return sp_err_set(e, SP_E_BAD_STATE, 0, "cannot take a sandbox that is "
+	    "%s to %s", sp_state_name(s), want);
+}
+
+int
+sp_reconcile_wishes(struct sp_ctx *x, int failed_too,
+    int (*fn)(json_t *, void *), void *arg, struct sp_err *e)
+{
+	struct pass p = { x, fn, arg, 0 };
+	struct wish_run w = { &p, NULL, NULL, 0, 0 };
+	const char *did = "";
+	struct sp_err we, lost;
+	char *err;
+	json_t *o;
+	size_t i;
+	int rc = 0;
+
+	if (sp_db_wishes_each(x->db, x->conf.node, failed_too, collect_wish, &w,
+	    e) == -1) {
+		free(w.ids);
+		free(w.wants);
+		return -1;
+	}
+	for (i = 0; i < w.n; i++) {
+		if (carry_out(x, w.ids[i], w.wants[i], &did, &we) == 0 &&
+		    sp_db_sandbox_wish_done(x->db, w.ids[i], w.wants[i], NULL,
+		    &we) == 0) {
+			tell(&p, w.ids[i], did, "wish", 0, &we);
+			continue;
+		}
+		/* For whoever waits on it: {"error","msg"}.  A DB that is
+		 * not there takes no note; the next pass tries again. */
+		o = json_pack("{s:s, s:s}", "error", sp_code_name(we.code), "msg",
+		    we.msg);
+		err = o ? json_dumps(o, JSON_COMPACT) : NULL;
+		json_decref(o);
+		if (err != NULL && we.code != SP_E_DB)
+			sp_db_sandbox_wish_done(x->db, w.ids[i], w.wants[i], err,
+			    &lost);
+		free(err);
+		tell(&p, w.ids[i], did, "wish", -1, &we);
+		rc = -1;
+	}
+	free(w.ids);
+	free(w.wants);
+	if (rc == -1)
+		return sp_err_set(e, SP_E_PARTIAL, 0, "some wishes failed");
 	return 0;
 }

@@ -164,27 +164,33 @@ sp_sandbox_describe(struct sp_ctx *x, const struct sp_sandbox_row *r,
 {
 	char dir[SP_PATH_MAX], dom[SP_ID_LEN + 4], vstate[16];
 	json_t *labels, *o, *excl, *rec;
+	const char *state = sp_state_name(r->state);
+	int here = strcmp(r->node, x->conf.node) == 0;
 	uint64_t bytes;
 	struct sp_err ve;
-	long long idle;
+	long long idle = -1;
 
 	*out = NULL;
-	sp_sandbox_domain(r->id, dom);
-	if (sp_ctx_virt(x, e) == -1 || sp_virt_state(x->virt, dom, vstate, e) == -1)
-		return -1;
-	if (sp_sandbox_dir(x, r->id, dir, sizeof dir, e) == -1)
-		return -1;
-	/* A sandbox whose subvolume is gone still lists, with null bytes. */
-	if (sp_subvol_exists(dir) && sp_subvol_exclusive_bytes(dir, &bytes, &ve) == 0)
-		excl = json_integer((json_int_t)bytes);
-	else
-		excl = json_null();
-	idle = -1;
-	if (strcmp(observed_state(r, vstate), "running") == 0)
-		idle = ask_idle(x, r->id);
+	excl = json_null();
+	/* What runs on another node is seen there: here only its record. */
+	if (here) {
+		sp_sandbox_domain(r->id, dom);
+		if (sp_ctx_virt(x, e) == -1 ||
+		    sp_virt_state(x->virt, dom, vstate, e) == -1 ||
+		    sp_sandbox_dir(x, r->id, dir, sizeof dir, e) == -1)
+			return -1;
+		/* A sandbox whose subvolume is gone lists with null bytes. */
+		if (sp_subvol_exists(dir) &&
+		    sp_subvol_exclusive_bytes(dir, &bytes, &ve) == 0)
+			excl = json_integer((json_int_t)bytes);
+		state = observed_state(r, vstate);
+		if (strcmp(state, "running") == 0)
+			idle = ask_idle(x, r->id);
+	}
 	labels = json_loads(r->labels ? r->labels : "{}", 0, NULL);
-	o = json_pack("{s:s, s:s, s:s, s:s, s:I, s:s, s:i, s:i, s:o, s:o, s:o, "
-	    "s:I}", "id", r->id, "state", observed_state(r, vstate), "vm", vstate,
+	o = json_pack("{s:s, s:s, s:o, s:s, s:I, s:s, s:i, s:i, s:o, s:o, s:o, "
+	    "s:I}", "id", r->id, "state", state, "vm", here ? json_string(vstate) :
+	    json_null(),
 	    "template", r->template, "created", (json_int_t)r->created,
 	    "node", r->node, "memory_mib", r->memory_mib, "vcpus", r->vcpus,
 	    "disk_exclusive_bytes", excl, "idle_s", idle >= 0 ?
@@ -192,6 +198,15 @@ sp_sandbox_describe(struct sp_ctx *x, const struct sp_sandbox_row *r,
 	    json_object(), "gen", (json_int_t)r->gen);
 	if (o != NULL && r->pod)
 		json_object_set_new(o, "pod", json_true());
+	/* A wish its node has not carried out yet, or could not. */
+	if (o != NULL && r->want[0] != '\0')
+		json_object_set_new(o, "want", json_string(r->want));
+	if (o != NULL && r->want_error[0] != '\0' &&
+	    (rec = json_loads(r->want_error, 0, NULL)) != NULL)
+		json_object_set_new(o, "want_error", rec);
+	if (o != NULL && r->placed != NULL &&
+	    (rec = json_loads(r->placed, 0, NULL)) != NULL)
+		json_object_set_new(o, "placed", rec);
 	/* The last rollback or recovery: {"snap","kind","at","why"}. */
 	if (o != NULL && r->recovered != NULL &&
 	    (rec = json_loads(r->recovered, 0, NULL)) != NULL)
@@ -200,4 +215,53 @@ sp_sandbox_describe(struct sp_ctx *x, const struct sp_sandbox_row *r,
 		return sp_err_set(e, SP_E_INTERNAL, 0, "json_pack");
 	*out = o;
 	return 0;
+}
+
+int
+sp_sandbox_wait(struct sp_ctx *x, const char *id, const char *state,
+    int timeout_ms, struct sp_sandbox_row *out, struct sp_err *e)
+{
+	int64_t deadline = sp_clock_ms() + timeout_ms, left;
+	struct sp_sandbox_row r;
+	enum sp_code code;
+	const char *msg;
+	json_t *err;
+	int w;
+
+	for (;;) {
+		if (sp_db_sandbox_get(x->db, id, &r, e) == -1) {
+			/* Gone: what a removal was waiting for. */
+			if (e->code == SP_E_NOT_FOUND && strcmp(state,
+			    "destroyed") == 0) {
+				memset(out, 0, sizeof *out);
+				snprintf(out->id, sizeof out->id, "%s", id);
+				out->state = SP_ST_DESTROYED;
+				return 0;
+			}
+			return -1;
+		}
+		if (r.want_error[0] != '\0') {
+			/* {"error":TOKEN,"msg":...}, as its node wrote it. */
+			err = json_loads(r.want_error, 0, NULL);
+			if (sp_code_of(json_string_value(json_object_get(err,
+			    "error")), &code) == -1)
+				code = SP_E_INTERNAL;
+			msg = json_string_value(json_object_get(err, "msg"));
+			sp_err_set(e, code, 0, "node %s: %s", r.node,
+			    msg ? msg : r.want_error);
+			json_decref(err);
+			sp_db_row_release(&r);
+			return -1;
+		}
+		if (r.want[0] == '\0' && strcmp(sp_state_name(r.state), state) == 0) {
+			*out = r;
+			return 0;
+		}
+		sp_db_row_release(&r);
+		if ((left = deadline - sp_clock_ms()) <= 0)
+			return sp_err_set(e, SP_E_TIMED_OUT, 1, "%s is not %s after "
+			    "%d s", id, state, timeout_ms / 1000);
+		if ((w = sp_db_wait(x->db, (int)left, e)) == -1)
+			return -1;
+	}
 }

@@ -141,10 +141,23 @@ int sp_sandbox_start(struct sp_ctx *x, const char *id, int ready_timeout_ms,
  * whose record and VM disagree, or that a dead command left in a transient
  * state, is brought to a legal state; orphan domains and subvolumes of this
  * root are removed.  fn is told each action as a JSON object (stolen). */
+/* Carries out the wishes recorded for this node's sandboxes (a state asked
+ * by a command on another node): each that is done is cleared, each that
+ * fails is given its error (want_error) for whoever waits on it.  Those
+ * that failed before are tried again only with failed_too (a full pass;
+ * not on every wake-up, which their own error would cause). */
+int sp_reconcile_wishes(struct sp_ctx *x, int failed_too,
+    int (*fn)(json_t *, void *), void *arg, struct sp_err *e);
 int sp_reconcile_once(struct sp_ctx *x, int (*fn)(json_t *, void *),
     void *arg, struct sp_err *e);
 
 /* The record space-ls prints for a row: DB joined with libvirt and btrfs. */
+/* Waits, woken by the DB (sp_db_wait: the caller listens first), until id
+ * is in state with no wish left, and gives its row; the error its node
+ * reported for the wish (want_error), or timed-out (temp) after
+ * timeout_ms.  For "destroyed", a row that is gone will do. */
+int sp_sandbox_wait(struct sp_ctx *x, const char *id, const char *state,
+    int timeout_ms, struct sp_sandbox_row *out, struct sp_err *e);
 int sp_sandbox_describe(struct sp_ctx *x, const struct sp_sandbox_row *r,
     json_t **out, struct sp_err *e);
 /* Tells a booted guest its id (and host name), labels, environment (for

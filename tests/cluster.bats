@@ -192,3 +192,85 @@ own() {
 	space-pause "$id" | jq -e '.ok and .changed'
 	space-rm "$id" >/dev/null
 }
+
+# mid POINT COMMAND...: runs COMMAND until it stops at the crash point POINT
+# (SPACE_STOP_AT), stops PostgreSQL, lets the command go on, and starts the
+# server again once it has ended; status and output are the command's.
+mid() {
+	local point=$1 pid s
+	shift
+	SPACE_STOP_AT=$point "$@" >"$BATS_TEST_TMPDIR/mid.out" 2>&1 &
+	pid=$!
+	for _ in $(seq 1200); do
+		s=$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null) || break
+		[ "$s" = T ] && break
+		sleep 0.1
+	done
+	[ "$s" = T ] || { echo "never stopped at $point"; return 1; }
+	"$top/tests/pg-server" stop "$PGDIR"
+	kill -CONT "$pid"
+	status=0
+	wait "$pid" || status=$?
+	output=$(cat "$BATS_TEST_TMPDIR/mid.out")
+	"$top/tests/pg-server" restart "$PGDIR"
+}
+
+# Every row of node A in a state no command is in the middle of, and a VM
+# for each that runs: what a reconcile pass must leave.
+converged() {
+	space-ls --pods | jq -se 'all(.[]; (.state | IN("creating", "suspending",
+	    "restoring", "recovering") | not) and
+	    (if .state == "running" then .vm == "running" else true end))'
+}
+
+@test "PostgreSQL stopped in the middle of a create: exit 111, and reconcile converges" {
+	before=$(space-ls --pods | jq -r .id | sort)
+	mid create-after-row space-create --template minimal --no-pool
+	echo "$output"
+	[ "$status" -eq 111 ]
+	jout -e '.error == "db"'
+	space-reconcile --once
+	converged
+	space-ls --pods | jq -r .id | sort | comm -13 <(echo "$before") - >> "$BATS_FILE_TMPDIR/ids"
+	id=$(own)
+	space-exec "$id" -- true
+}
+
+@test "PostgreSQL stopped in the middle of a snapshot: exit 111, the sandbox and its files are kept" {
+	id=$(own)
+	space-exec "$id" -- sh -c 'echo kept > /root/marker && sync'
+	mid snap-after-row space-snap "$id"
+	echo "$output"
+	[ "$status" -eq 111 ]
+	space-reconcile --once
+	converged
+	space-snap ls "$id" | jq -se 'all(.[]; .state == "ready")'
+	space-exec "$id" -- cat /root/marker | grep -qx kept
+	space-snap "$id" | jq -e '.ok'
+}
+
+@test "PostgreSQL stopped in the middle of a suspend, then of a restore: exit 111, nothing lost" {
+	id=$(own)
+	space-exec "$id" -- sh -c 'echo kept > /root/marker && sync'
+	mid suspend-after-upload space-suspend "$id"
+	echo "$output"
+	[ "$status" -eq 111 ]
+	space-reconcile --once
+	converged
+	state=$(space-ls "$id" | jq -r .state)
+	echo "after the suspend: $state"
+	if [ "$state" != suspended ]; then
+		space-suspend "$id" | jq -e '.ok'
+	fi
+	mid restore-after-download space-restore "$id"
+	echo "$output"
+	[ "$status" -eq 111 ]
+	space-reconcile --once
+	converged
+	state=$(space-ls "$id" | jq -r .state)
+	echo "after the restore: $state"
+	if [ "$state" != running ]; then
+		space-restore "$id" | jq -e '.ok'
+	fi
+	space-exec "$id" -- cat /root/marker | grep -qx kept
+}
