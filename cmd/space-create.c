@@ -2,7 +2,8 @@
  * space-create: create sandboxes from a template and boot them.  With a
  * command after --, it runs in the new sandbox as space-exec would, on the
  * channel the create already holds: its output follows the JSON line, and
- * the exit status is the command's.
+ * the exit status is the command's.  With --anywhere the scheduler picks the
+ * node (space-schedule) and that node makes it; --wait waits for it to run.
  */
 #include <sys/time.h>
 
@@ -22,7 +23,10 @@ usage(void)
 	    "usage: space-create --template NAME[@DIGEST] [--memory MiB]"
 	    " [--vcpus N]\n           [--label KEY=VALUE]... [--env NAME=VALUE]... [-n COUNT]"
 	    " [--timeout SECONDS] [--no-pool] [--cold]\n"
-	    "           [-- CMD [ARG...]]\n");
+	    "           [-- CMD [ARG...]]\n"
+	    "       space-create --anywhere [--wait [SECONDS]] --template NAME[@DIGEST]"
+	    " [--memory MiB]\n           [--vcpus N] [--label KEY=VALUE]..."
+	    " [--env NAME=VALUE]... [-n COUNT]\n");
 	sp_usage_exit();
 }
 
@@ -113,6 +117,80 @@ out:
 	return rc;
 }
 
+static int
+ignore(json_t *o, void *arg)
+{
+	json_decref(o);
+	return 0;
+}
+
+/*
+ * --anywhere: the rows first, then a scheduler pass for them (any node's
+ * space-schedule would do it too), then with --wait each waited for until
+ * its node has made it.
+ */
+static int
+anywhere_create(const struct sp_create_req *r, int count, int wait_ms)
+{
+	struct sp_sched_opts so = { SP_SCHED_LIMIT, SP_SCHED_VCPU_RATIO,
+	    SP_SCHED_MEMORY_RATIO };
+	char (*ids)[SP_ID_LEN + 1];
+	int64_t t0 = sp_clock_ms();
+	struct sp_sandbox_row row;
+	struct sp_ctx x;
+	struct sp_err e;
+	int i, n = 0, placed, rc = 0, one;
+	json_t *o;
+
+	if ((ids = calloc((size_t)count, sizeof *ids)) == NULL) {
+		sp_warn("out of memory");
+		return SP_EXIT_FAIL;
+	}
+	if (sp_ctx_open(&x, 0, &e) == -1 ||
+	    (wait_ms >= 0 && sp_db_listen(x.db, &e) == -1)) {
+		free(ids);
+		return sp_out_fail(NULL, &e);
+	}
+	for (i = 0; i < count; i++) {
+		if (sp_sandbox_request(&x, r, ids[n], &e) == -1) {
+			if ((one = sp_out_fail(NULL, &e)) > rc)
+				rc = one;
+			continue;
+		}
+		n++;
+	}
+	if (n > 0 && sp_schedule_pass(&x, &so, ignore, NULL, &placed, &e) == -1)
+		sp_warn("scheduling: %s (space-schedule places them later)", e.msg);
+	for (i = 0; i < n; i++) {
+		if (wait_ms >= 0) {
+			if (sp_sandbox_wait(&x, ids[i], "running", wait_ms, &row,
+			    &e) == -1) {
+				if ((one = sp_out_fail(ids[i], &e)) > rc)
+					rc = one;
+				continue;
+			}
+		} else if (sp_db_sandbox_get(x.db, ids[i], &row, &e) == -1) {
+			if ((one = sp_out_fail(ids[i], &e)) > rc)
+				rc = one;
+			continue;
+		}
+		o = json_pack("{s:s, s:s, s:o, s:o}", "state",
+		    sp_state_name(row.state), "template", row.template, "node",
+		    row.node[0] ? json_string(row.node) : json_null(), "placed",
+		    row.placed ? json_loads(row.placed, 0, NULL) : json_null());
+		if (wait_ms < 0)
+			json_object_set_new(o, "queued", json_true());
+		else
+			json_object_set_new(o, "create_ms",
+			    json_integer((json_int_t)(sp_clock_ms() - t0)));
+		sp_db_row_release(&row);
+		sp_out_ok(ids[i], o);
+	}
+	sp_ctx_close(&x);
+	free(ids);
+	return rc;
+}
+
 int
 main(int argc, char *argv[])
 {
@@ -126,6 +204,8 @@ main(int argc, char *argv[])
 		{ "timeout", required_argument, NULL, 'T' },
 		{ "cold", no_argument, NULL, 'C' },
 		{ "no-pool", no_argument, NULL, 'P' },
+		{ "anywhere", no_argument, NULL, 'A' },
+		{ "wait", optional_argument, NULL, 'W' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -138,6 +218,8 @@ main(int argc, char *argv[])
 	struct sp_ctx x;
 	struct sp_err e;
 	char *eq;
+	const char *wait = NULL;
+	int anywhere = 0, waits = 0, wait_ms = -1;
 	int ch, i, count = 1, rc = 0, one;
 
 	sp_cli_init(argc, argv, usage);
@@ -181,6 +263,13 @@ main(int argc, char *argv[])
 		case 'P':
 			r.no_pool = 1;
 			break;
+		case 'A':
+			anywhere = 1;
+			break;
+		case 'W':
+			waits = 1;
+			wait = optarg;
+			break;
 		case 'T':
 			r.ready_timeout_ms = number("--timeout", optarg, 1, 3600) * 1000;
 			break;
@@ -190,7 +279,10 @@ main(int argc, char *argv[])
 	}
 	argc -= optind;
 	argv += optind;
-	if (r.template == NULL || (argc > 0 && count != 1))
+	if (waits && sp_cli_wait_opt(wait, &argc, argv, &wait_ms) == -1)
+		usage();
+	if (r.template == NULL || (argc > 0 && count != 1) ||
+	    (anywhere && argc > 0) || (waits && !anywhere))
 		usage();
 	if (argc > 0) {
 		/* A reader that went away must not kill us mid-call. */
@@ -202,6 +294,12 @@ main(int argc, char *argv[])
 	}
 	r.labels = labels;
 	r.env = json_array_size(env) > 0 ? env : NULL;
+	if (anywhere) {
+		rc = anywhere_create(&r, count, wait_ms);
+		json_decref(labels);
+		json_decref(env);
+		return rc;
+	}
 	sp_boost_init(&boost);
 	r.boost = &boost;
 	/* libvirt is opened only when no warm pod is there to claim. */

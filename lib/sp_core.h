@@ -367,6 +367,20 @@ int sp_db_wishes_each(struct sp_db *db, const char *node, int failed_too,
  * write to the DB's files), 0 at timeout_ms, -1 on an error. */
 int sp_db_listen(struct sp_db *db, struct sp_err *e);
 int sp_db_wait(struct sp_db *db, int timeout_ms, struct sp_err *e);
+/* A transaction, for the scheduler's pass (nothing else holds one). */
+int sp_db_begin(struct sp_db *db, struct sp_err *e);
+int sp_db_commit(struct sp_db *db, struct sp_err *e);
+void sp_db_rollback(struct sp_db *db);
+/* Up to limit sandboxes no node has yet (node '') with a wish, oldest
+ * first, each locked against other schedulers till the transaction ends
+ * (PostgreSQL: FOR UPDATE SKIP LOCKED; SQLite has one writer). */
+int sp_db_unplaced_each(struct sp_db *db, int limit,
+    int (*fn)(const struct sp_sandbox_row *, void *), void *arg,
+    struct sp_err *e);
+/* Gives an unplaced sandbox its node, and why (JSON); bad-state when it
+ * has one already. */
+int sp_db_sandbox_place_by(struct sp_db *db, const char *id, const char *node,
+    const char *placed, struct sp_err *e);
 /* 0 when node takes new sandboxes (it is ready, or not registered yet);
  * bad-state when it is draining. */
 int sp_db_node_takes(struct sp_db *db, const char *name, struct sp_err *e);

@@ -830,7 +830,8 @@ sp_db_sandbox_place(struct sp_db *db, const char *id, const char *node,
     const char *want, struct sp_err *e)
 {
 	return write_sql(db, "place sandbox", "UPDATE sandboxes SET node = $2,"
-	    " want = NULLIF($3, '') WHERE id = $1", e, "sss", id, node,
+	    " want = NULLIF($3, ''), want_error = NULL, placed = NULL WHERE"
+	    " id = $1", e, "sss", id, node,
 	    want ? want : "") == -1 ? -1 : 0;
 }
 
@@ -1163,4 +1164,56 @@ int
 sp_db_wait(struct sp_db *db, int timeout_ms, struct sp_err *e)
 {
 	return db->ops->wait(db, timeout_ms, e);
+}
+
+/* ---- the scheduler's ---- */
+
+int
+sp_db_begin(struct sp_db *db, struct sp_err *e)
+{
+	return write_sql(db, "begin", db->ops->begin, e, "") == -1 ? -1 : 0;
+}
+
+int
+sp_db_commit(struct sp_db *db, struct sp_err *e)
+{
+	return write_sql(db, "commit", "COMMIT", e, "") == -1 ? -1 : 0;
+}
+
+void
+sp_db_rollback(struct sp_db *db)
+{
+	struct sp_err ignored;
+
+	write_sql(db, "rollback", "ROLLBACK", &ignored, "");
+}
+
+int
+sp_db_unplaced_each(struct sp_db *db, int limit,
+    int (*fn)(const struct sp_sandbox_row *, void *), void *arg,
+    struct sp_err *e)
+{
+	struct each_sandbox a = { fn, arg };
+	struct sp_db_q q;
+
+	/* Each is locked for this transaction; another scheduler passes
+	 * over it to the next. */
+	if (q_start(db, &q, "list unplaced", "SELECT " SANDBOX_COLS " FROM"
+	    " sandboxes WHERE node = '' AND want IS NOT NULL ORDER BY created, id"
+	    " LIMIT $1 FOR UPDATE SKIP LOCKED", e, "i", limit) == -1)
+		return -1;
+	return each_row(&q, "list unplaced", one_sandbox, &a, e);
+}
+
+int
+sp_db_sandbox_place_by(struct sp_db *db, const char *id, const char *node,
+    const char *placed, struct sp_err *e)
+{
+	int64_t n = write_sql(db, "place", "UPDATE sandboxes SET node = $2,"
+	    " placed = $3 WHERE id = $1 AND node = ''", e, "sss", id, node,
+	    placed);
+
+	if (n == 0)
+		return sp_err_set(e, SP_E_BAD_STATE, 0, "%s was placed already", id);
+	return n == -1 ? -1 : 0;
 }

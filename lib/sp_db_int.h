@@ -36,6 +36,9 @@ struct sp_db_q {
 
 struct sp_db_ops {
 	const char *name;	/* "sqlite", "postgresql" */
+	/* Starts a transaction that writes: SQLite takes its write lock
+	 * at once, so two never deadlock on upgrading theirs. */
+	const char *begin;
 	/* target is SPACE_DB without its scheme's "sqlite:" (a path), or the
 	 * whole conninfo or URI for PostgreSQL. */
 	int (*open)(struct sp_db *db, const char *target, struct sp_err *e);

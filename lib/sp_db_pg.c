@@ -418,6 +418,7 @@ db_close(struct sp_db *db)
 
 const struct sp_db_ops sp_db_pg_ops = {
 	.name = "postgresql",
+	.begin = "BEGIN",
 	.open = db_open,
 	.close = db_close,
 	.run = q_run,

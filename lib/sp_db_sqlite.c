@@ -343,6 +343,7 @@ db_close(struct sp_db *db)
 
 const struct sp_db_ops sp_db_sqlite_ops = {
 	.name = "sqlite",
+	.begin = "BEGIN IMMEDIATE",
 	.open = db_open,
 	.close = db_close,
 	.run = q_run,

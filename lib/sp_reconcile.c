@@ -58,6 +58,10 @@ fix_creating(struct pass *p, const struct sp_sandbox_row *r, const char *vstate)
 	struct sp_err e;
 	int existed, rc;
 
+	/* Placed here by the scheduler and not made yet: the wish is
+	 * carried out below (sp_reconcile_wishes). */
+	if (strcmp(r->want, "running") == 0 && strcmp(vstate, "absent") == 0)
+		return;
 	/* A pod half made is simply made again by the next fill. */
 	if (!r->pod && strcmp(vstate, "running") == 0 &&
 	    sp_chan_wait_ready(p->x->conf.run, id, READY_PROBE_MS, &e) == 0) {
@@ -316,7 +320,7 @@ orphan_domain(const char *name, void *arg)
  * under another root, stay.
  */
 static int
-release_left(struct pass *p, const char *id, struct sp_err *e)
+release_left(struct sp_ctx *x, const char *id, struct sp_err *e)
 {
 	char dir[SP_PATH_MAX], tmp[SP_PATH_MAX], run[SP_PATH_MAX];
 	char dom[SP_ID_LEN + 4], needle[SP_PATH_MAX], *xml = NULL;
@@ -324,20 +328,20 @@ release_left(struct pass *p, const char *id, struct sp_err *e)
 	int ours;
 
 	sp_sandbox_domain(id, dom);
-	if (sp_sandbox_dir(p->x, id, dir, sizeof dir, e) == -1 ||
-	    sp_sandbox_run_dir(p->x, id, run, sizeof run, e) == -1 ||
+	if (sp_sandbox_dir(x, id, dir, sizeof dir, e) == -1 ||
+	    sp_sandbox_run_dir(x, id, run, sizeof run, e) == -1 ||
 	    sp_path_fmt(tmp, sizeof tmp, e, "%s/sandboxes/.%s.rollback",
-	    p->x->conf.root, id) == -1 ||
+	    x->conf.root, id) == -1 ||
 	    sp_path_fmt(needle, sizeof needle, e, "%s/", dir) == -1)
 		return -1;
-	ours = sp_virt_xml(p->x->virt, dom, &xml, &absent) == 0 &&
+	ours = sp_virt_xml(x->virt, dom, &xml, &absent) == 0 &&
 	    strstr(xml, needle) != NULL;
 	free(xml);
-	if (ours && (sp_virt_destroy(p->x->virt, dom, e) == -1 ||
-	    sp_virt_undefine(p->x->virt, dom, e) == -1))
+	if (ours && (sp_virt_destroy(x->virt, dom, e) == -1 ||
+	    sp_virt_undefine(x->virt, dom, e) == -1))
 		return -1;
 	if (sp_subvol_delete(dir, e) == -1 || sp_subvol_delete(tmp, e) == -1 ||
-	    sp_snap_remove_all(p->x, id, e) == -1)
+	    sp_snap_remove_all(x, id, e) == -1)
 		return -1;
 	return ours ? sp_path_remove_tree(run, e) : 0;
 }
@@ -372,7 +376,7 @@ orphans(struct pass *p, const struct ids *known)
 		 * node's: its row must not go with our leftovers. */
 		if (sp_db_sandbox_get(p->x->db, w.found.v[i], &r, &e) == 0) {
 			sp_db_row_release(&r);
-			rc = release_left(p, w.found.v[i], &e);
+			rc = release_left(p->x, w.found.v[i], &e);
 			tell(p, w.found.v[i], "released-left-behind", "none", rc, &e);
 			continue;
 		}
@@ -450,6 +454,41 @@ collect_wish(const struct sp_sandbox_row *r, void *arg)
 	return 0;
 }
 
+/*
+ * Makes the sandbox the scheduler placed here, from its row: what a create
+ * that died on the way here left (this is a second try) goes first.
+ */
+static int
+create_placed(struct sp_ctx *x, const char *id, struct sp_err *e)
+{
+	struct sp_create_req req = { 0 };
+	struct sp_sandbox_row r;
+	json_t *out = NULL;
+	int rc;
+
+	if (sp_db_sandbox_get(x->db, id, &r, e) == -1)
+		return -1;
+	req.template = r.template;
+	req.memory_mib = r.memory_mib;
+	req.vcpus = r.vcpus;
+	req.labels = json_loads(r.labels ? r.labels : "{}", 0, NULL);
+	req.env = json_loads(r.env ? r.env : "[]", 0, NULL);
+	if (json_array_size(req.env) == 0) {
+		json_decref(req.env);
+		req.env = NULL;
+	}
+	req.ready_timeout_ms = READY_PROBE_MS * 60;
+	req.no_pool = 1;
+	req.placed_id = id;
+	rc = release_left(x, id, e) == -1 ? -1 :
+	    sp_sandbox_create(x, &req, &out, e);
+	json_decref(out);
+	json_decref(req.labels);
+	json_decref(req.env);
+	sp_db_row_release(&r);
+	return rc;
+}
+
 /* Takes id to want from where its row now is; 0 when it is there.  *did
  * names what it did, for the line. */
 static int
@@ -471,6 +510,10 @@ carry_out(struct sp_ctx *x, const char *id, const char *want, const char **did,
 	*did = "already";
 	if (strcmp(sp_state_name(s), want) == 0)
 		return 0;
+	if (strcmp(want, "running") == 0 && s == SP_ST_CREATING) {
+		*did = "created";
+		return create_placed(x, id, e);
+	}
 	if (strcmp(want, "running") == 0) {
 		*did = s == SP_ST_PAUSED ? "resumed" : s == SP_ST_STOPPED ?
 		    "started" : "restored";

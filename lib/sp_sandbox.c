@@ -8,12 +8,44 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "sp_sandbox.h"
 
 static int remove_locked(struct sp_ctx *, const char *, int *,
     struct sp_err *);
+
+/*
+ * A template the DB knows (a node that shares it imported it) but this node
+ * has not on its disk is pulled from the object store, where space-template
+ * push, or a suspend of one of its sandboxes, put it.
+ */
+static int
+template_here(struct sp_ctx *x, const struct sp_template_row *t,
+    struct sp_err *e)
+{
+	char tpath[SP_PATH_MAX], ref[2 * SP_NAME_MAX + 2];
+	struct sp_store *s = NULL;
+	json_t *o = NULL;
+	int rc;
+
+	if (sp_template_path(x->conf.root, t, tpath, sizeof tpath, e) == -1)
+		return -1;
+	if (sp_subvol_exists(tpath))
+		return 0;
+	snprintf(ref, sizeof ref, "%s@%s", t->name, t->digest);
+	if (sp_store_open(&s, x->conf.store, e) == -1)
+		return -1;
+	rc = sp_template_pull(x, s, ref, &o, e);
+	json_decref(o);
+	sp_store_close(s);
+	if (rc == -1 && e->code == SP_E_NOT_FOUND)
+		sp_err_set(e, SP_E_NOT_FOUND, 0, "template %s@%.12s is not on this "
+		    "node, nor in the object store (space-template push %s on a "
+		    "node that has it)", t->name, t->digest, t->name);
+	return rc;
+}
 
 int
 sp_sandbox_create(struct sp_ctx *x, const struct sp_create_req *r, json_t **out,
@@ -34,9 +66,10 @@ sp_sandbox_create(struct sp_ctx *x, const struct sp_create_req *r, json_t **out,
 	if (sp_db_node_takes(x->db, x->conf.node, e) == -1)
 		return -1;
 	/* Built on first use when only its source is known; once for many. */
-	if (sp_template_materialize(x, r->template, &t, &built, e) == -1)
+	if (sp_template_materialize(x, r->template, &t, &built, e) == -1 ||
+	    template_here(x, &t, e) == -1)
 		return -1;
-	if (!r->pod && !r->no_pool) {
+	if (!r->pod && !r->no_pool && r->placed_id == NULL) {
 		if ((rc = sp_pool_claim(x, r, &t, t0, out, e)) != 0)
 			return rc == 1 ? 0 : -1;
 	}
@@ -264,4 +297,40 @@ sp_sandbox_wait(struct sp_ctx *x, const char *id, const char *state,
 		if ((w = sp_db_wait(x->db, (int)left, e)) == -1)
 			return -1;
 	}
+}
+
+int
+sp_sandbox_request(struct sp_ctx *x, const struct sp_create_req *r,
+    char id[SP_ID_LEN + 1], struct sp_err *e)
+{
+	struct sp_sandbox_row row = { 0 };
+	struct sp_template_row t;
+	char *labels, *env;
+	int rc;
+
+	if (r->memory_mib < 64 || r->memory_mib > 65536)
+		return sp_err_set(e, SP_E_BAD_INPUT, 0, "memory must be 64 to 65536 MiB");
+	if (r->vcpus < 1 || r->vcpus > 64)
+		return sp_err_set(e, SP_E_BAD_INPUT, 0, "vcpus must be 1 to 64");
+	/* Named to the digest now: the node it lands on makes that one. */
+	if (sp_db_template_get(x->db, r->template, &t, e) == -1 ||
+	    sp_id_new(row.id, e) == -1)
+		return -1;
+	labels = r->labels ? json_dumps(r->labels, JSON_COMPACT | JSON_SORT_KEYS) :
+	    NULL;
+	env = r->env ? json_dumps(r->env, JSON_COMPACT) : NULL;
+	row.state = SP_ST_CREATING;
+	snprintf(row.template, sizeof row.template, "%s@%s", t.name, t.digest);
+	row.created = (int64_t)time(NULL);
+	row.memory_mib = r->memory_mib;
+	row.vcpus = r->vcpus;
+	row.labels = labels;
+	row.env = env;
+	snprintf(row.want, sizeof row.want, "running");
+	rc = sp_db_sandbox_insert(x->db, &row, e);
+	free(labels);
+	free(env);
+	if (rc == 0)
+		memcpy(id, row.id, SP_ID_LEN + 1);
+	return rc;
 }

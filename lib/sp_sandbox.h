@@ -51,7 +51,15 @@ struct sp_create_req {
 				 * retried on another path */
 	struct sp_boost *boost;	/* non-NULL: a claim boosts its VM here, for
 				 * the caller to end (sp_boost_end) */
+	const char *placed_id;	/* non-NULL: the row of this id is there
+				 * already, placed on this node by the
+				 * scheduler (no pod is claimed for it) */
 };
+/* A sandbox asked for on no node yet (space-create --anywhere): its row,
+ * creating, with node '' and the wish running, for the scheduler to place
+ * and that node to make.  r's template must be known to the DB. */
+int sp_sandbox_request(struct sp_ctx *x, const struct sp_create_req *r,
+    char id[SP_ID_LEN + 1], struct sp_err *e);
 /* Creates and boots one sandbox; *out gets {"id","state","template",
  * "create_ms",...}.  On failure everything it made is removed. */
 int sp_sandbox_create(struct sp_ctx *x, const struct sp_create_req *r,
@@ -72,6 +80,9 @@ struct sp_make {
 	int ready_timeout_ms;
 	/* With pool: run on the ready guest before it is paused. */
 	void (*prepare)(struct sp_ctx *x, const char *id);
+	/* The row of this id is there already (a placed create): it is used,
+	 * and on a failure it is kept, failed, rather than removed. */
+	const char *placed_id;
 };
 int sp_sandbox_make(struct sp_ctx *x, const struct sp_make *m,
     char id[SP_ID_LEN + 1], struct sp_err *e);
@@ -141,6 +152,21 @@ int sp_sandbox_start(struct sp_ctx *x, const char *id, int ready_timeout_ms,
  * whose record and VM disagree, or that a dead command left in a transient
  * state, is brought to a legal state; orphan domains and subvolumes of this
  * root are removed.  fn is told each action as a JSON object (stolen). */
+/* ---- schedule: a node for each sandbox wished somewhere (sp_schedule.c) ---- */
+struct sp_sched_opts {
+	int limit;		/* rows a pass places at most */
+	double vcpu_ratio;	/* vCPUs given per host CPU */
+	double memory_ratio;	/* memory given per MiB of the host's */
+};
+#define SP_SCHED_LIMIT		1000
+#define SP_SCHED_VCPU_RATIO	8.0
+#define SP_SCHED_MEMORY_RATIO	1.0
+/* One pass in one transaction: up to o->limit unplaced sandboxes get a node
+ * (fn gets a line for each, "placed" with why, or "unplaced" with why not,
+ * once the pass is committed); *placed counts them. */
+int sp_schedule_pass(struct sp_ctx *x, const struct sp_sched_opts *o,
+    int (*fn)(json_t *, void *), void *arg, int *placed, struct sp_err *e);
+
 /* Carries out the wishes recorded for this node's sandboxes (a state asked
  * by a command on another node): each that is done is cleared, each that
  * fails is given its error (want_error) for whoever waits on it.  Those
@@ -224,7 +250,8 @@ int sp_snap_remove_all(struct sp_ctx *x, const char *id, struct sp_err *e);
 /* ---- suspend: sandboxes to the object store and back (design.md) ---- */
 int sp_suspend(struct sp_ctx *x, const char *id, int keep_local, json_t **out,
     struct sp_err *e);
-/* node NULL or this node: restore here; else ask that node (its reconcile). */
+/* node NULL or this node: restore here; else ask that node (its reconcile);
+ * "" asks the scheduler to pick one (space-schedule). */
 int sp_restore(struct sp_ctx *x, const char *id, const char *node,
     json_t **out, struct sp_err *e);
 /* For reconcile, the lock held: restores a sandbox placed on this node. */

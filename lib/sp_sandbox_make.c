@@ -281,6 +281,18 @@ sp_sandbox_discard(struct sp_ctx *x, const char *id, struct sp_err *e)
 	return sp_sandbox_forget(x, id, e);
 }
 
+/* A placed create that failed: what it made goes, and its row stays,
+ * failed, for whoever asked to see why (the wish's error). */
+static void
+placed_failed(struct sp_ctx *x, const char *id)
+{
+	struct sp_err ignored;
+	int existed;
+
+	sp_sandbox_teardown(x, id, &existed, &ignored);
+	sp_db_transition(x->db, id, SP_ST_FAILED, -1, NULL, &ignored);
+}
+
 int
 sp_sandbox_make_new(struct sp_ctx *x, const struct sp_create_req *r,
     const struct sp_template_row *t, int64_t t0,
@@ -315,6 +327,7 @@ sp_sandbox_make_new(struct sp_ctx *x, const struct sp_create_req *r,
 		.pool = r->pod ? t->name : NULL,
 		.ready_timeout_ms = r->ready_timeout_ms,
 		.prepare = r->pod ? prepare : NULL,
+		.placed_id = r->placed_id,
 	};
 	if (sp_sandbox_make(x, &m, id, e) == -1)
 		return -1;
@@ -350,7 +363,11 @@ sp_sandbox_make(struct sp_ctx *x, const struct sp_make *m,
 	json_t *meta = NULL;
 	int rc = -1, inserted = 0, lock = -1;
 
-	if (sp_ctx_virt(x, e) == -1 || sp_id_new(row.id, e) == -1)
+	if (sp_ctx_virt(x, e) == -1)
+		return -1;
+	if (m->placed_id != NULL)
+		snprintf(row.id, sizeof row.id, "%s", m->placed_id);
+	else if (sp_id_new(row.id, e) == -1)
 		return -1;
 	sp_virt_boot_layout(&l);	/* a restore reads its own */
 	if (sp_sandbox_dir(x, row.id, dir, sizeof dir, e) == -1 ||
@@ -375,7 +392,7 @@ sp_sandbox_make(struct sp_ctx *x, const struct sp_make *m,
 	row.env = envtext;
 	if (sp_sandbox_lock(x, row.id, 1, &lock, e) == -1)
 		goto out;
-	if (sp_db_sandbox_insert(x->db, &row, e) == -1)
+	if (m->placed_id == NULL && sp_db_sandbox_insert(x->db, &row, e) == -1)
 		goto out;
 	inserted = 1;
 	/* A pod is one from its birth, so it never lists as a sandbox. */
@@ -443,8 +460,10 @@ sp_sandbox_make(struct sp_ctx *x, const struct sp_make *m,
 	memcpy(id, row.id, SP_ID_LEN + 1);
 	rc = 0;
 out:
-	if (rc == -1 && inserted)
+	if (rc == -1 && inserted && m->placed_id == NULL)
 		discard_locked(x, row.id);
+	else if (rc == -1 && inserted)
+		placed_failed(x, row.id);
 	sp_sandbox_unlock(lock);
 	json_decref(meta);
 	free(xml);

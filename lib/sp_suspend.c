@@ -547,8 +547,9 @@ sp_restore(struct sp_ctx *x, const char *id, const char *node, json_t **out,
 	if (sp_id_check(id, e) == -1)
 		return -1;
 	if (node != NULL && strcmp(node, x->conf.node) != 0) {
-		/* Another node's: its reconcile pass restores it there. */
-		if (sp_name_check("node", node, e) == -1 ||
+		/* Another node's: its reconcile pass restores it there; ""
+		 * is the node the scheduler will pick (space-schedule). */
+		if ((node[0] != '\0' && sp_name_check("node", node, e) == -1) ||
 		    sp_db_sandbox_get(x->db, id, &sb, e) == -1)
 			return -1;
 		rc = sb.state == SP_ST_SUSPENDED ? 0 : -1;
@@ -558,8 +559,9 @@ sp_restore(struct sp_ctx *x, const char *id, const char *node, json_t **out,
 			    "sandbox is restored elsewhere");
 		if (sp_db_sandbox_place(x->db, id, node, "running", e) == -1)
 			return -1;
-		*out = json_pack("{s:s, s:b, s:s, s:s, s:b}", "id", id, "ok", 1,
-		    "state", "suspended", "node", node, "queued", 1);
+		*out = json_pack("{s:s, s:b, s:s, s:o, s:b}", "id", id, "ok", 1,
+		    "state", "suspended", "node", node[0] ? json_string(node) :
+		    json_null(), "queued", 1);
 		return 0;
 	}
 	if (sp_sandbox_lock(x, id, 1, &fd, e) == -1)
