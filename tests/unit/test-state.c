@@ -349,6 +349,118 @@ test_claim_race(void)
 	}
 }
 
+/* What a scheduler pass placed, one id per line, to a pipe. */
+static int
+placed_line(json_t *o, void *arg)
+{
+	const char *id = json_string_value(json_object_get(o, "id"));
+	char line[SP_ID_LEN + 1];
+	int *fd = arg;
+
+	if (json_is_true(json_object_get(o, "ok")) && id != NULL &&
+	    strlen(id) == SP_ID_LEN) {
+		memcpy(line, id, SP_ID_LEN);
+		line[SP_ID_LEN] = '\n';
+		if (write(*fd, line, sizeof line) != sizeof line)
+			_exit(2);
+	}
+	json_decref(o);
+	return 0;
+}
+
+/*
+ * Two schedulers race over 1,000 unplaced sandboxes on three nodes, each
+ * pass taking up to 100: every one is placed once, by one of them, on a
+ * node that is alive and ready; none on the draining node.
+ */
+static void
+test_schedule_race(void)
+{
+	enum { ROWS = 1000, KIDS = 2 };
+	static char got[ROWS * 2][SP_ID_LEN + 1];
+	struct sp_sched_opts so = { 100, 1000.0, 1.0 };
+	struct sp_node_row nr = { .memory_mib = 1 << 20, .vcpus = 64 };
+	struct sp_sandbox_row r = { 0 };
+	int64_t t0, ms;
+	struct sp_db *db;
+	struct sp_err e;
+	int res[2], i, k, n = 0, dup = 0, bad = 0, placed;
+	pid_t kids[KIDS];
+	char name[160];
+
+	db = open_db();
+	/* Three nodes: two ready, one draining. */
+	for (i = 0; i < 3; i++) {
+		snprintf(nr.name, sizeof nr.name, "sched-%d", i);
+		snprintf(nr.root, sizeof nr.root, "/nowhere");
+		snprintf(nr.virt, sizeof nr.virt, "qemu");
+		sp_db_node_beat(db, &nr, 600, &e);
+	}
+	sp_db_node_set_state(db, "sched-2", "draining", &e);
+	snprintf(r.template, sizeof r.template, "minimal@abcd");
+	snprintf(r.want, sizeof r.want, "running");
+	r.state = SP_ST_CREATING;
+	r.memory_mib = 256;
+	r.vcpus = 1;
+	for (i = 0; i < ROWS; i++) {
+		sp_id_new(r.id, &e);
+		if (sp_db_sandbox_insert(db, &r, &e) == -1)
+			exit(2);
+	}
+	sp_db_close(db);
+	if (pipe(res) == -1)
+		exit(2);
+	t0 = sp_clock_ms();
+	for (k = 0; k < KIDS; k++)
+		if ((kids[k] = fork()) == 0) {
+			struct sp_ctx x = { .db = open_db() };
+
+			snprintf(x.conf.node, sizeof x.conf.node, "sched-%d", k);
+			do {
+				if (sp_schedule_pass(&x, &so, placed_line, &res[1],
+				    &placed, &e) == -1)
+					_exit(3);
+			} while (placed > 0);
+			_exit(0);
+		}
+	close(res[1]);
+	while (n < ROWS * 2 && read(res[0], got[n], SP_ID_LEN + 1) ==
+	    SP_ID_LEN + 1) {
+		got[n][SP_ID_LEN] = '\0';
+		n++;
+	}
+	close(res[0]);
+	for (k = 0; k < KIDS; k++) {
+		int st;
+
+		waitpid(kids[k], &st, 0);
+		bad += !WIFEXITED(st) || WEXITSTATUS(st) != 0;
+	}
+	ms = sp_clock_ms() - t0;
+	/* Sorted, a twice-placed id sits next to itself. */
+	qsort(got, (size_t)n, sizeof got[0], (int (*)(const void *,
+	    const void *))strcmp);
+	for (i = 1; i < n; i++)
+		dup += strcmp(got[i], got[i - 1]) == 0;
+	db = open_db();
+	for (i = 0; i < n; i++) {
+		struct sp_sandbox_row g;
+
+		if (sp_db_sandbox_get(db, got[i], &g, &e) == -1 ||
+		    (strcmp(g.node, "sched-0") != 0 &&
+		    strcmp(g.node, "sched-1") != 0) || g.placed == NULL)
+			bad++;
+		else
+			sp_db_row_release(&g);
+	}
+	sp_db_close(db);
+	snprintf(name, sizeof name, "%s: two schedulers racing over %d unplaced "
+	    "sandboxes place each once, on a ready node (%d placed, %d twice; "
+	    "%lld rows/s)", backend, ROWS, n, dup, ms > 0 ?
+	    (long long)ROWS * 1000 / ms : 0);
+	tap_okf("", "", n == ROWS && dup == 0 && bad == 0, "%s", name);
+}
+
 /*
  * Another process holds the write lock for 300 ms: a transition waits for
  * it and then goes through (the busy handler must not give up early).  The
@@ -618,6 +730,7 @@ main(void)
 	test_db();
 	test_race();
 	test_claim_race();
+	test_schedule_race();
 	test_busy_wait();
 	test_wal_bound();
 	test_wal_reader();
@@ -632,6 +745,7 @@ main(void)
 		test_db();
 		test_race();
 		test_claim_race();
+		test_schedule_race();
 		test_pg_gone(pgdir);
 		pg_server("stop", pgdir, NULL, 0);
 	}
