@@ -112,8 +112,8 @@ _space() {
 	space-create)
 		case $prev in
 		--template) COMPREPLY=($(compgen -W "$(_space_templates)" -- "$cur")) ;;
-		--memory|--vcpus|--label|--env|-n|--timeout) ;;
-		*) COMPREPLY=($(compgen -W "--template --memory --vcpus --label --env -n --timeout --no-pool --cold --" -- "$cur")) ;;
+		--memory|--vcpus|--label|--env|-n|--timeout|--wait) ;;
+		*) COMPREPLY=($(compgen -W "--template --memory --vcpus --label --env -n --timeout --no-pool --cold --anywhere --wait --" -- "$cur")) ;;
 		esac ;;
 	space-exec)
 		if [ "$COMP_CWORD" -eq 1 ]; then
@@ -160,7 +160,10 @@ _space() {
 		*) COMPREPLY=($(compgen -W "--state --idle-over --pods $(_space_ids)" -- "$cur")) ;;
 		esac ;;
 	space-rm|space-pause|space-resume)
-		COMPREPLY=($(compgen -W "$(_space_ids)" -- "$cur")) ;;
+		case $prev in
+		--wait) ;;
+		*) COMPREPLY=($(compgen -W "--wait $(_space_ids)" -- "$cur")) ;;
+		esac ;;
 	space-pool)
 		if [ "$COMP_CWORD" -eq 1 ]; then
 			COMPREPLY=($(compgen -W "set fill ls" -- "$cur"))
@@ -176,11 +179,16 @@ _space() {
 			COMPREPLY=($(compgen -W "$(_space_nodes)" -- "$cur"))
 		fi ;;
 	space-reconcile)
-		COMPREPLY=($(compgen -W "--once --interval" -- "$cur")) ;;
+		COMPREPLY=($(compgen -W "--once --interval --listen" -- "$cur")) ;;
+	space-schedule)
+		case $prev in
+		--limit|--vcpu-ratio|--memory-ratio) ;;
+		*) COMPREPLY=($(compgen -W "--limit --vcpu-ratio --memory-ratio" -- "$cur")) ;;
+		esac ;;
 	space-stop|space-start)
 		case $prev in
-		--timeout) ;;
-		*) COMPREPLY=($(compgen -W "--timeout $(_space_ids)" -- "$cur")) ;;
+		--timeout|--wait) ;;
+		*) COMPREPLY=($(compgen -W "--timeout --wait $(_space_ids)" -- "$cur")) ;;
 		esac ;;
 	space-snap)
 		if [ "$COMP_CWORD" -eq 1 ]; then
@@ -222,11 +230,15 @@ _space() {
 	space-gatewayd)
 		[ "$prev" = --scan-ms ] || COMPREPLY=($(compgen -W "--scan-ms" -- "$cur")) ;;
 	space-suspend)
-		COMPREPLY=($(compgen -W "--keep-local $(_space_ids_in 'running|paused')" -- "$cur")) ;;
+		case $prev in
+		--wait) ;;
+		*) COMPREPLY=($(compgen -W "--keep-local --wait $(_space_ids_in 'running|paused')" -- "$cur")) ;;
+		esac ;;
 	space-restore)
 		case $prev in
 		--node) COMPREPLY=($(compgen -W "$(_space_nodes)" -- "$cur")) ;;
-		*) COMPREPLY=($(compgen -W "--node $(_space_ids_in 'suspended|restoring')" -- "$cur")) ;;
+		--wait) ;;
+		*) COMPREPLY=($(compgen -W "--node --anywhere --wait $(_space_ids_in 'suspended|restoring')" -- "$cur")) ;;
 		esac ;;
 	space-egress)
 		if [ "$COMP_CWORD" -eq 1 ]; then
@@ -287,4 +299,4 @@ complete -F _space space-init space-template space-create space-exec space-ls sp
 	space-ps space-logs space-kill space-fs space-cp space-pool \
 	space-snap space-rollback space-fork space-gc \
 	space-suspend space-restore space-key space-egress space-cred space-gatewayd \
-	space-node
+	space-node space-schedule
