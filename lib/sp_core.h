@@ -201,7 +201,9 @@ void sp_db_close(struct sp_db *db);
  * unless the WAL is far over its bound: for a caller's critical path. */
 void sp_db_checkpoint_later(struct sp_db *db);
 int sp_db_schema_version(struct sp_db *db);
-/* "sqlite" or "postgresql"; and the statements sent to a server so far. */
+/* "sqlite" or "postgresql"; and the statements run so far (each one round
+ * trip to a server).  With SPACE_DB_COUNT=FILE, closing a handle appends
+ * "BACKEND N" to FILE (bench/cluster). */
 const char *sp_db_backend(const struct sp_db *db);
 int64_t sp_db_round_trips(const struct sp_db *db);
 int sp_db_sandbox_insert(struct sp_db *db, const struct sp_sandbox_row *r,

@@ -264,8 +264,16 @@ sp_db_open(struct sp_db **dbp, const struct sp_conf *c, struct sp_err *e)
 void
 sp_db_close(struct sp_db *db)
 {
+	const char *count = getenv("SPACE_DB_COUNT");
+	FILE *f;
+
 	if (db == NULL)
 		return;
+	/* For bench/cluster: the statements this handle ran, appended. */
+	if (count != NULL && *count != '\0' && (f = fopen(count, "a")) != NULL) {
+		fprintf(f, "%s %lld\n", db->ops->name, (long long)db->round_trips);
+		fclose(f);
+	}
 	db->ops->close(db);
 	free(db);
 }
@@ -830,8 +838,8 @@ sp_db_sandbox_place(struct sp_db *db, const char *id, const char *node,
     const char *want, struct sp_err *e)
 {
 	return write_sql(db, "place sandbox", "UPDATE sandboxes SET node = $2,"
-	    " want = NULLIF($3, ''), want_error = NULL, placed = NULL WHERE"
-	    " id = $1", e, "sss", id, node,
+	    " want = NULLIF($3, ''), want_error = NULL, placed = CASE WHEN"
+	    " node = $2 THEN placed END WHERE id = $1", e, "sss", id, node,
 	    want ? want : "") == -1 ? -1 : 0;
 }
 

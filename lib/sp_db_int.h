@@ -75,7 +75,7 @@ struct sp_db {
 	int inotify;		/* watching its WAL, after listen; or -1 */
 	/* PostgreSQL's: */
 	char *conninfo;		/* to connect again once the server is back */
-	int64_t round_trips;	/* statements sent, for bench/cluster */
+	int64_t round_trips;	/* statements run (sent, on PostgreSQL) */
 };
 
 #endif

@@ -129,6 +129,7 @@ q_run(struct sp_db_q *q, const char *what, const char *sql, const char *types,
 	free(copy);
 	if (rc != SQLITE_OK)
 		return db_err(db, e, what);
+	db->round_trips++;
 	for (i = 0; types[i] != '\0'; i++) {
 		snprintf(name, sizeof name, "$%d", i + 1);
 		at = sqlite3_bind_parameter_index(st, name);

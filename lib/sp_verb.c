@@ -49,7 +49,7 @@ sp_cli_elsewhere(struct sp_ctx *x, const char *id, const char *want,
 	int64_t t0 = sp_clock_ms();
 	char node[sizeof r.node];
 	enum sp_state state;
-	int here;
+	int here, pending;
 
 	*out = NULL;
 	if (sp_id_check(id, e) == -1 || sp_db_sandbox_get(x->db, id, &r, e) == -1)
@@ -58,12 +58,13 @@ sp_cli_elsewhere(struct sp_ctx *x, const char *id, const char *want,
 	here = r.pod || strcmp(r.node, x->conf.node) == 0 ||
 	    (r.node[0] == '\0' && strcmp(want, "destroyed") == 0);
 	state = r.state;
+	pending = r.want[0] != '\0';
 	snprintf(node, sizeof node, "%s", r.node);
 	sp_db_row_release(&r);
 	if (here)
 		return 0;
-	/* Already there: nothing to ask of its node. */
-	if (strcmp(sp_state_name(state), want) == 0) {
+	/* Already there, and nothing else asked of it: nothing to ask. */
+	if (!pending && strcmp(sp_state_name(state), want) == 0) {
 		*out = json_pack("{s:s, s:s, s:b}", "state", want, "node", node,
 		    "changed", 0);
 		return 1;

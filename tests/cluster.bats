@@ -20,10 +20,13 @@ setup_file() {
 	for n in b c; do
 		on "$n" space-init --loop-size 6G >/dev/null
 	done
+	# The template in the store: a node without it pulls it from there.
+	space-template push minimal >/dev/null
 	: > "$BATS_FILE_TMPDIR/ids"
 }
 
 teardown_file() {
+	stop_agents
 	for n in a b c; do
 		on "$n" remove_listed "$BATS_FILE_TMPDIR/ids"
 	done
@@ -47,6 +50,24 @@ on() {
 	else
 		SPACE_ROOT=$ROOT_A-c$n SPACE_RUN=$RUN_A-c$n SPACE_NODE=$NODE_A-c$n "$@"
 	fi
+}
+
+# Each node's space-reconcile --listen, which carries out what other nodes
+# ask of its sandboxes the moment they ask.
+start_agents() {
+	local n
+	[ -f "$BATS_FILE_TMPDIR/agents" ] && return 0
+	for n in a b c; do
+		on "$n" space-reconcile --listen --interval 30 \
+		    >>"$BATS_FILE_TMPDIR/agent-$n.log" 2>&1 3>&- &
+		echo $! >>"$BATS_FILE_TMPDIR/agents"
+	done
+}
+
+stop_agents() {
+	[ -f "$BATS_FILE_TMPDIR/agents" ] || return 0
+	xargs kill <"$BATS_FILE_TMPDIR/agents" 2>/dev/null || true
+	rm -f "$BATS_FILE_TMPDIR/agents"
 }
 
 own() {
@@ -142,15 +163,17 @@ own() {
 	run on b space-pool ls
 	jout -e 'select(.pool == "minimal") | .ready == 0 and .size == 1'
 	on b space-node ls "$NODE_A-cb" | jq -e '.pods == {}'
-	# Node B has no such template: its create does not take A's pod.
+	# Node B's create pulls the template from the store and boots its own.
 	run on b space-create --template minimal
-	assert_failure
+	assert_success
+	jout -e '.path == "cold"'
+	on b space-rm "$(jout -r .id)" >/dev/null
 	space-node ls "$NODE_A" | jq -e '.pods == {"minimal": 1}'
 	# A's own create does.
 	run space-create --template minimal
 	assert_success
 	jout -e '.path == "pool"'
-	jout -r .id >> "$BATS_FILE_TMPDIR/ids"
+	space-rm "$(jout -r .id)" >/dev/null
 	space-pool set --template minimal --size 0 >/dev/null
 	space-pool fill >/dev/null
 }
@@ -167,6 +190,109 @@ own() {
 	space-ls "$id" | jq -e --arg b "$NODE_A-cb" '.node == $b and .state == "running"'
 	space-node ls "$NODE_A-cb" | jq -e '.sandboxes == 1'
 	on b space-rm "$id" >/dev/null
+}
+
+@test "a command for another node's sandbox records a wish; that node carries it out, and --wait waits for it" {
+	id=$(own)
+	# No agent yet: the wish waits, queued.
+	run on b space-pause "$id"
+	assert_success
+	jout -e --arg a "$NODE_A" '.queued and .want == "paused" and .node == $a and .state == "running"'
+	space-ls "$id" | jq -e '.want == "paused" and .state == "running"'
+	# As seen from node B, a sandbox of A is its record, not B's libvirt.
+	on b space-ls "$id" | jq -e '.vm == null and .state == "running"'
+	start_agents
+	run on b space-resume --wait 60 "$id"
+	assert_success
+	jout -e '.state == "running" and .changed and (.waited_ms | type) == "number"'
+	[ "$(virsh -c qemu:///system domstate "sp-$id")" = running ]
+	run on c space-pause "$id" --wait
+	assert_success
+	jout -e '.state == "paused" and .changed'
+	[ "$(virsh -c qemu:///system domstate "sp-$id")" = paused ]
+	space-ls "$id" | jq -e '.state == "paused" and .want == null'
+	# One already there is told unchanged, without a wish.
+	run on b space-pause "$id"
+	jout -e '.changed == false and .want == null'
+	run on b space-stop --wait 60 "$id"
+	assert_success
+	jout -e '.state == "stopped"'
+	# A wish its node cannot carry out comes back as that node's error.
+	run on b space-pause --wait 60 "$id"
+	assert_failure 1
+	jout -e '.error == "bad-state"'
+	assert_output --partial "node $NODE_A"
+	run on c space-rm --wait 60 "$id"
+	assert_success
+	jout -e '.state == "destroyed"'
+	run space-ls "$id"
+	assert_failure 1
+	! virsh -c qemu:///system domstate "sp-$id" 2>/dev/null
+	grep -q '"action":"paused","from":"wish"' "$BATS_FILE_TMPDIR/agent-a.log"
+}
+
+@test "create --anywhere: placed by fit, then locality, then spread, each saying why, and made by its node" {
+	start_agents
+	# Every node has the template: the scheduler spreads them.
+	for n in b c; do
+		on "$n" space-template pull "$(space-template ls | jq -r 'select(.template == "minimal") | "minimal@" + .digest' | tail -n 1)" >/dev/null
+		on "$n" space-node beat >/dev/null
+	done
+	space-node beat >/dev/null
+	# Nothing runs anywhere yet, so that spread alone decides.
+	space-node ls | jq -se 'all(.[]; .sandboxes == 0)'
+	run on b space-create --anywhere --wait 120 --template minimal -n 3
+	assert_success
+	jout -r .id >> "$BATS_FILE_TMPDIR/ids"
+	jout -s -e 'length == 3 and all(.[]; .ok and .state == "running" and
+	    .placed.template_there and (.placed.why | test("fits 3 of 3 nodes")))'
+	jout -s -e --arg a "$NODE_A" '[.[].node] | sort == [$a, $a + "-cb", $a + "-cc"]'
+	for id in $(jout -r .id); do
+		node=$(space-ls "$id" | jq -r .node)
+		case $node in
+		"$NODE_A") run space-exec "$id" -- true ;;
+		*-cb) run on b space-exec "$id" -- true ;;
+		*-cc) run on c space-exec "$id" -- true ;;
+		esac
+		assert_success
+	done
+	# A node that does not fit, and a draining one, take nothing.
+	on c space-node drain >/dev/null
+	run space-create --anywhere --template minimal --memory 30000
+	assert_success
+	jout -e '.queued and .node == null and .state == "creating"'
+	big=$(jout -r .id)
+	run space-schedule
+	jout -e --arg id "$big" 'select(.id == $id) | .action == "unplaced" and
+	    .error == "full" and (.why | test("2 full, 1 draining"))'
+	# Removing one that no node has takes it away at once.
+	run space-rm "$big"
+	assert_success
+	run space-ls "$big"
+	assert_failure 1
+	run space-create --anywhere --wait 120 --template minimal
+	assert_success
+	jout -r .id >> "$BATS_FILE_TMPDIR/ids"
+	jout -e --arg c "$NODE_A-cc" '.node != $c'
+	on c space-node ready >/dev/null
+}
+
+@test "suspend on A, then restore --anywhere: the scheduler picks a node that fits and it restores there" {
+	start_agents
+	id=$(own)
+	space-exec "$id" -- sh -c 'echo far > /root/marker && sync'
+	space-suspend "$id" >/dev/null
+	space-node drain >/dev/null
+	run on c space-restore --anywhere --wait 120 "$id"
+	space-node ready >/dev/null
+	echo "$output"
+	assert_success
+	jout -e --arg a "$NODE_A" '.state == "running" and .node != $a and (.placed.why | length) > 0'
+	node=$(space-ls "$id" | jq -r .node)
+	n=${node##*-c}
+	on "$n" space-exec "$id" -- cat /root/marker | grep -qx far
+	on "$n" space-rm "$id" >/dev/null
+	stop_agents
 }
 
 @test "PostgreSQL gone: commands exit 111 and say so, nothing is lost, and all goes on once it is back" {
@@ -218,8 +344,9 @@ mid() {
 # Every row of node A in a state no command is in the middle of, and a VM
 # for each that runs: what a reconcile pass must leave.
 converged() {
-	space-ls --pods | jq -se 'all(.[]; (.state | IN("creating", "suspending",
-	    "restoring", "recovering") | not) and
+	space-ls --pods | jq -se --arg a "$NODE_A" 'map(select(.node == $a)) |
+	    all(.[]; (.state | IN("creating", "suspending", "restoring",
+	    "recovering") | not) and
 	    (if .state == "running" then .vm == "running" else true end))'
 }
 
