@@ -132,8 +132,7 @@ ignore(json_t *o, void *arg)
 static int
 anywhere_create(const struct sp_create_req *r, int count, int wait_ms)
 {
-	struct sp_sched_opts so = { SP_SCHED_LIMIT, SP_SCHED_VCPU_RATIO,
-	    SP_SCHED_MEMORY_RATIO };
+	struct sp_sched_opts so = SP_SCHED_DEFAULTS;
 	char (*ids)[SP_ID_LEN + 1];
 	int64_t t0 = sp_clock_ms();
 	struct sp_sandbox_row row;

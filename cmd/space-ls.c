@@ -1,4 +1,8 @@
-/* space-ls: list sandboxes, the DB joined with what libvirt and btrfs say. */
+/*
+ * space-ls: list sandboxes, the DB joined with what libvirt and btrfs say
+ * (for this node's; another node's from their record alone).  --node NODE
+ * and --here list only one node's.
+ */
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,7 +15,7 @@ usage(void)
 {
 	fprintf(sp_usage_stream(),
 	    "usage: space-ls [--state STATE] [--idle-over SECONDS] "
-	    "[--pods] [ID...]\n");
+	    "[--pods] [--node NODE | --here] [ID...]\n");
 	sp_usage_exit();
 }
 
@@ -20,6 +24,7 @@ struct ls {
 	const char *state;	/* observed state filter, or NULL */
 	long long idle_over;	/* -1, or only those idle at least that long */
 	int pods;		/* also the warm pool's pods */
+	const char *node;	/* only that node's, or NULL */
 	int rc;
 };
 
@@ -31,6 +36,8 @@ show(const struct sp_sandbox_row *r, void *arg)
 	json_t *o;
 	int rc;
 
+	if (l->node != NULL && strcmp(r->node, l->node) != 0)
+		return 0;
 	if (sp_sandbox_describe(&l->x, r, &o, &e) == -1) {
 		/* The worst status of the items listed, as sp_each gives. */
 		rc = sp_out_fail(r->id, &e);
@@ -75,13 +82,15 @@ main(int argc, char *argv[])
 		{ "state", required_argument, NULL, 's' },
 		{ "idle-over", required_argument, NULL, 'i' },
 		{ "pods", no_argument, NULL, 'p' },
+		{ "node", required_argument, NULL, 'n' },
+		{ "here", no_argument, NULL, 'H' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct ls l = { .idle_over = -1 };
 	struct sp_err e;
 	char *end;
-	int ch, rc;
+	int ch, rc, here = 0;
 
 	sp_cli_init(argc, argv, usage);
 	while ((ch = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
@@ -96,6 +105,16 @@ main(int argc, char *argv[])
 		case 'p':
 			l.pods = 1;
 			break;
+		case 'n':
+			if (sp_name_check("--node", optarg, &e) == -1) {
+				sp_warn("%s", e.msg);
+				return SP_EXIT_USAGE;
+			}
+			l.node = optarg;
+			break;
+		case 'H':
+			here = 1;
+			break;
 		case 'i':
 			l.idle_over = strtoll(optarg, &end, 10);
 			if (*optarg == '\0' || *end != '\0' || l.idle_over < 0) {
@@ -109,8 +128,13 @@ main(int argc, char *argv[])
 	}
 	argc -= optind;
 	argv += optind;
+	if (here && l.node != NULL)
+		usage();
 	if (sp_ctx_open(&l.x, 1, &e) == -1)
 		return sp_out_fail(NULL, &e);
+	/* The node's own timers pipe --here into commands that act here. */
+	if (here)
+		l.node = l.x.conf.node;
 	if (argc > 0)
 		rc = sp_each(argc, argv, one, &l);
 	else if (sp_db_sandbox_each(l.x.db, l.pods ? SP_DB_WITH_PODS : -1, show,

@@ -10,6 +10,7 @@
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "sp.h"
@@ -29,6 +30,26 @@ print(json_t *o, void *arg)
 	return sp_out_json(o);
 }
 
+/*
+ * A node that cannot renew its lease (the DB is out of its reach) pauses
+ * what it runs once the lease has run out by its own clock, before the
+ * scheduler, later still, may restore it elsewhere: nothing runs twice.
+ * No DB is needed for it: the configuration and libvirt.
+ */
+static void
+fence_if_lapsed(void)
+{
+	struct sp_ctx x;
+	struct sp_err e;
+
+	memset(&x, 0, sizeof x);
+	if (sp_conf_load(&x.conf, &e) == -1 || !sp_node_lease_lapsed(&x.conf))
+		return;
+	if (sp_reconcile_fence(&x, print, NULL, &e) == -1)
+		sp_out_fail(NULL, &e);
+	sp_ctx_close(&x);
+}
+
 static int
 pass_open(struct sp_ctx *x)
 {
@@ -37,8 +58,11 @@ pass_open(struct sp_ctx *x)
 
 	/* A node that cannot beat still reconciles what it has. */
 	if ((lease = sp_node_lease_s(&e)) == -1 ||
-	    sp_node_beat(x, lease, NULL, &e) == -1)
+	    sp_node_beat(x, lease, NULL, &e) == -1) {
 		rc = sp_out_fail(NULL, &e);
+		if (e.code == SP_E_DB)
+			fence_if_lapsed();
+	}
 	if (sp_reconcile_once(x, print, NULL, &e) == -1)
 		rc = sp_err_exit(&e);
 	return rc;
@@ -51,8 +75,12 @@ pass(void)
 	struct sp_err e;
 	int rc;
 
-	if (sp_ctx_open(&x, 1, &e) == -1)
-		return sp_out_fail(NULL, &e);
+	if (sp_ctx_open(&x, 1, &e) == -1) {
+		rc = sp_out_fail(NULL, &e);
+		if (e.code == SP_E_DB)
+			fence_if_lapsed();
+		return rc;
+	}
 	rc = pass_open(&x);
 	sp_ctx_close(&x);
 	return rc;
@@ -75,6 +103,8 @@ listen_loop(int interval)
 		if (!open_) {
 			if (sp_ctx_open(&x, 1, &e) == -1) {
 				sp_out_fail(NULL, &e);
+				if (e.code == SP_E_DB)
+					fence_if_lapsed();
 				sleep((unsigned)interval);
 				continue;
 			}

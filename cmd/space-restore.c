@@ -25,8 +25,7 @@ ignore(json_t *o, void *arg)
 static int
 restore1(const char *id, json_t *rec, void *arg)
 {
-	struct sp_sched_opts so = { SP_SCHED_LIMIT, SP_SCHED_VCPU_RATIO,
-	    SP_SCHED_MEMORY_RATIO };
+	struct sp_sched_opts so = SP_SCHED_DEFAULTS;
 	struct restore *r = arg;
 	struct sp_sandbox_row row;
 	int64_t t0 = sp_clock_ms();

@@ -2,8 +2,10 @@
  * space-schedule: one pass of the scheduler.  Every sandbox that is wished
  * somewhere and has no node yet (space-create --anywhere, space-restore
  * --anywhere) gets one, by fit, then locality, then spread, and its line
- * says why; the node's space-reconcile makes or restores it.  A timer runs
- * it on every node: two passes at once never place one sandbox twice.
+ * says why; the node's space-reconcile makes or restores it.  First the
+ * sandboxes of a node whose lease lapsed --lost-after seconds ago become
+ * lost, and those backed up are placed anew.  A timer runs it on every
+ * node: two passes at once never place one sandbox twice.
  */
 #include <getopt.h>
 #include <stdio.h>
@@ -15,7 +17,8 @@ static void
 usage(void)
 {
 	fprintf(sp_usage_stream(),
-	    "usage: space-schedule [--limit N] [--vcpu-ratio R] [--memory-ratio R]\n");
+	    "usage: space-schedule [--limit N] [--vcpu-ratio R] [--memory-ratio R]\n"
+	    "                      [--lost-after SECONDS] [--no-recover]\n");
 	sp_usage_exit();
 }
 
@@ -44,10 +47,11 @@ main(int argc, char *argv[])
 		{ "limit", required_argument, NULL, 'l' },
 		{ "vcpu-ratio", required_argument, NULL, 'v' },
 		{ "memory-ratio", required_argument, NULL, 'm' },
+		{ "lost-after", required_argument, NULL, 'L' },
+		{ "no-recover", no_argument, NULL, 'R' },
 		{ NULL, 0, NULL, 0 },
 	};
-	struct sp_sched_opts o = { SP_SCHED_LIMIT, SP_SCHED_VCPU_RATIO,
-	    SP_SCHED_MEMORY_RATIO };
+	struct sp_sched_opts o = SP_SCHED_DEFAULTS;
 	struct sp_ctx x;
 	struct sp_err e;
 	int ch, placed, rc = 0;
@@ -63,6 +67,12 @@ main(int argc, char *argv[])
 			break;
 		case 'm':
 			o.memory_ratio = ratio(optarg, 0.1, 10);
+			break;
+		case 'L':
+			o.lost_after_s = (int)ratio(optarg, 0, 86400);
+			break;
+		case 'R':
+			o.recover = 0;
 			break;
 		default:
 			usage();

@@ -156,8 +156,9 @@ _space() {
 	space-ls)
 		case $prev in
 		--idle-over) ;;
-		--state) COMPREPLY=($(compgen -W "creating running paused stopped suspending suspended restoring failed recovering destroyed" -- "$cur")) ;;
-		*) COMPREPLY=($(compgen -W "--state --idle-over --pods $(_space_ids)" -- "$cur")) ;;
+		--node) COMPREPLY=($(compgen -W "$(_space_nodes)" -- "$cur")) ;;
+		--state) COMPREPLY=($(compgen -W "creating running paused stopped suspending suspended restoring failed recovering destroyed lost" -- "$cur")) ;;
+		*) COMPREPLY=($(compgen -W "--state --idle-over --pods --node --here $(_space_ids)" -- "$cur")) ;;
 		esac ;;
 	space-rm|space-pause|space-resume)
 		case $prev in
@@ -182,8 +183,8 @@ _space() {
 		COMPREPLY=($(compgen -W "--once --interval --listen" -- "$cur")) ;;
 	space-schedule)
 		case $prev in
-		--limit|--vcpu-ratio|--memory-ratio) ;;
-		*) COMPREPLY=($(compgen -W "--limit --vcpu-ratio --memory-ratio" -- "$cur")) ;;
+		--limit|--vcpu-ratio|--memory-ratio|--lost-after) ;;
+		*) COMPREPLY=($(compgen -W "--limit --vcpu-ratio --memory-ratio --lost-after --no-recover" -- "$cur")) ;;
 		esac ;;
 	space-stop|space-start)
 		case $prev in
@@ -229,6 +230,8 @@ _space() {
 		COMPREPLY=($(compgen -W "--dry-run" -- "$cur")) ;;
 	space-gatewayd)
 		[ "$prev" = --scan-ms ] || COMPREPLY=($(compgen -W "--scan-ms" -- "$cur")) ;;
+	space-backup)
+		COMPREPLY=($(compgen -W "$(_space_ids_in 'running|paused')" -- "$cur")) ;;
 	space-suspend)
 		case $prev in
 		--wait) ;;
@@ -299,4 +302,4 @@ complete -F _space space-init space-template space-create space-exec space-ls sp
 	space-ps space-logs space-kill space-fs space-cp space-pool \
 	space-snap space-rollback space-fork space-gc \
 	space-suspend space-restore space-key space-egress space-cred space-gatewayd \
-	space-node space-schedule
+	space-node space-schedule space-backup

@@ -168,6 +168,7 @@ enum sp_state {
 	SP_ST_FAILED,
 	SP_ST_RECOVERING,
 	SP_ST_DESTROYED,
+	SP_ST_LOST,		/* its node's lease lapsed (space-schedule) */
 	SP_ST__COUNT
 };
 const char *sp_state_name(enum sp_state s);
@@ -232,6 +233,10 @@ int sp_db_snap_get(struct sp_db *db, const char *id, const char *snap,
     struct sp_snap_row *r, struct sp_err *e);	/* not-found */
 /* Deletes the rows of id's snapshots that are not in the object store. */
 int sp_db_snap_drop_local(struct sp_db *db, const char *id, struct sp_err *e);
+/* Every restorable snapshot of id but keep (NULL: all) becomes superseded:
+ * a restore takes the newest state only. */
+int sp_db_snap_supersede(struct sp_db *db, const char *id, const char *keep,
+    struct sp_err *e);
 /* Where a snapshot's upload is: NULL, "uploading", "restorable". */
 int sp_db_snap_set_remote(struct sp_db *db, const char *id, const char *snap,
     const char *remote, struct sp_err *e);
@@ -383,6 +388,16 @@ int sp_db_unplaced_each(struct sp_db *db, int limit,
  * has one already. */
 int sp_db_sandbox_place_by(struct sp_db *db, const char *id, const char *node,
     const char *placed, struct sp_err *e);
+/* A node whose lease lapsed: its pods' rows go, and each sandbox that holds
+ * a VM there, or was on the way to or from one, becomes lost (its
+ * generation bumped: what the node does with it if it comes back loses the
+ * compare-and-set); fn gets each id.  Then lost_recover unplaces those with
+ * a restorable snapshot (a backup, or a suspend), wished running, for the
+ * scheduler to restore elsewhere. */
+int sp_db_node_lose(struct sp_db *db, const char *node,
+    int (*fn)(const char *id, void *), void *arg, struct sp_err *e);
+int sp_db_lost_recover(struct sp_db *db, const char *node,
+    int (*fn)(const char *id, void *), void *arg, struct sp_err *e);
 /* 0 when node takes new sandboxes (it is ready, or not registered yet);
  * bad-state when it is draining. */
 int sp_db_node_takes(struct sp_db *db, const char *name, struct sp_err *e);

@@ -1225,3 +1225,61 @@ sp_db_sandbox_place_by(struct sp_db *db, const char *id, const char *node,
 		return sp_err_set(e, SP_E_BAD_STATE, 0, "%s was placed already", id);
 	return n == -1 ? -1 : 0;
 }
+
+int
+sp_db_snap_supersede(struct sp_db *db, const char *id, const char *keep,
+    struct sp_err *e)
+{
+	return write_sql(db, "supersede", "UPDATE snapshots SET remote ="
+	    " 'superseded' WHERE id = $1 AND remote = 'restorable' AND snap <>"
+	    " $2", e, "ss", id, keep ? keep : "") == -1 ? -1 : 0;
+}
+
+/* Gives each id an UPDATE ... RETURNING id returned to fn. */
+static int
+each_id(struct sp_db_q *q, const char *what, int (*fn)(const char *, void *),
+    void *arg, struct sp_err *e)
+{
+	int s, rc = 0;
+
+	while ((s = q_step(q, what, e)) == 1)
+		if (fn(col_text(q, 0), arg) == -1)
+			rc = -1;
+	q_end(q);
+	return s == -1 ? -1 : rc;
+}
+
+int
+sp_db_node_lose(struct sp_db *db, const char *node,
+    int (*fn)(const char *id, void *), void *arg, struct sp_err *e)
+{
+	struct sp_db_q q;
+
+	/* Its pods are nobody's: their rows go (the VMs, if the node comes
+	 * back, are orphans there). */
+	if (write_sql(db, "drop lost pods", "DELETE FROM sandboxes WHERE node = $1"
+	    " AND pool IS NOT NULL", e, "s", node) == -1)
+		return -1;
+	if (q_start(db, &q, "mark lost", "UPDATE sandboxes SET state = 'lost',"
+	    " gen = gen + 1, updated = space_now() WHERE node = $1 AND state IN"
+	    " ('creating', 'running', 'paused', 'stopped', 'suspending',"
+	    " 'restoring', 'failed', 'recovering') RETURNING id", e, "s",
+	    node) == -1)
+		return -1;
+	return each_id(&q, "mark lost", fn, arg, e);
+}
+
+int
+sp_db_lost_recover(struct sp_db *db, const char *node,
+    int (*fn)(const char *id, void *), void *arg, struct sp_err *e)
+{
+	struct sp_db_q q;
+
+	if (q_start(db, &q, "recover lost", "UPDATE sandboxes SET node = '',"
+	    " want = 'running', want_error = NULL, placed = NULL WHERE node = $1"
+	    " AND state = 'lost' AND EXISTS (SELECT 1 FROM snapshots WHERE"
+	    " snapshots.id = sandboxes.id AND remote = 'restorable')"
+	    " RETURNING id", e, "s", node) == -1)
+		return -1;
+	return each_id(&q, "recover lost", fn, arg, e);
+}

@@ -130,6 +130,42 @@ node_facts(const struct sp_conf *c, const char *virt_type,
 	return (n->templates = templates_here(c->root, e)) == NULL ? -1 : 0;
 }
 
+/* When this node's lease ends by its own clock: $SPACE_RUN/lease, the
+ * monotonic milliseconds (one clock for every process since boot, and the
+ * run dir does not outlive a boot), written after each beat the DB took. */
+static void
+lease_note(const struct sp_conf *c, int lease_s)
+{
+	char p[SP_PATH_MAX], tmp[SP_PATH_MAX];
+	struct sp_err ignored;
+	FILE *f;
+
+	if (sp_path_fmt(p, sizeof p, &ignored, "%s/lease", c->run) == -1 ||
+	    sp_path_fmt(tmp, sizeof tmp, &ignored, "%s/lease.tmp", c->run) == -1 ||
+	    (f = fopen(tmp, "w")) == NULL)
+		return;
+	fprintf(f, "%lld\n", (long long)(sp_clock_ms() + (int64_t)lease_s * 1000));
+	if (fclose(f) == 0)
+		rename(tmp, p);
+}
+
+int
+sp_node_lease_lapsed(const struct sp_conf *c)
+{
+	char p[SP_PATH_MAX];
+	struct sp_err ignored;
+	long long end = 0;
+	FILE *f;
+
+	if (sp_path_fmt(p, sizeof p, &ignored, "%s/lease", c->run) == -1 ||
+	    (f = fopen(p, "r")) == NULL)
+		return 0;
+	if (fscanf(f, "%lld", &end) != 1)
+		end = 0;
+	fclose(f);
+	return end > 0 && sp_clock_ms() > end;
+}
+
 static int
 beat(const struct sp_conf *c, struct sp_db *db, const char *virt_type,
     int lease_s, struct sp_node_row *out, struct sp_err *e)
@@ -143,6 +179,8 @@ beat(const struct sp_conf *c, struct sp_db *db, const char *virt_type,
 	}
 	rc = sp_db_node_beat(db, &n, lease_s, e);
 	sp_db_node_release(&n);
+	if (rc == 0)
+		lease_note(c, lease_s);
 	if (rc == 0 && out != NULL)
 		rc = sp_db_node_get(db, c->node, out, e);
 	return rc;

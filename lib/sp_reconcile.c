@@ -10,8 +10,10 @@
  * the moment one is recorded.
  */
 #include <dirent.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "sp_sandbox.h"
 
@@ -118,6 +120,51 @@ recover(struct pass *p, const char *id)
 	sp_db_row_release(&r);
 }
 
+/* 1 when this node's fence paused id's VM; with clear, the mark goes. */
+static int
+fenced(struct sp_ctx *x, const char *id, int clear)
+{
+	char run[SP_PATH_MAX], mark[SP_PATH_MAX];
+	struct sp_err ignored;
+
+	if (sp_sandbox_run_dir(x, id, run, sizeof run, &ignored) == -1 ||
+	    sp_path_fmt(mark, sizeof mark, &ignored, "%s/fenced", run) == -1)
+		return 0;
+	if (clear)
+		return unlink(mark) == 0;
+	return access(mark, F_OK) == 0;
+}
+
+/*
+ * This node's lease lapsed and its sandboxes were marked lost, but this one
+ * is still here (no backup, or not restored elsewhere yet): the node is back
+ * and takes it, as the VM shows it, on the generation read; a node that
+ * restored it first wins, and this one's VM goes as a stale copy (orphans).
+ */
+static void
+reclaim(struct pass *p, const struct sp_sandbox_row *r, const char *vstate)
+{
+	enum sp_state to = SP_ST_FAILED;
+	char dom[SP_ID_LEN + 4];
+	struct sp_err e;
+	int rc;
+
+	if (strcmp(vstate, "running") == 0)
+		to = SP_ST_RUNNING;
+	else if (strcmp(vstate, "paused") == 0)
+		/* Paused by this node's fence: it was running. */
+		to = fenced(p->x, r->id, 0) ? SP_ST_RUNNING : SP_ST_PAUSED;
+	else if (strcmp(vstate, "shutoff") == 0)
+		to = SP_ST_STOPPED;
+	rc = sp_db_transition(p->x->db, r->id, to, r->gen, NULL, &e);
+	if (rc == 0 && to == SP_ST_RUNNING && strcmp(vstate, "paused") == 0) {
+		sp_sandbox_domain(r->id, dom);
+		rc = sp_virt_resume(p->x->virt, dom, &e);
+		fenced(p->x, r->id, 1);
+	}
+	tell(p, r->id, "reclaimed", "lost", rc, &e);
+}
+
 /* A restore cut short here is finished here. */
 static void
 restore_here(struct pass *p, const struct sp_sandbox_row *r)
@@ -173,6 +220,8 @@ fix_live(struct pass *p, const struct sp_sandbox_row *r, const char *vstate)
 	}
 	if (r->state == SP_ST_RUNNING && strcmp(vstate, "paused") == 0) {
 		rc = sp_virt_resume(p->x->virt, dom, &e);
+		if (rc == 0)
+			fenced(p->x, r->id, 1);
 		tell(p, r->id, "resumed-vm", from, rc, &e);
 	} else if (r->state == SP_ST_PAUSED && strcmp(vstate, "running") == 0) {
 		rc = sp_virt_pause(p->x->virt, dom, &e);
@@ -233,6 +282,9 @@ one(struct pass *p, const char *id)
 		sp_sandbox_unlock(fd);
 		fd = -1;
 		finish_suspend(p, id);
+		break;
+	case SP_ST_LOST:
+		reclaim(p, &r, vstate);
 		break;
 	case SP_ST__COUNT:
 		break;
@@ -587,4 +639,46 @@ sp_reconcile_wishes(struct sp_ctx *x, int failed_too,
 	if (rc == -1)
 		return sp_err_set(e, SP_E_PARTIAL, 0, "some wishes failed");
 	return 0;
+}
+
+/* ---- fencing: a node that lost its lease stops what it runs ---- */
+
+int
+sp_reconcile_fence(struct sp_ctx *x, int (*fn)(json_t *, void *), void *arg,
+    struct sp_err *e)
+{
+	char dir[SP_PATH_MAX], run[SP_PATH_MAX], mark[SP_PATH_MAX];
+	char dom[SP_ID_LEN + 4], vstate[16];
+	struct pass p = { x, fn, arg, 0 };
+	struct dirent *d;
+	struct sp_err we;
+	DIR *dp;
+	int fd, rc;
+
+	if (sp_ctx_virt(x, e) == -1 ||
+	    sp_path_fmt(dir, sizeof dir, e, "%s/sandboxes", x->conf.root) == -1)
+		return -1;
+	if ((dp = opendir(dir)) == NULL)
+		return sp_err_sys(e, SP_E_IO, "%s", dir);
+	while ((d = readdir(dp)) != NULL) {
+		if (!sp_id_valid(d->d_name))
+			continue;
+		sp_sandbox_domain(d->d_name, dom);
+		if (sp_virt_state(x->virt, dom, vstate, &we) == -1 ||
+		    strcmp(vstate, "running") != 0)
+			continue;
+		/* Marked first: a pause the node did itself is undone by it. */
+		rc = sp_sandbox_run_dir(x, d->d_name, run, sizeof run, &we);
+		if (rc == 0)
+			rc = sp_path_fmt(mark, sizeof mark, &we, "%s/fenced", run);
+		if (rc == 0 && (fd = open(mark, O_WRONLY | O_CREAT | O_CLOEXEC,
+		    0600)) >= 0)
+			close(fd);
+		if (rc == 0)
+			rc = sp_virt_pause(x->virt, dom, &we);
+		tell(&p, d->d_name, "fenced", "running", rc, &we);
+	}
+	closedir(dp);
+	return p.failed ? sp_err_set(e, SP_E_PARTIAL, 0, "some VMs were not "
+	    "paused") : 0;
 }

@@ -31,6 +31,15 @@ int sp_node_lease_s(struct sp_err *e);
  * gets its row as the DB then has it. */
 int sp_node_beat(struct sp_ctx *x, int lease_s, struct sp_node_row *out,
     struct sp_err *e);
+/* 1 when the lease of this node's last beat has run out by its own clock
+ * (it could not renew it: the DB is out of its reach). */
+int sp_node_lease_lapsed(const struct sp_conf *c);
+/* A node whose lease ran out pauses every VM it runs (and marks each
+ * $SPACE_RUN/ID/fenced), so that none runs on while the scheduler may
+ * restore it elsewhere; reconcile resumes them once the DB says they are
+ * still this node's.  fn gets a line per VM. */
+int sp_reconcile_fence(struct sp_ctx *x, int (*fn)(json_t *, void *),
+    void *arg, struct sp_err *e);
 
 /* ---- sandbox: the lifecycle operations, composed from the modules above ---- */
 struct sp_create_req {
@@ -157,13 +166,24 @@ struct sp_sched_opts {
 	int limit;		/* rows a pass places at most */
 	double vcpu_ratio;	/* vCPUs given per host CPU */
 	double memory_ratio;	/* memory given per MiB of the host's */
+	int lost_after_s;	/* a lease lapsed this long: its node is lost */
+	int recover;		/* 1: restore a lost node's backed-up sandboxes
+				 * elsewhere */
 };
 #define SP_SCHED_LIMIT		1000
 #define SP_SCHED_VCPU_RATIO	8.0
 #define SP_SCHED_MEMORY_RATIO	1.0
-/* One pass in one transaction: up to o->limit unplaced sandboxes get a node
- * (fn gets a line for each, "placed" with why, or "unplaced" with why not,
- * once the pass is committed); *placed counts them. */
+/* Past its lease, a node that cannot reach the DB has paused its VMs
+ * (space-reconcile); this much later the scheduler calls it lost. */
+#define SP_SCHED_LOST_AFTER_S	60
+#define SP_SCHED_DEFAULTS { SP_SCHED_LIMIT, SP_SCHED_VCPU_RATIO, \
+	SP_SCHED_MEMORY_RATIO, SP_SCHED_LOST_AFTER_S, 1 }
+/* One pass in one transaction: the sandboxes of nodes lost (lease lapsed
+ * o->lost_after_s ago) become lost, and with o->recover those with a
+ * restorable snapshot are unplaced; then up to o->limit unplaced sandboxes
+ * get a node (fn gets a line for each, "lost", "recovering", "placed" with
+ * why, or "unplaced" with why not, once the pass is committed); *placed
+ * counts them. */
 int sp_schedule_pass(struct sp_ctx *x, const struct sp_sched_opts *o,
     int (*fn)(json_t *, void *), void *arg, int *placed, struct sp_err *e);
 
@@ -250,6 +270,11 @@ int sp_snap_remove_all(struct sp_ctx *x, const char *id, struct sp_err *e);
 /* ---- suspend: sandboxes to the object store and back (design.md) ---- */
 int sp_suspend(struct sp_ctx *x, const char *id, int keep_local, json_t **out,
     struct sp_err *e);
+/* A running or paused sandbox of this node to the store as it is now, while
+ * it goes on: a full checkpoint, sent as a suspend sends one; it becomes
+ * the sandbox's restorable snapshot (older ones are superseded), from which
+ * a node takes it back when this one is lost. */
+int sp_backup(struct sp_ctx *x, const char *id, json_t **out, struct sp_err *e);
 /* node NULL or this node: restore here; else ask that node (its reconcile);
  * "" asks the scheduler to pick one (space-schedule). */
 int sp_restore(struct sp_ctx *x, const char *id, const char *node,

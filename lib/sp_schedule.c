@@ -5,7 +5,9 @@
  * lease, ready, free memory and vCPUs), then the one with its template on
  * disk, then the one with the fewest sandboxes, then the most free memory.
  * The node's space-reconcile carries the wish out.  Every placement says
- * why.  Safe on every node at once: the rows a pass takes are locked for it
+ * why.  First, a node whose lease lapsed long enough ago is lost: its
+ * sandboxes become lost, and those backed up to the store are placed anew
+ * (a policy: --no-recover turns it off).  Safe on every node at once: the rows a pass takes are locked for it
  * (FOR UPDATE SKIP LOCKED), and it holds them only while it decides.
  */
 #include <stdlib.h>
@@ -15,7 +17,7 @@
 
 struct cand {
 	char name[64];
-	int alive, ready;
+	int alive, ready, lost;
 	double free_mib, free_vcpus;
 	int64_t sandboxes;
 	json_t *templates;
@@ -55,6 +57,7 @@ add_node(const struct sp_node_row *n, void *arg)
 	memset(c, 0, sizeof *c);
 	snprintf(c->name, sizeof c->name, "%s", n->name);
 	c->alive = n->lease_left > 0;
+	c->lost = n->lease_left <= -(int64_t)p->o->lost_after_s;
 	c->ready = strcmp(n->state, "ready") == 0;
 	c->free_mib = (double)n->memory_mib * p->o->memory_ratio -
 	    (double)n->memory_used_mib;
@@ -149,6 +152,43 @@ pick(struct pass *p, const struct sp_sandbox_row *r, char *why, size_t n,
 	return best;
 }
 
+struct told {
+	json_t *lines;
+	const char *action, *node;
+};
+
+static int
+tell_id(const char *id, void *arg)
+{
+	struct told *t = arg;
+
+	return json_array_append_new(t->lines, json_pack("{s:s, s:b, s:s, s:s}",
+	    "id", id, "ok", 1, "action", t->action, "node", t->node));
+}
+
+/* The sandboxes of lost nodes become lost; with o->recover, those that can
+ * be restored are unplaced, for the placement below. */
+static int
+lose(struct sp_ctx *x, struct pass *p, json_t *lines, struct sp_err *e)
+{
+	struct told t = { lines, NULL, NULL };
+	size_t i;
+
+	for (i = 0; i < p->nc; i++) {
+		if (!p->c[i].lost)
+			continue;
+		t.node = p->c[i].name;
+		t.action = "lost";
+		if (sp_db_node_lose(x->db, t.node, tell_id, &t, e) == -1)
+			return -1;
+		t.action = "recovering";
+		if (p->o->recover &&
+		    sp_db_lost_recover(x->db, t.node, tell_id, &t, e) == -1)
+			return -1;
+	}
+	return 0;
+}
+
 int
 sp_schedule_pass(struct sp_ctx *x, const struct sp_sched_opts *o,
     int (*fn)(json_t *, void *), void *arg, int *placed, struct sp_err *e)
@@ -170,6 +210,7 @@ sp_schedule_pass(struct sp_ctx *x, const struct sp_sched_opts *o,
 		return -1;
 	}
 	if (sp_db_node_each(x->db, add_node, &p, e) == -1 ||
+	    lose(x, &p, lines, e) == -1 ||
 	    sp_db_unplaced_each(x->db, o->limit, add_row, &p, e) == -1)
 		goto out;
 	for (i = 0; i < p.nr; i++) {

@@ -630,14 +630,17 @@ struct gc_rows {
 };
 
 /* Ready snapshots only: "taking" ones are reconcile's, and one in the
- * object store (suspend's) stays while it is there. */
+ * object store (a suspend's, a backup's) stays while a restore may want it;
+ * a superseded one (a newer backup, or a restore, came after it) goes by the
+ * tiers like any other. */
 static int
 gc_collect(const struct sp_snap_row *r, void *arg)
 {
 	struct gc_rows *g = arg;
 	struct sp_snap_row *nv;
 
-	if (strcmp(r->state, "ready") != 0 || r->remote[0] != '\0')
+	if (strcmp(r->state, "ready") != 0 ||
+	    (r->remote[0] != '\0' && strcmp(r->remote, "superseded") != 0))
 		return 0;
 	if (g->n == g->cap) {
 		g->cap = g->cap ? 2 * g->cap : 64;

@@ -18,6 +18,7 @@ static const char *const names[SP_ST__COUNT] = {
 	[SP_ST_FAILED] = "failed",
 	[SP_ST_RECOVERING] = "recovering",
 	[SP_ST_DESTROYED] = "destroyed",
+	[SP_ST_LOST] = "lost",
 };
 
 #define T(s) (1u << (s))
@@ -26,29 +27,35 @@ static const char *const names[SP_ST__COUNT] = {
  * legal[from] is the set of states reachable from `from` in one step.  The
  * transient states (creating, suspending, restoring, recovering) can go back
  * to where they came from, so a crash halfway can be rolled back as well as
- * finished.  Any state but destroyed may be destroyed.
+ * finished.  Any state but destroyed may be destroyed.  Every state that
+ * holds a VM, or is on the way to or from one, becomes lost when its node's
+ * lease lapses; a lost sandbox is restored elsewhere from its backup, or
+ * taken back by its node when that comes back first.
  */
+#define HELD	T(SP_ST_LOST)
 static const unsigned legal[SP_ST__COUNT] = {
 	[SP_ST_CREATING] = T(SP_ST_RUNNING) | T(SP_ST_PAUSED) | T(SP_ST_FAILED) |
-	    T(SP_ST_DESTROYED),
+	    T(SP_ST_DESTROYED) | HELD,
 	[SP_ST_RUNNING] = T(SP_ST_PAUSED) | T(SP_ST_STOPPED) |
 	    T(SP_ST_SUSPENDING) | T(SP_ST_FAILED) | T(SP_ST_RECOVERING) |
-	    T(SP_ST_DESTROYED),
+	    T(SP_ST_DESTROYED) | HELD,
 	[SP_ST_PAUSED] = T(SP_ST_RUNNING) | T(SP_ST_STOPPED) |
 	    T(SP_ST_SUSPENDING) | T(SP_ST_FAILED) | T(SP_ST_RECOVERING) |
-	    T(SP_ST_DESTROYED),
+	    T(SP_ST_DESTROYED) | HELD,
 	[SP_ST_STOPPED] = T(SP_ST_RUNNING) | T(SP_ST_RECOVERING) |
-	    T(SP_ST_DESTROYED),
+	    T(SP_ST_DESTROYED) | HELD,
 	[SP_ST_SUSPENDING] = T(SP_ST_SUSPENDED) | T(SP_ST_RUNNING) |
-	    T(SP_ST_PAUSED) | T(SP_ST_FAILED) | T(SP_ST_DESTROYED),
+	    T(SP_ST_PAUSED) | T(SP_ST_FAILED) | T(SP_ST_DESTROYED) | HELD,
 	[SP_ST_SUSPENDED] = T(SP_ST_RESTORING) | T(SP_ST_DESTROYED),
 	[SP_ST_RESTORING] = T(SP_ST_RUNNING) | T(SP_ST_SUSPENDED) |
-	    T(SP_ST_DESTROYED),
+	    T(SP_ST_DESTROYED) | HELD,
 	[SP_ST_FAILED] = T(SP_ST_RECOVERING) | T(SP_ST_STOPPED) |
-	    T(SP_ST_DESTROYED),
+	    T(SP_ST_DESTROYED) | HELD,
 	[SP_ST_RECOVERING] = T(SP_ST_RUNNING) | T(SP_ST_FAILED) |
-	    T(SP_ST_DESTROYED),
+	    T(SP_ST_DESTROYED) | HELD,
 	[SP_ST_DESTROYED] = 0,
+	[SP_ST_LOST] = T(SP_ST_RESTORING) | T(SP_ST_RUNNING) | T(SP_ST_PAUSED) |
+	    T(SP_ST_STOPPED) | T(SP_ST_FAILED) | T(SP_ST_DESTROYED),
 };
 
 const char *

@@ -39,6 +39,7 @@ snap_key(const char *id, const char *snap, const char *file, char *out,
 
 struct find_remote {
 	const char *want;
+	const char *tag;	/* or NULL: any */
 	struct sp_snap_row r;
 	int found;
 };
@@ -49,22 +50,25 @@ find_remote(const struct sp_snap_row *r, void *arg)
 	struct find_remote *f = arg;
 
 	/* Oldest first: the last one that matches is the newest. */
-	if (strcmp(r->remote, f->want) == 0 && strcmp(r->kind, "full") == 0) {
+	if (strcmp(r->remote, f->want) == 0 && strcmp(r->kind, "full") == 0 &&
+	    (f->tag == NULL || strcmp(r->tag, f->tag) == 0)) {
 		f->r = *r;
 		f->found = 1;
 	}
 	return 0;
 }
 
-/* The newest full snapshot of id whose remote is want. */
+/* The newest full snapshot of id whose remote is want (and tag, unless
+ * NULL: a suspend takes only its own, never a backup's). */
 static int
 remote_snap(struct sp_ctx *x, const char *id, const char *want,
-    struct sp_snap_row *r, struct sp_err *e)
+    const char *tag, struct sp_snap_row *r, struct sp_err *e)
 {
 	struct find_remote f;
 
 	memset(&f, 0, sizeof f);
 	f.want = want;
+	f.tag = tag;
 	if (sp_db_snap_each(x->db, id, NULL, find_remote, &f, e) == -1)
 		return -1;
 	if (!f.found)
@@ -145,23 +149,102 @@ release_local(struct sp_ctx *x, const char *id, int keep_local,
 	return sp_db_snap_drop_local(x->db, id, e);
 }
 
+/* The crash point "WHO-POINT" (suspend-after-upload, backup-after-upload). */
+static void
+crash(const char *who, const char *point)
+{
+	char name[64];
+
+	snprintf(name, sizeof name, "%s-%s", who, point);
+	sp_crashpoint(name);
+}
+
+/*
+ * Sends snapshot r of sandbox sb (a full checkpoint, taken) to the store:
+ * the template's stream when the store lacks it (*pushed says), the delta
+ * against the template, compressed and encrypted with a fresh data key
+ * wrapped by the tenant's key (*size bytes), then the manifest; then the
+ * snapshot is restorable.  Its crash points are named after crash_at
+ * ("suspend", "backup").
+ */
 static int
-suspend_locked(struct sp_ctx *x, struct sp_store *s, const char *id,
-    int keep_local, json_t **out, struct sp_err *e)
+send_up(struct sp_ctx *x, struct sp_store *s, const struct sp_sandbox_row *sb,
+    const struct sp_snap_row *r, const char *crash_at, json_t **pushed,
+    uint64_t *size, struct sp_err *e)
 {
 	char tenant[SP_NAME_MAX + 1], keyref[SP_PATH_MAX], wrapped[WRAPPED_MAX];
 	char tref[2 * SP_NAME_MAX + 2], tpath[SP_PATH_MAX], lineage[37];
 	char parent[SP_PATH_MAX];
 	char sdir[SP_PATH_MAX], tmp[SP_PATH_MAX], key[SP_PATH_MAX];
-	char mkey[SP_PATH_MAX], hex[65], dom[SP_ID_LEN + 4];
+	char mkey[SP_PATH_MAX], hex[65];
+	const char *id = sb->id;
 	unsigned char dk[32];
-	struct sp_sandbox_row sb;
 	struct sp_template_row t;
+	int rc = -1, received;
+
+	/* The template's lineage, which the delta is sent against. */
+	if (sp_db_template_get(x->db, sb->template, &t, e) == -1 ||
+	    sp_template_path(x->conf.root, &t, tpath, sizeof tpath, e) == -1 ||
+	    sp_subvol_lineage(tpath, lineage, &received, e) == -1)
+		return -1;
+	if (sp_path_fmt(sdir, sizeof sdir, e, "%s/snapshots/%s/%s",
+	    x->conf.root, id, r->snap) == -1 ||
+	    read_base(x, sdir, lineage, parent, sizeof parent) == -1)
+		snprintf(parent, sizeof parent, "%s", tpath);
+	snprintf(tref, sizeof tref, "%s@%s", t.name, t.digest);
+	if (sp_template_push(x, s, tref, pushed, e) == -1)
+		return -1;
+	crash(crash_at, "after-template");
+	if (sp_remote_keyref(x, sb, tenant, keyref, sizeof keyref, e) == -1)
+		return -1;
+	sp_crypt_data_key(dk);
+	if (sp_crypt_wrap(keyref, dk, wrapped, sizeof wrapped, e) == -1)
+		goto wipe;
+	if (sp_remote_tmp(x, "suspend.delta", tmp, sizeof tmp, e) == -1 ||
+	    snap_key(id, r->snap, "delta.zst.enc", key, sizeof key, e) == -1 ||
+	    snap_key(id, r->snap, "manifest.json", mkey, sizeof mkey, e) == -1)
+		goto wipe;
+	if (sp_remote_send(x, parent, sdir, dk, tmp, e) == -1)
+		goto wipe;
+	crash(crash_at, "before-upload");
+	rc = sp_remote_upload(s, tmp, key, size, hex, e);
+	unlink(tmp);
+	if (rc == -1)
+		goto wipe;
+	rc = -1;
+	crash(crash_at, "after-upload");
+	/* Plain text: no labels, no env (which may hold secrets); those
+	 * stay in the DB row. */
+	if (sp_remote_put_json(s, x, mkey, json_pack("{s:i, s:s, s:s, s:s, s:s, "
+	    "s:s, s:I, s:i, s:i, s:{s:s, s:s, s:s}, "
+	    "s:[{s:s, s:s, s:I, s:s}]}",
+	    "version", 1, "id", id, "snap", r->snap, "node", x->conf.node,
+	    "template", tref, "lineage", lineage, "taken", (json_int_t)r->taken,
+	    "memory_mib", sb->memory_mib, "vcpus", sb->vcpus,
+	    "key", "tenant", tenant, "kms", keyref, "wrapped", wrapped,
+	    "artifacts", "name", "delta", "key", key, "bytes", (json_int_t)*size,
+	    "sha256", hex), e) == -1)
+		goto wipe;
+	crash(crash_at, "after-manifest");
+	if (sp_db_snap_set_remote(x->db, id, r->snap, "restorable", e) == -1)
+		goto wipe;
+	rc = 0;
+wipe:
+	sodium_memzero(dk, sizeof dk);
+	return rc;
+}
+
+static int
+suspend_locked(struct sp_ctx *x, struct sp_store *s, const char *id,
+    int keep_local, json_t **out, struct sp_err *e)
+{
+	char dom[SP_ID_LEN + 4];
+	struct sp_sandbox_row sb;
 	struct sp_snap_row r;
 	json_t *pushed = NULL;
 	int64_t t0 = sp_clock_ms();
 	uint64_t size = 0;
-	int rc = -1, have, received;
+	int rc = -1, have;
 
 	if (sp_db_sandbox_get(x->db, id, &sb, e) == -1)
 		return -1;
@@ -195,12 +278,12 @@ suspend_locked(struct sp_ctx *x, struct sp_store *s, const char *id,
 	 * is restorable already only waits for the last steps. */
 	sp_sandbox_domain(id, dom);
 	if (sb.state == SP_ST_SUSPENDING &&
-	    (have = remote_snap(x, id, "restorable", &r, e)) != 0) {
+	    (have = remote_snap(x, id, "restorable", "suspend", &r, e)) != 0) {
 		if (have == -1)
 			goto out;
 		goto finish;
 	}
-	if ((have = remote_snap(x, id, "uploading", &r, e)) == -1)
+	if ((have = remote_snap(x, id, "uploading", "suspend", &r, e)) == -1)
 		goto out;
 	if (!have) {
 		json_t *o = NULL;
@@ -213,67 +296,21 @@ suspend_locked(struct sp_ctx *x, struct sp_store *s, const char *id,
 			goto out;
 	}
 	sp_crashpoint("suspend-after-checkpoint");
-	/* The template's lineage, which the delta is sent against. */
-	if (sp_db_template_get(x->db, sb.template, &t, e) == -1 ||
-	    sp_template_path(x->conf.root, &t, tpath, sizeof tpath, e) == -1 ||
-	    sp_subvol_lineage(tpath, lineage, &received, e) == -1)
+	if (send_up(x, s, &sb, &r, "suspend", &pushed, &size, e) == -1)
 		goto out;
-	if (sp_path_fmt(sdir, sizeof sdir, e, "%s/snapshots/%s/%s",
-	    x->conf.root, id, r.snap) == -1 ||
-	    read_base(x, sdir, lineage, parent, sizeof parent) == -1)
-		snprintf(parent, sizeof parent, "%s", tpath);
-	snprintf(tref, sizeof tref, "%s@%s", t.name, t.digest);
-	if (sp_template_push(x, s, tref, &pushed, e) == -1)
-		goto out;
-	sp_crashpoint("suspend-after-template");
-	if (sp_remote_keyref(x, &sb, tenant, keyref, sizeof keyref, e) == -1)
-		goto out;
-	sp_crypt_data_key(dk);
-	if (sp_crypt_wrap(keyref, dk, wrapped, sizeof wrapped, e) == -1)
-		goto wipe;
-	if (sp_remote_tmp(x, "suspend.delta", tmp, sizeof tmp, e) == -1 ||
-	    snap_key(id, r.snap, "delta.zst.enc", key, sizeof key, e) == -1 ||
-	    snap_key(id, r.snap, "manifest.json", mkey, sizeof mkey, e) == -1)
-		goto wipe;
-	if (sp_remote_send(x, parent, sdir, dk, tmp, e) == -1)
-		goto wipe;
-	sp_crashpoint("suspend-before-upload");
-	rc = sp_remote_upload(s, tmp, key, &size, hex, e);
-	unlink(tmp);
-	if (rc == -1)
-		goto wipe;
-	rc = -1;
-	sp_crashpoint("suspend-after-upload");
-	/* Plain text: no labels, no env (which may hold secrets); those
-	 * stay in the DB row. */
-	if (sp_remote_put_json(s, x, mkey, json_pack("{s:i, s:s, s:s, s:s, s:s, "
-	    "s:s, s:I, s:i, s:i, s:{s:s, s:s, s:s}, "
-	    "s:[{s:s, s:s, s:I, s:s}]}",
-	    "version", 1, "id", id, "snap", r.snap, "node", x->conf.node,
-	    "template", tref, "lineage", lineage, "taken", (json_int_t)r.taken,
-	    "memory_mib", sb.memory_mib, "vcpus", sb.vcpus,
-	    "key", "tenant", tenant, "kms", keyref, "wrapped", wrapped,
-	    "artifacts", "name", "delta", "key", key, "bytes", (json_int_t)size,
-	    "sha256", hex), e) == -1)
-		goto wipe;
-	sp_crashpoint("suspend-after-manifest");
-	if (sp_db_snap_set_remote(x->db, id, r.snap, "restorable", e) == -1)
-		goto wipe;
 	sp_crashpoint("suspend-after-restorable");
 finish:
 	if (sp_db_transition(x->db, id, SP_ST_SUSPENDED, -1, NULL, e) == -1)
-		goto wipe;
+		goto out;
 	sp_crashpoint("suspend-after-suspended");
 	if (release_local(x, id, keep_local, e) == -1)
-		goto wipe;
+		goto out;
 	*out = json_pack("{s:s, s:b, s:s, s:s, s:b, s:I, s:I, s:I}", "id", id,
 	    "ok", 1, "snap", r.snap, "state", "suspended", "changed", 1,
 	    "bytes_uploaded", (json_int_t)size, "template_bytes_uploaded",
 	    json_integer_value(json_object_get(pushed, "bytes_uploaded")),
 	    "ms", (json_int_t)(sp_clock_ms() - t0));
 	rc = 0;
-wipe:
-	sodium_memzero(dk, sizeof dk);
 out:
 	json_decref(pushed);
 	sp_db_row_release(&sb);
@@ -296,6 +333,75 @@ sp_suspend(struct sp_ctx *x, const char *id, int keep_local, json_t **out,
 		return -1;
 	}
 	rc = suspend_locked(x, s, id, keep_local, out, e);
+	sp_sandbox_unlock(fd);
+	sp_store_close(s);
+	return rc;
+}
+
+/* ---- backup: a running sandbox's newest state in the store ---- */
+
+static int
+backup_locked(struct sp_ctx *x, struct sp_store *s, const char *id,
+    json_t **out, struct sp_err *e)
+{
+	struct sp_sandbox_row sb;
+	struct sp_snap_row r;
+	json_t *pushed = NULL, *o = NULL;
+	int64_t t0 = sp_clock_ms();
+	uint64_t size = 0;
+	int rc = -1;
+
+	if (sp_db_sandbox_get(x->db, id, &sb, e) == -1)
+		return -1;
+	if (strcmp(sb.node, x->conf.node) != 0) {
+		sp_err_set(e, SP_E_BAD_STATE, 0, "%s is on node %s, not this one (%s)",
+		    id, sb.node, x->conf.node);
+		goto out;
+	}
+	if (sb.pod || (sb.state != SP_ST_RUNNING && sb.state != SP_ST_PAUSED)) {
+		sp_err_set(e, SP_E_BAD_STATE, 0, "cannot back up a sandbox that is %s",
+		    sb.pod ? "a pod" : sp_state_name(sb.state));
+		goto out;
+	}
+	/* A full checkpoint (a running guest is paused for its memory only,
+	 * and goes on), sent up as a suspend sends its own. */
+	if (sp_snap_take_locked(x, id, 1, "backup", &r, &o, e) == -1)
+		goto out;
+	json_decref(o);
+	if (sp_db_snap_set_remote(x->db, id, r.snap, "uploading", e) == -1)
+		goto out;
+	sp_crashpoint("backup-after-checkpoint");
+	if (send_up(x, s, &sb, &r, "backup", &pushed, &size, e) == -1 ||
+	    sp_db_snap_supersede(x->db, id, r.snap, e) == -1)
+		goto out;
+	*out = json_pack("{s:s, s:b, s:s, s:s, s:I, s:I, s:I, s:I}", "id", id,
+	    "ok", 1, "snap", r.snap, "state", sp_state_name(sb.state),
+	    "paused_ms", (json_int_t)r.paused_ms, "bytes_uploaded",
+	    (json_int_t)size, "template_bytes_uploaded",
+	    json_integer_value(json_object_get(pushed, "bytes_uploaded")),
+	    "ms", (json_int_t)(sp_clock_ms() - t0));
+	rc = 0;
+out:
+	json_decref(pushed);
+	sp_db_row_release(&sb);
+	return rc;
+}
+
+int
+sp_backup(struct sp_ctx *x, const char *id, json_t **out, struct sp_err *e)
+{
+	struct sp_store *s = NULL;
+	int fd, rc;
+
+	*out = NULL;
+	if (sp_id_check(id, e) == -1 || sp_ctx_virt(x, e) == -1 ||
+	    sp_store_open(&s, x->conf.store, e) == -1)
+		return -1;
+	if (sp_sandbox_lock(x, id, 1, &fd, e) == -1) {
+		sp_store_close(s);
+		return -1;
+	}
+	rc = backup_locked(x, s, id, out, e);
 	sp_sandbox_unlock(fd);
 	sp_store_close(s);
 	return rc;
@@ -409,16 +515,19 @@ restore_locked_store(struct sp_ctx *x, struct sp_store *s, const char *id,
 		    id, sb.node);
 		goto out;
 	}
-	if (sb.state != SP_ST_SUSPENDED && sb.state != SP_ST_RESTORING) {
+	/* A lost one (its node's lease lapsed) comes back from its newest
+	 * backup, as a suspended one from its suspend. */
+	if (sb.state != SP_ST_SUSPENDED && sb.state != SP_ST_RESTORING &&
+	    sb.state != SP_ST_LOST) {
 		sp_err_set(e, SP_E_BAD_STATE, 0, "cannot restore a sandbox that is "
 		    "%s", sp_state_name(sb.state));
 		goto out;
 	}
-	if ((have = remote_snap(x, id, "restorable", &r, e)) == -1)
+	if ((have = remote_snap(x, id, "restorable", NULL, &r, e)) == -1)
 		goto out;
 	/* A restore cut short after it marked its snapshot goes on with it. */
 	if (!have && sb.state == SP_ST_RESTORING &&
-	    (have = remote_snap(x, id, "restored", &r, e)) == -1)
+	    (have = remote_snap(x, id, "restored", NULL, &r, e)) == -1)
 		goto out;
 	if (!have) {
 		sp_err_set(e, SP_E_NOT_RESTORABLE, 0, "%s has no restorable "
@@ -434,7 +543,9 @@ restore_locked_store(struct sp_ctx *x, struct sp_store *s, const char *id,
 	    &hex);
 	if (sp_crypt_unwrap(kms, wrapped, dk, e) == -1)
 		goto out;
-	if (sb.state == SP_ST_SUSPENDED &&
+	/* On the generation read: a lost node that came back and took its
+	 * sandbox first wins, and this restore does nothing. */
+	if ((sb.state == SP_ST_SUSPENDED || sb.state == SP_ST_LOST) &&
 	    sp_db_transition(x->db, id, SP_ST_RESTORING, sb.gen, NULL, e) == -1)
 		goto wipe;
 	if (sp_db_sandbox_place(x->db, id, x->conf.node, NULL, e) == -1)
@@ -490,6 +601,7 @@ restore_locked_store(struct sp_ctx *x, struct sp_store *s, const char *id,
 	 * short after this finds it as restored. */
 	if (sp_sandbox_hand_identity(x, id, labels, env, e) == -1 ||
 	    sp_db_snap_set_remote(x->db, id, r.snap, "restored", e) == -1 ||
+	    sp_db_snap_supersede(x->db, id, NULL, e) == -1 ||
 	    sp_db_transition(x->db, id, SP_ST_RUNNING, -1, NULL, e) == -1)
 		goto back;
 	/* The sandbox is a copy of it now: the checkpoint's own subvolume
@@ -552,11 +664,11 @@ sp_restore(struct sp_ctx *x, const char *id, const char *node, json_t **out,
 		if ((node[0] != '\0' && sp_name_check("node", node, e) == -1) ||
 		    sp_db_sandbox_get(x->db, id, &sb, e) == -1)
 			return -1;
-		rc = sb.state == SP_ST_SUSPENDED ? 0 : -1;
+		rc = sb.state == SP_ST_SUSPENDED || sb.state == SP_ST_LOST ? 0 : -1;
 		sp_db_row_release(&sb);
 		if (rc == -1)
-			return sp_err_set(e, SP_E_BAD_STATE, 0, "only a suspended "
-			    "sandbox is restored elsewhere");
+			return sp_err_set(e, SP_E_BAD_STATE, 0, "only a suspended or "
+			    "lost sandbox is restored elsewhere");
 		if (sp_db_sandbox_place(x->db, id, node, "running", e) == -1)
 			return -1;
 		*out = json_pack("{s:s, s:b, s:s, s:o, s:b}", "id", id, "ok", 1,
