@@ -149,13 +149,14 @@ reclaim(struct pass *p, const struct sp_sandbox_row *r, const char *vstate)
 	struct sp_err e;
 	int rc;
 
+	/* A VM that is off: whether it was stopped, or died with the node,
+	 * the record no longer says; failed it is (space-stop, then
+	 * space-start, brings it back from its disk). */
 	if (strcmp(vstate, "running") == 0)
 		to = SP_ST_RUNNING;
 	else if (strcmp(vstate, "paused") == 0)
 		/* Paused by this node's fence: it was running. */
 		to = fenced(p->x, r->id, 0) ? SP_ST_RUNNING : SP_ST_PAUSED;
-	else if (strcmp(vstate, "shutoff") == 0)
-		to = SP_ST_STOPPED;
 	rc = sp_db_transition(p->x->db, r->id, to, r->gen, NULL, &e);
 	if (rc == 0 && to == SP_ST_RUNNING && strcmp(vstate, "paused") == 0) {
 		sp_sandbox_domain(r->id, dom);
@@ -284,7 +285,9 @@ one(struct pass *p, const char *id)
 		finish_suspend(p, id);
 		break;
 	case SP_ST_LOST:
-		reclaim(p, &r, vstate);
+		/* One the scheduler placed here to restore is a wish. */
+		if (r.want[0] == '\0')
+			reclaim(p, &r, vstate);
 		break;
 	case SP_ST__COUNT:
 		break;
@@ -574,7 +577,8 @@ carry_out(struct sp_ctx *x, const char *id, const char *want, const char **did,
 		if (s == SP_ST_STOPPED)
 			return sp_sandbox_start(x, id, READY_PROBE_MS * 60, &changed,
 			    e);
-		if (s == SP_ST_SUSPENDED || s == SP_ST_RESTORING) {
+		if (s == SP_ST_SUSPENDED || s == SP_ST_RESTORING ||
+		    s == SP_ST_LOST) {
 			rc = sp_restore(x, id, NULL, &o, e);
 			json_decref(o);
 			return rc;

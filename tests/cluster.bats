@@ -295,6 +295,100 @@ own() {
 	stop_agents
 }
 
+@test "node B dies (kill -9 of all its processes): its backed-up sandbox comes back on A or C as backed up, B's return removes its copy, nothing runs twice" {
+	start_agents
+	run on b space-create --template minimal
+	assert_success
+	id=$(jout -r .id)
+	echo "$id" >> "$BATS_FILE_TMPDIR/ids"
+	run on b space-create --template minimal
+	nobackup=$(jout -r .id)
+	echo "$nobackup" >> "$BATS_FILE_TMPDIR/ids"
+	on b space-exec "$id" -- sh -c 'echo backed > /root/marker && sync'
+	run on b space-backup "$id"
+	assert_success
+	jout -e '.ok and .state == "running" and .bytes_uploaded > 0'
+	space-snap ls "$id" | jq -se 'map(select(.remote == "restorable")) | length == 1'
+	# Written after the backup: lost with the node.
+	on b space-exec "$id" -- sh -c 'echo later > /root/after && sync'
+	# Node B dies: its agent, and its VMs' QEMUs, by SIGKILL; its lease
+	# was renewed for 2 s last.
+	SPACE_NODE_LEASE=2 on b space-node beat >/dev/null
+	kill -9 "$(sed -n 2p "$BATS_FILE_TMPDIR/agents")"
+	for s in "$id" "$nobackup"; do
+		pkill -9 -f "guest=sp-$s," || true
+	done
+	sleep 3
+	space-node ls "$NODE_A-cb" | jq -e '.alive == false'
+	run space-schedule --lost-after 1
+	assert_success
+	jout -s -e --arg id "$id" --arg n "$nobackup" '
+	    any(.[]; .id == $id and .action == "lost") and
+	    any(.[]; .id == $n and .action == "lost") and
+	    any(.[]; .id == $id and .action == "recovering") and
+	    (any(.[]; .id == $n and .action == "recovering") | not) and
+	    any(.[]; .id == $id and .action == "placed")'
+	space-ls "$nobackup" | jq -e --arg b "$NODE_A-cb" '.state == "lost" and .node == $b'
+	# The placed node's agent restores it (bounded: 120 s).
+	for _ in $(seq 240); do
+		[ "$(space-ls "$id" | jq -r .state)" = running ] && break
+		sleep 0.5
+	done
+	space-ls "$id"
+	cat "$BATS_FILE_TMPDIR"/agent-*.log | grep -- "$id" || true
+	space-ls "$id" | jq -e '.state == "running" and .want == null'
+	node=$(space-ls "$id" | jq -r .node)
+	[ "$node" = "$NODE_A" ] || [ "$node" = "$NODE_A-cc" ]
+	n=a
+	[ "$node" = "$NODE_A" ] || n=c
+	on "$n" space-exec "$id" -- cat /root/marker | grep -qx backed
+	run on "$n" space-exec "$id" -- cat /root/after
+	assert_failure
+	# B comes back: its copy of what now runs elsewhere goes, the rows
+	# stay; the sandbox without a backup is B's again (its VM died).
+	run on b space-reconcile --once
+	echo "$output"
+	jout -s -e --arg id "$id" 'any(.[]; .id == $id and .action == "released-left-behind" and .ok)'
+	jout -s -e --arg n "$nobackup" 'any(.[]; .id == $n and .action == "reclaimed" and .ok)'
+	space-ls "$id" | jq -e --arg node "$node" '.node == $node and .state == "running"'
+	space-ls "$nobackup" | jq -e '.state == "failed"'
+	[ ! -e "$ROOT_A-cb/sandboxes/$id" ]
+	# One VM of it on this machine, and its disk is the new node's.
+	[ "$(virsh -c qemu:///system list --name | grep -c -- "sp-$id")" -eq 1 ]
+	virsh -c qemu:///system dumpxml "sp-$id" | grep -q "/sandboxes/$id/disk.raw"
+	! virsh -c qemu:///system dumpxml "sp-$id" | grep -q "$ROOT_A-cb/"
+	on b space-node beat >/dev/null
+	on "$n" space-rm "$id" >/dev/null
+	on b space-rm "$nobackup" >/dev/null
+	stop_agents
+}
+
+@test "a node cut off from the database pauses its VMs once its lease ran out, and resumes them when it is back" {
+	stop_agents
+	run on c space-create --template minimal
+	assert_success
+	id=$(jout -r .id)
+	echo "$id" >> "$BATS_FILE_TMPDIR/ids"
+	SPACE_NODE_LEASE=2 on c space-node beat >/dev/null
+	sleep 3
+	# Node C's database is not there (a socket nobody listens on).
+	run env SPACE_DB="postgresql:host=$BATS_FILE_TMPDIR/nowhere dbname=space" \
+	    SPACE_ROOT="$ROOT_A-cc" SPACE_RUN="$RUN_A-cc" SPACE_NODE="$NODE_A-cc" \
+	    space-reconcile --once
+	echo "$output"
+	assert_failure 111
+	jout -s -e --arg id "$id" 'any(.[]; .id == $id and .action == "fenced" and .ok)'
+	[ "$(virsh -c qemu:///system domstate "sp-$id")" = paused ]
+	[ -e "$RUN_A-cc/$id/fenced" ]
+	# Back: the DB still says it runs on C, so C resumes it.
+	run on c space-reconcile --once
+	assert_success
+	[ "$(virsh -c qemu:///system domstate "sp-$id")" = running ]
+	[ ! -e "$RUN_A-cc/$id/fenced" ]
+	on c space-exec "$id" -- true
+	on c space-rm "$id" >/dev/null
+}
+
 @test "PostgreSQL gone: commands exit 111 and say so, nothing is lost, and all goes on once it is back" {
 	id=$(own)
 	dom=$(virsh -c qemu:///system list --name | grep -- "$id")
