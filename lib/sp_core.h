@@ -244,8 +244,6 @@ int sp_db_snap_set_remote(struct sp_db *db, const char *id, const char *snap,
  * nothing; "running": restore it). */
 int sp_db_sandbox_place(struct sp_db *db, const char *id, const char *node,
     const char *want, struct sp_err *e);
-int sp_db_sandbox_want(struct sp_db *db, const char *id, char *out, size_t n,
-    struct sp_err *e);
 /* The key service each tenant's data keys are wrapped by (space-key). */
 int sp_db_tenant_key_set(struct sp_db *db, const char *tenant,
     const char *keyref, struct sp_err *e);

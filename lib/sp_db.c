@@ -858,19 +858,6 @@ text_from(struct sp_db_q *q, void *arg)
 }
 
 int
-sp_db_sandbox_want(struct sp_db *db, const char *id, char *out, size_t n,
-    struct sp_err *e)
-{
-	struct text_out t = { out, n };
-	struct sp_db_q q;
-
-	if (q_start(db, &q, "get want", "SELECT COALESCE(want, '') FROM"
-	    " sandboxes WHERE id = $1", e, "s", id) == -1)
-		return -1;
-	return one_row(&q, "get want", "no such sandbox", text_from, &t, e);
-}
-
-int
 sp_db_tenant_key_set(struct sp_db *db, const char *tenant, const char *keyref,
     struct sp_err *e)
 {

@@ -607,9 +607,9 @@ sp_reconcile_wishes(struct sp_ctx *x, int failed_too,
 	struct wish_run w = { &p, NULL, NULL, 0, 0 };
 	const char *did = "";
 	struct sp_err we, lost;
-	char *err;
+	char *err, msg[160];
 	json_t *o;
-	size_t i;
+	size_t i, n;
 	int rc = 0;
 
 	if (sp_db_wishes_each(x->db, x->conf.node, failed_too, collect_wish, &w,
@@ -627,8 +627,18 @@ sp_reconcile_wishes(struct sp_ctx *x, int failed_too,
 		}
 		/* For whoever waits on it: {"error","msg"}.  A DB that is
 		 * not there takes no note; the next pass tries again. */
+		/* Bounded: the row keeps 255 bytes of it (want_error), and
+		 * cut where no UTF-8 character is. */
+		n = strlen(we.msg);
+		if (n >= sizeof msg) {
+			n = sizeof msg - 1;
+			while (n > 0 && ((unsigned char)we.msg[n] & 0xc0) == 0x80)
+				n--;
+		}
+		memcpy(msg, we.msg, n);
+		msg[n] = '\0';
 		o = json_pack("{s:s, s:s}", "error", sp_code_name(we.code), "msg",
-		    we.msg);
+		    msg);
 		err = o ? json_dumps(o, JSON_COMPACT) : NULL;
 		json_decref(o);
 		if (err != NULL && we.code != SP_E_DB)

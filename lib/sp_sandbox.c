@@ -259,7 +259,6 @@ sp_sandbox_wait(struct sp_ctx *x, const char *id, const char *state,
 	enum sp_code code;
 	const char *msg;
 	json_t *err;
-	int w;
 
 	for (;;) {
 		if (sp_db_sandbox_get(x->db, id, &r, e) == -1) {
@@ -294,7 +293,7 @@ sp_sandbox_wait(struct sp_ctx *x, const char *id, const char *state,
 		if ((left = deadline - sp_clock_ms()) <= 0)
 			return sp_err_set(e, SP_E_TIMED_OUT, 1, "%s is not %s after "
 			    "%d s", id, state, timeout_ms / 1000);
-		if ((w = sp_db_wait(x->db, (int)left, e)) == -1)
+		if (sp_db_wait(x->db, (int)left, e) == -1)
 			return -1;
 	}
 }
