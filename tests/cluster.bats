@@ -389,6 +389,24 @@ own() {
 	on c space-rm "$id" >/dev/null
 }
 
+@test "on one node with SQLite: create --anywhere --wait, made by the listening reconcile, both woken by writes to the file" {
+	local db=sqlite:$BATS_FILE_TMPDIR/one.db pid
+	SPACE_DB=$db import_minimal
+	SPACE_DB=$db space-template warm minimal >/dev/null
+	SPACE_DB=$db space-node beat >/dev/null
+	SPACE_DB=$db space-reconcile --listen --interval 30 \
+	    >"$BATS_FILE_TMPDIR/agent-sqlite.log" 2>&1 3>&- &
+	pid=$!
+	run env SPACE_DB="$db" space-create --anywhere --wait 120 --template minimal
+	kill "$pid"
+	assert_success
+	jout -e --arg a "$NODE_A" '.state == "running" and .node == $a and .placed.template_there'
+	id=$(jout -r .id)
+	SPACE_DB=$db space-exec "$id" -- true
+	grep -q "\"id\":\"$id\",\"ok\":true,\"action\":\"created\"" "$BATS_FILE_TMPDIR/agent-sqlite.log"
+	SPACE_DB=$db space-rm "$id" >/dev/null
+}
+
 @test "PostgreSQL gone: commands exit 111 and say so, nothing is lost, and all goes on once it is back" {
 	id=$(own)
 	dom=$(virsh -c qemu:///system list --name | grep -- "$id")
