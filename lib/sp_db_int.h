@@ -74,7 +74,8 @@ struct sp_db {
 	char *path;		/* the DB file, for the wake-ups */
 	int inotify;		/* watching its WAL, after listen; or -1 */
 	/* PostgreSQL's: */
-	char *conninfo;		/* to connect again once the server is back */
+	int listening;		/* LISTEN again after a new connection (PQreset
+				 * connects with the parameters it was given) */
 	int64_t round_trips;	/* statements run (sent, on PostgreSQL) */
 };
 

@@ -108,24 +108,29 @@ pg_err(struct sp_db *db, PGresult *res, const char *what, struct sp_err *e)
 	msg = one_line(msg, buf, sizeof buf);
 	if (state != NULL && strcmp(state, "23505") == 0)
 		return sp_err_set(e, SP_E_EXISTS, 0, "%s: %s", what, msg);
-	/* Named, since "server closed the connection" could be any server. */
 	temp = state == NULL || pq.PQstatus(db->h) != CONNECTION_OK ||
 	    strncmp(state, "08", 2) == 0 || strncmp(state, "57P", 3) == 0 ||
 	    strncmp(state, "53", 2) == 0 || strcmp(state, "40001") == 0 ||
 	    strcmp(state, "40P01") == 0 || strcmp(state, "55P03") == 0;
+	/* Named, since "server closed the connection" could be any server. */
 	return sp_err_set(e, SP_E_DB, temp, "%s: PostgreSQL: %s", what, msg);
 }
 
-/* A connection the server dropped is made again, once, before a statement. */
+static int exec_sql(struct sp_db *, const char *, const char *,
+    struct sp_err *);
+
+/* A connection the server dropped is made again, once, before a statement;
+ * a listener listens again (the server forgot it with the session). */
 static int
 connected(struct sp_db *db, const char *what, struct sp_err *e)
 {
 	if (pq.PQstatus(db->h) == CONNECTION_OK)
 		return 0;
 	pq.PQreset(db->h);
-	if (pq.PQstatus(db->h) == CONNECTION_OK)
-		return 0;
-	return pg_err(db, NULL, what, e);
+	if (pq.PQstatus(db->h) != CONNECTION_OK)
+		return pg_err(db, NULL, what, e);
+	return db->listening ? exec_sql(db, "listen", "LISTEN space_sandbox",
+	    e) : 0;
 }
 
 static int
@@ -353,8 +358,6 @@ db_open(struct sp_db *db, const char *conninfo, struct sp_err *e)
 
 	if (sp_dl_load_table(&dl, names, pq, e) == -1)
 		return -1;
-	if ((db->conninfo = strdup(conninfo)) == NULL)
-		return sp_err_sys(e, SP_E_INTERNAL, "out of memory");
 	if ((db->h = pq.PQconnectdbParams(keys, values, 1)) == NULL)
 		return sp_err_sys(e, SP_E_INTERNAL, "out of memory");
 	if (pq.PQstatus(db->h) != CONNECTION_OK)
@@ -367,9 +370,11 @@ db_open(struct sp_db *db, const char *conninfo, struct sp_err *e)
 static int
 listen_(struct sp_db *db, struct sp_err *e)
 {
-	if (connected(db, "listen", e) == -1)
+	if (connected(db, "listen", e) == -1 ||
+	    exec_sql(db, "listen", "LISTEN space_sandbox", e) == -1)
 		return -1;
-	return exec_sql(db, "listen", "LISTEN space_sandbox", e);
+	db->listening = 1;
+	return 0;
 }
 
 /* 1 when a notification was waiting, and takes them all. */
@@ -413,7 +418,6 @@ db_close(struct sp_db *db)
 {
 	if (db->h != NULL)
 		pq.PQfinish(db->h);
-	free(db->conninfo);
 }
 
 const struct sp_db_ops sp_db_pg_ops = {

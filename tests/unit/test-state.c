@@ -696,6 +696,9 @@ test_pg_gone(const char *dir)
 	    "postgresql: so is an open, and it says what it could not reach");
 	if (pg_server("restart", dir, NULL, 0) == -1)
 		exit(2);
+	/* The first statement after finds the connection gone (111). */
+	if (sp_db_sandbox_get(db, id, &r, &e) == 0)
+		sp_db_row_release(&r);
 	got = sp_db_sandbox_get(db, id, &r, &e);
 	tap_okf(sp_code_name(e.code), e.msg, got == 0 &&
 	    r.state == SP_ST_RUNNING && r.gen == 0,
@@ -715,6 +718,22 @@ test_pg_gone(const char *dir)
 	    "postgresql: a committed transition outlives a crash of the server");
 	if (got == 0)
 		sp_db_row_release(&r);
+
+	/* A listener whose server went away listens again once connected
+	 * again: another handle's change still wakes it. */
+	if (sp_db_listen(db, &e) == -1 || pg_server("stop", dir, NULL, 0) == -1 ||
+	    pg_server("restart", dir, NULL, 0) == -1)
+		exit(2);
+	if (sp_db_sandbox_get(db, id, &r, &e) == 0)
+		sp_db_row_release(&r);
+	if (sp_db_sandbox_get(db, id, &r, &e) == 0)
+		sp_db_row_release(&r);
+	db2 = open_db();
+	got = sp_db_transition(db2, id, SP_ST_RUNNING, -1, NULL, &e) == 0 ?
+	    sp_db_wait(db, 5000, &e) : -1;
+	sp_db_close(db2);
+	tap_okf(sp_code_name(e.code), e.msg, got == 1,
+	    "postgresql: a listener connected again is woken by a change");
 	sp_db_close(db);
 }
 
