@@ -411,7 +411,7 @@ orphans(struct pass *p, const struct ids *known)
 	struct sp_err e;
 	size_t i;
 	DIR *dp;
-	int existed, rc, k;
+	int existed, rc, k, ours, fd;
 
 	for (k = 0; k < 2; k++) {
 		if (sp_path_fmt(dir, sizeof dir, &e, "%s/%s", p->x->conf.root,
@@ -428,11 +428,26 @@ orphans(struct pass *p, const struct ids *known)
 		tell(p, "", "list-domains", "", -1, &e);
 	for (i = 0; i < w.found.n; i++) {
 		/* What another node now runs (a restore moved it) is that
-		 * node's: its row must not go with our leftovers. */
+		 * node's: its row must not go with our leftovers.  A row of
+		 * this node is one made since the rows were read (a create):
+		 * not an orphan; nor is one a live command holds. */
 		if (sp_db_sandbox_get(p->x->db, w.found.v[i], &r, &e) == 0) {
+			ours = strcmp(r.node, p->x->conf.node) == 0;
 			sp_db_row_release(&r);
-			rc = release_left(p->x, w.found.v[i], &e);
-			tell(p, w.found.v[i], "released-left-behind", "none", rc, &e);
+			if (ours || sp_sandbox_lock(p->x, w.found.v[i], 0, &fd,
+			    &e) == -1)
+				continue;
+			/* Read again under the lock: a restore here may have
+			 * taken it in between. */
+			if (sp_db_sandbox_get(p->x->db, w.found.v[i], &r, &e) == 0) {
+				ours = strcmp(r.node, p->x->conf.node) == 0;
+				sp_db_row_release(&r);
+				rc = ours ? 0 : release_left(p->x, w.found.v[i], &e);
+				if (!ours)
+					tell(p, w.found.v[i], "released-left-behind",
+					    "none", rc, &e);
+			}
+			sp_sandbox_unlock(fd);
 			continue;
 		}
 		rc = sp_sandbox_remove(p->x, w.found.v[i], &existed, &e);

@@ -34,6 +34,8 @@ teardown_file() {
 	space-pool fill >/dev/null 2>&1 || true
 	for n in b c; do
 		on "$n" space-reconcile --once >/dev/null 2>&1 || true
+	done
+	for n in b c d; do
 		umount "$ROOT_A-c$n" 2>/dev/null || true
 		rm -rf "$ROOT_A-c$n" "$ROOT_A-c$n.img" "$RUN_A-c$n"
 	done
@@ -390,21 +392,27 @@ own() {
 }
 
 @test "on one node with SQLite: create --anywhere --wait, made by the listening reconcile, both woken by writes to the file" {
-	local db=sqlite:$BATS_FILE_TMPDIR/one.db pid
-	SPACE_DB=$db import_minimal
-	SPACE_DB=$db space-template warm minimal >/dev/null
-	SPACE_DB=$db space-node beat >/dev/null
-	SPACE_DB=$db space-reconcile --listen --interval 30 \
+	# A node of its own (a root belongs to one database): D, on SQLite.
+	local pid
+	export SPACE_DB=sqlite:$BATS_FILE_TMPDIR/one.db SPACE_ROOT=$ROOT_A-cd \
+	    SPACE_RUN=$RUN_A-cd SPACE_NODE=$NODE_A-cd
+	space-init --loop-size 6G >/dev/null
+	import_minimal
+	space-template warm minimal >/dev/null
+	space-node beat >/dev/null
+	space-reconcile --listen --interval 30 \
 	    >"$BATS_FILE_TMPDIR/agent-sqlite.log" 2>&1 3>&- &
 	pid=$!
-	run env SPACE_DB="$db" space-create --anywhere --wait 120 --template minimal
+	run space-create --anywhere --wait 120 --template minimal
 	kill "$pid"
 	assert_success
-	jout -e --arg a "$NODE_A" '.state == "running" and .node == $a and .placed.template_there'
+	jout -e --arg d "$NODE_A-cd" '.state == "running" and .node == $d and .placed.template_there'
 	id=$(jout -r .id)
-	SPACE_DB=$db space-exec "$id" -- true
+	space-exec "$id" -- true
 	grep -q "\"id\":\"$id\",\"ok\":true,\"action\":\"created\"" "$BATS_FILE_TMPDIR/agent-sqlite.log"
-	SPACE_DB=$db space-rm "$id" >/dev/null
+	space-rm "$id" >/dev/null
+	umount "$ROOT_A-cd"
+	rm -rf "$ROOT_A-cd" "$ROOT_A-cd.img" "$RUN_A-cd"
 }
 
 @test "PostgreSQL gone: commands exit 111 and say so, nothing is lost, and all goes on once it is back" {
