@@ -55,12 +55,14 @@ on() {
 }
 
 # Each node's space-reconcile --listen, which carries out what other nodes
-# ask of its sandboxes the moment they ask.
+# ask of its sandboxes the moment they ask.  Started by exec in the
+# background function's subshell, so that $! is the agent itself: a kill of
+# the subshell would leave the agent running on, for later suites to meet.
 start_agents() {
 	local n
 	[ -f "$BATS_FILE_TMPDIR/agents" ] && return 0
 	for n in a b c; do
-		on "$n" space-reconcile --listen --interval 30 \
+		on "$n" exec space-reconcile --listen --interval 30 \
 		    >>"$BATS_FILE_TMPDIR/agent-$n.log" 2>&1 3>&- &
 		echo $! >>"$BATS_FILE_TMPDIR/agents"
 	done
