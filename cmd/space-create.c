@@ -117,13 +117,6 @@ out:
 	return rc;
 }
 
-static int
-ignore(json_t *o, void *arg)
-{
-	json_decref(o);
-	return 0;
-}
-
 /*
  * --anywhere: the rows first, then a scheduler pass for them (any node's
  * space-schedule would do it too), then with --wait each waited for until
@@ -158,7 +151,7 @@ anywhere_create(const struct sp_create_req *r, int count, int wait_ms)
 		}
 		n++;
 	}
-	if (n > 0 && sp_schedule_pass(&x, &so, ignore, NULL, &placed, &e) == -1)
+	if (n > 0 && sp_schedule_pass(&x, &so, NULL, NULL, &placed, &e) == -1)
 		sp_warn("scheduling: %s (space-schedule places them later)", e.msg);
 	for (i = 0; i < n; i++) {
 		if (wait_ms >= 0) {

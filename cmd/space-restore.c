@@ -16,13 +16,6 @@ struct restore {
 };
 
 static int
-ignore(json_t *o, void *arg)
-{
-	json_decref(o);
-	return 0;
-}
-
-static int
 restore1(const char *id, json_t *rec, void *arg)
 {
 	struct sp_sched_opts so = SP_SCHED_DEFAULTS;
@@ -42,7 +35,7 @@ restore1(const char *id, json_t *rec, void *arg)
 	if (sp_restore(&r->x, id, r->node, &out, &e) == -1)
 		return sp_out_fail(id, &e);
 	if (r->node != NULL && r->node[0] == '\0' &&
-	    sp_schedule_pass(&r->x, &so, ignore, NULL, &placed, &e) == -1)
+	    sp_schedule_pass(&r->x, &so, NULL, NULL, &placed, &e) == -1)
 		sp_warn("%s: scheduling: %s (space-schedule places it later)", id,
 		    e.msg);
 	if (r->wait_ms < 0 || !json_is_true(json_object_get(out, "queued")))

@@ -1222,24 +1222,25 @@ sp_db_snap_supersede(struct sp_db *db, const char *id, const char *keep,
 	    " $2", e, "ss", id, keep ? keep : "") == -1 ? -1 : 0;
 }
 
-/* Gives each id an UPDATE ... RETURNING id returned to fn. */
-static int
-each_id(struct sp_db_q *q, const char *what, int (*fn)(const char *, void *),
-    void *arg, struct sp_err *e)
-{
-	int s, rc = 0;
+/* Each id an UPDATE ... RETURNING id gave, to fn (through each_row). */
+struct each_id {
+	int (*fn)(const char *, void *);
+	void *arg;
+};
 
-	while ((s = q_step(q, what, e)) == 1)
-		if (fn(col_text(q, 0), arg) == -1)
-			rc = -1;
-	q_end(q);
-	return s == -1 ? -1 : rc;
+static int
+one_id(struct sp_db_q *q, void *arg)
+{
+	struct each_id *a = arg;
+
+	return a->fn(col_text(q, 0), a->arg) == -1 ? -1 : 0;
 }
 
 int
 sp_db_node_lose(struct sp_db *db, const char *node,
     int (*fn)(const char *id, void *), void *arg, struct sp_err *e)
 {
+	struct each_id a = { fn, arg };
 	struct sp_db_q q;
 
 	/* Its pods are nobody's: their rows go (the VMs, if the node comes
@@ -1253,13 +1254,14 @@ sp_db_node_lose(struct sp_db *db, const char *node,
 	    " 'restoring', 'failed', 'recovering') RETURNING id", e, "s",
 	    node) == -1)
 		return -1;
-	return each_id(&q, "mark lost", fn, arg, e);
+	return each_row(&q, "mark lost", one_id, &a, e);
 }
 
 int
 sp_db_lost_recover(struct sp_db *db, const char *node,
     int (*fn)(const char *id, void *), void *arg, struct sp_err *e)
 {
+	struct each_id a = { fn, arg };
 	struct sp_db_q q;
 
 	if (q_start(db, &q, "recover lost", "UPDATE sandboxes SET node = '',"
@@ -1268,5 +1270,5 @@ sp_db_lost_recover(struct sp_db *db, const char *node,
 	    " snapshots.id = sandboxes.id AND remote = 'restorable')"
 	    " RETURNING id", e, "s", node) == -1)
 		return -1;
-	return each_id(&q, "recover lost", fn, arg, e);
+	return each_row(&q, "recover lost", one_id, &a, e);
 }

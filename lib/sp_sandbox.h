@@ -182,8 +182,8 @@ struct sp_sched_opts {
  * o->lost_after_s ago) become lost, and with o->recover those with a
  * restorable snapshot are unplaced; then up to o->limit unplaced sandboxes
  * get a node (fn gets a line for each, "lost", "recovering", "placed" with
- * why, or "unplaced" with why not, once the pass is committed); *placed
- * counts them. */
+ * why, or "unplaced" with why not, once the pass is committed; fn may be
+ * NULL); *placed counts them. */
 int sp_schedule_pass(struct sp_ctx *x, const struct sp_sched_opts *o,
     int (*fn)(json_t *, void *), void *arg, int *placed, struct sp_err *e);
 

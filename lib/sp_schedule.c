@@ -250,7 +250,7 @@ out:
 		sp_db_rollback(x->db);
 		*placed = 0;
 	} else
-		for (i = 0; i < json_array_size(lines); i++)
+		for (i = 0; fn != NULL && i < json_array_size(lines); i++)
 			fn(json_incref(json_array_get(lines, i)), arg);
 	json_decref(lines);
 	for (i = 0; i < p.nc; i++)

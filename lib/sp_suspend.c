@@ -317,9 +317,12 @@ out:
 	return rc;
 }
 
-int
-sp_suspend(struct sp_ctx *x, const char *id, int keep_local, json_t **out,
-    struct sp_err *e)
+/* Runs fn on id with the store open and the sandbox's lock held: the body
+ * of sp_suspend and sp_backup (keep_local is suspend's). */
+static int
+with_store_locked(struct sp_ctx *x, const char *id, int keep_local,
+    int (*fn)(struct sp_ctx *, struct sp_store *, const char *, int,
+    json_t **, struct sp_err *), json_t **out, struct sp_err *e)
 {
 	struct sp_store *s = NULL;
 	int fd, rc;
@@ -332,17 +335,24 @@ sp_suspend(struct sp_ctx *x, const char *id, int keep_local, json_t **out,
 		sp_store_close(s);
 		return -1;
 	}
-	rc = suspend_locked(x, s, id, keep_local, out, e);
+	rc = fn(x, s, id, keep_local, out, e);
 	sp_sandbox_unlock(fd);
 	sp_store_close(s);
 	return rc;
+}
+
+int
+sp_suspend(struct sp_ctx *x, const char *id, int keep_local, json_t **out,
+    struct sp_err *e)
+{
+	return with_store_locked(x, id, keep_local, suspend_locked, out, e);
 }
 
 /* ---- backup: a running sandbox's newest state in the store ---- */
 
 static int
 backup_locked(struct sp_ctx *x, struct sp_store *s, const char *id,
-    json_t **out, struct sp_err *e)
+    int keep_local, json_t **out, struct sp_err *e)
 {
 	struct sp_sandbox_row sb;
 	struct sp_snap_row r;
@@ -390,21 +400,8 @@ out:
 int
 sp_backup(struct sp_ctx *x, const char *id, json_t **out, struct sp_err *e)
 {
-	struct sp_store *s = NULL;
-	int fd, rc;
-
-	*out = NULL;
-	if (sp_id_check(id, e) == -1 || sp_ctx_virt(x, e) == -1 ||
-	    sp_store_open(&s, x->conf.store, e) == -1)
-		return -1;
-	if (sp_sandbox_lock(x, id, 1, &fd, e) == -1) {
-		sp_store_close(s);
-		return -1;
-	}
-	rc = backup_locked(x, s, id, out, e);
-	sp_sandbox_unlock(fd);
-	sp_store_close(s);
-	return rc;
+	/* A backup keeps everything here: keep_local means nothing to it. */
+	return with_store_locked(x, id, 1, backup_locked, out, e);
 }
 
 /* ---- restore ---- */
