@@ -404,6 +404,53 @@ int sp_db_node_pods_each(struct sp_db *db, const char *node,
     int (*fn)(const char *template, int64_t ready, void *), void *arg,
     struct sp_err *e);
 
+
+/*
+ * ---- documents, rates and the audit ----
+ * What the credential store and the egress policies keep in a DB that
+ * nodes share (PostgreSQL); on one node's SQLite they stay files under its
+ * root.  A document is one JSON text by kind ("cred", "egress"), scope and
+ * name.
+ */
+/* *body (malloc'd, the caller frees it) or not-found. */
+int sp_db_doc_get(struct sp_db *db, const char *kind, const char *scope,
+    const char *name, char **body, struct sp_err *e);
+/* replace 0: exists when it is there already. */
+int sp_db_doc_put(struct sp_db *db, const char *kind, const char *scope,
+    const char *name, const char *body, int replace, struct sp_err *e);
+int sp_db_doc_delete(struct sp_db *db, const char *kind, const char *scope,
+    const char *name, int *removed, struct sp_err *e);
+/* The documents of kind in scope (NULL: every scope) named name (NULL:
+ * every name), in no order; fn returning non-zero stops it, and that is
+ * what this returns. */
+int sp_db_doc_each(struct sp_db *db, const char *kind, const char *scope,
+    const char *name, int (*fn)(const char *scope, const char *name,
+    const char *body, void *), void *arg, struct sp_err *e);
+/* One credential's token bucket for one sandbox, changed by compare-and-
+ * set: fn gets it (fresh: there was none; both 0) and sets what it
+ * becomes; its return is this one's once the write took (else it runs
+ * again on what was written in between). */
+int sp_db_rate_update(struct sp_db *db, const char *cred, const char *sandbox,
+    int (*fn)(int64_t *tokens, int64_t *last, int fresh, void *), void *arg,
+    struct sp_err *e);
+/* Drops the buckets of cred (NULL: any) for sandbox (NULL: any). */
+int sp_db_rate_forget(struct sp_db *db, const char *cred, const char *sandbox,
+    struct sp_err *e);
+int sp_db_audit_add(struct sp_db *db, int64_t time, const char *line,
+    struct sp_err *e);
+/* The records of time >= since, oldest first; fn as in sp_db_doc_each. */
+int sp_db_audit_each(struct sp_db *db, int64_t since,
+    int (*fn)(const char *line, void *), void *arg, struct sp_err *e);
+/*
+ * The shared DB for the parts of the library that take a root only (the
+ * credential store, the egress policies): sp_db_shared_take gives a handle
+ * when the configuration's SPACE_DB is PostgreSQL, *db NULL (and 0) when
+ * it is SQLite.  Give it back after use; handles are kept for the next
+ * taker, from any thread.
+ */
+int sp_db_shared_take(struct sp_db **db, struct sp_err *e);
+void sp_db_shared_give(struct sp_db *db);
+
 /* ---- dl: a library loaded on first use (sp_dl.c) ---- */
 struct sp_dl {
 	const char *soname;	/* "libcurl.so.4" */

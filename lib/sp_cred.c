@@ -82,8 +82,8 @@ sp_cred_add(const char *root, const struct sp_cred_spec *s,
 {
 	struct sp_cred c;
 	struct sp_err ign;
-	char p[SP_PATH_MAX];
-	int lfd = -1, count = 0, rc = -1;
+	struct sp_db *db;
+	int lfd = -1, count = 0, found, rc = -1;
 
 	memset(&c, 0, sizeof c);
 	if (sp_name_check("name", s->name, e) == -1 ||
@@ -107,10 +107,19 @@ sp_cred_add(const char *root, const struct sp_cred_spec *s,
 	c.expires = s->expires;
 	c.created = c.rotated = now;
 	c.version = 1;
+	if (sp_db_shared_take(&db, e) == -1)
+		return -1;
+	sp_db_shared_give(db);
+	/* The file vault is this node's disk, which other nodes never see. */
+	if (db != NULL && strcmp(c.vault, "file") == 0)
+		return sp_err_set(e, SP_E_BAD_INPUT, 0, "the file vault keeps "
+		    "secrets on this node, where the other nodes of a shared "
+		    "database cannot read them: set SPACE_CRED_VAULT=cmd:PROGRAM, "
+		    "a secret manager every node reaches");
 	if (ref_new(c.name, c.ref, e) == -1 || wlock(root, &lfd, e) == -1 ||
-	    cred_meta_path(root, c.scope, c.name, p, sizeof p, e) == -1)
+	    cred_meta_exists(root, c.scope, c.name, &found, e) == -1)
 		goto out;
-	if (access(p, F_OK) == 0) {
+	if (found) {
 		sp_err_set(e, SP_E_EXISTS, 0, "credential %s is in %s already: "
 		    "rotate it, or rm it first", c.name, c.scope);
 		goto out;
@@ -124,7 +133,7 @@ sp_cred_add(const char *root, const struct sp_cred_spec *s,
 	}
 	if (cred_vault_put(root, &c, secret, n, e) == -1)
 		goto out;
-	if (cred_meta_write(root, &c, e) == -1) {
+	if (cred_meta_write(root, &c, 1, e) == -1) {
 		cred_vault_rm(root, &c, &ign);
 		goto out;
 	}
@@ -161,7 +170,7 @@ sp_cred_rotate(const char *root, const char *name, const char *scope,
 	if (ref_new(c.name, c.ref, e) == -1 || cred_vault_put(root, &c, secret, n,
 	    e) == -1)
 		goto out;
-	if (cred_meta_write(root, &c, e) == -1) {
+	if (cred_meta_write(root, &c, 0, e) == -1) {
 		cred_vault_rm(root, &c, &ign);
 		goto out;
 	}
@@ -175,27 +184,12 @@ out:
 	return rc;
 }
 
-/* The credential key of rate/: its scope with '+' for '/', '+', its name. */
-static void
-rate_key(const struct sp_cred *c, char out[SP_CRED_SCOPE_MAX + SP_NAME_MAX + 2])
-{
-	char *p;
-
-	snprintf(out, SP_CRED_SCOPE_MAX + SP_NAME_MAX + 2, "%s+%s", c->scope,
-	    c->name);
-	for (p = out; *p != '\0'; p++)
-		if (*p == '/')
-			*p = '+';
-}
-
 int
 sp_cred_remove(const char *root, const char *name, const char *scope,
     int64_t now, int *removed, struct sp_cred *out, struct sp_err *e)
 {
-	char where[SP_CRED_SCOPE_MAX + 1], key[SP_CRED_SCOPE_MAX + SP_NAME_MAX + 2];
-	char p[SP_PATH_MAX], top[SP_PATH_MAX], *slash;
+	char where[SP_CRED_SCOPE_MAX + 1];
 	struct sp_cred c;
-	struct sp_err ign;
 	int lfd = -1, found, rc = -1;
 
 	*removed = 0;
@@ -212,23 +206,8 @@ sp_cred_remove(const char *root, const char *name, const char *scope,
 	}
 	/* The secret first: metadata left behind lets rm run again. */
 	if (cred_vault_rm(root, &c, e) == -1 ||
-	    cred_meta_path(root, where, name, p, sizeof p, e) == -1)
+	    cred_meta_remove(root, &c, e) == -1)
 		goto out;
-	if (unlink(p) == -1) {
-		sp_err_sys(e, SP_E_IO, "remove %s", p);
-		goto out;
-	}
-	/* Empty scope directories go too (rmdir refuses the others). */
-	if (sp_path_fmt(top, sizeof top, e, "%s/creds/scopes", root) == -1)
-		goto out;
-	while ((slash = strrchr(p, '/')) != NULL) {
-		*slash = '\0';
-		if (strlen(p) <= strlen(top) || rmdir(p) == -1)
-			break;
-	}
-	rate_key(&c, key);
-	if (sp_path_fmt(p, sizeof p, e, "%s/creds/rate/%s", root, key) == 0)
-		sp_path_remove_tree(p, &ign);
 	*removed = 1;
 	if (out != NULL)
 		*out = c;
@@ -269,13 +248,21 @@ sp_cred_forget_sandbox(const char *root, const char *id, int64_t now,
 	struct forget f = { root, scope, now, 0, e };
 	struct sp_err ign;
 	struct dirent *de;
+	struct sp_db *db;
+	int rc;
 	DIR *d;
 
 	if (sp_id_check(id, e) == -1)
 		return -1;
 	snprintf(scope, sizeof scope, "sandbox/%s", id);
-	if (sp_cred_each(root, forget_one, &f, e) == -1 || f.failed)
+	if (sp_cred_each(root, forget_one, &f, e) == -1 || f.failed ||
+	    sp_db_shared_take(&db, e) == -1)
 		return -1;
+	if (db != NULL) {
+		rc = sp_db_rate_forget(db, NULL, id, e);
+		sp_db_shared_give(db);
+		return rc;
+	}
 	if (sp_path_fmt(dir, sizeof dir, e, "%s/creds/rate", root) == -1)
 		return -1;
 	if ((d = opendir(dir)) == NULL)
@@ -421,24 +408,74 @@ sp_cred_resolve(const char *root, const char *sandbox, const char *tenant,
 
 /* ---- use ---- */
 
-/* Takes one use of c for sandbox from its token bucket: rate_n tokens,
- * refilled at rate_n per rate_period, counted in 1/rate_period units so
- * that all of it is exact integer arithmetic.  1: granted, 0: limited
- * (*retry: seconds until a token), -1: error. */
+/* One use of c from a token bucket of rate_n tokens, refilled at rate_n
+ * per rate_period, counted in 1/rate_period units so that all of it is
+ * exact integer arithmetic.  *tok and *last are the bucket, fresh when
+ * there was none (or it was damaged): then it is full.  1: granted, 0:
+ * limited (*retry: seconds until a token). */
+static int
+bucket_take(const struct sp_cred *c, int64_t now, int64_t *tok,
+    int64_t *last, int fresh, int64_t *retry)
+{
+	int64_t cap = c->rate_n * c->rate_period, el;
+
+	if (fresh || *tok < 0 || *last < 0 || *last > TIME_MAX) {
+		*tok = cap;
+		*last = now;
+	} else if (*tok > cap)
+		*tok = cap;
+	/* A clock that went back refills nothing. */
+	if (now > *last) {
+		el = now - *last < c->rate_period ? now - *last : c->rate_period;
+		*tok = *tok + el * c->rate_n < cap ? *tok + el * c->rate_n : cap;
+		*last = now;
+	}
+	if (*tok >= c->rate_period) {
+		*tok -= c->rate_period;
+		return 1;
+	}
+	*retry = (c->rate_period - *tok + c->rate_n - 1) / c->rate_n;
+	return 0;
+}
+
+struct take {
+	const struct sp_cred *c;
+	int64_t now, *retry;
+};
+
+static int
+take_row(int64_t *tok, int64_t *last, int fresh, void *arg)
+{
+	struct take *t = arg;
+
+	return bucket_take(t->c, t->now, tok, last, fresh, t->retry);
+}
+
+/* Takes one use of c for sandbox: from its row in a shared DB, or from
+ * its file under root, flock'd.  As bucket_take, or -1. */
 static int
 rate_take(const char *root, const struct sp_cred *c, const char *sandbox,
     int64_t now, int64_t *retry, struct sp_err *e)
 {
 	char key[SP_CRED_SCOPE_MAX + SP_NAME_MAX + 2], p[SP_PATH_MAX], b[64];
-	int64_t cap = c->rate_n * c->rate_period, tok, last, el;
+	struct take t = { c, now, retry };
+	int64_t tok, last;
 	long long t0, l0;
-	int fd, len, rc = -1;
+	struct sp_db *db;
+	int fd, len, fresh, rc = -1;
 	ssize_t r;
 	char end;
 
 	if (c->rate_n == 0)
 		return 1;
-	rate_key(c, key);
+	cred_rate_key(c, key);
+	if (sp_db_shared_take(&db, e) == -1)
+		return -1;
+	if (db != NULL) {
+		rc = sp_db_rate_update(db, key, sandbox, take_row, &t, e);
+		sp_db_shared_give(db);
+		return rc;
+	}
 	if (sp_path_fmt(p, sizeof p, e, "%s/creds/rate/%s/%s", root, key,
 	    sandbox) == -1)
 		return -1;
@@ -463,27 +500,10 @@ rate_take(const char *root, const struct sp_cred *c, const char *sandbox,
 	}
 	b[r] = '\0';
 	/* A new or damaged state is a full bucket. */
-	if (sscanf(b, "%lld %lld%c", &t0, &l0, &end) == 3 && end == '\n' &&
-	    t0 >= 0 && l0 >= 0 && l0 <= TIME_MAX) {
-		tok = t0 < cap ? t0 : cap;
-		last = l0;
-	} else {
-		tok = cap;
-		last = now;
-	}
-	/* A clock that went back refills nothing. */
-	if (now > last) {
-		el = now - last < c->rate_period ? now - last : c->rate_period;
-		tok = tok + el * c->rate_n < cap ? tok + el * c->rate_n : cap;
-		last = now;
-	}
-	if (tok >= c->rate_period) {
-		tok -= c->rate_period;
-		rc = 1;
-	} else {
-		*retry = (c->rate_period - tok + c->rate_n - 1) / c->rate_n;
-		rc = 0;
-	}
+	fresh = !(sscanf(b, "%lld %lld%c", &t0, &l0, &end) == 3 && end == '\n');
+	tok = fresh ? 0 : t0;
+	last = fresh ? 0 : l0;
+	rc = bucket_take(c, now, &tok, &last, fresh, retry);
 	len = snprintf(b, sizeof b, "%lld %lld\n", (long long)tok,
 	    (long long)last);
 	if (pwrite(fd, b, len, 0) != len || ftruncate(fd, len) == -1) {

@@ -86,6 +86,14 @@
  *	creds/audit.log		JSON lines, appended (sp_cred_use)
  *	creds/lock		held by add, rotate and rm
  *
+ * When nodes share a DB (SPACE_DB on PostgreSQL; sp_db_shared_take) the
+ * metadata, rate state and audit are rows of it instead: the same JSON as
+ * the row (cred, SCOPE, NAME) of its documents, a token bucket per
+ * credential and sandbox in cred_rates (changed by compare-and-set, so the
+ * rate is one for the cluster), a line per record in cred_audit.  The file
+ * vault, a node's disk, is refused there (bad-input): a cluster keeps its
+ * secrets in a cmd: vault every node reaches.
+ *
  * Metadata: {"name":s, "scope":s, "hosts":[s...], "inject":s,
  * "expires":n|null, "rate":"N/U"|null, "created":n, "rotated":n,
  * "version":n, "vault":s, "ref":s}; times in unix seconds.

@@ -25,6 +25,7 @@ int
 cred_audit_append(const char *root, const struct audit *a, struct sp_err *e)
 {
 	char p[SP_PATH_MAX], line[SP_CRED_AUDIT_LINE_MAX];
+	struct sp_db *db;
 	json_t *o;
 	size_t n;
 	int fd, rc = -1;
@@ -58,6 +59,16 @@ cred_audit_append(const char *root, const struct audit *a, struct sp_err *e)
 	if (n == 0 || n > sizeof line - 1)
 		return sp_err_set(e, SP_E_AUDIT, 1, "audit record over %d bytes",
 		    SP_CRED_AUDIT_LINE_MAX);
+	line[n] = '\0';
+	if (sp_db_shared_take(&db, e) == -1)
+		goto fail;
+	if (db != NULL) {
+		rc = sp_db_audit_add(db, a->time, line, e);
+		sp_db_shared_give(db);
+		if (rc == 0)
+			return 0;
+		goto fail;
+	}
 	line[n++] = '\n';
 	if (cred_dir(root, e) == -1 ||
 	    sp_path_fmt(p, sizeof p, e, "%s/creds/audit.log", root) == -1)
@@ -96,15 +107,45 @@ cred_audit_change(const char *root, const char *op, const struct sp_cred *c,
 	    "%s", op, c->name, c->scope, msg);
 }
 
+struct audit_each {
+	int64_t since;
+	int (*fn)(json_t *rec, void *arg);
+	void *arg;
+};
+
+/* One record, given to fn when it parses and is of time since or later;
+ * 1 when fn said stop. */
+static int
+audit_line(const char *line, void *arg)
+{
+	struct audit_each *x = arg;
+	json_t *rec, *t;
+
+	rec = json_loads(line, JSON_REJECT_DUPLICATES, NULL);
+	t = json_object_get(rec, "time");
+	if (json_is_integer(t) && json_integer_value(t) >= x->since)
+		return x->fn(rec, x->arg) != 0;
+	json_decref(rec);
+	return 0;
+}
+
 int
 sp_cred_audit_each(const char *root, int64_t since,
     int (*fn)(json_t *rec, void *arg), void *arg, struct sp_err *e)
 {
 	char p[SP_PATH_MAX], line[SP_CRED_AUDIT_LINE_MAX + 2];
-	json_t *rec, *t;
+	struct audit_each x = { since, fn, arg };
+	struct sp_db *db;
 	int skipping = 0, rc = 0;
 	FILE *f;
 
+	if (sp_db_shared_take(&db, e) == -1)
+		return -1;
+	if (db != NULL) {
+		rc = sp_db_audit_each(db, since, audit_line, &x, e);
+		sp_db_shared_give(db);
+		return rc == -1 ? -1 : 0;
+	}
 	if (sp_path_fmt(p, sizeof p, e, "%s/creds/audit.log", root) == -1)
 		return -1;
 	if ((f = fopen(p, "re")) == NULL) {
@@ -122,12 +163,7 @@ sp_cred_audit_each(const char *root, int64_t since,
 			skipping = 0;
 			continue;
 		}
-		rec = json_loads(line, JSON_REJECT_DUPLICATES, NULL);
-		t = json_object_get(rec, "time");
-		if (json_is_integer(t) && json_integer_value(t) >= since)
-			rc = fn(rec, arg) != 0;
-		else
-			json_decref(rec);
+		rc = audit_line(line, &x);
 	}
 	if (ferror(f)) {
 		fclose(f);

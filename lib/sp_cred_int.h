@@ -48,7 +48,19 @@ int cred_file_replace(const char *path, const void *buf, size_t n,
     struct sp_err *e);
 int cred_meta_load(const char *root, const char *scope, const char *name,
     struct sp_cred *c, struct sp_err *e);
-int cred_meta_write(const char *root, const struct sp_cred *c,
+/* create 1: "exists" when it is there already (in a shared DB; under a
+ * root the caller has looked, holding the lock). */
+int cred_meta_write(const char *root, const struct sp_cred *c, int create,
+    struct sp_err *e);
+/* The key of a credential's rate state: its scope with '+' for '/', '+',
+ * its name. */
+void cred_rate_key(const struct sp_cred *c,
+    char out[SP_CRED_SCOPE_MAX + SP_NAME_MAX + 2]);
+int cred_meta_exists(const char *root, const char *scope, const char *name,
+    int *found, struct sp_err *e);
+/* The metadata and rate state of a credential gone: its file, or its row
+ * and its buckets in a shared DB. */
+int cred_meta_remove(const char *root, const struct sp_cred *c,
     struct sp_err *e);
 int cred_scope_names_fast(const char *root, const char *scope,
     int (*fn)(const char *name, void *), void *arg, struct sp_err *e);

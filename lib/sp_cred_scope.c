@@ -265,23 +265,31 @@ bad:
 	    why.msg[0] ? ": " : "", why.msg);
 }
 
+/* The metadata in buf[0..n), from where (a path, or a row's name). */
 static int
-meta_read(const char *path, struct sp_cred *c, struct sp_err *e)
+meta_parse(const char *buf, size_t n, const char *where, struct sp_cred *c,
+    struct sp_err *e)
 {
-	char buf[META_MAX];
 	json_error_t jerr;
 	json_t *j;
-	size_t n;
 	int rc;
 
-	if (cred_file_read(path, buf, sizeof buf, &n, e) == -1)
-		return -1;
+	if (n > META_MAX)
+		return sp_err_set(e, SP_E_CORRUPT, 0, "%s: over %d bytes", where,
+		    META_MAX);
 	if ((j = json_loadb(buf, n, JSON_REJECT_DUPLICATES, &jerr)) == NULL)
-		return sp_err_set(e, SP_E_CORRUPT, 0, "%s: not JSON: %s", path,
+		return sp_err_set(e, SP_E_CORRUPT, 0, "%s: not JSON: %s", where,
 		    jerr.text);
-	rc = cred_from_json(j, path, c, e);
+	rc = cred_from_json(j, where, c, e);
 	json_decref(j);
 	return rc;
+}
+
+/* What a row of the shared DB is called in messages. */
+static void
+row_name(const char *scope, const char *name, char *out, size_t n)
+{
+	snprintf(out, n, "credential row %s/%s", scope, name);
 }
 
 /* The metadata of name in scope, checked against where it lies. */
@@ -289,10 +297,25 @@ int
 cred_meta_load(const char *root, const char *scope, const char *name,
     struct sp_cred *c, struct sp_err *e)
 {
-	char p[SP_PATH_MAX];
+	char p[SP_PATH_MAX], buf[META_MAX], *body;
+	struct sp_db *db;
+	size_t n;
+	int rc;
 
-	if (cred_meta_path(root, scope, name, p, sizeof p, e) == -1 ||
-	    meta_read(p, c, e) == -1)
+	if (sp_db_shared_take(&db, e) == -1)
+		return -1;
+	if (db != NULL) {
+		row_name(scope, name, p, sizeof p);
+		rc = sp_db_doc_get(db, "cred", scope, name, &body, e);
+		sp_db_shared_give(db);
+		if (rc == -1)
+			return -1;
+		rc = meta_parse(body, strlen(body), p, c, e);
+		free(body);
+	} else if ((rc = cred_meta_path(root, scope, name, p, sizeof p,
+	    e)) == 0 && (rc = cred_file_read(p, buf, sizeof buf, &n, e)) == 0)
+		rc = meta_parse(buf, n, p, c, e);
+	if (rc == -1)
 		return -1;
 	if (strcmp(c->name, name) != 0 || strcmp(c->scope, scope) != 0)
 		return sp_err_set(e, SP_E_CORRUPT, 0, "%s holds %s of %s", p,
@@ -301,24 +324,62 @@ cred_meta_load(const char *root, const char *scope, const char *name,
 }
 
 int
-cred_meta_write(const char *root, const struct sp_cred *c, struct sp_err *e)
+cred_meta_exists(const char *root, const char *scope, const char *name,
+    int *found, struct sp_err *e)
+{
+	char p[SP_PATH_MAX], *body;
+	struct sp_db *db;
+	int rc;
+
+	if (sp_db_shared_take(&db, e) == -1)
+		return -1;
+	if (db == NULL) {
+		if (cred_meta_path(root, scope, name, p, sizeof p, e) == -1)
+			return -1;
+		*found = access(p, F_OK) == 0;
+		return 0;
+	}
+	rc = sp_db_doc_get(db, "cred", scope, name, &body, e);
+	sp_db_shared_give(db);
+	free(body);
+	*found = rc == 0;
+	return rc == -1 && e->code != SP_E_NOT_FOUND ? -1 : 0;
+}
+
+int
+cred_meta_write(const char *root, const struct sp_cred *c, int create,
+    struct sp_err *e)
 {
 	char p[SP_PATH_MAX], dir[SP_PATH_MAX], *s, *line;
+	struct sp_db *db;
 	json_t *o;
 	size_t n;
 	int rc;
 
-	if (sp_path_fmt(dir, sizeof dir, e, "%s/creds/scopes/%s", root,
-	    c->scope) == -1 || cred_meta_path(root, c->scope, c->name, p, sizeof p,
-	    e) == -1 || cred_dir(root, e) == -1 ||
-	    sp_path_mkdirs(dir, 0700, e) == -1)
+	if (sp_db_shared_take(&db, e) == -1)
+		return -1;
+	if (db == NULL && (sp_path_fmt(dir, sizeof dir, e, "%s/creds/scopes/%s",
+	    root, c->scope) == -1 || cred_meta_path(root, c->scope, c->name, p,
+	    sizeof p, e) == -1 || cred_dir(root, e) == -1 ||
+	    sp_path_mkdirs(dir, 0700, e) == -1))
 		return -1;
 	if ((o = sp_cred_json(c)) == NULL ||
 	    (s = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER)) == NULL) {
 		json_decref(o);
+		sp_db_shared_give(db);
 		return sp_err_set(e, SP_E_NOMEM, 1, "metadata of %s", c->name);
 	}
 	json_decref(o);
+	if (db != NULL) {
+		rc = sp_db_doc_put(db, "cred", c->scope, c->name, s, !create, e);
+		sp_db_shared_give(db);
+		free(s);
+		if (rc == -1 && e->code == SP_E_EXISTS)
+			sp_err_set(e, SP_E_EXISTS, 0, "credential %s is in %s "
+			    "already: rotate it, or rm it first", c->name,
+			    c->scope);
+		return rc;
+	}
 	/* One line, newline-terminated, for the humans who look. */
 	n = strlen(s);
 	if ((line = realloc(s, n + 2)) == NULL) {
@@ -330,6 +391,55 @@ cred_meta_write(const char *root, const struct sp_cred *c, struct sp_err *e)
 	rc = cred_file_replace(p, line, n, e);
 	free(line);
 	return rc;
+}
+
+/* The credential key of rate/: its scope with '+' for '/', '+', its name. */
+void
+cred_rate_key(const struct sp_cred *c, char out[SP_CRED_SCOPE_MAX + SP_NAME_MAX + 2])
+{
+	char *p;
+
+	snprintf(out, SP_CRED_SCOPE_MAX + SP_NAME_MAX + 2, "%s+%s", c->scope,
+	    c->name);
+	for (p = out; *p != '\0'; p++)
+		if (*p == '/')
+			*p = '+';
+}
+
+int
+cred_meta_remove(const char *root, const struct sp_cred *c, struct sp_err *e)
+{
+	char key[SP_CRED_SCOPE_MAX + SP_NAME_MAX + 2];
+	char p[SP_PATH_MAX], top[SP_PATH_MAX], *slash;
+	struct sp_err ign;
+	struct sp_db *db;
+	int rc;
+
+	cred_rate_key(c, key);
+	if (sp_db_shared_take(&db, e) == -1)
+		return -1;
+	if (db != NULL) {
+		rc = sp_db_doc_delete(db, "cred", c->scope, c->name, NULL, e);
+		if (rc == 0)
+			rc = sp_db_rate_forget(db, key, NULL, e);
+		sp_db_shared_give(db);
+		return rc;
+	}
+	if (cred_meta_path(root, c->scope, c->name, p, sizeof p, e) == -1)
+		return -1;
+	if (unlink(p) == -1)
+		return sp_err_sys(e, SP_E_IO, "remove %s", p);
+	/* Empty scope directories go too (rmdir refuses the others). */
+	if (sp_path_fmt(top, sizeof top, e, "%s/creds/scopes", root) == -1)
+		return -1;
+	while ((slash = strrchr(p, '/')) != NULL) {
+		*slash = '\0';
+		if (strlen(p) <= strlen(top) || rmdir(p) == -1)
+			break;
+	}
+	if (sp_path_fmt(p, sizeof p, e, "%s/creds/rate/%s", root, key) == 0)
+		sp_path_remove_tree(p, &ign);
+	return 0;
 }
 
 /* ---- walking the scopes ---- */
@@ -423,6 +533,107 @@ walk_sandbox(const char *name, void *arg)
 	return w->fn(scope, w->arg);
 }
 
+/* ---- the rows of a shared DB, in the order of the directories ---- */
+
+struct listed {
+	char scope[SP_CRED_SCOPE_MAX + 1];
+	char name[SP_NAME_MAX + 1];
+};
+struct list {
+	struct listed *v;
+	size_t n, cap;
+};
+
+static int
+list1(const char *scope, const char *name, const char *body, void *arg)
+{
+	struct list *l = arg;
+	struct listed *v;
+
+	(void)body;
+	/* Rows that could not be files are not credentials either. */
+	if (sp_cred_scope_check(scope, NULL) == -1 ||
+	    sp_name_check("name", name, NULL) == -1)
+		return 0;
+	if (l->n == l->cap) {
+		if ((v = realloc(l->v, (l->cap * 2 + 16) * sizeof *v)) == NULL)
+			return -1;
+		l->v = v;
+		l->cap = l->cap * 2 + 16;
+	}
+	snprintf(l->v[l->n].scope, sizeof l->v[0].scope, "%s", scope);
+	snprintf(l->v[l->n].name, sizeof l->v[0].name, "%s", name);
+	l->n++;
+	return 0;
+}
+
+static int
+scope_rank(const char *s)
+{
+	return strcmp(s, "global") == 0 ? 0 : strncmp(s, "tenant/", 7) == 0 ?
+	    1 : strncmp(s, "project/", 8) == 0 ? 2 : 3;
+}
+
+static int
+listed_cmp(const void *a, const void *b)
+{
+	const struct listed *x = a, *y = b;
+	int r;
+
+	if ((r = scope_rank(x->scope) - scope_rank(y->scope)) != 0)
+		return r;
+	if ((r = strcmp(x->scope, y->scope)) != 0)
+		return r;
+	return strcmp(x->name, y->name);
+}
+
+/* The credentials of scope (NULL: all), in the walk's order, when they
+ * are rows of a shared DB; *files set (nothing listed) when the store is
+ * files under the root. */
+static int
+shared_list(const char *scope, struct list *l, int *files, struct sp_err *e)
+{
+	struct sp_db *db;
+	int rc;
+
+	memset(l, 0, sizeof *l);
+	*files = 0;
+	if (sp_db_shared_take(&db, e) == -1)
+		return -1;
+	if (db == NULL) {
+		*files = 1;
+		return 0;
+	}
+	rc = sp_db_doc_each(db, "cred", scope, NULL, list1, l, e);
+	sp_db_shared_give(db);
+	if (rc == -1 && e->code == SP_E_NONE)
+		sp_err_set(e, SP_E_NOMEM, 1, "listing credentials: no memory");
+	if (rc != 0) {
+		free(l->v);
+		return -1;
+	}
+	qsort(l->v, l->n, sizeof *l->v, listed_cmp);
+	return 0;
+}
+
+/* fn for each credential name of scope, as scope_names, when they are
+ * rows of a shared DB (*files as shared_list). */
+static int
+shared_names(const char *scope, int (*fn)(const char *name, void *),
+    void *arg, int *files, struct sp_err *e)
+{
+	struct list l;
+	size_t i;
+	int rc;
+
+	if (shared_list(scope, &l, files, e) == -1)
+		return -1;
+	for (i = 0, rc = 0; rc == 0 && i < l.n; i++)
+		rc = fn(l.v[i].name, arg);
+	free(l.v);
+	return rc;
+}
+
 /* fn for every scope that has a directory: global, the tenants, the
  * projects, the sandboxes, each in byte order.  Stops at fn's first
  * non-zero return and returns it. */
@@ -433,8 +644,19 @@ scopes_each(const char *root, int (*fn)(const char *scope, void *),
 	struct walk w = { root, fn, arg, e, "", 0 };
 	char dir[SP_PATH_MAX];
 	struct stat st;
-	int rc;
+	struct list l;
+	size_t i;
+	int rc, files;
 
+	if (shared_list(NULL, &l, &files, e) == -1)
+		return -1;
+	if (!files) {
+		for (i = 0, rc = 0; rc == 0 && i < l.n; i++)
+			if (i == 0 || strcmp(l.v[i].scope, l.v[i - 1].scope) != 0)
+				rc = fn(l.v[i].scope, arg);
+		free(l.v);
+		return rc;
+	}
 	if (sp_path_fmt(dir, sizeof dir, e, "%s/creds/scopes/global", root) == -1)
 		return -1;
 	if (stat(dir, &st) == 0 && S_ISDIR(st.st_mode) &&
@@ -481,7 +703,10 @@ scope_names(const char *root, const char *scope,
 {
 	struct names nm = { root, scope, fn, arg };
 	char dir[SP_PATH_MAX];
+	int rc, files;
 
+	if ((rc = shared_names(scope, fn, arg, &files, e)) != 0 || !files)
+		return rc;
 	if (sp_path_fmt(dir, sizeof dir, e, "%s/creds/scopes/%s", root,
 	    scope) == -1)
 		return -1;
@@ -498,8 +723,10 @@ cred_scope_names_fast(const char *root, const char *scope,
 	char dir[SP_PATH_MAX];
 	struct dirent *d;
 	DIR *dp;
-	int rc = 0;
+	int rc, files;
 
+	if ((rc = shared_names(scope, fn, arg, &files, e)) != 0 || !files)
+		return rc;
 	if (sp_path_fmt(dir, sizeof dir, e, "%s/creds/scopes/%s", root,
 	    scope) == -1)
 		return -1;
@@ -572,12 +799,12 @@ static int
 find_scope(const char *scope, void *arg)
 {
 	struct find *f = arg;
-	char p[SP_PATH_MAX];
 	size_t l = strlen(f->list);
+	int found;
 
-	if (cred_meta_path(f->root, scope, f->name, p, sizeof p, f->e) == -1)
+	if (cred_meta_exists(f->root, scope, f->name, &found, f->e) == -1)
 		return -1;
-	if (access(p, F_OK) != 0)
+	if (!found)
 		return 0;
 	if (f->n++ == 0)
 		snprintf(f->where, sizeof f->where, "%s", scope);
@@ -594,15 +821,13 @@ cred_scope_of(const char *root, const char *name, const char *scope,
     char out[SP_CRED_SCOPE_MAX + 1], int *found, struct sp_err *e)
 {
 	struct find f;
-	char p[SP_PATH_MAX];
 
 	if (sp_name_check("name", name, e) == -1)
 		return -1;
 	if (scope != NULL) {
 		if (sp_cred_scope_check(scope, e) == -1 ||
-		    cred_meta_path(root, scope, name, p, sizeof p, e) == -1)
+		    cred_meta_exists(root, scope, name, found, e) == -1)
 			return -1;
-		*found = access(p, F_OK) == 0;
 		snprintf(out, SP_CRED_SCOPE_MAX + 1, "%s", scope);
 		return 0;
 	}

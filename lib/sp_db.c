@@ -7,6 +7,7 @@
  * both win, on one node or on two.  The queries are written once, in the
  * SQL both take (sp_db_int.h); sp_db_sqlite.c and sp_db_pg.c run them.
  */
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -99,6 +100,30 @@ static const char *const migrations[] = {
 	"ALTER TABLE sandboxes ADD COLUMN want_error TEXT;"
 	"ALTER TABLE sandboxes ADD COLUMN placed TEXT;"
 	"CREATE INDEX sandboxes_node ON sandboxes (node, state);",
+	/* 9: what the credential store and the egress policies keep, for a
+	 * cluster whose nodes share this DB (on one node's SQLite they stay
+	 * files under its root).  A document is one JSON text by kind
+	 * ('cred', 'egress'), scope and name; a rate is one credential's
+	 * token bucket for one sandbox; the audit is the credential store's
+	 * log, one JSON line a row. */
+	"CREATE TABLE documents ("
+	"  kind TEXT NOT NULL,"
+	"  scope TEXT NOT NULL,"
+	"  name TEXT NOT NULL,"
+	"  body TEXT NOT NULL,"
+	"  PRIMARY KEY (kind, scope, name));"
+	"CREATE INDEX documents_name ON documents (kind, name);"
+	"CREATE TABLE cred_rates ("
+	"  cred TEXT NOT NULL,"
+	"  sandbox TEXT NOT NULL,"
+	"  tokens INTEGER NOT NULL,"
+	"  last INTEGER NOT NULL,"
+	"  PRIMARY KEY (cred, sandbox));"
+	"CREATE INDEX cred_rates_sandbox ON cred_rates (sandbox);"
+	"CREATE TABLE cred_audit ("
+	"  time INTEGER NOT NULL,"
+	"  line TEXT NOT NULL);"
+	"CREATE INDEX cred_audit_time ON cred_audit (time);",
 };
 #define NMIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 
@@ -1271,4 +1296,227 @@ sp_db_lost_recover(struct sp_db *db, const char *node,
 	    " RETURNING id", e, "s", node) == -1)
 		return -1;
 	return each_row(&q, "recover lost", one_id, &a, e);
+}
+
+/* ---- documents, rates and the audit: the credential store's and the
+ * egress policies' rows, in a DB that nodes share ---- */
+
+int
+sp_db_doc_get(struct sp_db *db, const char *kind, const char *scope,
+    const char *name, char **body, struct sp_err *e)
+{
+	struct sp_db_q q;
+	const char *s;
+	int r;
+
+	*body = NULL;
+	if (q_start(db, &q, "get document", "SELECT body FROM documents WHERE"
+	    " kind = $1 AND scope = $2 AND name = $3", e, "sss", kind, scope,
+	    name) == -1)
+		return -1;
+	if ((r = q_step(&q, "get document", e)) == 1) {
+		s = col_text(&q, 0);
+		if ((*body = strdup(s != NULL ? s : "")) == NULL)
+			r = sp_err_sys(e, SP_E_NOMEM, "get document");
+	} else if (r == 0)
+		r = sp_err_set(e, SP_E_NOT_FOUND, 0, "no %s %s in %s", kind,
+		    name, scope);
+	q_end(&q);
+	return r == 1 ? 0 : -1;
+}
+
+int
+sp_db_doc_put(struct sp_db *db, const char *kind, const char *scope,
+    const char *name, const char *body, int replace, struct sp_err *e)
+{
+	return write_sql(db, "put document", replace ?
+	    "INSERT INTO documents (kind, scope, name, body) VALUES ($1, $2,"
+	    " $3, $4) ON CONFLICT (kind, scope, name) DO UPDATE SET body = $4" :
+	    "INSERT INTO documents (kind, scope, name, body) VALUES ($1, $2,"
+	    " $3, $4)", e, "ssss", kind, scope, name, body) == -1 ? -1 : 0;
+}
+
+int
+sp_db_doc_delete(struct sp_db *db, const char *kind, const char *scope,
+    const char *name, int *removed, struct sp_err *e)
+{
+	int64_t n;
+
+	n = write_sql(db, "delete document", "DELETE FROM documents WHERE"
+	    " kind = $1 AND scope = $2 AND name = $3", e, "sss", kind, scope,
+	    name);
+	if (n == -1)
+		return -1;
+	if (removed != NULL)
+		*removed = n > 0;
+	return 0;
+}
+
+struct each_doc {
+	int (*fn)(const char *, const char *, const char *, void *);
+	void *arg;
+	int stop;
+};
+
+static int
+one_doc(struct sp_db_q *q, void *arg)
+{
+	struct each_doc *a = arg;
+	const char *s = col_text(q, 0), *n = col_text(q, 1),
+	    *b = col_text(q, 2);
+
+	if (a->stop == 0)
+		a->stop = a->fn(s ? s : "", n ? n : "", b ? b : "", a->arg);
+	return 0;
+}
+
+int
+sp_db_doc_each(struct sp_db *db, const char *kind, const char *scope,
+    const char *name, int (*fn)(const char *scope, const char *name,
+    const char *body, void *), void *arg, struct sp_err *e)
+{
+	struct each_doc a = { fn, arg, 0 };
+	struct sp_db_q q;
+
+	if (q_start(db, &q, "list documents", "SELECT scope, name, body FROM"
+	    " documents WHERE kind = $1 AND ($2 IS NULL OR scope = $2) AND"
+	    " ($3 IS NULL OR name = $3)", e, "sss", kind, scope, name) == -1 ||
+	    each_row(&q, "list documents", one_doc, &a, e) == -1)
+		return -1;
+	return a.stop;
+}
+
+int
+sp_db_rate_update(struct sp_db *db, const char *cred, const char *sandbox,
+    int (*fn)(int64_t *tokens, int64_t *last, int fresh, void *), void *arg,
+    struct sp_err *e)
+{
+	int64_t tok, last, tok0 = 0, last0 = 0, n;
+	struct sp_db_q q;
+	int tries, fresh, r;
+
+	for (tries = 0; tries < 1000; tries++) {
+		if (q_start(db, &q, "read rate", "SELECT tokens, last FROM"
+		    " cred_rates WHERE cred = $1 AND sandbox = $2", e, "ss",
+		    cred, sandbox) == -1)
+			return -1;
+		if ((r = q_step(&q, "read rate", e)) == 1) {
+			tok0 = col_int(&q, 0);
+			last0 = col_int(&q, 1);
+		}
+		q_end(&q);
+		if (r == -1)
+			return -1;
+		fresh = r == 0;
+		tok = fresh ? 0 : tok0;
+		last = fresh ? 0 : last0;
+		r = fn(&tok, &last, fresh, arg);
+		/* Written only if nobody wrote in between, else again. */
+		n = fresh ? write_sql(db, "add rate", "INSERT INTO cred_rates"
+		    " (cred, sandbox, tokens, last) VALUES ($1, $2, $3, $4)"
+		    " ON CONFLICT (cred, sandbox) DO NOTHING", e, "ssII", cred,
+		    sandbox, tok, last) :
+		    write_sql(db, "set rate", "UPDATE cred_rates SET tokens = $3,"
+		    " last = $4 WHERE cred = $1 AND sandbox = $2 AND tokens = $5"
+		    " AND last = $6", e, "ssIIII", cred, sandbox, tok, last,
+		    tok0, last0);
+		if (n == -1)
+			return -1;
+		if (n == 1)
+			return r;
+	}
+	return sp_err_set(e, SP_E_DB, 1, "rate of %s: changed under us 1000 "
+	    "times", cred);
+}
+
+int
+sp_db_rate_forget(struct sp_db *db, const char *cred, const char *sandbox,
+    struct sp_err *e)
+{
+	return write_sql(db, "forget rates", "DELETE FROM cred_rates WHERE"
+	    " ($1 IS NULL OR cred = $1) AND ($2 IS NULL OR sandbox = $2)", e,
+	    "ss", cred, sandbox) == -1 ? -1 : 0;
+}
+
+int
+sp_db_audit_add(struct sp_db *db, int64_t time, const char *line,
+    struct sp_err *e)
+{
+	return write_sql(db, "add audit record", "INSERT INTO cred_audit (time,"
+	    " line) VALUES ($1, $2)", e, "Is", time, line) == -1 ? -1 : 0;
+}
+
+struct each_line {
+	int (*fn)(const char *, void *);
+	void *arg;
+	int stop;
+};
+
+static int
+one_line(struct sp_db_q *q, void *arg)
+{
+	struct each_line *a = arg;
+	const char *s = col_text(q, 0);
+
+	if (a->stop == 0 && s != NULL)
+		a->stop = a->fn(s, a->arg);
+	return 0;
+}
+
+int
+sp_db_audit_each(struct sp_db *db, int64_t since,
+    int (*fn)(const char *line, void *), void *arg, struct sp_err *e)
+{
+	struct each_line a = { fn, arg, 0 };
+	struct sp_db_q q;
+
+	if (q_start(db, &q, "read audit", "SELECT line FROM cred_audit WHERE"
+	    " time >= $1 ORDER BY rowid", e, "I", since) == -1 ||
+	    each_row(&q, "read audit", one_line, &a, e) == -1)
+		return -1;
+	return a.stop;
+}
+
+/* ---- the shared DB of the parts that take a root only ---- */
+
+#define SHARED_IDLE	8	/* handles kept for the next taker */
+
+static pthread_mutex_t shared_mu = PTHREAD_MUTEX_INITIALIZER;
+static int shared_is = -1;	/* -1: not read yet; 0: SQLite; 1: shared */
+static struct sp_conf shared_conf;
+static struct sp_db *shared_idle[SHARED_IDLE];
+static int shared_nidle;
+
+int
+sp_db_shared_take(struct sp_db **db, struct sp_err *e)
+{
+	*db = NULL;
+	pthread_mutex_lock(&shared_mu);
+	if (shared_is == -1) {
+		if (sp_conf_load(&shared_conf, e) == -1) {
+			pthread_mutex_unlock(&shared_mu);
+			return -1;
+		}
+		shared_is = strncmp(shared_conf.db, "sqlite:", 7) != 0;
+	}
+	if (shared_is && shared_nidle > 0)
+		*db = shared_idle[--shared_nidle];
+	pthread_mutex_unlock(&shared_mu);
+	if (!shared_is || *db != NULL)
+		return 0;
+	return sp_db_open(db, &shared_conf, e);
+}
+
+void
+sp_db_shared_give(struct sp_db *db)
+{
+	if (db == NULL)
+		return;
+	pthread_mutex_lock(&shared_mu);
+	if (shared_nidle < SHARED_IDLE) {
+		shared_idle[shared_nidle++] = db;
+		db = NULL;
+	}
+	pthread_mutex_unlock(&shared_mu);
+	sp_db_close(db);
 }

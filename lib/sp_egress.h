@@ -102,6 +102,11 @@ void sp_egress_rule_format(const struct sp_egress_rule *r,
 int sp_egress_rules_add(struct sp_egress_rules *rs, const char *list,
     struct sp_err *e);
 void sp_egress_rules_release(struct sp_egress_rules *rs);
+/* Appends one rule (dedup 1: not when the list has it already). */
+int sp_egress_rules_push(struct sp_egress_rules *rs,
+    const struct sp_egress_rule *r, int dedup, struct sp_err *e);
+/* The rules as a JSON array of their canonical texts. */
+json_t *sp_egress_rules_json(const struct sp_egress_rules *rs);
 
 /* ---- a policy: allow and deny lists; deny wins; default deny ---- */
 enum sp_egress_scope {
@@ -123,11 +128,14 @@ const char *sp_egress_scope_name(enum sp_egress_scope s);
 json_t *sp_egress_policy_json(const struct sp_egress_policy *p);
 
 /*
- * Storage, under root/egress/: <id>.json, tenant-<T>.json and
- * template-<NAME>.json, each {"version":1,"allow":[...],"deny":[...],
- * "updated":N}.  Written whole to a temporary file and renamed: a reader
- * sees the old policy or the new one.  Reading is strict and bounded
- * (corrupt otherwise); a file absent is not-found.
+ * Storage (sp_egress_store.c), under root/egress/: <id>.json,
+ * tenant-<T>.json and template-<NAME>.json, each {"version":1,"allow":
+ * [...],"deny":[...],"updated":N}.  Written whole to a temporary file and
+ * renamed: a reader sees the old policy or the new one.  When nodes share
+ * a DB (SPACE_DB on PostgreSQL) the same text is the row (egress, SCOPE,
+ * NAME) of its documents instead, SCOPE being sandbox, tenant or template,
+ * and root is not used.  Reading is strict and bounded (corrupt
+ * otherwise); a policy absent is not-found.
  */
 int sp_egress_path(const char *root, enum sp_egress_scope scope,
     const char *name, char *out, size_t n, struct sp_err *e);

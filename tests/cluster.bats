@@ -182,6 +182,48 @@ own() {
 	space-pool fill >/dev/null
 }
 
+@test "egress policies and credentials are rows of the shared database: set on one node, they hold on every node" {
+	local vault_test=${SPACE_VAULT_TEST:-$top/build/tests/vault-test}
+	id=$(own --template minimal)
+	run space-egress set "$id" --allow api.example.com:443
+	assert_success
+	[ ! -e "$ROOT_A/egress/$id.json" ]
+	run on b space-egress check "$id" api.example.com 443 --addr 203.0.113.5
+	assert_success
+	jout -e '.decision == "allow" and .source == "sandbox"'
+	run on c space-egress clear "$id"
+	jout -e '.removed == true'
+	run space-egress check "$id" api.example.com 443 --addr 203.0.113.5
+	jout -e '.decision == "deny" and .source == "none"'
+
+	# The file vault is a node's disk: refused on a shared database.
+	run space-cred add --name gh --scope "sandbox/$id" --host api.github.com \
+	    --inject 'header:Authorization:Bearer {}' <<<"t0ken"
+	assert_failure 100
+	jout -e '.error == "bad-input"'
+	export SPACE_CRED_VAULT=cmd:$vault_test VAULT_TEST_DIR=$BATS_TEST_TMPDIR/vault
+	mkdir -p "$VAULT_TEST_DIR"
+	run space-cred add --name gh --scope "sandbox/$id" --host api.github.com \
+	    --inject 'header:Authorization:Bearer {}' --rate 10/m <<<"t0ken"
+	assert_success
+	run on b space-cred resolve --sandbox "$id" api.github.com
+	assert_success
+	jout -e '.name == "gh" and .scope == "sandbox/'"$id"'" and .version == 1'
+	run on c space-cred rotate gh <<<"n3w"
+	assert_success
+	run space-cred ls
+	jout -e 'select(.name == "gh") | .version == 2'
+	# Removing the sandbox on its node forgets its credentials everywhere.
+	space-rm "$id" >/dev/null
+	run on b space-cred resolve --sandbox "$id" api.github.com
+	jout -e '.error == "not-found"'
+	run on c space-cred audit
+	assert_success
+	[ "$(jq -r 'select(.cred == "gh") | .op' <<<"$output" | tr '\n' ' ')" = "add rotate rm " ]
+	[ ! -e "$ROOT_A/creds/scopes" ] && [ ! -e "$ROOT_A/creds/audit.log" ]
+	[ ! -e "$ROOT_A-cc/creds/audit.log" ]
+}
+
 @test "suspend on node A, restore on node B through the shared database and store" {
 	id=$(own)
 	space-exec "$id" -- sh -c 'echo kept > /root/marker && sync'
