@@ -151,6 +151,10 @@ anywhere_create(const struct sp_create_req *r, int count, int wait_ms)
 		}
 		n++;
 	}
+	/* Its rows may take pods waiting where they are placed: ids[] then
+	 * holds the pods' ids. */
+	so.claim_ids = ids;
+	so.nclaim = (size_t)n;
 	if (n > 0 && sp_schedule_pass(&x, &so, NULL, NULL, &placed, &e) == -1)
 		sp_warn("scheduling: %s (space-schedule places them later)", e.msg);
 	for (i = 0; i < n; i++) {

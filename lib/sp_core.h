@@ -382,9 +382,16 @@ void sp_db_rollback(struct sp_db *db);
 int sp_db_unplaced_each(struct sp_db *db, int limit,
     int (*fn)(const struct sp_sandbox_row *, void *), void *arg,
     struct sp_err *e);
+/* In a scheduler pass's transaction, first: waits for any other pass to
+ * commit (the one row they all update), so that passes take turns. */
+int sp_db_schedule_turn(struct sp_db *db, struct sp_err *e);
 /* Gives an unplaced sandbox its node, and why (JSON); bad-state when it
  * has one already. */
 int sp_db_sandbox_place_by(struct sp_db *db, const char *id, const char *node,
+    const char *placed, struct sp_err *e);
+/* A pod claimed (sp_db_pod_claim) for the unplaced row of a create: the
+ * pod is wished running, with why (JSON), and the row is dropped. */
+int sp_db_pod_taken_for(struct sp_db *db, const char *pod, const char *row,
     const char *placed, struct sp_err *e);
 /* A node whose lease lapsed: its pods' rows go, and each sandbox that holds
  * a VM there, or was on the way to or from one, becomes lost (its
@@ -399,6 +406,11 @@ int sp_db_lost_recover(struct sp_db *db, const char *node,
 /* 0 when node takes new sandboxes (it is ready, or not registered yet);
  * bad-state when it is draining. */
 int sp_db_node_takes(struct sp_db *db, const char *name, struct sp_err *e);
+/* The warm pods waiting on every node, by template, memory and vCPUs: what
+ * a claim (sp_db_pod_claim) must match. */
+int sp_db_pod_kinds_each(struct sp_db *db, int (*fn)(const char *node,
+    const char *template, int memory_mib, int vcpus, int64_t ready, void *),
+    void *arg, struct sp_err *e);
 /* The warm pods waiting on node, by pool. */
 int sp_db_node_pods_each(struct sp_db *db, const char *node,
     int (*fn)(const char *template, int64_t ready, void *), void *arg,

@@ -542,6 +542,7 @@ struct listed {
 struct list {
 	struct listed *v;
 	size_t n, cap;
+	int nomem;
 };
 
 static int
@@ -556,8 +557,10 @@ list1(const char *scope, const char *name, const char *body, void *arg)
 	    sp_name_check("name", name, NULL) == -1)
 		return 0;
 	if (l->n == l->cap) {
-		if ((v = realloc(l->v, (l->cap * 2 + 16) * sizeof *v)) == NULL)
-			return -1;
+		if ((v = realloc(l->v, (l->cap * 2 + 16) * sizeof *v)) == NULL) {
+			l->nomem = 1;
+			return 1;
+		}
 		l->v = v;
 		l->cap = l->cap * 2 + 16;
 	}
@@ -606,13 +609,15 @@ shared_list(const char *scope, struct list *l, int *files, struct sp_err *e)
 	}
 	rc = sp_db_doc_each(db, "cred", scope, NULL, list1, l, e);
 	sp_db_shared_give(db);
-	if (rc == -1 && e->code == SP_E_NONE)
-		sp_err_set(e, SP_E_NOMEM, 1, "listing credentials: no memory");
-	if (rc != 0) {
+	if (rc != -1 && l->nomem)
+		rc = sp_err_set(e, SP_E_NOMEM, 1, "listing credentials: no "
+		    "memory");
+	if (rc == -1) {
 		free(l->v);
 		return -1;
 	}
-	qsort(l->v, l->n, sizeof *l->v, listed_cmp);
+	if (l->n > 1)
+		qsort(l->v, l->n, sizeof *l->v, listed_cmp);
 	return 0;
 }
 

@@ -124,6 +124,13 @@ static const char *const migrations[] = {
 	"  time INTEGER NOT NULL,"
 	"  line TEXT NOT NULL);"
 	"CREATE INDEX cred_audit_time ON cred_audit (time);",
+	/* 10: one row that every scheduler pass updates first, so that
+	 * passes on many nodes take turns: each sees what the one before
+	 * placed, and no two fill one node past what it has. */
+	"CREATE TABLE scheduler ("
+	"  one INTEGER PRIMARY KEY,"
+	"  passes INTEGER NOT NULL);"
+	"INSERT INTO scheduler (one, passes) VALUES (1, 0);",
 };
 #define NMIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 
@@ -1108,6 +1115,37 @@ sp_db_node_pods_each(struct sp_db *db, const char *node,
 	return each_row(&q, "count pods", one_pods, &a, e);
 }
 
+struct each_kind {
+	int (*fn)(const char *, const char *, int, int, int64_t, void *);
+	void *arg;
+};
+
+static int
+one_kind(struct sp_db_q *q, void *arg)
+{
+	struct each_kind *a = arg;
+	const char *node = col_text(q, 0), *t = col_text(q, 1);
+
+	return a->fn(node ? node : "", t ? t : "", (int)col_int(q, 2),
+	    (int)col_int(q, 3), col_int(q, 4), a->arg) == -1 ? -1 : 0;
+}
+
+int
+sp_db_pod_kinds_each(struct sp_db *db, int (*fn)(const char *node,
+    const char *template, int memory_mib, int vcpus, int64_t ready, void *),
+    void *arg, struct sp_err *e)
+{
+	struct each_kind a = { fn, arg };
+	struct sp_db_q q;
+
+	if (q_start(db, &q, "count pods", "SELECT node, template, memory_mib,"
+	    " vcpus, count(*) FROM sandboxes WHERE pool IS NOT NULL AND"
+	    " state = 'paused' GROUP BY node, template, memory_mib, vcpus", e,
+	    "") == -1)
+		return -1;
+	return each_row(&q, "count pods", one_kind, &a, e);
+}
+
 int
 sp_db_node_takes(struct sp_db *db, const char *name, struct sp_err *e)
 {
@@ -1209,6 +1247,13 @@ sp_db_rollback(struct sp_db *db)
 }
 
 int
+sp_db_schedule_turn(struct sp_db *db, struct sp_err *e)
+{
+	return write_sql(db, "take the scheduler's turn", "UPDATE scheduler SET"
+	    " passes = passes + 1 WHERE one = 1", e, "") == -1 ? -1 : 0;
+}
+
+int
 sp_db_unplaced_each(struct sp_db *db, int limit,
     int (*fn)(const struct sp_sandbox_row *, void *), void *arg,
     struct sp_err *e)
@@ -1236,6 +1281,18 @@ sp_db_sandbox_place_by(struct sp_db *db, const char *id, const char *node,
 	if (n == 0)
 		return sp_err_set(e, SP_E_BAD_STATE, 0, "%s was placed already", id);
 	return n == -1 ? -1 : 0;
+}
+
+int
+sp_db_pod_taken_for(struct sp_db *db, const char *pod, const char *row,
+    const char *placed, struct sp_err *e)
+{
+	if (write_sql(db, "wish the pod running", "UPDATE sandboxes SET want ="
+	    " 'running', want_error = NULL, placed = $2 WHERE id = $1", e, "ss",
+	    pod, placed) == -1)
+		return -1;
+	return write_sql(db, "drop the row the pod stands for", "DELETE FROM"
+	    " sandboxes WHERE id = $1 AND node = ''", e, "s", row) == -1 ? -1 : 0;
 }
 
 int

@@ -264,3 +264,22 @@ sp_pool_claim(struct sp_ctx *x, const struct sp_create_req *r,
 	    "create_ms", (json_int_t)(sp_clock_ms() - t0));
 	return 1;
 }
+
+int
+sp_pool_claim_finish(struct sp_ctx *x, const char *id, json_t *labels,
+    json_t *env, struct sp_err *e)
+{
+	char dom[SP_ID_LEN + 4], virt[16];
+	int fd, sent = 0, with_hello, rc;
+
+	sp_sandbox_domain(id, dom);
+	if (sp_sandbox_lock(x, id, 1, &fd, e) == -1)
+		return -1;
+	rc = resume_pod(x, id, dom, virt, NULL, &with_hello, e) == -1 ||
+	    sp_sandbox_identify(x, id, labels, env, NULL, NULL, with_hello,
+	    &sent, e) == -1 ||
+	    sp_db_transition(x->db, id, SP_ST_RUNNING, -1, NULL, e) == -1 ?
+	    -1 : 0;
+	sp_sandbox_unlock(fd);
+	return rc;
+}

@@ -50,6 +50,17 @@ is_off(const char *vstate)
 	    strcmp(vstate, "crashed") == 0;
 }
 
+/* A pod the scheduler claimed for a create --anywhere (sp_schedule.c). */
+static int
+pod_taken(const struct sp_sandbox_row *r)
+{
+	json_t *j = r->placed ? json_loads(r->placed, 0, NULL) : NULL;
+	int taken = json_is_true(json_object_get(j, "claimed"));
+
+	json_decref(j);
+	return taken;
+}
+
 /* A sandbox left in creating by a dead create: keep it when its guest
  * answers, else remove what was made. */
 static void
@@ -60,9 +71,11 @@ fix_creating(struct pass *p, const struct sp_sandbox_row *r, const char *vstate)
 	struct sp_err e;
 	int existed, rc;
 
-	/* Placed here by the scheduler and not made yet: the wish is
-	 * carried out below (sp_reconcile_wishes). */
-	if (strcmp(r->want, "running") == 0 && strcmp(vstate, "absent") == 0)
+	/* Placed here by the scheduler and not made yet, or a pod it took
+	 * for a create and not woken yet: the wish is carried out below
+	 * (sp_reconcile_wishes). */
+	if (strcmp(r->want, "running") == 0 && (strcmp(vstate, "absent") == 0 ||
+	    (pod_taken(r) && strcmp(vstate, "paused") == 0)))
 		return;
 	/* A pod half made is simply made again by the next fill. */
 	if (!r->pod && strcmp(vstate, "running") == 0 &&
@@ -532,6 +545,7 @@ static int
 create_placed(struct sp_ctx *x, const char *id, struct sp_err *e)
 {
 	struct sp_create_req req = { 0 };
+	char dom[SP_ID_LEN + 4], vstate[16];
 	struct sp_sandbox_row r;
 	json_t *out = NULL;
 	int rc;
@@ -550,8 +564,18 @@ create_placed(struct sp_ctx *x, const char *id, struct sp_err *e)
 	req.ready_timeout_ms = READY_PROBE_MS * 60;
 	req.no_pool = 1;
 	req.placed_id = id;
-	rc = release_left(x, id, e) == -1 ? -1 :
-	    sp_sandbox_create(x, &req, &out, e);
+	/* A pod taken for it: woken and told who it is, the claim's end.
+	 * Gone meanwhile, or one that will not wake, it is made afresh as
+	 * any placed one is. */
+	sp_sandbox_domain(id, dom);
+	if (pod_taken(&r) && sp_ctx_virt(x, e) == 0 &&
+	    sp_virt_state(x->virt, dom, vstate, e) == 0 &&
+	    strcmp(vstate, "paused") == 0 &&
+	    sp_pool_claim_finish(x, id, req.labels, req.env, e) == 0)
+		rc = 0;
+	else
+		rc = release_left(x, id, e) == -1 ? -1 :
+		    sp_sandbox_create(x, &req, &out, e);
 	json_decref(out);
 	json_decref(req.labels);
 	json_decref(req.env);

@@ -125,6 +125,12 @@ int sp_sandbox_discard(struct sp_ctx *x, const char *id, struct sp_err *e);
 int sp_pool_claim(struct sp_ctx *x, const struct sp_create_req *r,
     const struct sp_template_row *t, int64_t t0, json_t **out,
     struct sp_err *e);
+/* Finishes on its node the claim of a pod that the scheduler took for a
+ * create --anywhere (its row creating, its VM paused): resumes it and tells
+ * it who it is.  -1 leaves the row creating, for the caller to make the
+ * sandbox afresh. */
+int sp_pool_claim_finish(struct sp_ctx *x, const char *id, json_t *labels,
+    json_t *env, struct sp_err *e);
 /* What a new pod does before its pause: rehearses a claim and records
  * what the claim would ask QEMU (sp_make's prepare). */
 void sp_pool_prepare(struct sp_ctx *x, const char *id);
@@ -169,6 +175,11 @@ struct sp_sched_opts {
 	int lost_after_s;	/* a lease lapsed this long: its node is lost */
 	int recover;		/* 1: restore a lost node's backed-up sandboxes
 				 * elsewhere */
+	/* The rows of a create --anywhere that may take, instead, a warm
+	 * pod waiting on the node they are placed on: the pod's id then
+	 * replaces the row's here, and the row is gone. */
+	char (*claim_ids)[SP_ID_LEN + 1];
+	size_t nclaim;
 };
 #define SP_SCHED_LIMIT		1000
 #define SP_SCHED_VCPU_RATIO	8.0
@@ -177,7 +188,7 @@ struct sp_sched_opts {
  * (space-reconcile); this much later the scheduler calls it lost. */
 #define SP_SCHED_LOST_AFTER_S	60
 #define SP_SCHED_DEFAULTS { SP_SCHED_LIMIT, SP_SCHED_VCPU_RATIO, \
-	SP_SCHED_MEMORY_RATIO, SP_SCHED_LOST_AFTER_S, 1 }
+	SP_SCHED_MEMORY_RATIO, SP_SCHED_LOST_AFTER_S, 1, NULL, 0 }
 /* One pass in one transaction: the sandboxes of nodes lost (lease lapsed
  * o->lost_after_s ago) become lost, and with o->recover those with a
  * restorable snapshot are unplaced; then up to o->limit unplaced sandboxes

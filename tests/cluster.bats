@@ -323,6 +323,34 @@ own() {
 	on c space-node ready >/dev/null
 }
 
+@test "create --anywhere takes a warm pod where one waits: its node wakes it and tells it who it is" {
+	start_agents
+	on b space-template pull "$(space-template ls | jq -r 'select(.template == "minimal") | "minimal@" + .digest' | tail -n 1)" >/dev/null
+	on b space-pool set --template minimal --size 1 >/dev/null
+	on b space-pool fill >/dev/null
+	on b space-node beat >/dev/null
+	pod=$(on b space-ls --pods --here | jq -r 'select(.pod) | .id')
+	[ -n "$pod" ]
+	run space-create --anywhere --wait 120 --template minimal \
+	    --label who=far --env GREETING=hello
+	assert_success
+	jout -r .id >> "$BATS_FILE_TMPDIR/ids"
+	jout -e --arg b "$NODE_A-cb" --arg pod "$pod" '.ok and .id == $pod and
+	    .node == $b and .state == "running" and .placed.claimed and
+	    .placed.pod_waiting and (.placed.why | test("a pod of the template waits"))'
+	run on b space-exec "$pod" -- sh -c 'echo "$GREETING"'
+	assert_success
+	assert_output hello
+	on b space-ls "$pod" | jq -e '.labels.who == "far" and (.pod | not)'
+	# One without a pod to take is placed and made as before.
+	run space-create --anywhere --wait 120 --template minimal --memory 384
+	assert_success
+	jout -r .id >> "$BATS_FILE_TMPDIR/ids"
+	jout -e '.ok and .state == "running" and (.placed.claimed | not)'
+	on b space-pool set --template minimal --size 0 >/dev/null
+	on b space-pool fill >/dev/null
+}
+
 @test "suspend on A, then restore --anywhere: the scheduler picks a node that fits and it restores there" {
 	start_agents
 	id=$(own)

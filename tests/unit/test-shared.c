@@ -369,10 +369,14 @@ main(int argc, char *argv[])
 	(void)argc;
 	if (sodium_init() < 0 || mkdtemp(dir) == NULL || mkdtemp(pgdir) == NULL)
 		return 2;
-	/* The test secret manager is built beside this program. */
+	/* The test secret manager is built beside this program, or beside
+	 * its build without the sanitizers (build/tests, build/asan/tests). */
 	if ((self = realpath(argv[0], NULL)) == NULL)
 		return 2;
 	snprintf(vault_test, sizeof vault_test, "%s/vault-test", dirname(self));
+	if (access(vault_test, X_OK) == -1)
+		snprintf(vault_test, sizeof vault_test, "%s/../../tests/vault-test",
+		    self);
 	memset(&conf, 0, sizeof conf);
 	snprintf(conf.db, sizeof conf.db, "sqlite:%s/space.db", dir);
 	test_docs();

@@ -2,9 +2,10 @@
  * test-state: the transition table for every pair of states; on both
  * backends (SQLite, and a PostgreSQL server of the test's own when this
  * machine has one), the DB's migrations, the compare-and-set under two racing
- * processes and pods claimed by racing processes; on SQLite, a wait for
- * another process's write lock and the WAL's bound with and without a reader
- * in the way; on PostgreSQL, a server that goes away and comes back.
+ * processes, pods claimed by racing processes and by a create's scheduler
+ * pass; on SQLite, a wait for another process's write lock and the WAL's
+ * bound with and without a reader in the way; on PostgreSQL, a server that
+ * goes away and comes back.
  */
 #include <fcntl.h>
 #include <signal.h>
@@ -73,7 +74,7 @@ test_table(void)
 
 static struct sp_conf conf;
 static const char *backend = "sqlite";	/* in each test's name */
-#define SCHEMA_VERSION 9
+#define SCHEMA_VERSION 10
 
 static struct sp_db *
 open_db(void)
@@ -380,7 +381,7 @@ test_schedule_race(void)
 {
 	enum { ROWS = 1000, KIDS = 2 };
 	static char got[ROWS * 2][SP_ID_LEN + 1];
-	struct sp_sched_opts so = { 100, 1000.0, 1.0, 60, 1 };
+	struct sp_sched_opts so = { 100, 1000.0, 1.0, 60, 1, NULL, 0 };
 	struct sp_node_row nr = { .memory_mib = 1 << 20, .vcpus = 64 };
 	struct sp_sandbox_row r = { 0 };
 	int64_t t0, ms;
@@ -461,6 +462,150 @@ test_schedule_race(void)
 	    "%lld rows/s)", backend, ROWS, n, dup, ms > 0 ?
 	    (long long)ROWS * 1000 / ms : 0);
 	tap_okf("", "", n == ROWS && dup == 0 && bad == 0, "%s", name);
+}
+
+/*
+ * Two schedulers racing to fill the one node that takes sandboxes: passes
+ * take turns, so together they place on it no more than it has room for.
+ */
+static void
+test_schedule_fill(void)
+{
+	enum { ROWS = 40, ROOM = 10, KIDS = 2 };
+	struct sp_sched_opts so = { 20, 1000.0, 1.0, 60, 1, NULL, 0 };
+	struct sp_node_row nr = { .memory_mib = ROOM * 256, .vcpus = 64 };
+	struct sp_sandbox_row r = { 0 }, g;
+	char ids[ROWS][SP_ID_LEN + 1];
+	struct sp_db *db;
+	struct sp_err e;
+	pid_t kids[KIDS];
+	int i, k, on = 0, bad = 0, placed;
+
+	db = open_db();
+	for (i = 0; i < 4; i++) {
+		static const char *const others[] = { "sched-0", "sched-1",
+		    "claim-0", "claim-1" };
+
+		sp_db_node_set_state(db, others[i], "draining", &e);
+	}
+	snprintf(nr.name, sizeof nr.name, "fill-0");
+	snprintf(nr.root, sizeof nr.root, "/nowhere");
+	snprintf(nr.virt, sizeof nr.virt, "qemu");
+	sp_db_node_beat(db, &nr, 600, &e);
+	snprintf(r.template, sizeof r.template, "fill@abcd");
+	snprintf(r.want, sizeof r.want, "running");
+	r.state = SP_ST_CREATING;
+	r.memory_mib = 256;
+	r.vcpus = 1;
+	for (i = 0; i < ROWS; i++) {
+		sp_id_new(r.id, &e);
+		memcpy(ids[i], r.id, sizeof ids[i]);
+		if (sp_db_sandbox_insert(db, &r, &e) == -1)
+			exit(2);
+	}
+	sp_db_close(db);
+	for (k = 0; k < KIDS; k++)
+		if ((kids[k] = fork()) == 0) {
+			struct sp_ctx x = { .db = open_db() };
+			int rounds = 0;
+
+			do {
+				if (sp_schedule_pass(&x, &so, NULL, NULL, &placed,
+				    &e) == -1)
+					_exit(3);
+			} while (placed > 0 || ++rounds < 3);
+			_exit(0);
+		}
+	for (k = 0; k < KIDS; k++) {
+		int st;
+
+		waitpid(kids[k], &st, 0);
+		bad += !WIFEXITED(st) || WEXITSTATUS(st) != 0;
+	}
+	db = open_db();
+	for (i = 0; i < ROWS; i++)
+		if (sp_db_sandbox_get(db, ids[i], &g, &e) == 0) {
+			on += strcmp(g.node, "fill-0") == 0;
+			sp_db_row_release(&g);
+		}
+	sp_db_close(db);
+	tap_okf("", "", bad == 0 && on == ROOM, "%s: two schedulers racing to "
+	    "fill a node with room for %d place %d there", backend, ROOM, on);
+}
+
+/*
+ * A create's own pass claims a pod waiting on the node it places a row on:
+ * the pod takes the row's labels, environment and wish, the row goes, and
+ * the caller's id becomes the pod's.  A row of another size takes none.
+ */
+static void
+test_schedule_claim(void)
+{
+	struct sp_sched_opts so = SP_SCHED_DEFAULTS;
+	struct sp_node_row nr = { .memory_mib = 1 << 20, .vcpus = 64 };
+	struct sp_sandbox_row r = { 0 }, g;
+	char ids[2][SP_ID_LEN + 1], x0[SP_ID_LEN + 1], pod[SP_ID_LEN + 1];
+	struct sp_ctx x = { 0 };
+	struct sp_err e;
+	int i, placed, ok;
+
+	x.db = open_db();
+	for (i = 0; i < 2; i++) {
+		snprintf(nr.name, sizeof nr.name, "claim-%d", i);
+		snprintf(nr.root, sizeof nr.root, "/nowhere");
+		snprintf(nr.virt, sizeof nr.virt, "qemu");
+		sp_db_node_beat(x.db, &nr, 600, &e);
+	}
+	snprintf(r.template, sizeof r.template, "claimed@abcd");
+	r.memory_mib = 256;
+	r.vcpus = 1;
+	sp_id_new(pod, &e);
+	snprintf(r.id, sizeof r.id, "%s", pod);
+	snprintf(r.node, sizeof r.node, "claim-1");
+	r.state = SP_ST_PAUSED;
+	if (sp_db_sandbox_insert(x.db, &r, &e) == -1 ||
+	    sp_db_pod_mark(x.db, pod, "claimed", &e) == -1)
+		exit(2);
+	r.node[0] = '\0';
+	r.state = SP_ST_CREATING;
+	snprintf(r.want, sizeof r.want, "running");
+	r.labels = "{\"who\":\"far\"}";
+	r.env = "[\"G=h\"]";
+	for (i = 0; i < 2; i++) {
+		sp_id_new(ids[i], &e);
+		snprintf(r.id, sizeof r.id, "%s", ids[i]);
+		r.memory_mib = i == 0 ? 256 : 512;
+		if (sp_db_sandbox_insert(x.db, &r, &e) == -1)
+			exit(2);
+	}
+	snprintf(x0, sizeof x0, "%s", ids[0]);
+	so.claim_ids = ids;
+	so.nclaim = 2;
+	ok = sp_schedule_pass(&x, &so, NULL, NULL, &placed, &e) == 0 &&
+	    placed == 2 && strcmp(ids[0], pod) == 0 &&
+	    sp_db_sandbox_get(x.db, pod, &g, &e) == 0;
+	if (ok) {
+		ok = g.state == SP_ST_CREATING && !g.pod &&
+		    strcmp(g.want, "running") == 0 && g.placed != NULL &&
+		    strstr(g.placed, "\"claimed\":true") != NULL &&
+		    strcmp(g.node, "claim-1") == 0 && g.labels != NULL &&
+		    strstr(g.labels, "far") != NULL && g.env != NULL &&
+		    strstr(g.env, "G=h") != NULL;
+		sp_db_row_release(&g);
+	}
+	tap_okf(sp_code_name(e.code), e.msg, ok && sp_db_sandbox_get(x.db, x0,
+	    &g, &e) == -1 && e.code == SP_E_NOT_FOUND, "%s: a create's pass "
+	    "claims the pod waiting where it places the row: the pod takes its "
+	    "labels, environment and wish, and its id", backend);
+	ok = sp_db_sandbox_get(x.db, ids[1], &g, &e) == 0;
+	if (ok) {
+		ok = g.node[0] != '\0' && g.placed != NULL &&
+		    strstr(g.placed, "claimed") == NULL;
+		sp_db_row_release(&g);
+	}
+	tap_okf(sp_code_name(e.code), e.msg, ok, "%s: a row of another size "
+	    "takes no pod, and is placed as any other", backend);
+	sp_db_close(x.db);
 }
 
 /*
@@ -768,6 +913,8 @@ main(void)
 	test_race();
 	test_claim_race();
 	test_schedule_race();
+	test_schedule_claim();
+	test_schedule_fill();
 	test_busy_wait();
 	test_wal_bound();
 	test_wal_reader();
@@ -783,6 +930,8 @@ main(void)
 		test_race();
 		test_claim_race();
 		test_schedule_race();
+		test_schedule_claim();
+		test_schedule_fill();
 		test_pg_gone(pgdir);
 		pg_server("stop", pgdir, NULL, 0);
 	}
