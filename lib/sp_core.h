@@ -430,6 +430,10 @@ int sp_db_doc_get(struct sp_db *db, const char *kind, const char *scope,
 /* replace 0: exists when it is there already. */
 int sp_db_doc_put(struct sp_db *db, const char *kind, const char *scope,
     const char *name, const char *body, int replace, struct sp_err *e);
+/* Replaces it only while it is still was: bad-state (temporary) when
+ * another writer was first. */
+int sp_db_doc_swap(struct sp_db *db, const char *kind, const char *scope,
+    const char *name, const char *was, const char *body, struct sp_err *e);
 int sp_db_doc_delete(struct sp_db *db, const char *kind, const char *scope,
     const char *name, int *removed, struct sp_err *e);
 /* The documents of kind in scope (NULL: every scope) named name (NULL:

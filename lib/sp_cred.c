@@ -133,7 +133,7 @@ sp_cred_add(const char *root, const struct sp_cred_spec *s,
 	}
 	if (cred_vault_put(root, &c, secret, n, e) == -1)
 		goto out;
-	if (cred_meta_write(root, &c, 1, e) == -1) {
+	if (cred_meta_write(root, &c, NULL, e) == -1) {
 		cred_vault_rm(root, &c, &ign);
 		goto out;
 	}
@@ -170,7 +170,7 @@ sp_cred_rotate(const char *root, const char *name, const char *scope,
 	if (ref_new(c.name, c.ref, e) == -1 || cred_vault_put(root, &c, secret, n,
 	    e) == -1)
 		goto out;
-	if (cred_meta_write(root, &c, 0, e) == -1) {
+	if (cred_meta_write(root, &c, &old, e) == -1) {
 		cred_vault_rm(root, &c, &ign);
 		goto out;
 	}

@@ -90,7 +90,10 @@
  * metadata, rate state and audit are rows of it instead: the same JSON as
  * the row (cred, SCOPE, NAME) of its documents, a token bucket per
  * credential and sandbox in cred_rates (changed by compare-and-set, so the
- * rate is one for the cluster), a line per record in cred_audit.  The file
+ * rate is one for the cluster), a line per record in cred_audit.  An add
+ * takes a free name and a rotation replaces only the row it read: of two
+ * nodes rotating at once one wins, the other removes its new secret from
+ * the vault and fails with bad-state (temporary).  The file
  * vault, a node's disk, is refused there (bad-input): a cluster keeps its
  * secrets in a cmd: vault every node reaches.
  *

@@ -48,10 +48,11 @@ int cred_file_replace(const char *path, const void *buf, size_t n,
     struct sp_err *e);
 int cred_meta_load(const char *root, const char *scope, const char *name,
     struct sp_cred *c, struct sp_err *e);
-/* create 1: "exists" when it is there already (in a shared DB; under a
- * root the caller has looked, holding the lock). */
-int cred_meta_write(const char *root, const struct sp_cred *c, int create,
-    struct sp_err *e);
+/* was NULL: a new one ("exists" when the name is taken); else it replaces
+ * was ("bad-state", temporary, when it is no longer was).  Checked in a
+ * shared DB; under a root the caller has looked, holding the lock. */
+int cred_meta_write(const char *root, const struct sp_cred *c,
+    const struct sp_cred *was, struct sp_err *e);
 /* The key of a credential's rate state: its scope with '+' for '/', '+',
  * its name. */
 void cred_rate_key(const struct sp_cred *c,

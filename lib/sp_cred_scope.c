@@ -346,13 +346,23 @@ cred_meta_exists(const char *root, const char *scope, const char *name,
 	return rc == -1 && e->code != SP_E_NOT_FOUND ? -1 : 0;
 }
 
-int
-cred_meta_write(const char *root, const struct sp_cred *c, int create,
-    struct sp_err *e)
+/* The metadata's text, as a file or a row holds it (no newline). */
+static char *
+meta_text(const struct sp_cred *c)
 {
-	char p[SP_PATH_MAX], dir[SP_PATH_MAX], *s, *line;
+	json_t *o = sp_cred_json(c);
+	char *s = o ? json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+
+	json_decref(o);
+	return s;
+}
+
+int
+cred_meta_write(const char *root, const struct sp_cred *c,
+    const struct sp_cred *was, struct sp_err *e)
+{
+	char p[SP_PATH_MAX], dir[SP_PATH_MAX], *s, *old = NULL, *line;
 	struct sp_db *db;
-	json_t *o;
 	size_t n;
 	int rc;
 
@@ -363,17 +373,22 @@ cred_meta_write(const char *root, const struct sp_cred *c, int create,
 	    sizeof p, e) == -1 || cred_dir(root, e) == -1 ||
 	    sp_path_mkdirs(dir, 0700, e) == -1))
 		return -1;
-	if ((o = sp_cred_json(c)) == NULL ||
-	    (s = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER)) == NULL) {
-		json_decref(o);
+	if ((s = meta_text(c)) == NULL ||
+	    (db != NULL && was != NULL && (old = meta_text(was)) == NULL)) {
+		free(s);
 		sp_db_shared_give(db);
 		return sp_err_set(e, SP_E_NOMEM, 1, "metadata of %s", c->name);
 	}
-	json_decref(o);
 	if (db != NULL) {
-		rc = sp_db_doc_put(db, "cred", c->scope, c->name, s, !create, e);
+		/* Another node's add or rotation may be at it too: an add
+		 * takes a name that is free, a rotation replaces what it
+		 * read, or each fails. */
+		rc = was == NULL ?
+		    sp_db_doc_put(db, "cred", c->scope, c->name, s, 0, e) :
+		    sp_db_doc_swap(db, "cred", c->scope, c->name, old, s, e);
 		sp_db_shared_give(db);
 		free(s);
+		free(old);
 		if (rc == -1 && e->code == SP_E_EXISTS)
 			sp_err_set(e, SP_E_EXISTS, 0, "credential %s is in %s "
 			    "already: rotate it, or rm it first", c->name,

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "sp_core.h"
 #include "sp_db_int.h"
@@ -1394,6 +1395,20 @@ sp_db_doc_put(struct sp_db *db, const char *kind, const char *scope,
 }
 
 int
+sp_db_doc_swap(struct sp_db *db, const char *kind, const char *scope,
+    const char *name, const char *was, const char *body, struct sp_err *e)
+{
+	int64_t n = write_sql(db, "swap document", "UPDATE documents SET body ="
+	    " $5 WHERE kind = $1 AND scope = $2 AND name = $3 AND body = $4", e,
+	    "sssss", kind, scope, name, was, body);
+
+	if (n == 0)
+		return sp_err_set(e, SP_E_BAD_STATE, 1, "%s %s of %s changed or "
+		    "went meanwhile", kind, name, scope);
+	return n == -1 ? -1 : 0;
+}
+
+int
 sp_db_doc_delete(struct sp_db *db, const char *kind, const char *scope,
     const char *name, int *removed, struct sp_err *e)
 {
@@ -1543,6 +1558,7 @@ static int shared_is = -1;	/* -1: not read yet; 0: SQLite; 1: shared */
 static struct sp_conf shared_conf;
 static struct sp_db *shared_idle[SHARED_IDLE];
 static int shared_nidle;
+static pid_t shared_pid;	/* whose the idle handles are */
 
 int
 sp_db_shared_take(struct sp_db **db, struct sp_err *e)
@@ -1555,6 +1571,13 @@ sp_db_shared_take(struct sp_db **db, struct sp_err *e)
 			return -1;
 		}
 		shared_is = strncmp(shared_conf.db, "sqlite:", 7) != 0;
+	}
+	/* A child of fork must not talk over its parent's connections (nor
+	 * close them, which would end them for the parent too): it forgets
+	 * them and opens its own. */
+	if (shared_pid != getpid()) {
+		shared_nidle = 0;
+		shared_pid = getpid();
 	}
 	if (shared_is && shared_nidle > 0)
 		*db = shared_idle[--shared_nidle];
@@ -1570,7 +1593,7 @@ sp_db_shared_give(struct sp_db *db)
 	if (db == NULL)
 		return;
 	pthread_mutex_lock(&shared_mu);
-	if (shared_nidle < SHARED_IDLE) {
+	if (shared_pid == getpid() && shared_nidle < SHARED_IDLE) {
 		shared_idle[shared_nidle++] = db;
 		db = NULL;
 	}

@@ -378,4 +378,3 @@ sp_egress_policy_load(const char *root, const char *id, const char *tenant,
 	p->updated = 0;
 	return 0;
 }
-

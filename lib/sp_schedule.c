@@ -213,7 +213,7 @@ claimable(const struct sp_sched_opts *o, const char *id)
 /* Claims for r (a create's row) a pod waiting on c, in the pass's
  * transaction: the pod takes r's labels and environment and is wished
  * running with placed as why; r's row is dropped.  1 with pod set, 0 when
- * none was there after all (another size, or claimed meanwhile). */
+ * none was there after all (claimed meanwhile). */
 static int
 take_pod(struct sp_ctx *x, const struct sp_sandbox_row *r, struct cand *c,
     const char *placed, char pod[SP_ID_LEN + 1], struct sp_err *e)
