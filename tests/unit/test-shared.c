@@ -20,6 +20,7 @@
 
 #include "sp.h"
 #include "tap.h"
+#include "pg.h"
 
 static struct sp_conf conf;
 static const char *backend = "sqlite";
@@ -376,23 +377,6 @@ test_cluster_store(const char *dir, const char *vault_test)
 	    "shared: removed on B, A has no policy for it");
 	sp_egress_policy_release(&p);
 	sp_egress_policy_release(&q);
-}
-
-/* Runs tests/pg-server VERB DIR; its output (a SPACE_DB) into out. */
-static int
-pg_server(const char *verb, const char *dir, char *out, size_t n)
-{
-	char cmd[256];
-	FILE *f;
-	int rc;
-
-	snprintf(cmd, sizeof cmd, "tests/pg-server %s %s", verb, dir);
-	if ((f = popen(cmd, "r")) == NULL)
-		return -1;
-	if (out != NULL && fgets(out, (int)n, f) != NULL)
-		out[strcspn(out, "\n")] = '\0';
-	rc = pclose(f);
-	return rc == 0 ? 0 : -1;
 }
 
 int

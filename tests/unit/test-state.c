@@ -19,6 +19,7 @@
 
 #include "sp.h"
 #include "tap.h"
+#include "pg.h"
 
 /*
  * The expected matrix, written out by hand from design.md rather than derived
@@ -376,14 +377,30 @@ placed_line(json_t *o, void *arg)
  * pass taking up to 100: every one is placed once, by one of them, on a
  * node that is alive and ready; none on the draining node.
  */
+/* Registers node name with a lease of 600 s and this much room. */
+static void
+node_up(struct sp_db *db, const char *name, int memory_mib, int vcpus)
+{
+	struct sp_node_row nr = { .memory_mib = memory_mib, .vcpus = vcpus };
+	struct sp_err e;
+
+	snprintf(nr.name, sizeof nr.name, "%s", name);
+	snprintf(nr.root, sizeof nr.root, "/nowhere");
+	snprintf(nr.virt, sizeof nr.virt, "qemu");
+	if (sp_db_node_beat(db, &nr, 600, &e) == -1) {
+		fprintf(stderr, "node %s: %s\n", name, e.msg);
+		exit(2);
+	}
+}
+
 static void
 test_schedule_race(void)
 {
 	enum { ROWS = 1000, KIDS = 2 };
 	static char got[ROWS * 2][SP_ID_LEN + 1];
 	struct sp_sched_opts so = { 100, 1000.0, 1.0, 60, 1, NULL, 0 };
-	struct sp_node_row nr = { .memory_mib = 1 << 20, .vcpus = 64 };
 	struct sp_sandbox_row r = { 0 };
+	char node[32];
 	int64_t t0, ms;
 	struct sp_db *db;
 	struct sp_err e;
@@ -394,10 +411,8 @@ test_schedule_race(void)
 	db = open_db();
 	/* Three nodes: two ready, one draining. */
 	for (i = 0; i < 3; i++) {
-		snprintf(nr.name, sizeof nr.name, "sched-%d", i);
-		snprintf(nr.root, sizeof nr.root, "/nowhere");
-		snprintf(nr.virt, sizeof nr.virt, "qemu");
-		sp_db_node_beat(db, &nr, 600, &e);
+		snprintf(node, sizeof node, "sched-%d", i);
+		node_up(db, node, 1 << 20, 64);
 	}
 	sp_db_node_set_state(db, "sched-2", "draining", &e);
 	snprintf(r.template, sizeof r.template, "minimal@abcd");
@@ -473,7 +488,6 @@ test_schedule_fill(void)
 {
 	enum { ROWS = 40, ROOM = 10, KIDS = 2 };
 	struct sp_sched_opts so = { 20, 1000.0, 1.0, 60, 1, NULL, 0 };
-	struct sp_node_row nr = { .memory_mib = ROOM * 256, .vcpus = 64 };
 	struct sp_sandbox_row r = { 0 }, g;
 	char ids[ROWS][SP_ID_LEN + 1];
 	struct sp_db *db;
@@ -488,10 +502,7 @@ test_schedule_fill(void)
 
 		sp_db_node_set_state(db, others[i], "draining", &e);
 	}
-	snprintf(nr.name, sizeof nr.name, "fill-0");
-	snprintf(nr.root, sizeof nr.root, "/nowhere");
-	snprintf(nr.virt, sizeof nr.virt, "qemu");
-	sp_db_node_beat(db, &nr, 600, &e);
+	node_up(db, "fill-0", ROOM * 256, 64);
 	snprintf(r.template, sizeof r.template, "fill@abcd");
 	snprintf(r.want, sizeof r.want, "running");
 	r.state = SP_ST_CREATING;
@@ -542,7 +553,6 @@ static void
 test_schedule_claim(void)
 {
 	struct sp_sched_opts so = SP_SCHED_DEFAULTS;
-	struct sp_node_row nr = { .memory_mib = 1 << 20, .vcpus = 64 };
 	struct sp_sandbox_row r = { 0 }, g;
 	char ids[2][SP_ID_LEN + 1], x0[SP_ID_LEN + 1], pod[SP_ID_LEN + 1];
 	struct sp_ctx x = { 0 };
@@ -550,12 +560,8 @@ test_schedule_claim(void)
 	int i, placed, ok;
 
 	x.db = open_db();
-	for (i = 0; i < 2; i++) {
-		snprintf(nr.name, sizeof nr.name, "claim-%d", i);
-		snprintf(nr.root, sizeof nr.root, "/nowhere");
-		snprintf(nr.virt, sizeof nr.virt, "qemu");
-		sp_db_node_beat(x.db, &nr, 600, &e);
-	}
+	node_up(x.db, "claim-0", 1 << 20, 64);
+	node_up(x.db, "claim-1", 1 << 20, 64);
 	snprintf(r.template, sizeof r.template, "claimed@abcd");
 	r.memory_mib = 256;
 	r.vcpus = 1;
@@ -805,23 +811,6 @@ test_wal_later(void)
 	commands_write(1, 0, &last);
 	tap_ok(last <= 80 * (4096 + 24),
 	    "the next ordinary command's commit empties the WAL");
-}
-
-/* Runs tests/pg-server VERB DIR; its output (a SPACE_DB) into out. */
-static int
-pg_server(const char *verb, const char *dir, char *out, size_t n)
-{
-	char cmd[256];
-	FILE *f;
-	int rc;
-
-	snprintf(cmd, sizeof cmd, "tests/pg-server %s %s", verb, dir);
-	if ((f = popen(cmd, "r")) == NULL)
-		return -1;
-	if (out != NULL && fgets(out, (int)n, f) != NULL)
-		out[strcspn(out, "\n")] = '\0';
-	rc = pclose(f);
-	return rc == 0 ? 0 : -1;
 }
 
 /*
