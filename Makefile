@@ -14,7 +14,7 @@ CC ?= cc
 # (sp_dl.c), so a short command does not map them (tests/linking.bats);
 # so are libxml2 and libpq, whose headers alone are wanted here.
 PKGS = libvirt libarchive libcurl libssl libcrypto jansson sqlite3 libsodium \
-    libbtrfsutil
+    libbtrfsutil libmicrohttpd
 VERSION = 0.1.0
 CFLAGS ?= -O2 -g
 WFLAGS = -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter

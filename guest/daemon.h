@@ -37,6 +37,7 @@ struct spawn_spec {
 	int ngroups;
 	int tty, rows, cols;	/* a pseudo-terminal of that size */
 	int detach;		/* outlives the call, output to a ring buffer */
+	int announce;		/* say its pid (STARTED) before its output */
 };
 
 struct port {

@@ -585,6 +585,10 @@ spawn(struct port *p, uint32_t stream, const struct spawn_spec *s,
 	fcntl(c->out, F_SETFL, O_NONBLOCK);
 	if (c->err >= 0)
 		fcntl(c->err, F_SETFL, O_NONBLOCK);
+	/* Before any output: the host may name it in other calls (kill). */
+	if (s->announce)
+		rc = sd_send_json(p, SP_FR_STARTED, stream,
+		    json_pack("{s:i}", "pid", (int)pid));
 out:
 	fds[0] = in[0], fds[1] = in[1], fds[2] = out[0], fds[3] = out[1];
 	fds[4] = err[0], fds[5] = err[1];
@@ -662,6 +666,32 @@ with_identity_env(char **defaults, char **out, json_t **ref)
 	return out;
 }
 
+/* A new vector (pointing into both) of base with each of add set over it:
+ * one of the same name replaced, else appended; NULL when out of memory. */
+static char **
+overlay_env(char **base, char **add)
+{
+	size_t nb, na, n, i, k, len;
+	char **v;
+
+	for (nb = 0; base[nb] != NULL; nb++)
+		;
+	for (na = 0; add[na] != NULL; na++)
+		;
+	if ((v = calloc(nb + na + 1, sizeof *v)) == NULL)
+		return NULL;
+	memcpy(v, base, nb * sizeof *v);
+	for (n = nb, k = 0; k < na; k++) {
+		len = strcspn(add[k], "=") + 1;
+		for (i = 0; i < n && strncmp(v[i], add[k], len) != 0; i++)
+			;
+		v[i] = add[k];
+		if (i == n)
+			n++;
+	}
+	return v;
+}
+
 /*
  * env with the egress tunnel's proxy variables it does not set added after
  * its own: the tunnel is the only way out, whatever environment a call
@@ -703,7 +733,7 @@ op_exec(struct port *p, uint32_t stream, json_t *req)
 	char **argv = NULL, **envp = NULL, home[300] = "HOME=/root", why[256];
 	char *denv[] = { "PATH=/usr/sbin:/usr/bin:/sbin:/bin", home,
 	    "TERM=dumb", NULL };
-	char *menv[SD_ENV_MAX + 4], **xenv = NULL;
+	char *menv[SD_ENV_MAX + 4], **xenv = NULL, **aenv = NULL;
 	json_t *ienv = NULL;
 	struct spawn_spec s;
 	const char *cwd = NULL;
@@ -747,6 +777,7 @@ op_exec(struct port *p, uint32_t stream, json_t *req)
 	memset(&s, 0, sizeof s);
 	s.tty = json_is_true(json_object_get(req, "tty"));
 	s.detach = json_is_true(json_object_get(req, "detach"));
+	s.announce = json_is_true(json_object_get(req, "announce"));
 	if (int_opt(req, "rows", 0, 4096, &s.rows) == -1 ||
 	    int_opt(req, "cols", 0, 4096, &s.cols) == -1) {
 		rc = sd_send_error(p, stream, SP_E_BAD_INPUT, "rows and cols must "
@@ -761,13 +792,25 @@ op_exec(struct port *p, uint32_t stream, json_t *req)
 	if (s.tty)
 		denv[2] = "TERM=xterm-256color";
 	s.argv = argv;
-	s.envp = envp != NULL ? envp : with_identity_env(denv, menv, &ienv);
+	/* "env_add": env goes over what a call that brings none gets. */
+	if (envp != NULL && json_is_true(json_object_get(req, "env_add"))) {
+		if ((aenv = overlay_env(with_identity_env(denv, menv, &ienv),
+		    envp)) == NULL) {
+			rc = sd_send_error(p, stream, SP_E_EXEC_FAILED,
+			    "out of memory");
+			goto out;
+		}
+		s.envp = aenv;
+	} else
+		s.envp = envp != NULL ? envp : with_identity_env(denv, menv,
+		    &ienv);
 	s.envp = with_egress_env(s.envp, &xenv);
 	s.cwd = cwd;
 	rc = spawn(p, stream, &s, json_object_get(req, "argv"));
 out:
 	json_decref(ienv);
 	free(xenv);
+	free(aenv);
 	free(argv);
 	free(envp);
 	return rc;
@@ -786,9 +829,9 @@ hello(struct port *p, uint32_t stream, json_t *req)
 	call_abort(p);
 	p->identity_set = 0;
 	return sd_send_json(p, SP_FR_HELLO, stream,
-	    json_pack("{s:i,s:s,s:O,s:i,s:b}", "version", SP_PROTO_VERSION,
+	    json_pack("{s:i,s:s,s:O,s:i,s:b,s:b}", "version", SP_PROTO_VERSION,
 	    "boot_id", boot_id, "nonce", n, "ports", nports, "after_identity",
-	    1));
+	    1, "announce", 1));
 }
 
 /* {"op":"signal","signal":N} to the call's process group, or

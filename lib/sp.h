@@ -9,6 +9,7 @@
  *	sp_net.h	egress, credentials, TLS, HTTP, the gateway
  *	sp_sandbox.h	sandboxes: make, pool, lifecycle, snapshots, suspend
  *	sp_cli.h	JSON lines, the input loop, the state verbs
+ *	sp_api.h	the HTTP API: keys, what clients send, the server
  *
  * Every symbol is sp_<module>_<verb>; functions return 0 or -1 and fill a
  * struct sp_err; they never print and never exit.
@@ -16,6 +17,6 @@
 #ifndef SP_H
 #define SP_H
 
-#include "sp_cli.h"
+#include "sp_api.h"
 
 #endif

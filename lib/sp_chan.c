@@ -74,6 +74,8 @@ struct call {
 	int out_fd, err_fd;
 	int done;		/* 1 on EXIT, 2 on the guest's ERROR */
 	int status;
+	int signaled;		/* the EXIT said a signal */
+	const struct sp_exec *x;	/* for its started callback */
 };
 
 /* The poll timeout left until deadline; -1 (forever) when there is none. */
@@ -667,7 +669,8 @@ guest_error(const struct sp_frame *f, struct sp_err *e)
 }
 
 static int
-parse_exit(const struct sp_frame *f, int *status, struct sp_err *e)
+parse_exit(const struct sp_frame *f, int *status, int *signaled,
+    struct sp_err *e)
 {
 	json_t *j, *st, *sg;
 	json_int_t v;
@@ -684,6 +687,7 @@ parse_exit(const struct sp_frame *f, int *status, struct sp_err *e)
 	} else if (json_is_integer(sg) && st == NULL &&
 	    (v = json_integer_value(sg)) >= 1 && v <= 64) {
 		*status = 128 + (int)v;
+		*signaled = 1;
 		rc = 0;
 	} else
 		sp_err_set(e, SP_E_PROTOCOL, 0, "bad exit message from the guest");
@@ -696,6 +700,7 @@ parse_exit(const struct sp_frame *f, int *status, struct sp_err *e)
 static int
 exec_frame(struct call *k, const struct sp_frame *f, struct sp_err *e)
 {
+	json_t *j, *v;
 	int *fd;
 
 	/* The guest could not parse what we sent and starts over: the
@@ -720,9 +725,23 @@ exec_frame(struct call *k, const struct sp_frame *f, struct sp_err *e)
 		}
 		return sp_err_sys(e, SP_E_IO, "writing the command's output");
 	case SP_FR_EXIT:
-		if (parse_exit(f, &k->status, e) == -1)
+		if (parse_exit(f, &k->status, &k->signaled, e) == -1)
 			return -1;
 		k->done = 1;
+		return 0;
+	case SP_FR_STARTED:
+		if (k->x->started == NULL || sp_frame_json(f, &j, e) == -1)
+			break;
+		v = json_object_get(j, "pid");
+		if (!json_is_integer(v) || json_integer_value(v) <= 0 ||
+		    json_integer_value(v) > INT_MAX) {
+			json_decref(j);
+			return sp_err_set(e, SP_E_PROTOCOL, 0, "bad pid from the "
+			    "guest");
+		}
+		k->x->started(k->x->started_arg,
+		    (pid_t)json_integer_value(v));
+		json_decref(j);
 		return 0;
 	case SP_FR_ERROR:
 		if (guest_error(f, e) == -1)
@@ -800,6 +819,11 @@ build_req(const struct sp_exec *x, int detach, int after_identity, char **out,
 	if (add_strings(req, "argv", x->argv, e) == -1 ||
 	    (x->env != NULL && add_strings(req, "env", x->env, e) == -1))
 		goto out;
+	if (x->env != NULL && x->env_add &&
+	    json_object_set_new(req, "env_add", json_true()) == -1) {
+		sp_err_set(e, SP_E_NOMEM, 1, "cannot build a request");
+		goto out;
+	}
 	if (x->cwd != NULL && json_object_set_new(req, "cwd",
 	    json_string(x->cwd)) == -1) {
 		sp_err_set(e, SP_E_BAD_INPUT, 0, "cwd is not valid UTF-8");
@@ -807,8 +831,9 @@ build_req(const struct sp_exec *x, int detach, int after_identity, char **out,
 	}
 	if (add_opts(req, x, detach, e) == -1)
 		goto out;
-	if (after_identity && json_object_set_new(req, "after_identity",
-	    json_true()) == -1) {
+	if ((after_identity && json_object_set_new(req, "after_identity",
+	    json_true()) == -1) || (x->started != NULL && !detach &&
+	    json_object_set_new(req, "announce", json_true()) == -1)) {
 		sp_err_set(e, SP_E_NOMEM, 1, "cannot build a request");
 		goto out;
 	}
@@ -920,6 +945,12 @@ sp_chan_exec(struct sp_chan *c, const struct sp_exec *x, int *status,
 		return sp_err_set(e, SP_E_PROTOCOL, 0,
 		    "the channel was closed by an earlier error");
 	memset(&k, 0, sizeof k);
+	k.x = x;
+	if (x->started != NULL && !json_is_true(json_object_get(c->hello,
+	    "announce")))
+		return sp_err_set(e, SP_E_BAD_STATE, 0, "the sandbox's daemon "
+		    "does not say a command's pid (a template made before "
+		    "that: import it again)");
 	if (c->ahead != 0) {
 		k.stream = c->ahead;
 		in_fd = c->ahead_in_done ? -1 : x->in_fd;
@@ -1006,6 +1037,8 @@ sp_chan_exec(struct sp_chan *c, const struct sp_exec *x, int *status,
 	}
 	if (k.done == 1) {
 		*status = k.status;
+		if (x->signaled != NULL)
+			*x->signaled = k.signaled;
 		rc = 0;
 	}
 	goto out;

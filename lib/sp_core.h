@@ -63,12 +63,14 @@ enum sp_code {
 	SP_E_PARTIAL,
 	SP_E_PROTOCOL,
 	SP_E_QEMU,
+	SP_E_QUOTA_EXCEEDED,
 	SP_E_RATE_LIMITED,
 	SP_E_RESEED_FAILED,
 	SP_E_STOPPED,
 	SP_E_TIMED_OUT,
 	SP_E_TLS,
 	SP_E_TOO_BIG,
+	SP_E_UNAUTHORIZED,
 	SP_E_VAULT,
 	SP_E__COUNT
 };
@@ -252,6 +254,69 @@ int sp_db_tenant_key_get(struct sp_db *db, const char *tenant, char *out,
 int sp_db_tenant_key_each(struct sp_db *db,
     int (*fn)(const char *tenant, const char *keyref, int64_t updated, void *),
     void *arg, struct sp_err *e);
+/* The tenants of the HTTP API (sp_db_tenant.c): quotas, 0 for none. */
+struct sp_tenant_row {
+	char name[SP_NAME_MAX + 1];
+	int64_t created;
+	int max_running, max_vcpus, max_memory_mib, max_disk_gb;
+};
+/* What a tenant's sandboxes take now, counted as the quotas count them:
+ * running (and vcpus) of those whose VM runs, memory of those paused too. */
+struct sp_tenant_usage {
+	int sandboxes, running, vcpus, memory_mib;
+};
+int sp_db_tenant_add(struct sp_db *db, const struct sp_tenant_row *t,
+    struct sp_err *e);				/* exists */
+int sp_db_tenant_set(struct sp_db *db, const struct sp_tenant_row *t,
+    struct sp_err *e);				/* its quotas; not-found */
+int sp_db_tenant_get(struct sp_db *db, const char *name,
+    struct sp_tenant_row *t, struct sp_err *e);	/* not-found */
+int sp_db_tenant_each(struct sp_db *db,
+    int (*fn)(const struct sp_tenant_row *, void *), void *arg,
+    struct sp_err *e);
+/* With its keys; in-use while it has sandboxes. */
+int sp_db_tenant_remove(struct sp_db *db, const char *name, struct sp_err *e);
+int sp_db_tenant_usage(struct sp_db *db, const char *name,
+    struct sp_tenant_usage *u, struct sp_err *e);
+/* An API key's row: the key is "spk_" ID "_" SECRET, of which the row keeps
+ * the BLAKE2b hash of SECRET (sp_apikey.c).  An admin key has no tenant. */
+#define SP_APIKEY_ID_LEN	16
+struct sp_apikey_row {
+	char id[SP_APIKEY_ID_LEN + 1];
+	char tenant[SP_NAME_MAX + 1];
+	int admin;
+	char hash[65];
+	int rate;			/* requests a minute; 0: no limit */
+	int64_t created;
+};
+int sp_db_apikey_add(struct sp_db *db, const struct sp_apikey_row *k,
+    struct sp_err *e);		/* not-found for a tenant that is not */
+int sp_db_apikey_get(struct sp_db *db, const char *id,
+    struct sp_apikey_row *k, struct sp_err *e);	/* not-found */
+/* tenant NULL: every key. */
+int sp_db_apikey_each(struct sp_db *db, const char *tenant,
+    int (*fn)(const struct sp_apikey_row *, void *), void *arg,
+    struct sp_err *e);
+int sp_db_apikey_remove(struct sp_db *db, const char *id, struct sp_err *e);
+/* A sandbox's columns the API keeps: its tenant (from its label), when it
+ * expires (unix seconds, 0: never) and what then ("kill", "pause"), and
+ * the token its guest's API is called with ("" none). */
+struct sp_sandbox_api {
+	char tenant[SP_NAME_MAX + 1];
+	int64_t expires;
+	char on_expiry[16];
+	char token[80];
+};
+int sp_db_sandbox_api_get(struct sp_db *db, const char *id,
+    struct sp_sandbox_api *a, struct sp_err *e);	/* not-found */
+/* Sets expires, on_expiry and token (tenant is the label's). */
+int sp_db_sandbox_api_set(struct sp_db *db, const char *id,
+    const struct sp_sandbox_api *a, struct sp_err *e);
+/* Takes one sandbox of node whose expiry is at or before now: 1 with its id
+ * and action (its expiry cleared in the same statement, so it is taken
+ * once), 0 when none is. */
+int sp_db_sandbox_expiry_take(struct sp_db *db, const char *node, int64_t now,
+    char id[SP_ID_LEN + 1], char action[16], struct sp_err *e);
 /* A sandbox's snapshots (all when id is NULL; only those of sandboxes of
  * node when it is not NULL), oldest first. */
 int sp_db_snap_each(struct sp_db *db, const char *id, const char *node,
@@ -308,10 +373,13 @@ int sp_db_pod_mark(struct sp_db *db, const char *id, const char *pool,
     struct sp_err *e);
 /* Claims a ready pod of pool for template (name@digest), memory and vcpus
  * in one statement: it becomes a sandbox with labels, in state creating
- * until the caller has woken it.  1 and *id, 0 when none is ready. */
+ * until the caller has woken it.  1 and *id, 0 when none is ready.  With
+ * quota, the tenant labels name must be under its quotas with one more
+ * sandbox, in the same statement (quota-exceeded); without, the caller
+ * counted it already (a row placed by the scheduler). */
 int sp_db_pod_claim(struct sp_db *db, const char *node, const char *pool,
     const char *template, int memory_mib, int vcpus, const char *labels,
-    const char *env, char id[SP_ID_LEN + 1], struct sp_err *e);
+    const char *env, int quota, char id[SP_ID_LEN + 1], struct sp_err *e);
 /* The pods of pool on node (on every node, with NULL). */
 int sp_db_pods_each(struct sp_db *db, const char *pool, const char *node,
     int (*fn)(const struct sp_sandbox_row *, void *), void *arg,

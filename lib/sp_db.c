@@ -132,14 +132,42 @@ static const char *const migrations[] = {
 	"  one INTEGER PRIMARY KEY,"
 	"  passes INTEGER NOT NULL);"
 	"INSERT INTO scheduler (one, passes) VALUES (1, 0);",
+	/* 11: the tenants of the HTTP API (space-apid) with their quotas
+	 * (0: none), and their keys: an id, the BLAKE2b hash of the secret
+	 * (the key itself is shown once), a rate a minute (0: none); an
+	 * admin key has no tenant.  A sandbox says its tenant (its label
+	 * "tenant", copied when its row is written, so a quota is counted
+	 * in the statement that creates), when it expires and what then
+	 * (kill, pause), and the token its guest's API is called with. */
+	"CREATE TABLE tenants ("
+	"  name TEXT PRIMARY KEY,"
+	"  created INTEGER NOT NULL,"
+	"  max_running INTEGER NOT NULL,"
+	"  max_vcpus INTEGER NOT NULL,"
+	"  max_memory_mib INTEGER NOT NULL,"
+	"  max_disk_gb INTEGER NOT NULL);"
+	"CREATE TABLE api_keys ("
+	"  id TEXT PRIMARY KEY,"
+	"  tenant TEXT,"
+	"  admin INTEGER NOT NULL,"
+	"  hash TEXT NOT NULL,"
+	"  rate INTEGER NOT NULL,"
+	"  created INTEGER NOT NULL);"
+	"CREATE INDEX api_keys_tenant ON api_keys (tenant);"
+	"ALTER TABLE sandboxes ADD COLUMN tenant TEXT;"
+	"ALTER TABLE sandboxes ADD COLUMN expires INTEGER;"
+	"ALTER TABLE sandboxes ADD COLUMN on_expiry TEXT;"
+	"ALTER TABLE sandboxes ADD COLUMN access_token TEXT;"
+	"CREATE INDEX sandboxes_tenant ON sandboxes (tenant, state);"
+	"CREATE INDEX sandboxes_expires ON sandboxes (expires);",
 };
 #define NMIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 
 #define NMIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 
 /* Starts sql with its values (types as the backends' run says). */
-static int
-q_start(struct sp_db *db, struct sp_db_q *q, const char *what,
+int
+sp_db_q_start(struct sp_db *db, struct sp_db_q *q, const char *what,
     const char *sql, struct sp_err *e, const char *types, ...)
 {
 	va_list ap;
@@ -153,37 +181,37 @@ q_start(struct sp_db *db, struct sp_db_q *q, const char *what,
 	return rc;
 }
 
-static int
-q_step(struct sp_db_q *q, const char *what, struct sp_err *e)
+int
+sp_db_q_step(struct sp_db_q *q, const char *what, struct sp_err *e)
 {
 	return q->db->ops->step(q, what, e);
 }
 
-static void
-q_end(struct sp_db_q *q)
+void
+sp_db_q_end(struct sp_db_q *q)
 {
 	if (q->h != NULL)
 		q->db->ops->end(q);
 }
 
-static const char *
-col_text(struct sp_db_q *q, int col)
+const char *
+sp_db_q_text(struct sp_db_q *q, int col)
 {
 	return q->db->ops->text(q, col);
 }
 
-static int64_t
-col_int(struct sp_db_q *q, int col)
+int64_t
+sp_db_q_int(struct sp_db_q *q, int col)
 {
-	const char *s = col_text(q, col);
+	const char *s = sp_db_q_text(q, col);
 
 	return s ? strtoll(s, NULL, 10) : 0;
 }
 
-static void
-copy_col(char *dst, size_t n, struct sp_db_q *q, int col)
+void
+sp_db_q_copy(char *dst, size_t n, struct sp_db_q *q, int col)
 {
-	const char *s = col_text(q, col);
+	const char *s = sp_db_q_text(q, col);
 
 	snprintf(dst, n, "%s", s ? s : "");
 }
@@ -193,8 +221,8 @@ copy_col(char *dst, size_t n, struct sp_db_q *q, int col)
  * s text, i int, I int64 (a NULL text binds NULL).  Returns the rows it
  * changed, or -1.
  */
-static int64_t
-write_sql(struct sp_db *db, const char *what, const char *sql,
+int64_t
+sp_db_q_write(struct sp_db *db, const char *what, const char *sql,
     struct sp_err *e, const char *types, ...)
 {
 	struct sp_db_q q = { .db = db };
@@ -206,9 +234,9 @@ write_sql(struct sp_db *db, const char *what, const char *sql,
 	va_end(ap);
 	if (rc == -1)
 		return -1;
-	while ((rc = q_step(&q, what, e)) == 1)
+	while ((rc = sp_db_q_step(&q, what, e)) == 1)
 		;
-	q_end(&q);
+	sp_db_q_end(&q);
 	return rc == -1 ? -1 : q.changes;
 }
 
@@ -217,13 +245,13 @@ write_sql(struct sp_db *db, const char *what, const char *sql,
  * returns 0, -1 when the caller's function failed (the loop goes on and the
  * result is -1), or -2 when it ran out of memory (the loop stops).
  */
-static int
-each_row(struct sp_db_q *q, const char *what,
+int
+sp_db_q_each(struct sp_db_q *q, const char *what,
     int (*one)(struct sp_db_q *, void *), void *arg, struct sp_err *e)
 {
 	int s, r, rc = 0;
 
-	while ((s = q_step(q, what, e)) == 1) {
+	while ((s = sp_db_q_step(q, what, e)) == 1) {
 		if ((r = one(q, arg)) == -2) {
 			rc = sp_err_sys(e, SP_E_INTERNAL, "out of memory");
 			break;
@@ -233,7 +261,7 @@ each_row(struct sp_db_q *q, const char *what,
 	}
 	if (s == -1)
 		rc = -1;
-	q_end(q);
+	sp_db_q_end(q);
 	return rc;
 }
 
@@ -332,39 +360,143 @@ row_from(struct sp_db_q *q, struct sp_sandbox_row *r)
 	int st;
 
 	memset(r, 0, sizeof *r);
-	copy_col(r->id, sizeof r->id, q, 0);
-	st = sp_state_parse(col_text(q, 1));
+	sp_db_q_copy(r->id, sizeof r->id, q, 0);
+	st = sp_state_parse(sp_db_q_text(q, 1));
 	r->state = st < 0 ? SP_ST_FAILED : (enum sp_state)st;
-	r->gen = col_int(q, 2);
-	copy_col(r->template, sizeof r->template, q, 3);
-	copy_col(r->node, sizeof r->node, q, 4);
-	r->created = col_int(q, 5);
-	r->memory_mib = (int)col_int(q, 6);
-	r->vcpus = (int)col_int(q, 7);
-	s = col_text(q, 8);
+	r->gen = sp_db_q_int(q, 2);
+	sp_db_q_copy(r->template, sizeof r->template, q, 3);
+	sp_db_q_copy(r->node, sizeof r->node, q, 4);
+	r->created = sp_db_q_int(q, 5);
+	r->memory_mib = (int)sp_db_q_int(q, 6);
+	r->vcpus = (int)sp_db_q_int(q, 7);
+	s = sp_db_q_text(q, 8);
 	r->labels = strdup(s ? s : "{}");
-	r->pod = (int)col_int(q, 9);
-	s = col_text(q, 10);
+	r->pod = (int)sp_db_q_int(q, 9);
+	s = sp_db_q_text(q, 10);
 	r->env = strdup(s ? s : "[]");
-	if ((s = col_text(q, 11)) != NULL && (r->recovered = strdup(s)) == NULL)
+	if ((s = sp_db_q_text(q, 11)) != NULL && (r->recovered = strdup(s)) == NULL)
 		return -1;
-	copy_col(r->want, sizeof r->want, q, 12);
-	copy_col(r->want_error, sizeof r->want_error, q, 13);
-	if ((s = col_text(q, 14)) != NULL && (r->placed = strdup(s)) == NULL)
+	sp_db_q_copy(r->want, sizeof r->want, q, 12);
+	sp_db_q_copy(r->want_error, sizeof r->want_error, q, 13);
+	if ((s = sp_db_q_text(q, 14)) != NULL && (r->placed = strdup(s)) == NULL)
 		return -1;
 	return r->labels == NULL || r->env == NULL ? -1 : 0;
+}
+
+/* The tenant a sandbox's labels name ("" for none). */
+static void
+labels_tenant(const char *labels, char out[SP_NAME_MAX + 1])
+{
+	json_t *j = labels ? json_loads(labels, 0, NULL) : NULL;
+	const char *t = json_string_value(json_object_get(j, "tenant"));
+
+	snprintf(out, SP_NAME_MAX + 1, "%s", t && strlen(t) <= SP_NAME_MAX ?
+	    t : "");
+	json_decref(j);
+}
+
+/*
+ * What a statement that writes a tenant's sandbox adds to its WHERE: that
+ * tenant T's quotas (0: none) still hold with one more sandbox of MEM MiB
+ * and VCPUS.  Running counts the sandboxes whose VM runs (or is being
+ * made, restored or recovered); memory counts the paused ones too, whose
+ * memory stays taken.  A tenant not in tenants has no quota.
+ */
+#define QUOTA_LIVE "s.tenant = t.name AND s.pool IS NULL AND s.state IN" \
+	" ('creating', 'running', 'restoring', 'recovering')"
+#define QUOTA_HELD "s.tenant = t.name AND s.pool IS NULL AND s.state IN" \
+	" ('creating', 'running', 'restoring', 'recovering', 'paused'," \
+	" 'suspending')"
+#define QUOTA_FITS(T, MEM, VCPUS) " NOT EXISTS (SELECT 1 FROM tenants t" \
+	" WHERE t.name = " T " AND ((t.max_running > 0 AND (SELECT COUNT(*)" \
+	" FROM sandboxes s WHERE " QUOTA_LIVE ") >= t.max_running) OR" \
+	" (t.max_vcpus > 0 AND (SELECT COALESCE(SUM(s.vcpus), 0) FROM" \
+	" sandboxes s WHERE " QUOTA_LIVE ") + " VCPUS " > t.max_vcpus) OR" \
+	" (t.max_memory_mib > 0 AND (SELECT COALESCE(SUM(s.memory_mib), 0)" \
+	" FROM sandboxes s WHERE " QUOTA_HELD ") + " MEM " > t.max_memory_mib)))"
+
+/*
+ * A write that counts a tenant's quota must see every earlier one: SQLite
+ * runs one writer at a time, and on PostgreSQL the tenant's row is locked
+ * first (in a transaction of our own unless one is open), so the next
+ * statement's snapshot holds what the last holder committed.  *own: this
+ * call began the transaction, and tenant_unlock ends it.
+ */
+static int
+tenant_lock(struct sp_db *db, const char *tenant, int *own, struct sp_err *e)
+{
+	*own = 0;
+	if (db->ops != &sp_db_pg_ops)
+		return 0;
+	if (!db->txn) {
+		if (sp_db_begin(db, e) == -1)
+			return -1;
+		*own = 1;
+	}
+	if (sp_db_q_write(db, "lock tenant", "SELECT 1 FROM tenants WHERE"
+	    " name = $1 FOR UPDATE", e, "s", tenant) == -1) {
+		if (*own)
+			sp_db_rollback(db);
+		*own = 0;
+		return -1;
+	}
+	return 0;
+}
+
+static int
+tenant_unlock(struct sp_db *db, int own, int ok, struct sp_err *e)
+{
+	if (!own)
+		return ok ? 0 : -1;
+	if (!ok) {
+		sp_db_rollback(db);
+		return -1;
+	}
+	return sp_db_commit(db, e);
+}
+
+static int
+quota_exceeded(struct sp_db *db, const char *tenant, struct sp_err *e)
+{
+	return sp_err_set(e, SP_E_QUOTA_EXCEEDED, 0, "tenant %s is at its "
+	    "quota (space-tenant ls shows it and what it uses)", tenant);
 }
 
 int
 sp_db_sandbox_insert(struct sp_db *db, const struct sp_sandbox_row *r,
     struct sp_err *e)
 {
-	if (write_sql(db, "insert sandbox", "INSERT INTO sandboxes (id, state,"
-	    " gen, template, node, created, memory_mib, vcpus, labels, updated,"
-	    " env, want) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $6, $10,"
-	    " NULLIF($11, ''))", e, "ssIssIiisss", r->id, sp_state_name(r->state),
-	    r->gen, r->template, r->node, r->created, r->memory_mib, r->vcpus,
-	    r->labels ? r->labels : "{}", r->env ? r->env : "[]", r->want) >= 0)
+	char tenant[SP_NAME_MAX + 1];
+	int64_t n;
+	int own;
+
+	labels_tenant(r->labels, tenant);
+	if (tenant[0] == '\0' || r->pod) {
+		n = sp_db_q_write(db, "insert sandbox", "INSERT INTO sandboxes"
+		    " (id, state, gen, template, node, created, memory_mib, vcpus,"
+		    " labels, updated, env, want) VALUES ($1, $2, $3, $4, $5, $6,"
+		    " $7, $8, $9, $6, $10, NULLIF($11, ''))", e, "ssIssIiisss",
+		    r->id, sp_state_name(r->state), r->gen, r->template,
+		    r->node, r->created, r->memory_mib, r->vcpus,
+		    r->labels ? r->labels : "{}", r->env ? r->env : "[]",
+		    r->want);
+	} else {
+		if (tenant_lock(db, tenant, &own, e) == -1)
+			return -1;
+		n = sp_db_q_write(db, "insert sandbox", "INSERT INTO sandboxes"
+		    " (id, state, gen, template, node, created, memory_mib, vcpus,"
+		    " labels, updated, env, want, tenant) SELECT $1, $2, $3, $4,"
+		    " $5, $6, $7, $8, $9, $6, $10, NULLIF($11, ''), $12 WHERE"
+		    QUOTA_FITS("$12", "$7", "$8"), e, "ssIssIiissss", r->id,
+		    sp_state_name(r->state), r->gen, r->template, r->node,
+		    r->created, r->memory_mib, r->vcpus, r->labels, r->env ?
+		    r->env : "[]", r->want, tenant);
+		if (n == 0)
+			quota_exceeded(db, tenant, e);
+		if (tenant_unlock(db, own, n > 0, e) == -1)
+			n = -1;
+	}
+	if (n > 0)
 		return 0;
 	if (e->code == SP_E_EXISTS)
 		sp_err_set(e, SP_E_EXISTS, 0, "sandbox %s exists", r->id);
@@ -375,18 +507,18 @@ sp_db_sandbox_insert(struct sp_db *db, const struct sp_sandbox_row *r,
  * Runs a query of one row (or none) and gives it to one(q, arg): 0, or -1
  * with e set, to not_found when there is no row.
  */
-static int
-one_row(struct sp_db_q *q, const char *what, const char *not_found,
+int
+sp_db_q_one(struct sp_db_q *q, const char *what, const char *not_found,
     int (*one)(struct sp_db_q *, void *), void *arg, struct sp_err *e)
 {
-	int rc = q_step(q, what, e);
+	int rc = sp_db_q_step(q, what, e);
 
 	if (rc == 1)
 		rc = one(q, arg) == 0 ? 0 : sp_err_sys(e, SP_E_INTERNAL,
 		    "out of memory");
 	else if (rc == 0)
 		rc = sp_err_set(e, SP_E_NOT_FOUND, 0, "%s", not_found);
-	q_end(q);
+	sp_db_q_end(q);
 	return rc;
 }
 
@@ -402,10 +534,10 @@ sp_db_sandbox_get(struct sp_db *db, const char *id, struct sp_sandbox_row *r,
 {
 	struct sp_db_q q;
 
-	if (q_start(db, &q, "get sandbox", "SELECT " SANDBOX_COLS " FROM"
+	if (sp_db_q_start(db, &q, "get sandbox", "SELECT " SANDBOX_COLS " FROM"
 	    " sandboxes WHERE id = $1", e, "s", id) == -1)
 		return -1;
-	return one_row(&q, "get sandbox", "no such sandbox", get_sandbox, r, e);
+	return sp_db_q_one(&q, "get sandbox", "no such sandbox", get_sandbox, r, e);
 }
 
 struct each_sandbox {
@@ -440,22 +572,22 @@ sp_db_sandbox_each(struct sp_db *db, int state,
 
 	if (state >= 0 && state != SP_DB_WITH_PODS)
 		name = sp_state_name(state);
-	if (q_start(db, &q, "list sandboxes", "SELECT " SANDBOX_COLS " FROM"
+	if (sp_db_q_start(db, &q, "list sandboxes", "SELECT " SANDBOX_COLS " FROM"
 	    " sandboxes WHERE ($1 IS NULL OR state = $1) AND (pool IS NULL OR"
 	    " $2 = 1) ORDER BY created, id", e, "si", name,
 	    state == SP_DB_WITH_PODS) == -1)
 		return -1;
-	return each_row(&q, "list sandboxes", one_sandbox, &a, e);
+	return sp_db_q_each(&q, "list sandboxes", one_sandbox, &a, e);
 }
 
 int
 sp_db_sandbox_delete(struct sp_db *db, const char *id, struct sp_err *e)
 {
 	/* Its snapshots' rows go with it (their subvolumes went first). */
-	if (write_sql(db, "delete snapshots", "DELETE FROM snapshots WHERE"
+	if (sp_db_q_write(db, "delete snapshots", "DELETE FROM snapshots WHERE"
 	    " id = $1", e, "s", id) == -1)
 		return -1;
-	return write_sql(db, "delete sandbox", "DELETE FROM sandboxes WHERE"
+	return sp_db_q_write(db, "delete sandbox", "DELETE FROM sandboxes WHERE"
 	    " id = $1", e, "s", id) == -1 ? -1 : 0;
 }
 
@@ -481,7 +613,7 @@ sp_db_transition(struct sp_db *db, const char *id, enum sp_state to,
 		    (long long)expect_gen);
 		goto fail;
 	}
-	if ((n = write_sql(db, "transition", "UPDATE sandboxes SET state = $1,"
+	if ((n = sp_db_q_write(db, "transition", "UPDATE sandboxes SET state = $1,"
 	    " gen = gen + 1, updated = $2 WHERE id = $3 AND gen = $4 AND"
 	    " state = $5", e, "sIsIs", sp_state_name(to), (int64_t)time(NULL), id,
 	    r.gen, sp_state_name(r.state))) == -1)
@@ -507,7 +639,7 @@ sp_db_template_insert(struct sp_db *db, const struct sp_template_row *t,
     struct sp_err *e)
 {
 	/* Re-importing the same bytes is the same template: keep the first row. */
-	return write_sql(db, "insert template", "INSERT INTO templates (name,"
+	return sp_db_q_write(db, "insert template", "INSERT INTO templates (name,"
 	    " digest, created, disk_bytes) VALUES ($1, $2, $3, $4)"
 	    " ON CONFLICT DO NOTHING", e, "ssII", t->name, t->digest, t->created,
 	    t->disk_bytes) == -1 ? -1 : 0;
@@ -519,10 +651,10 @@ template_from(struct sp_db_q *q, void *arg)
 	struct sp_template_row *t = arg;
 
 	memset(t, 0, sizeof *t);
-	copy_col(t->name, sizeof t->name, q, 0);
-	copy_col(t->digest, sizeof t->digest, q, 1);
-	t->created = col_int(q, 2);
-	t->disk_bytes = col_int(q, 3);
+	sp_db_q_copy(t->name, sizeof t->name, q, 0);
+	sp_db_q_copy(t->digest, sizeof t->digest, q, 1);
+	t->created = sp_db_q_int(q, 2);
+	t->disk_bytes = sp_db_q_int(q, 3);
 	return 0;
 }
 
@@ -552,18 +684,18 @@ sp_db_template_get(struct sp_db *db, const char *ref, struct sp_template_row *t,
 			    "template digest must be 4 to 64 hex digits");
 	}
 	/* A digest may be given by a unique prefix, as git does. */
-	if (q_start(db, &q, "get template", "SELECT name, digest, created,"
+	if (sp_db_q_start(db, &q, "get template", "SELECT name, digest, created,"
 	    " disk_bytes FROM templates WHERE name = $1 AND ($2 IS NULL OR"
 	    " substr(digest, 1, length($2)) = $2)"
 	    " ORDER BY created DESC, rowid DESC LIMIT 2", e, "ss", name,
 	    digest) == -1)
 		return -1;
-	switch ((rc = q_step(&q, "get template", e))) {
+	switch ((rc = sp_db_q_step(&q, "get template", e))) {
 	case 1:
 		template_from(&q, t);
 		rc = 0;
 		if (digest != NULL && strlen(digest) < 64 &&
-		    (rc = q_step(&q, "get template", e)) == 1)
+		    (rc = sp_db_q_step(&q, "get template", e)) == 1)
 			rc = sp_err_set(e, SP_E_BAD_INPUT, 0, "digest prefix '%s' "
 			    "is ambiguous", digest);
 		break;
@@ -571,7 +703,7 @@ sp_db_template_get(struct sp_db *db, const char *ref, struct sp_template_row *t,
 		rc = sp_err_set(e, SP_E_NOT_FOUND, 0, "no template '%s'", name);
 		break;
 	}
-	q_end(&q);
+	sp_db_q_end(&q);
 	return rc;
 }
 
@@ -598,17 +730,17 @@ sp_db_template_each(struct sp_db *db,
 	struct each_template a = { fn, arg };
 	struct sp_db_q q;
 
-	if (q_start(db, &q, "list templates", "SELECT name, digest, created,"
+	if (sp_db_q_start(db, &q, "list templates", "SELECT name, digest, created,"
 	    " disk_bytes FROM templates ORDER BY name, created", e, "") == -1)
 		return -1;
-	return each_row(&q, "list templates", one_template, &a, e);
+	return sp_db_q_each(&q, "list templates", one_template, &a, e);
 }
 
 int
 sp_db_template_delete(struct sp_db *db, const char *name, const char *digest,
     struct sp_err *e)
 {
-	return write_sql(db, "delete template", "DELETE FROM templates WHERE"
+	return sp_db_q_write(db, "delete template", "DELETE FROM templates WHERE"
 	    " name = $1 AND digest = $2", e, "ss", name, digest) == -1 ? -1 : 0;
 }
 
@@ -616,7 +748,7 @@ int
 sp_db_pool_set(struct sp_db *db, const char *template, int size,
     int memory_mib, int vcpus, struct sp_err *e)
 {
-	return write_sql(db, "set pool", "INSERT INTO pools (template, size,"
+	return sp_db_q_write(db, "set pool", "INSERT INTO pools (template, size,"
 	    " memory_mib, vcpus) VALUES ($1, $2, $3, $4) ON CONFLICT (template)"
 	    " DO UPDATE SET size = $2, memory_mib = $3, vcpus = $4", e, "siii",
 	    template, size, memory_mib, vcpus) == -1 ? -1 : 0;
@@ -626,7 +758,7 @@ int
 sp_db_pool_drop(struct sp_db *db, const char *template, struct sp_err *e)
 {
 	/* Only while it still asks for nothing: a set in between wins. */
-	return write_sql(db, "drop pool", "DELETE FROM pools WHERE template = $1"
+	return sp_db_q_write(db, "drop pool", "DELETE FROM pools WHERE template = $1"
 	    " AND size = 0", e, "s", template) == -1 ? -1 : 0;
 }
 
@@ -642,11 +774,11 @@ one_pool(struct sp_db_q *q, void *arg)
 	struct sp_pool_row p;
 
 	memset(&p, 0, sizeof p);
-	copy_col(p.template, sizeof p.template, q, 0);
-	p.size = (int)col_int(q, 1);
-	p.memory_mib = (int)col_int(q, 2);
-	p.vcpus = (int)col_int(q, 3);
-	p.ready = (int)col_int(q, 4);
+	sp_db_q_copy(p.template, sizeof p.template, q, 0);
+	p.size = (int)sp_db_q_int(q, 1);
+	p.memory_mib = (int)sp_db_q_int(q, 2);
+	p.vcpus = (int)sp_db_q_int(q, 3);
+	p.ready = (int)sp_db_q_int(q, 4);
 	return a->fn(&p, a->arg) == -1 ? -1 : 0;
 }
 
@@ -657,48 +789,78 @@ sp_db_pool_each(struct sp_db *db, const char *node,
 	struct each_pool a = { fn, arg };
 	struct sp_db_q q;
 
-	if (q_start(db, &q, "list pools", "SELECT template, size, memory_mib,"
+	if (sp_db_q_start(db, &q, "list pools", "SELECT template, size, memory_mib,"
 	    " vcpus, (SELECT count(*) FROM sandboxes WHERE pool = pools.template"
 	    " AND state = 'paused' AND ($1 IS NULL OR node = $1)) FROM pools"
 	    " ORDER BY template", e, "s", node) == -1)
 		return -1;
-	return each_row(&q, "list pools", one_pool, &a, e);
+	return sp_db_q_each(&q, "list pools", one_pool, &a, e);
 }
 
 int
 sp_db_pod_mark(struct sp_db *db, const char *id, const char *pool,
     struct sp_err *e)
 {
-	return write_sql(db, "mark pod", "UPDATE sandboxes SET pool = $1 WHERE"
+	return sp_db_q_write(db, "mark pod", "UPDATE sandboxes SET pool = $1 WHERE"
 	    " id = $2", e, "ss", pool, id) == -1 ? -1 : 0;
 }
 
 int
 sp_db_pod_claim(struct sp_db *db, const char *node, const char *pool,
     const char *template, int memory_mib, int vcpus, const char *labels,
-    const char *env, char id[SP_ID_LEN + 1], struct sp_err *e)
+    const char *env, int quota, char id[SP_ID_LEN + 1], struct sp_err *e)
 {
+	char tenant[SP_NAME_MAX + 1];
 	struct sp_db_q q;
-	int rc;
+	int rc, own = 0, fits;
 
+	labels_tenant(labels, tenant);
+	quota = quota && tenant[0] != '\0';
+	if (quota && tenant_lock(db, tenant, &own, e) == -1)
+		return -1;
 	/* One statement: of many creates racing for pods, each gets its own
 	 * (on PostgreSQL the pod picked is locked, and a racer picks another).
 	 * Only this node's pods: a pod is a VM here.
 	 * It is creating until it has woken and been told who it is. */
-	if (q_start(db, &q, "claim pod", "UPDATE sandboxes SET pool = NULL,"
+	if (sp_db_q_start(db, &q, "claim pod", "UPDATE sandboxes SET pool = NULL,"
 	    " state = 'creating', gen = gen + 1, updated = $6, labels = $5,"
-	    " created = $6, env = $7 WHERE id = (SELECT id FROM sandboxes WHERE"
-	    " pool = $1 AND template = $2 AND memory_mib = $3 AND vcpus = $4 AND"
-	    " state = 'paused' AND node = $8 ORDER BY created LIMIT 1"
-	    " FOR UPDATE SKIP LOCKED) AND pool = $1 AND state = 'paused'"
-	    " RETURNING id", e, "ssiisIss", pool, template, memory_mib, vcpus,
-	    labels ? labels : "{}", (int64_t)time(NULL), env ? env : "[]",
-	    node) == -1)
+	    " created = $6, env = $7, tenant = NULLIF($9, '') WHERE id = (SELECT"
+	    " id FROM sandboxes WHERE pool = $1 AND template = $2 AND"
+	    " memory_mib = $3 AND vcpus = $4 AND state = 'paused' AND node = $8"
+	    " ORDER BY created LIMIT 1 FOR UPDATE SKIP LOCKED) AND pool = $1 AND"
+	    " state = 'paused' AND ($10 = 0 OR" QUOTA_FITS("$9", "$3", "$4")
+	    ") RETURNING id", e, "ssiisIsssi", pool, template, memory_mib,
+	    vcpus, labels ? labels : "{}", (int64_t)time(NULL), env ? env :
+	    "[]", node, tenant, quota) == -1) {
+		tenant_unlock(db, own, 0, e);
 		return -1;
-	if ((rc = q_step(&q, "claim pod", e)) == 1)
-		copy_col(id, SP_ID_LEN + 1, &q, 0);
-	q_end(&q);
-	return rc;
+	}
+	if ((rc = sp_db_q_step(&q, "claim pod", e)) == 1)
+		sp_db_q_copy(id, SP_ID_LEN + 1, &q, 0);
+	sp_db_q_end(&q);
+	if (rc == -1) {
+		tenant_unlock(db, own, 0, e);
+		return -1;
+	}
+	/* No pod taken: because of the quota?  Then a fresh create would be
+	 * refused too. */
+	if (rc == 0 && quota) {
+		if (sp_db_q_start(db, &q, "check quota", "SELECT 1 WHERE"
+		    QUOTA_FITS("$1", "$2", "$3"), e, "sii", tenant, memory_mib,
+		    vcpus) == -1) {
+			tenant_unlock(db, own, 0, e);
+			return -1;
+		}
+		fits = sp_db_q_step(&q, "check quota", e);
+		sp_db_q_end(&q);
+		if (fits != 1) {
+			if (fits == 0)
+				quota_exceeded(db, tenant, e);
+			tenant_unlock(db, own, 0, e);
+			return -1;
+		}
+	}
+	return tenant_unlock(db, own, 1, e) == -1 ? -1 : rc;
 }
 
 int
@@ -709,18 +871,18 @@ sp_db_pods_each(struct sp_db *db, const char *pool, const char *node,
 	struct each_sandbox a = { fn, arg };
 	struct sp_db_q q;
 
-	if (q_start(db, &q, "list pods", "SELECT " SANDBOX_COLS " FROM sandboxes"
+	if (sp_db_q_start(db, &q, "list pods", "SELECT " SANDBOX_COLS " FROM sandboxes"
 	    " WHERE pool = $1 AND ($2 IS NULL OR node = $2) ORDER BY created, id",
 	    e, "ss", pool, node) == -1)
 		return -1;
-	return each_row(&q, "list pods", one_sandbox, &a, e);
+	return sp_db_q_each(&q, "list pods", one_sandbox, &a, e);
 }
 
 int
 sp_db_source_set(struct sp_db *db, const struct sp_source_row *r,
     struct sp_err *e)
 {
-	return write_sql(db, "set source", "INSERT INTO template_sources (name,"
+	return sp_db_q_write(db, "set source", "INSERT INTO template_sources (name,"
 	    " rootfs, kernel, initrd, added) VALUES ($1, $2, $3, $4, $5) ON"
 	    " CONFLICT (name) DO UPDATE SET rootfs = $2, kernel = $3,"
 	    " initrd = $4, added = $5", e, "ssssI", r->name, r->rootfs, r->kernel,
@@ -733,10 +895,10 @@ source_from(struct sp_db_q *q, void *arg)
 	struct sp_source_row *r = arg;
 
 	memset(r, 0, sizeof *r);
-	copy_col(r->name, sizeof r->name, q, 0);
-	copy_col(r->rootfs, sizeof r->rootfs, q, 1);
-	copy_col(r->kernel, sizeof r->kernel, q, 2);
-	copy_col(r->initrd, sizeof r->initrd, q, 3);
+	sp_db_q_copy(r->name, sizeof r->name, q, 0);
+	sp_db_q_copy(r->rootfs, sizeof r->rootfs, q, 1);
+	sp_db_q_copy(r->kernel, sizeof r->kernel, q, 2);
+	sp_db_q_copy(r->initrd, sizeof r->initrd, q, 3);
 	return 0;
 }
 
@@ -748,17 +910,17 @@ sp_db_source_get(struct sp_db *db, const char *name, struct sp_source_row *r,
 	struct sp_db_q q;
 
 	snprintf(not_found, sizeof not_found, "no template or source '%s'", name);
-	if (q_start(db, &q, "get source", "SELECT name, rootfs, kernel, initrd"
+	if (sp_db_q_start(db, &q, "get source", "SELECT name, rootfs, kernel, initrd"
 	    " FROM template_sources WHERE name = $1", e, "s", name) == -1)
 		return -1;
-	return one_row(&q, "get source", not_found, source_from, r, e);
+	return sp_db_q_one(&q, "get source", not_found, source_from, r, e);
 }
 
 int
 sp_db_sandbox_set_recovered(struct sp_db *db, const char *id, const char *json,
     struct sp_err *e)
 {
-	return write_sql(db, "set recovered", "UPDATE sandboxes SET recovered"
+	return sp_db_q_write(db, "set recovered", "UPDATE sandboxes SET recovered"
 	    " = $2 WHERE id = $1", e, "ss", id, json) == -1 ? -1 : 0;
 }
 
@@ -773,15 +935,15 @@ snap_from(struct sp_db_q *q, void *arg)
 	struct sp_snap_row *r = arg;
 
 	memset(r, 0, sizeof *r);
-	copy_col(r->id, sizeof r->id, q, 0);
-	copy_col(r->snap, sizeof r->snap, q, 1);
-	copy_col(r->kind, sizeof r->kind, q, 2);
-	r->taken = col_int(q, 3);
-	copy_col(r->tag, sizeof r->tag, q, 4);
-	copy_col(r->state, sizeof r->state, q, 5);
-	r->ms = col_int(q, 6);
-	r->paused_ms = col_text(q, 7) == NULL ? -1 : col_int(q, 7);
-	copy_col(r->remote, sizeof r->remote, q, 8);
+	sp_db_q_copy(r->id, sizeof r->id, q, 0);
+	sp_db_q_copy(r->snap, sizeof r->snap, q, 1);
+	sp_db_q_copy(r->kind, sizeof r->kind, q, 2);
+	r->taken = sp_db_q_int(q, 3);
+	sp_db_q_copy(r->tag, sizeof r->tag, q, 4);
+	sp_db_q_copy(r->state, sizeof r->state, q, 5);
+	r->ms = sp_db_q_int(q, 6);
+	r->paused_ms = sp_db_q_text(q, 7) == NULL ? -1 : sp_db_q_int(q, 7);
+	sp_db_q_copy(r->remote, sizeof r->remote, q, 8);
 	return 0;
 }
 
@@ -789,7 +951,7 @@ int
 sp_db_snap_insert(struct sp_db *db, const struct sp_snap_row *r,
     struct sp_err *e)
 {
-	return write_sql(db, "insert snapshot", "INSERT INTO snapshots (id,"
+	return sp_db_q_write(db, "insert snapshot", "INSERT INTO snapshots (id,"
 	    " snap, kind, taken, tag, state) VALUES ($1, $2, $3, $4,"
 	    " NULLIF($5, ''), $6)", e, "sssIss", r->id, r->snap, r->kind,
 	    r->taken, r->tag, r->state) == -1 ? -1 : 0;
@@ -799,7 +961,7 @@ int
 sp_db_snap_ready(struct sp_db *db, const struct sp_snap_row *r,
     struct sp_err *e)
 {
-	return write_sql(db, "snapshot ready", "UPDATE snapshots SET state ="
+	return sp_db_q_write(db, "snapshot ready", "UPDATE snapshots SET state ="
 	    " 'ready', ms = $3, paused_ms = NULLIF($4, -1) WHERE id = $1 AND"
 	    " snap = $2", e, "ssII", r->id, r->snap, r->ms, r->paused_ms) == -1 ?
 	    -1 : 0;
@@ -809,7 +971,7 @@ int
 sp_db_snap_delete(struct sp_db *db, const char *id, const char *snap,
     struct sp_err *e)
 {
-	return write_sql(db, "delete snapshot", "DELETE FROM snapshots WHERE"
+	return sp_db_q_write(db, "delete snapshot", "DELETE FROM snapshots WHERE"
 	    " id = $1 AND snap = $2", e, "ss", id, snap) == -1 ? -1 : 0;
 }
 
@@ -821,10 +983,10 @@ sp_db_snap_get(struct sp_db *db, const char *id, const char *snap,
 	struct sp_db_q q;
 
 	snprintf(not_found, sizeof not_found, "no snapshot %.40s of %s", snap, id);
-	if (q_start(db, &q, "get snapshot", "SELECT " SNAP_COLS " FROM snapshots"
+	if (sp_db_q_start(db, &q, "get snapshot", "SELECT " SNAP_COLS " FROM snapshots"
 	    " WHERE id = $1 AND snap = $2", e, "ss", id, snap) == -1)
 		return -1;
-	return one_row(&q, "get snapshot", not_found, snap_from, r, e);
+	return sp_db_q_one(&q, "get snapshot", not_found, snap_from, r, e);
 }
 
 struct each_snap {
@@ -849,19 +1011,19 @@ sp_db_snap_each(struct sp_db *db, const char *id, const char *node,
 	struct each_snap a = { fn, arg };
 	struct sp_db_q q;
 
-	if (q_start(db, &q, "list snapshots", "SELECT " SNAP_COLS " FROM"
+	if (sp_db_q_start(db, &q, "list snapshots", "SELECT " SNAP_COLS " FROM"
 	    " snapshots WHERE ($1 IS NULL OR id = $1) AND ($2 IS NULL OR id IN"
 	    " (SELECT id FROM sandboxes WHERE node = $2))"
 	    " ORDER BY id, taken, rowid", e, "ss", id, node) == -1)
 		return -1;
-	return each_row(&q, "list snapshots", one_snap, &a, e);
+	return sp_db_q_each(&q, "list snapshots", one_snap, &a, e);
 }
 
 int
 sp_db_snap_set_remote(struct sp_db *db, const char *id, const char *snap,
     const char *remote, struct sp_err *e)
 {
-	return write_sql(db, "snapshot remote", "UPDATE snapshots SET remote ="
+	return sp_db_q_write(db, "snapshot remote", "UPDATE snapshots SET remote ="
 	    " NULLIF($3, '') WHERE id = $1 AND snap = $2", e, "sss", id, snap,
 	    remote ? remote : "") == -1 ? -1 : 0;
 }
@@ -870,7 +1032,7 @@ int
 sp_db_sandbox_place(struct sp_db *db, const char *id, const char *node,
     const char *want, struct sp_err *e)
 {
-	return write_sql(db, "place sandbox", "UPDATE sandboxes SET node = $2,"
+	return sp_db_q_write(db, "place sandbox", "UPDATE sandboxes SET node = $2,"
 	    " want = NULLIF($3, ''), want_error = NULL, placed = CASE WHEN"
 	    " node = $2 THEN placed END WHERE id = $1", e, "sss", id, node,
 	    want ? want : "") == -1 ? -1 : 0;
@@ -886,7 +1048,7 @@ text_from(struct sp_db_q *q, void *arg)
 {
 	struct text_out *t = arg;
 
-	copy_col(t->out, t->n, q, 0);
+	sp_db_q_copy(t->out, t->n, q, 0);
 	return 0;
 }
 
@@ -894,7 +1056,7 @@ int
 sp_db_tenant_key_set(struct sp_db *db, const char *tenant, const char *keyref,
     struct sp_err *e)
 {
-	return write_sql(db, "set tenant key", "INSERT INTO tenant_keys (tenant,"
+	return sp_db_q_write(db, "set tenant key", "INSERT INTO tenant_keys (tenant,"
 	    " keyref, updated) VALUES ($1, $2, $3) ON CONFLICT (tenant) DO"
 	    " UPDATE SET keyref = $2, updated = $3", e, "ssI", tenant, keyref,
 	    (int64_t)time(NULL)) == -1 ? -1 : 0;
@@ -909,10 +1071,10 @@ sp_db_tenant_key_get(struct sp_db *db, const char *tenant, char *out,
 	struct sp_db_q q;
 
 	snprintf(not_found, sizeof not_found, "no key for tenant %s", tenant);
-	if (q_start(db, &q, "get tenant key", "SELECT keyref FROM tenant_keys"
+	if (sp_db_q_start(db, &q, "get tenant key", "SELECT keyref FROM tenant_keys"
 	    " WHERE tenant = $1", e, "s", tenant) == -1)
 		return -1;
-	return one_row(&q, "get tenant key", not_found, text_from, &t, e);
+	return sp_db_q_one(&q, "get tenant key", not_found, text_from, &t, e);
 }
 
 struct each_key {
@@ -925,7 +1087,7 @@ one_key(struct sp_db_q *q, void *arg)
 {
 	struct each_key *a = arg;
 
-	return a->fn(col_text(q, 0), col_text(q, 1), col_int(q, 2),
+	return a->fn(sp_db_q_text(q, 0), sp_db_q_text(q, 1), sp_db_q_int(q, 2),
 	    a->arg) == -1 ? -1 : 0;
 }
 
@@ -937,16 +1099,16 @@ sp_db_tenant_key_each(struct sp_db *db,
 	struct each_key a = { fn, arg };
 	struct sp_db_q q;
 
-	if (q_start(db, &q, "list tenant keys", "SELECT tenant, keyref, updated"
+	if (sp_db_q_start(db, &q, "list tenant keys", "SELECT tenant, keyref, updated"
 	    " FROM tenant_keys ORDER BY tenant", e, "") == -1)
 		return -1;
-	return each_row(&q, "list tenant keys", one_key, &a, e);
+	return sp_db_q_each(&q, "list tenant keys", one_key, &a, e);
 }
 
 int
 sp_db_snap_drop_local(struct sp_db *db, const char *id, struct sp_err *e)
 {
-	return write_sql(db, "drop local snapshots", "DELETE FROM snapshots"
+	return sp_db_q_write(db, "drop local snapshots", "DELETE FROM snapshots"
 	    " WHERE id = $1 AND remote IS NULL", e, "s", id) == -1 ? -1 : 0;
 }
 
@@ -957,7 +1119,7 @@ sp_db_node_beat(struct sp_db *db, const struct sp_node_row *n, int lease_s,
     struct sp_err *e)
 {
 	/* A draining node stays draining: its beat does not touch state. */
-	return write_sql(db, "node beat", "INSERT INTO nodes (name, root, seen,"
+	return sp_db_q_write(db, "node beat", "INSERT INTO nodes (name, root, seen,"
 	    " lease_until, memory_mib, vcpus, disk_free, virt, templates) VALUES"
 	    " ($1, $2, space_now(), space_now() + $3, $4, $5, $6, $7, $8)"
 	    " ON CONFLICT (name) DO UPDATE SET root = $2, seen = space_now(),"
@@ -989,19 +1151,19 @@ node_from(struct sp_db_q *q, void *arg)
 	const char *s;
 
 	memset(n, 0, sizeof *n);
-	copy_col(n->name, sizeof n->name, q, 0);
-	copy_col(n->root, sizeof n->root, q, 1);
-	copy_col(n->state, sizeof n->state, q, 2);
-	n->memory_mib = col_int(q, 3);
-	n->vcpus = col_int(q, 4);
-	n->disk_free = col_int(q, 5);
-	copy_col(n->virt, sizeof n->virt, q, 6);
-	s = col_text(q, 7);
-	n->lease_left = col_int(q, 8);
-	n->seen = col_int(q, 9);
-	n->sandboxes = col_int(q, 10);
-	n->memory_used_mib = col_int(q, 11);
-	n->vcpus_used = col_int(q, 12);
+	sp_db_q_copy(n->name, sizeof n->name, q, 0);
+	sp_db_q_copy(n->root, sizeof n->root, q, 1);
+	sp_db_q_copy(n->state, sizeof n->state, q, 2);
+	n->memory_mib = sp_db_q_int(q, 3);
+	n->vcpus = sp_db_q_int(q, 4);
+	n->disk_free = sp_db_q_int(q, 5);
+	sp_db_q_copy(n->virt, sizeof n->virt, q, 6);
+	s = sp_db_q_text(q, 7);
+	n->lease_left = sp_db_q_int(q, 8);
+	n->seen = sp_db_q_int(q, 9);
+	n->sandboxes = sp_db_q_int(q, 10);
+	n->memory_used_mib = sp_db_q_int(q, 11);
+	n->vcpus_used = sp_db_q_int(q, 12);
 	return (n->templates = strdup(s ? s : "[]")) == NULL ? -1 : 0;
 }
 
@@ -1013,10 +1175,10 @@ sp_db_node_get(struct sp_db *db, const char *name, struct sp_node_row *n,
 	struct sp_db_q q;
 
 	snprintf(not_found, sizeof not_found, "no node '%.63s'", name);
-	if (q_start(db, &q, "get node", "SELECT " NODE_COLS " FROM nodes WHERE"
+	if (sp_db_q_start(db, &q, "get node", "SELECT " NODE_COLS " FROM nodes WHERE"
 	    " name = $1", e, "s", name) == -1)
 		return -1;
-	return one_row(&q, "get node", not_found, node_from, n, e);
+	return sp_db_q_one(&q, "get node", not_found, node_from, n, e);
 }
 
 struct each_node {
@@ -1045,17 +1207,17 @@ sp_db_node_each(struct sp_db *db, int (*fn)(const struct sp_node_row *, void *),
 	struct each_node a = { fn, arg };
 	struct sp_db_q q;
 
-	if (q_start(db, &q, "list nodes", "SELECT " NODE_COLS " FROM nodes"
+	if (sp_db_q_start(db, &q, "list nodes", "SELECT " NODE_COLS " FROM nodes"
 	    " ORDER BY name", e, "") == -1)
 		return -1;
-	return each_row(&q, "list nodes", one_node, &a, e);
+	return sp_db_q_each(&q, "list nodes", one_node, &a, e);
 }
 
 int
 sp_db_node_set_state(struct sp_db *db, const char *name, const char *state,
     struct sp_err *e)
 {
-	int64_t n = write_sql(db, "set node state", "UPDATE nodes SET state = $2"
+	int64_t n = sp_db_q_write(db, "set node state", "UPDATE nodes SET state = $2"
 	    " WHERE name = $1", e, "ss", name, state);
 
 	if (n == 0)
@@ -1071,7 +1233,7 @@ sp_db_node_forget(struct sp_db *db, const char *name, struct sp_err *e)
 
 	/* In one statement, so a node that beats or is given a sandbox in
 	 * between is kept; the read after only says why. */
-	gone = write_sql(db, "forget node", "DELETE FROM nodes WHERE name = $1"
+	gone = sp_db_q_write(db, "forget node", "DELETE FROM nodes WHERE name = $1"
 	    " AND lease_until <= space_now() AND NOT EXISTS (SELECT 1 FROM"
 	    " sandboxes WHERE node = $1 AND state <> 'destroyed')", e, "s", name);
 	if (gone != 0)
@@ -1098,7 +1260,7 @@ one_pods(struct sp_db_q *q, void *arg)
 {
 	struct each_pods *a = arg;
 
-	return a->fn(col_text(q, 0), col_int(q, 1), a->arg) == -1 ? -1 : 0;
+	return a->fn(sp_db_q_text(q, 0), sp_db_q_int(q, 1), a->arg) == -1 ? -1 : 0;
 }
 
 int
@@ -1109,11 +1271,11 @@ sp_db_node_pods_each(struct sp_db *db, const char *node,
 	struct each_pods a = { fn, arg };
 	struct sp_db_q q;
 
-	if (q_start(db, &q, "count pods", "SELECT pool, count(*) FROM sandboxes"
+	if (sp_db_q_start(db, &q, "count pods", "SELECT pool, count(*) FROM sandboxes"
 	    " WHERE node = $1 AND pool IS NOT NULL AND state = 'paused'"
 	    " GROUP BY pool ORDER BY pool", e, "s", node) == -1)
 		return -1;
-	return each_row(&q, "count pods", one_pods, &a, e);
+	return sp_db_q_each(&q, "count pods", one_pods, &a, e);
 }
 
 struct each_kind {
@@ -1125,10 +1287,10 @@ static int
 one_kind(struct sp_db_q *q, void *arg)
 {
 	struct each_kind *a = arg;
-	const char *node = col_text(q, 0), *t = col_text(q, 1);
+	const char *node = sp_db_q_text(q, 0), *t = sp_db_q_text(q, 1);
 
-	return a->fn(node ? node : "", t ? t : "", (int)col_int(q, 2),
-	    (int)col_int(q, 3), col_int(q, 4), a->arg) == -1 ? -1 : 0;
+	return a->fn(node ? node : "", t ? t : "", (int)sp_db_q_int(q, 2),
+	    (int)sp_db_q_int(q, 3), sp_db_q_int(q, 4), a->arg) == -1 ? -1 : 0;
 }
 
 int
@@ -1139,12 +1301,12 @@ sp_db_pod_kinds_each(struct sp_db *db, int (*fn)(const char *node,
 	struct each_kind a = { fn, arg };
 	struct sp_db_q q;
 
-	if (q_start(db, &q, "count pods", "SELECT node, template, memory_mib,"
+	if (sp_db_q_start(db, &q, "count pods", "SELECT node, template, memory_mib,"
 	    " vcpus, count(*) FROM sandboxes WHERE pool IS NOT NULL AND"
 	    " state = 'paused' GROUP BY node, template, memory_mib, vcpus", e,
 	    "") == -1)
 		return -1;
-	return each_row(&q, "count pods", one_kind, &a, e);
+	return sp_db_q_each(&q, "count pods", one_kind, &a, e);
 }
 
 int
@@ -1155,12 +1317,12 @@ sp_db_node_takes(struct sp_db *db, const char *name, struct sp_err *e)
 	struct sp_db_q q;
 	int rc;
 
-	if (q_start(db, &q, "node state", "SELECT state FROM nodes WHERE"
+	if (sp_db_q_start(db, &q, "node state", "SELECT state FROM nodes WHERE"
 	    " name = $1", e, "s", name) == -1)
 		return -1;
-	if ((rc = q_step(&q, "node state", e)) == 1)
+	if ((rc = sp_db_q_step(&q, "node state", e)) == 1)
 		text_from(&q, &t);
-	q_end(&q);
+	sp_db_q_end(&q);
 	if (rc == -1)
 		return -1;
 	if (strcmp(state, "draining") == 0)
@@ -1175,7 +1337,7 @@ int
 sp_db_sandbox_wish(struct sp_db *db, const char *id, const char *want,
     struct sp_err *e)
 {
-	int64_t n = write_sql(db, "record wish", "UPDATE sandboxes SET want = $2,"
+	int64_t n = sp_db_q_write(db, "record wish", "UPDATE sandboxes SET want = $2,"
 	    " want_error = NULL WHERE id = $1", e, "ss", id, want);
 
 	if (n == 0)
@@ -1189,10 +1351,10 @@ sp_db_sandbox_wish_done(struct sp_db *db, const char *id, const char *want,
 {
 	/* Only the wish carried out: one made since stays. */
 	if (error == NULL)
-		return write_sql(db, "wish done", "UPDATE sandboxes SET want = NULL,"
+		return sp_db_q_write(db, "wish done", "UPDATE sandboxes SET want = NULL,"
 		    " want_error = NULL WHERE id = $1 AND want = $2", e, "ss", id,
 		    want) == -1 ? -1 : 0;
-	return write_sql(db, "wish failed", "UPDATE sandboxes SET want_error = $3"
+	return sp_db_q_write(db, "wish failed", "UPDATE sandboxes SET want_error = $3"
 	    " WHERE id = $1 AND want = $2", e, "sss", id, want, error) == -1 ?
 	    -1 : 0;
 }
@@ -1205,12 +1367,12 @@ sp_db_wishes_each(struct sp_db *db, const char *node, int failed_too,
 	struct each_sandbox a = { fn, arg };
 	struct sp_db_q q;
 
-	if (q_start(db, &q, "list wishes", "SELECT " SANDBOX_COLS " FROM"
+	if (sp_db_q_start(db, &q, "list wishes", "SELECT " SANDBOX_COLS " FROM"
 	    " sandboxes WHERE node = $1 AND want IS NOT NULL AND (want_error IS"
 	    " NULL OR $2 = 1) ORDER BY updated, id", e, "si", node,
 	    failed_too) == -1)
 		return -1;
-	return each_row(&q, "list wishes", one_sandbox, &a, e);
+	return sp_db_q_each(&q, "list wishes", one_sandbox, &a, e);
 }
 
 int
@@ -1230,13 +1392,17 @@ sp_db_wait(struct sp_db *db, int timeout_ms, struct sp_err *e)
 int
 sp_db_begin(struct sp_db *db, struct sp_err *e)
 {
-	return write_sql(db, "begin", db->ops->begin, e, "") == -1 ? -1 : 0;
+	if (sp_db_q_write(db, "begin", db->ops->begin, e, "") == -1)
+		return -1;
+	db->txn = 1;
+	return 0;
 }
 
 int
 sp_db_commit(struct sp_db *db, struct sp_err *e)
 {
-	return write_sql(db, "commit", "COMMIT", e, "") == -1 ? -1 : 0;
+	db->txn = 0;
+	return sp_db_q_write(db, "commit", "COMMIT", e, "") == -1 ? -1 : 0;
 }
 
 void
@@ -1244,13 +1410,14 @@ sp_db_rollback(struct sp_db *db)
 {
 	struct sp_err ignored;
 
-	write_sql(db, "rollback", "ROLLBACK", &ignored, "");
+	db->txn = 0;
+	sp_db_q_write(db, "rollback", "ROLLBACK", &ignored, "");
 }
 
 int
 sp_db_schedule_turn(struct sp_db *db, struct sp_err *e)
 {
-	return write_sql(db, "take the scheduler's turn", "UPDATE scheduler SET"
+	return sp_db_q_write(db, "take the scheduler's turn", "UPDATE scheduler SET"
 	    " passes = passes + 1 WHERE one = 1", e, "") == -1 ? -1 : 0;
 }
 
@@ -1264,18 +1431,18 @@ sp_db_unplaced_each(struct sp_db *db, int limit,
 
 	/* Each is locked for this transaction; another scheduler passes
 	 * over it to the next. */
-	if (q_start(db, &q, "list unplaced", "SELECT " SANDBOX_COLS " FROM"
+	if (sp_db_q_start(db, &q, "list unplaced", "SELECT " SANDBOX_COLS " FROM"
 	    " sandboxes WHERE node = '' AND want IS NOT NULL ORDER BY created, id"
 	    " LIMIT $1 FOR UPDATE SKIP LOCKED", e, "i", limit) == -1)
 		return -1;
-	return each_row(&q, "list unplaced", one_sandbox, &a, e);
+	return sp_db_q_each(&q, "list unplaced", one_sandbox, &a, e);
 }
 
 int
 sp_db_sandbox_place_by(struct sp_db *db, const char *id, const char *node,
     const char *placed, struct sp_err *e)
 {
-	int64_t n = write_sql(db, "place", "UPDATE sandboxes SET node = $2,"
+	int64_t n = sp_db_q_write(db, "place", "UPDATE sandboxes SET node = $2,"
 	    " placed = $3 WHERE id = $1 AND node = ''", e, "sss", id, node,
 	    placed);
 
@@ -1288,11 +1455,11 @@ int
 sp_db_pod_taken_for(struct sp_db *db, const char *pod, const char *row,
     const char *placed, struct sp_err *e)
 {
-	if (write_sql(db, "wish the pod running", "UPDATE sandboxes SET want ="
+	if (sp_db_q_write(db, "wish the pod running", "UPDATE sandboxes SET want ="
 	    " 'running', want_error = NULL, placed = $2 WHERE id = $1", e, "ss",
 	    pod, placed) == -1)
 		return -1;
-	return write_sql(db, "drop the row the pod stands for", "DELETE FROM"
+	return sp_db_q_write(db, "drop the row the pod stands for", "DELETE FROM"
 	    " sandboxes WHERE id = $1 AND node = ''", e, "s", row) == -1 ? -1 : 0;
 }
 
@@ -1300,12 +1467,12 @@ int
 sp_db_snap_supersede(struct sp_db *db, const char *id, const char *keep,
     struct sp_err *e)
 {
-	return write_sql(db, "supersede", "UPDATE snapshots SET remote ="
+	return sp_db_q_write(db, "supersede", "UPDATE snapshots SET remote ="
 	    " 'superseded' WHERE id = $1 AND remote = 'restorable' AND snap <>"
 	    " $2", e, "ss", id, keep ? keep : "") == -1 ? -1 : 0;
 }
 
-/* Each id an UPDATE ... RETURNING id gave, to fn (through each_row). */
+/* Each id an UPDATE ... RETURNING id gave, to fn (through sp_db_q_each). */
 struct each_id {
 	int (*fn)(const char *, void *);
 	void *arg;
@@ -1316,7 +1483,7 @@ one_id(struct sp_db_q *q, void *arg)
 {
 	struct each_id *a = arg;
 
-	return a->fn(col_text(q, 0), a->arg) == -1 ? -1 : 0;
+	return a->fn(sp_db_q_text(q, 0), a->arg) == -1 ? -1 : 0;
 }
 
 int
@@ -1328,16 +1495,16 @@ sp_db_node_lose(struct sp_db *db, const char *node,
 
 	/* Its pods are nobody's: their rows go (the VMs, if the node comes
 	 * back, are orphans there). */
-	if (write_sql(db, "drop lost pods", "DELETE FROM sandboxes WHERE node = $1"
+	if (sp_db_q_write(db, "drop lost pods", "DELETE FROM sandboxes WHERE node = $1"
 	    " AND pool IS NOT NULL", e, "s", node) == -1)
 		return -1;
-	if (q_start(db, &q, "mark lost", "UPDATE sandboxes SET state = 'lost',"
+	if (sp_db_q_start(db, &q, "mark lost", "UPDATE sandboxes SET state = 'lost',"
 	    " gen = gen + 1, updated = space_now() WHERE node = $1 AND state IN"
 	    " ('creating', 'running', 'paused', 'stopped', 'suspending',"
 	    " 'restoring', 'failed', 'recovering') RETURNING id", e, "s",
 	    node) == -1)
 		return -1;
-	return each_row(&q, "mark lost", one_id, &a, e);
+	return sp_db_q_each(&q, "mark lost", one_id, &a, e);
 }
 
 int
@@ -1347,13 +1514,13 @@ sp_db_lost_recover(struct sp_db *db, const char *node,
 	struct each_id a = { fn, arg };
 	struct sp_db_q q;
 
-	if (q_start(db, &q, "recover lost", "UPDATE sandboxes SET node = '',"
+	if (sp_db_q_start(db, &q, "recover lost", "UPDATE sandboxes SET node = '',"
 	    " want = 'running', want_error = NULL, placed = NULL WHERE node = $1"
 	    " AND state = 'lost' AND EXISTS (SELECT 1 FROM snapshots WHERE"
 	    " snapshots.id = sandboxes.id AND remote = 'restorable')"
 	    " RETURNING id", e, "s", node) == -1)
 		return -1;
-	return each_row(&q, "recover lost", one_id, &a, e);
+	return sp_db_q_each(&q, "recover lost", one_id, &a, e);
 }
 
 /* ---- documents, rates and the audit: the credential store's and the
@@ -1368,18 +1535,18 @@ sp_db_doc_get(struct sp_db *db, const char *kind, const char *scope,
 	int r;
 
 	*body = NULL;
-	if (q_start(db, &q, "get document", "SELECT body FROM documents WHERE"
+	if (sp_db_q_start(db, &q, "get document", "SELECT body FROM documents WHERE"
 	    " kind = $1 AND scope = $2 AND name = $3", e, "sss", kind, scope,
 	    name) == -1)
 		return -1;
-	if ((r = q_step(&q, "get document", e)) == 1) {
-		s = col_text(&q, 0);
+	if ((r = sp_db_q_step(&q, "get document", e)) == 1) {
+		s = sp_db_q_text(&q, 0);
 		if ((*body = strdup(s != NULL ? s : "")) == NULL)
 			r = sp_err_sys(e, SP_E_NOMEM, "get document");
 	} else if (r == 0)
 		r = sp_err_set(e, SP_E_NOT_FOUND, 0, "no %s %s in %s", kind,
 		    name, scope);
-	q_end(&q);
+	sp_db_q_end(&q);
 	return r == 1 ? 0 : -1;
 }
 
@@ -1387,7 +1554,7 @@ int
 sp_db_doc_put(struct sp_db *db, const char *kind, const char *scope,
     const char *name, const char *body, int replace, struct sp_err *e)
 {
-	return write_sql(db, "put document", replace ?
+	return sp_db_q_write(db, "put document", replace ?
 	    "INSERT INTO documents (kind, scope, name, body) VALUES ($1, $2,"
 	    " $3, $4) ON CONFLICT (kind, scope, name) DO UPDATE SET body = $4" :
 	    "INSERT INTO documents (kind, scope, name, body) VALUES ($1, $2,"
@@ -1398,7 +1565,7 @@ int
 sp_db_doc_swap(struct sp_db *db, const char *kind, const char *scope,
     const char *name, const char *was, const char *body, struct sp_err *e)
 {
-	int64_t n = write_sql(db, "swap document", "UPDATE documents SET body ="
+	int64_t n = sp_db_q_write(db, "swap document", "UPDATE documents SET body ="
 	    " $5 WHERE kind = $1 AND scope = $2 AND name = $3 AND body = $4", e,
 	    "sssss", kind, scope, name, was, body);
 
@@ -1414,7 +1581,7 @@ sp_db_doc_delete(struct sp_db *db, const char *kind, const char *scope,
 {
 	int64_t n;
 
-	n = write_sql(db, "delete document", "DELETE FROM documents WHERE"
+	n = sp_db_q_write(db, "delete document", "DELETE FROM documents WHERE"
 	    " kind = $1 AND scope = $2 AND name = $3", e, "sss", kind, scope,
 	    name);
 	if (n == -1)
@@ -1434,8 +1601,8 @@ static int
 one_doc(struct sp_db_q *q, void *arg)
 {
 	struct each_doc *a = arg;
-	const char *s = col_text(q, 0), *n = col_text(q, 1),
-	    *b = col_text(q, 2);
+	const char *s = sp_db_q_text(q, 0), *n = sp_db_q_text(q, 1),
+	    *b = sp_db_q_text(q, 2);
 
 	if (a->stop == 0)
 		a->stop = a->fn(s ? s : "", n ? n : "", b ? b : "", a->arg);
@@ -1450,10 +1617,10 @@ sp_db_doc_each(struct sp_db *db, const char *kind, const char *scope,
 	struct each_doc a = { fn, arg, 0 };
 	struct sp_db_q q;
 
-	if (q_start(db, &q, "list documents", "SELECT scope, name, body FROM"
+	if (sp_db_q_start(db, &q, "list documents", "SELECT scope, name, body FROM"
 	    " documents WHERE kind = $1 AND ($2 IS NULL OR scope = $2) AND"
 	    " ($3 IS NULL OR name = $3)", e, "sss", kind, scope, name) == -1 ||
-	    each_row(&q, "list documents", one_doc, &a, e) == -1)
+	    sp_db_q_each(&q, "list documents", one_doc, &a, e) == -1)
 		return -1;
 	return a.stop;
 }
@@ -1468,15 +1635,15 @@ sp_db_rate_update(struct sp_db *db, const char *cred, const char *sandbox,
 	int tries, fresh, r;
 
 	for (tries = 0; tries < 1000; tries++) {
-		if (q_start(db, &q, "read rate", "SELECT tokens, last FROM"
+		if (sp_db_q_start(db, &q, "read rate", "SELECT tokens, last FROM"
 		    " cred_rates WHERE cred = $1 AND sandbox = $2", e, "ss",
 		    cred, sandbox) == -1)
 			return -1;
-		if ((r = q_step(&q, "read rate", e)) == 1) {
-			tok0 = col_int(&q, 0);
-			last0 = col_int(&q, 1);
+		if ((r = sp_db_q_step(&q, "read rate", e)) == 1) {
+			tok0 = sp_db_q_int(&q, 0);
+			last0 = sp_db_q_int(&q, 1);
 		}
-		q_end(&q);
+		sp_db_q_end(&q);
 		if (r == -1)
 			return -1;
 		fresh = r == 0;
@@ -1484,11 +1651,11 @@ sp_db_rate_update(struct sp_db *db, const char *cred, const char *sandbox,
 		last = fresh ? 0 : last0;
 		r = fn(&tok, &last, fresh, arg);
 		/* Written only if nobody wrote in between, else again. */
-		n = fresh ? write_sql(db, "add rate", "INSERT INTO cred_rates"
+		n = fresh ? sp_db_q_write(db, "add rate", "INSERT INTO cred_rates"
 		    " (cred, sandbox, tokens, last) VALUES ($1, $2, $3, $4)"
 		    " ON CONFLICT (cred, sandbox) DO NOTHING", e, "ssII", cred,
 		    sandbox, tok, last) :
-		    write_sql(db, "set rate", "UPDATE cred_rates SET tokens = $3,"
+		    sp_db_q_write(db, "set rate", "UPDATE cred_rates SET tokens = $3,"
 		    " last = $4 WHERE cred = $1 AND sandbox = $2 AND tokens = $5"
 		    " AND last = $6", e, "ssIIII", cred, sandbox, tok, last,
 		    tok0, last0);
@@ -1505,7 +1672,7 @@ int
 sp_db_rate_forget(struct sp_db *db, const char *cred, const char *sandbox,
     struct sp_err *e)
 {
-	return write_sql(db, "forget rates", "DELETE FROM cred_rates WHERE"
+	return sp_db_q_write(db, "forget rates", "DELETE FROM cred_rates WHERE"
 	    " ($1 IS NULL OR cred = $1) AND ($2 IS NULL OR sandbox = $2)", e,
 	    "ss", cred, sandbox) == -1 ? -1 : 0;
 }
@@ -1514,7 +1681,7 @@ int
 sp_db_audit_add(struct sp_db *db, int64_t time, const char *line,
     struct sp_err *e)
 {
-	return write_sql(db, "add audit record", "INSERT INTO cred_audit (time,"
+	return sp_db_q_write(db, "add audit record", "INSERT INTO cred_audit (time,"
 	    " line) VALUES ($1, $2)", e, "Is", time, line) == -1 ? -1 : 0;
 }
 
@@ -1528,7 +1695,7 @@ static int
 one_line(struct sp_db_q *q, void *arg)
 {
 	struct each_line *a = arg;
-	const char *s = col_text(q, 0);
+	const char *s = sp_db_q_text(q, 0);
 
 	if (a->stop == 0 && s != NULL)
 		a->stop = a->fn(s, a->arg);
@@ -1542,9 +1709,9 @@ sp_db_audit_each(struct sp_db *db, int64_t since,
 	struct each_line a = { fn, arg, 0 };
 	struct sp_db_q q;
 
-	if (q_start(db, &q, "read audit", "SELECT line FROM cred_audit WHERE"
+	if (sp_db_q_start(db, &q, "read audit", "SELECT line FROM cred_audit WHERE"
 	    " time >= $1 ORDER BY rowid", e, "I", since) == -1 ||
-	    each_row(&q, "read audit", one_line, &a, e) == -1)
+	    sp_db_q_each(&q, "read audit", one_line, &a, e) == -1)
 		return -1;
 	return a.stop;
 }

@@ -65,6 +65,26 @@ struct sp_db_ops {
 
 extern const struct sp_db_ops sp_db_sqlite_ops, sp_db_pg_ops;
 
+/* The helpers every query of sp_db*.c is written with (sp_db.c). */
+/* Starts sql with its values (types as the backends' run says). */
+int sp_db_q_start(struct sp_db *db, struct sp_db_q *q, const char *what,
+    const char *sql, struct sp_err *e, const char *types, ...);
+int sp_db_q_step(struct sp_db_q *q, const char *what, struct sp_err *e);
+void sp_db_q_end(struct sp_db_q *q);
+const char *sp_db_q_text(struct sp_db_q *q, int col);
+int64_t sp_db_q_int(struct sp_db_q *q, int col);
+void sp_db_q_copy(char *dst, size_t n, struct sp_db_q *q, int col);
+/* One writing statement; the rows it changed, or -1. */
+int64_t sp_db_q_write(struct sp_db *db, const char *what, const char *sql,
+    struct sp_err *e, const char *types, ...);
+/* Steps q to its end, each row to one (0, -1: failed, go on, -2: out of
+ * memory, stop), and ends it. */
+int sp_db_q_each(struct sp_db_q *q, const char *what,
+    int (*one)(struct sp_db_q *, void *), void *arg, struct sp_err *e);
+/* One row (or none: not-found with the message not_found) to one. */
+int sp_db_q_one(struct sp_db_q *q, const char *what, const char *not_found,
+    int (*one)(struct sp_db_q *, void *), void *arg, struct sp_err *e);
+
 struct sp_db {
 	const struct sp_db_ops *ops;
 	void *h;		/* sqlite3, or PGconn */
@@ -77,6 +97,7 @@ struct sp_db {
 	int listening;		/* LISTEN again after a new connection (PQreset
 				 * connects with the parameters it was given) */
 	int64_t round_trips;	/* statements run (sent, on PostgreSQL) */
+	int txn;		/* inside sp_db_begin's transaction */
 };
 
 #endif

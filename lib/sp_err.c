@@ -41,12 +41,14 @@ static const char *const names[SP_E__COUNT] = {
 	[SP_E_PARTIAL] = "partial",
 	[SP_E_PROTOCOL] = "protocol",
 	[SP_E_QEMU] = "qemu",
+	[SP_E_QUOTA_EXCEEDED] = "quota-exceeded",
 	[SP_E_RATE_LIMITED] = "rate-limited",
 	[SP_E_RESEED_FAILED] = "reseed-failed",
 	[SP_E_STOPPED] = "stopped",
 	[SP_E_TIMED_OUT] = "timed-out",
 	[SP_E_TLS] = "tls",
 	[SP_E_TOO_BIG] = "too-big",
+	[SP_E_UNAUTHORIZED] = "unauthorized",
 	[SP_E_VAULT] = "vault",
 };
 

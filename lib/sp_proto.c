@@ -24,7 +24,8 @@ is_json_type(unsigned int type)
 {
 	return type == SP_FR_HELLO || type == SP_FR_REQ ||
 	    type == SP_FR_EXIT || type == SP_FR_ERROR ||
-	    type == SP_FR_OPEN || type == SP_FR_ANSWER;
+	    type == SP_FR_OPEN || type == SP_FR_ANSWER ||
+	    type == SP_FR_STARTED;
 }
 
 void

@@ -227,7 +227,7 @@ take_pod(struct sp_ctx *x, const struct sp_sandbox_row *r, struct cand *c,
 	if (sp_db_sandbox_get(x->db, r->id, &full, e) == -1)
 		return -1;
 	got = sp_db_pod_claim(x->db, c->name, pool, r->template, r->memory_mib,
-	    r->vcpus, full.labels, full.env, pod, e);
+	    r->vcpus, full.labels, full.env, 0, pod, e);
 	sp_db_row_release(&full);
 	/* One fewer waits there; none, if the count was out of date. */
 	json_object_set_new(c->pods, key, json_integer(got != 1 ? 0 :

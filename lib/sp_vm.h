@@ -159,7 +159,9 @@ enum sp_frame_type {
 	SP_FR_WINDOW = 10,	/* either way: u32 (big endian) more bytes */
 	SP_FR_CLOSE = 11,	/* either way: the stream is over; empty */
 	SP_FR_ANSWER = 12,	/* host->guest JSON: the answer to a dns OPEN */
-	SP_FR__MAX = 12
+	SP_FR_STARTED = 13,	/* guest->host {"pid":n}: an exec asked with
+				   "announce" has started (before its output) */
+	SP_FR__MAX = 13
 };
 struct sp_frame {
 	uint8_t type;
@@ -284,6 +286,8 @@ int sp_qemu_connect(const char *path, int64_t deadline, int *fd,
 struct sp_exec {
 	char *const *argv;
 	char *const *env;	/* "K=V", NULL-terminated, may be NULL */
+	int env_add;		/* env is set over the sandbox's own and the
+				 * defaults, instead of replacing them */
 	const char *cwd;	/* may be NULL */
 	int in_fd, out_fd, err_fd;	/* in_fd -1: no stdin */
 	/* Zero (as in `= { 0 }`) means the default for each of these. */
@@ -292,6 +296,12 @@ struct sp_exec {
 	int rows, cols;
 	int timeout_ms;		/* > 0: SIGKILL after it, code "timed-out" */
 	int ctl_fd;		/* > 0: struct sp_exec_ctl records to forward */
+	/* Non-NULL: the guest says the command's pid as it starts (a daemon
+	 * whose hello has "announce"; else the call fails, bad-state), and
+	 * started gets it before any output. */
+	void (*started)(void *arg, pid_t pid);
+	void *started_arg;
+	int *signaled;		/* non-NULL: 1 when a signal ended it */
 };
 /* What a caller (a signal handler, say) writes whole to ctl_fd while the
  * call runs: sig > 0 sends that signal to the command's process group,

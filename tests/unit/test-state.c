@@ -75,7 +75,7 @@ test_table(void)
 
 static struct sp_conf conf;
 static const char *backend = "sqlite";	/* in each test's name */
-#define SCHEMA_VERSION 10
+#define SCHEMA_VERSION 11
 
 static struct sp_db *
 open_db(void)
@@ -305,7 +305,7 @@ test_claim_race(void)
 
 			db = open_db();
 			while (sp_db_pod_claim(db, "n1", "race", "minimal@abcd",
-			    256, 1, NULL, NULL, id, &e) == 1) {
+			    256, 1, NULL, NULL, 1, id, &e) == 1) {
 				memcpy(line, id, SP_ID_LEN);
 				line[SP_ID_LEN] = '\n';
 				if (write(res[1], line, sizeof line) != sizeof line)
@@ -343,9 +343,9 @@ test_claim_race(void)
 		insert(db, id, SP_ST_PAUSED);
 		sp_db_pod_mark(db, id, "race", &e);
 		c2 = sp_db_pod_claim(db, "n2", "race", "minimal@abcd", 256, 1,
-		    NULL, NULL, got1, &e);
+		    NULL, NULL, 1, got1, &e);
 		c1 = sp_db_pod_claim(db, "n1", "race", "minimal@abcd", 256, 1,
-		    NULL, NULL, got1, &e);
+		    NULL, NULL, 1, got1, &e);
 		tap_okf(sp_code_name(e.code), e.msg, c2 == 0 && c1 == 1 &&
 		    strcmp(got1, id) == 0, "%s: a pod of node n1 is not "
 		    "claimed by n2, and is by n1", backend);

@@ -1,0 +1,114 @@
+/*
+ * sp_api_int.h: what the parts of the HTTP server share (sp_apid.c, the
+ * glue to libmicrohttpd; sp_api_native.c, sp_api_e2b.c, sp_api_envd.c, the
+ * handlers; sp_api_proc.c, the commands they run).  Not part of the
+ * library's interface.
+ */
+#ifndef SP_API_INT_H
+#define SP_API_INT_H
+
+#include "sp_api.h"
+
+/* One request, as a handler sees it. */
+struct sp_api_call {
+	const struct sp_api_server *srv;
+	const char *method, *path;
+	const unsigned char *body;	/* the whole body (bounded) */
+	size_t body_len;
+	/* A request header or query argument, NULL when absent. */
+	const char *(*header)(struct sp_api_call *, const char *name);
+	const char *(*query)(struct sp_api_call *, const char *name);
+	void *conn;			/* the glue's */
+	struct sp_api_route route;
+	/* Who asks: a key's row (admin, or a tenant's), or for the guest
+	 * API the sandbox's token, which stands for its tenant. */
+	struct sp_apikey_row key;
+	char tenant[SP_NAME_MAX + 1];	/* "" for an admin */
+	int admin;
+	struct sp_ctx *x;		/* taken for the call, given back after */
+	/* The answer: a status with a body (json, or raw bytes of ctype),
+	 * or a stream read by reader until it returns 0 (-1: cut it). */
+	int status;
+	json_t *json;
+	char *raw;
+	size_t raw_len;
+	const char *ctype;
+	ssize_t (*reader)(void *arg, char *buf, size_t max);
+	void (*reader_free)(void *arg);
+	void *reader_arg;
+	/* For the audit line. */
+	char sandbox[SP_ID_LEN + 1];
+	struct sp_err err;
+};
+
+struct sp_api_server {
+	struct sp_api_opts opts;
+	struct sp_conf conf;
+};
+
+/* The HTTP status an error token answers with. */
+int sp_api_status_of(const struct sp_err *e);
+/* A JSON answer (stolen), and one of the native API's errors. */
+int sp_api_json(struct sp_api_call *c, int status, json_t *j);
+int sp_api_fail(struct sp_api_call *c, const struct sp_err *e);
+/* The sandbox id of the route (or of E2b-Sandbox-Id) when the caller may
+ * see it: its row in *row (release it); not-found for a sandbox of
+ * another tenant, as for one that is not. */
+int sp_api_sandbox(struct sp_api_call *c, const char *id,
+    struct sp_sandbox_row *row, struct sp_err *e);
+/* The row's tenant, from its labels ("" none). */
+void sp_api_row_tenant(const struct sp_sandbox_row *r,
+    char out[SP_NAME_MAX + 1]);
+
+/* A multipart/form-data body, parsed by libmicrohttpd: part(arg, its
+ * filename ("" none), its bytes) for each file part, whole; a -1 from part
+ * stops.  bad-input for a body that is not one. */
+int sp_api_multipart(struct sp_api_call *c,
+    int (*part)(void *arg, const char *filename, const void *data, size_t n),
+    void *arg, struct sp_err *e);
+
+/* The handlers: each sets the call's answer and returns 0. */
+int sp_api_native(struct sp_api_call *c);
+int sp_api_e2b(struct sp_api_call *c);
+int sp_api_envd(struct sp_api_call *c);
+
+/* ---- proc: commands started through the API (sp_api_proc.c) ---- */
+struct sp_api_proc;
+struct sp_api_start {
+	const char *id;			/* the sandbox */
+	char **argv, **env;		/* env set over the sandbox's own */
+	const char *cwd, *user, *tag;
+	int tty, rows, cols;
+	int keep_stdin;			/* else stdin is empty */
+	json_t *config;			/* what Process.List says of it */
+};
+/* Starts the command; once it runs (or failed), *p is ready to read. */
+int sp_api_proc_start(struct sp_ctx *x, const struct sp_api_start *s,
+    struct sp_api_proc **p, struct sp_err *e);
+/* Waits until it has started: its pid, or -1 with e (it did not start). */
+pid_t sp_api_proc_pid(struct sp_api_proc *p, struct sp_err *e);
+/* What comes next: 1 with data (which: 1 stdout, 2 stderr), 0 when the
+ * output is over, -2 when nothing came for wait_ms; -1 on error.  */
+int sp_api_proc_read(struct sp_api_proc *p, char *buf, size_t max,
+    size_t *n, int *which, int wait_ms);
+/* After the output is over: how it ended (status as sp_chan_exec, or -1
+ * with e), and whether a signal ended it. */
+int sp_api_proc_wait(struct sp_api_proc *p, int *status, int *signaled,
+    struct sp_err *e);
+/* The stream is done with it: forgets it (the command may still run). */
+void sp_api_proc_release(struct sp_api_proc *p);
+/* By sandbox and pid, for those that are running: stdin, its end, a
+ * signal, a pty's size.  not-found for one that is not ours or is over. */
+int sp_api_proc_input(const char *id, pid_t pid, const void *data, size_t n,
+    struct sp_err *e);
+int sp_api_proc_close_input(const char *id, pid_t pid, struct sp_err *e);
+int sp_api_proc_signal(const char *id, pid_t pid, int sig, struct sp_err *e);
+int sp_api_proc_resize(const char *id, pid_t pid, int rows, int cols,
+    struct sp_err *e);
+/* fn gets each running command of sandbox id: pid, tag ("" none) and its
+ * config (borrowed). */
+int sp_api_proc_each(const char *id,
+    void (*fn)(pid_t pid, const char *tag, json_t *config, void *arg),
+    void *arg);
+
+#endif

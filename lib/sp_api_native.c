@@ -1,0 +1,870 @@
+/*
+ * sp_api_native.c: this project's own API, /v1/...: the commands' verbs as
+ * JSON over HTTP, with the commands' error tokens ({"ok":false,"error":
+ * TOKEN,"msg":...}).  docs/api.yaml is its OpenAPI document.
+ *
+ * exec answers with a stream of JSON lines: {"pid":N} first, then
+ * {"stdout":BASE64} and {"stderr":BASE64} as the command writes, and last
+ * {"exit":N} (or {"signal":N}, or {"error":TOKEN,"msg":S}).  Its stdin is
+ * "stdin" of the request, or with "keep_stdin" what .../processes/PID/stdin
+ * sends later (?eof=1 ends it).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <sodium.h>
+
+#include "sp_api_int.h"
+
+#define EXEC_KEEPALIVE_MS	25000
+#define EXEC_CHUNK		(24 * 1024)
+
+static int
+fail(struct sp_api_call *c, const struct sp_err *e)
+{
+	return sp_api_fail(c, e);
+}
+
+static int
+ok(struct sp_api_call *c, int status, json_t *extra)
+{
+	json_t *o = json_pack("{s:b}", "ok", 1);
+
+	if (extra != NULL) {
+		json_object_update(o, extra);
+		json_decref(extra);
+	}
+	return sp_api_json(c, status, o);
+}
+
+/* The sandbox of the route, the caller's; with here, on this node. */
+static int
+own(struct sp_api_call *c, int here, struct sp_sandbox_row *row,
+    struct sp_err *e)
+{
+	if (sp_api_sandbox(c, c->route.id, row, e) == -1)
+		return -1;
+	if (here && strcmp(row->node, c->x->conf.node) != 0) {
+		sp_err_set(e, SP_E_BAD_STATE, 1, "sandbox %s is on node %s",
+		    row->id, row->node);
+		sp_db_row_release(row);
+		return -1;
+	}
+	return 0;
+}
+
+static json_t *
+describe(struct sp_api_call *c, const struct sp_sandbox_row *r)
+{
+	json_t *o = NULL, *l;
+	struct sp_err e;
+
+	if (sp_sandbox_describe(c->x, r, &o, &e) == -1)
+		o = json_pack("{s:s, s:s, s:s}", "id", r->id, "state",
+		    sp_state_name(r->state), "template", r->template);
+	if (o != NULL && (l = json_object_get(o, "labels")) != NULL)
+		json_object_del(l, "tenant");
+	return o;
+}
+
+/* ---- create, list, get, remove ---- */
+
+static int
+create(struct sp_api_call *c)
+{
+	struct sp_create_req r = { .memory_mib = 256, .vcpus = 1,
+	    .ready_timeout_ms = 180000 };
+	json_t *body = NULL, *labels = NULL, *env = NULL, *out = NULL, *v;
+	const char *k;
+	char kv[1024];
+	struct sp_err e;
+	size_t i;
+
+	sp_err_clear(&e);
+	if (c->admin) {
+		sp_err_set(&e, SP_E_BAD_INPUT, 0, "an admin key has no tenant to "
+		    "create for: use a tenant's key");
+		goto out;
+	}
+	if (sp_api_body_json(c->body, c->body_len, &body, &e) == -1)
+		goto out;
+	if (json_unpack_ex(body, NULL, JSON_STRICT, "{s:s, s?i, s?i, s?o, s?o}",
+	    "template", &r.template, "memory_mib", &r.memory_mib, "vcpus",
+	    &r.vcpus, "labels", &v, "env", &env) == -1 || r.memory_mib < 64 ||
+	    r.memory_mib > 65536 || r.vcpus < 1 || r.vcpus > 64) {
+		sp_err_set(&e, SP_E_BAD_INPUT, 0, "want {\"template\":NAME, "
+		    "\"memory_mib\":64..65536, \"vcpus\":1..64, \"labels\":{}, "
+		    "\"env\":[\"NAME=VALUE\"]} and nothing else");
+		env = NULL;
+		goto out;
+	}
+	labels = json_pack("{s:s}", "tenant", c->tenant);
+	v = json_object_get(body, "labels");
+	if (v != NULL && (!json_is_object(v) || json_object_size(v) > 64)) {
+		sp_err_set(&e, SP_E_BAD_INPUT, 0, "labels: an object of at most "
+		    "64 strings");
+		env = NULL;
+		goto out;
+	}
+	json_object_foreach(v, k, out) {
+		snprintf(kv, sizeof kv, "%s=%s", k, json_string_value(out) ?
+		    json_string_value(out) : "");
+		if (!json_is_string(out) || strcmp(k, "tenant") == 0 ||
+		    sp_label_check(kv, &e) == -1) {
+			if (e.code == SP_E_NONE)
+				sp_err_set(&e, SP_E_BAD_INPUT, 0, "label %.64s: "
+				    "a string, and not tenant", k);
+			env = out = NULL;
+			goto out;
+		}
+		json_object_set(labels, k, out);
+	}
+	out = NULL;
+	env = json_object_get(body, "env");
+	if (env != NULL && (!json_is_array(env) || json_array_size(env) > 64)) {
+		sp_err_set(&e, SP_E_BAD_INPUT, 0, "env: an array of at most 64 "
+		    "NAME=VALUE");
+		env = NULL;
+		goto out;
+	}
+	json_array_foreach(env, i, v) {
+		const char *s = json_string_value(v), *eq;
+		char name[257];
+
+		if (s == NULL || (eq = strchr(s, '=')) == NULL || eq - s > 256) {
+			sp_err_set(&e, SP_E_BAD_INPUT, 0, "env: NAME=VALUE");
+			env = NULL;
+			goto out;
+		}
+		snprintf(name, sizeof name, "%.*s", (int)(eq - s), s);
+		if (sp_api_env_check(name, eq + 1, &e) == -1) {
+			env = NULL;
+			goto out;
+		}
+	}
+	r.labels = labels;
+	r.env = json_array_size(env) > 0 ? env : NULL;
+	env = NULL;
+	if (sp_sandbox_create(c->x, &r, &out, &e) == -1)
+		goto out;
+	if ((k = json_string_value(json_object_get(out, "id"))) != NULL)
+		snprintf(c->sandbox, sizeof c->sandbox, "%s", k);
+	ok(c, 201, out);
+	out = NULL;
+out:
+	if (e.code != SP_E_NONE)
+		fail(c, &e);
+	json_decref(body);
+	json_decref(labels);
+	json_decref(out);
+	return 0;
+}
+
+struct list {
+	struct sp_api_call *c;
+	json_t *arr;
+};
+
+static int
+list1(const struct sp_sandbox_row *r, void *arg)
+{
+	struct list *l = arg;
+	char t[SP_NAME_MAX + 1];
+
+	sp_api_row_tenant(r, t);
+	if (r->pod || (!l->c->admin && strcmp(t, l->c->tenant) != 0))
+		return 0;
+	json_array_append_new(l->arr, describe(l->c, r));
+	return 0;
+}
+
+static int
+list(struct sp_api_call *c)
+{
+	struct list l = { c, json_array() };
+	struct sp_err e;
+
+	if (sp_db_sandbox_each(c->x->db, -1, list1, &l, &e) == -1) {
+		json_decref(l.arr);
+		return fail(c, &e);
+	}
+	return ok(c, 200, json_pack("{s:o}", "sandboxes", l.arr));
+}
+
+static int
+get(struct sp_api_call *c)
+{
+	struct sp_sandbox_row row;
+	struct sp_err e;
+
+	if (own(c, 0, &row, &e) == -1)
+		return fail(c, &e);
+	ok(c, 200, describe(c, &row));
+	sp_db_row_release(&row);
+	return 0;
+}
+
+/* The verbs that move a sandbox of this node. */
+static int
+verb(struct sp_api_call *c)
+{
+	const char *n = c->route.name;
+	struct sp_sandbox_row row;
+	json_t *out = NULL;
+	struct sp_err e;
+	int changed = 0, rc;
+
+	if (own(c, strcmp(n, "restore") != 0, &row, &e) == -1)
+		return fail(c, &e);
+	sp_db_row_release(&row);
+	if (strcmp(n, "remove") == 0)
+		rc = sp_sandbox_remove(c->x, c->route.id, &changed, &e);
+	else if (strcmp(n, "pause") == 0)
+		rc = sp_sandbox_pause(c->x, c->route.id, &changed, &e);
+	else if (strcmp(n, "resume") == 0)
+		rc = sp_sandbox_resume(c->x, c->route.id, &changed, &e);
+	else if (strcmp(n, "stop") == 0)
+		rc = sp_sandbox_stop(c->x, c->route.id, 30000, &changed, NULL,
+		    &e);
+	else if (strcmp(n, "start") == 0)
+		rc = sp_sandbox_start(c->x, c->route.id, 180000, &changed, &e);
+	else if (strcmp(n, "suspend") == 0)
+		rc = (changed = 1, sp_suspend(c->x, c->route.id, 0, &out, &e));
+	else
+		rc = (changed = 1, sp_restore(c->x, c->route.id, NULL, &out,
+		    &e));
+	if (rc == -1) {
+		json_decref(out);
+		return fail(c, &e);
+	}
+	if (out == NULL)
+		out = json_object();
+	json_object_set_new(out, "id", json_string(c->route.id));
+	json_object_set_new(out, "changed", json_boolean(changed));
+	return ok(c, 200, out);
+}
+
+/* ---- snapshots ---- */
+
+static int
+snap1(json_t *o, void *arg)
+{
+	json_array_append(arg, o);
+	return 0;
+}
+
+static int
+snapshots(struct sp_api_call *c)
+{
+	const char *n = c->route.name, *tag = NULL, *snap = NULL;
+	struct sp_sandbox_row row;
+	json_t *body = NULL, *arr, *out = NULL;
+	struct sp_err e;
+	int full = 0, rc;
+
+	if (own(c, strcmp(n, "snapshots") != 0, &row, &e) == -1)
+		return fail(c, &e);
+	sp_db_row_release(&row);
+	if (strcmp(n, "snapshots") == 0) {
+		arr = json_array();
+		if (sp_snap_list(c->x, c->route.id, snap1, arr, &e) == -1) {
+			json_decref(arr);
+			return fail(c, &e);
+		}
+		return ok(c, 200, json_pack("{s:o}", "snapshots", arr));
+	}
+	if (strcmp(n, "snapshot.remove") == 0) {
+		if (sp_snap_remove(c->x, c->route.id, c->route.arg, &full,
+		    &e) == -1)
+			return fail(c, &e);
+		return ok(c, 200, json_pack("{s:s, s:b}", "snap", c->route.arg,
+		    "removed", 1));
+	}
+	if (c->body_len > 0 && (sp_api_body_json(c->body, c->body_len, &body,
+	    &e) == -1 || json_unpack_ex(body, NULL, JSON_STRICT,
+	    "{s?b, s?s, s?s}", "full", &full, "tag", &tag, "snapshot",
+	    &snap) == -1)) {
+		if (body != NULL)
+			sp_err_set(&e, SP_E_BAD_INPUT, 0, "want {\"full\":BOOL, "
+			    "\"tag\":NAME} or {\"snapshot\":ID}");
+		json_decref(body);
+		return fail(c, &e);
+	}
+	if (strcmp(n, "snapshot") == 0)
+		rc = sp_snap_take(c->x, c->route.id, full, tag, &out, &e);
+	else if (snap == NULL && strcmp(n, "rollback") == 0)
+		rc = sp_err_set(&e, SP_E_BAD_INPUT, 0, "snapshot is needed");
+	else if (strcmp(n, "rollback") == 0)
+		rc = sp_snap_rollback(c->x, c->route.id, snap, &out, &e);
+	else {
+		out = json_array();
+		rc = sp_snap_fork(c->x, c->route.id, snap, 1, snap1, out, &e);
+		if (rc == 0)
+			out = json_pack("{s:o}", "forks", out);
+	}
+	json_decref(body);
+	if (rc == -1)
+		return fail(c, &e);
+	return ok(c, strcmp(n, "rollback") == 0 ? 200 : 201, out);
+}
+
+/* ---- exec ---- */
+
+struct exec_stream {
+	struct sp_api_proc *p;
+	int stage;
+	char *pend;
+	size_t plen, poff;
+	char buf[EXEC_CHUNK];
+};
+
+static void
+line(struct exec_stream *s, json_t *j)
+{
+	char *t = json_dumps(j, JSON_COMPACT);
+	size_t n;
+	char *nb;
+
+	json_decref(j);
+	if (t == NULL)
+		return;
+	n = strlen(t);
+	if ((nb = realloc(s->pend, s->plen + n + 1)) != NULL) {
+		s->pend = nb;
+		memcpy(s->pend + s->plen, t, n);
+		s->pend[s->plen + n] = '\n';
+		s->plen += n + 1;
+	}
+	free(t);
+}
+
+static json_t *
+b64(const void *p, size_t n)
+{
+	size_t len = sodium_base64_ENCODED_LEN(n, sodium_base64_VARIANT_ORIGINAL);
+	char *s = malloc(len);
+	json_t *j;
+
+	if (s == NULL)
+		return NULL;
+	sodium_bin2base64(s, len, p, n, sodium_base64_VARIANT_ORIGINAL);
+	j = json_string(s);
+	free(s);
+	return j;
+}
+
+static ssize_t
+exec_read(void *arg, char *buf, size_t max)
+{
+	struct exec_stream *s = arg;
+	struct sp_err e;
+	size_t n;
+	pid_t pid;
+	int which, r, status, sig;
+
+	while (s->poff == s->plen) {
+		free(s->pend);
+		s->pend = NULL;
+		s->plen = s->poff = 0;
+		switch (s->stage) {
+		case 0:
+			if ((pid = sp_api_proc_pid(s->p, &e)) < 0) {
+				line(s, json_pack("{s:s, s:s}", "error",
+				    sp_code_name(e.code), "msg", e.msg));
+				s->stage = 3;
+			} else {
+				line(s, json_pack("{s:i}", "pid", (int)pid));
+				s->stage = 1;
+			}
+			break;
+		case 1:
+			r = sp_api_proc_read(s->p, s->buf, sizeof s->buf, &n,
+			    &which, EXEC_KEEPALIVE_MS);
+			if (r == 1)
+				line(s, json_pack("{s:o}", which == 1 ? "stdout" :
+				    "stderr", b64(s->buf, n)));
+			else if (r == -2)
+				line(s, json_object());
+			else
+				s->stage = 2;
+			break;
+		case 2:
+			if (sp_api_proc_wait(s->p, &status, &sig, &e) == -1)
+				line(s, json_pack("{s:s, s:s}", "error",
+				    sp_code_name(e.code), "msg", e.msg));
+			else if (sig)
+				line(s, json_pack("{s:i}", "signal",
+				    status - 128));
+			else
+				line(s, json_pack("{s:i}", "exit", status));
+			s->stage = 3;
+			break;
+		default:
+			return 0;
+		}
+		if (s->pend == NULL && s->stage != 2)
+			return -1;
+	}
+	n = s->plen - s->poff < max ? s->plen - s->poff : max;
+	memcpy(buf, s->pend + s->poff, n);
+	s->poff += n;
+	return (ssize_t)n;
+}
+
+static void
+exec_free(void *arg)
+{
+	struct exec_stream *s = arg;
+
+	sp_api_proc_release(s->p);
+	free(s->pend);
+	free(s);
+}
+
+static int
+strings(json_t *a, size_t max, char ***out)
+{
+	json_t *v;
+	size_t i;
+
+	*out = NULL;
+	if (a == NULL)
+		return 0;
+	if (!json_is_array(a) || json_array_size(a) > max ||
+	    (*out = calloc(json_array_size(a) + 1, sizeof **out)) == NULL)
+		return -1;
+	json_array_foreach(a, i, v) {
+		if (!json_is_string(v))
+			return -1;
+		(*out)[i] = (char *)json_string_value(v);
+	}
+	return 0;
+}
+
+static int
+exec(struct sp_api_call *c)
+{
+	struct sp_api_start st;
+	struct sp_sandbox_row row;
+	struct exec_stream *s = NULL;
+	json_t *body = NULL, *argv = NULL, *env = NULL;
+	const char *in = NULL, *cwd = NULL, *user = NULL;
+	char **av = NULL, **ev = NULL;
+	struct sp_err e;
+	int keep = 0, tty = 0, rows = 0, cols = 0;
+	size_t i;
+
+	memset(&st, 0, sizeof st);
+	sp_err_clear(&e);
+	if (own(c, 1, &row, &e) == -1)
+		goto out;
+	sp_db_row_release(&row);
+	if (sp_api_body_json(c->body, c->body_len, &body, &e) == -1)
+		goto out;
+	if (json_unpack_ex(body, NULL, JSON_STRICT, "{s:o, s?o, s?s, s?s, "
+	    "s?s, s?b, s?b, s?i, s?i}", "argv", &argv, "env", &env, "cwd", &cwd,
+	    "user", &user, "stdin", &in, "keep_stdin", &keep, "tty", &tty,
+	    "rows", &rows, "cols", &cols) == -1 ||
+	    strings(argv, 4096, &av) == -1 || av == NULL || av[0] == NULL ||
+	    strings(env, 256, &ev) == -1) {
+		sp_err_set(&e, SP_E_BAD_INPUT, 0, "want {\"argv\":[...], \"env\":"
+		    "[\"NAME=VALUE\"], \"cwd\":PATH, \"user\":NAME, \"stdin\":TEXT, "
+		    "\"keep_stdin\":BOOL, \"tty\":BOOL, \"rows\":N, \"cols\":N}");
+		goto out;
+	}
+	for (i = 0; ev != NULL && ev[i] != NULL; i++)
+		if (strchr(ev[i], '=') == NULL || ev[i][0] == '=') {
+			sp_err_set(&e, SP_E_BAD_INPUT, 0, "env: NAME=VALUE");
+			goto out;
+		}
+	st.id = c->route.id;
+	st.argv = av;
+	st.env = ev;
+	st.cwd = cwd;
+	st.user = user;
+	st.tty = tty;
+	st.rows = tty ? (rows > 0 ? rows : 24) : 0;
+	st.cols = tty ? (cols > 0 ? cols : 80) : 0;
+	st.keep_stdin = keep || in != NULL;
+	st.config = json_pack("{s:O}", "argv", argv);
+	if ((s = calloc(1, sizeof *s)) == NULL) {
+		sp_err_set(&e, SP_E_NOMEM, 1, "out of memory");
+		goto out;
+	}
+	if (sp_api_proc_start(c->x, &st, &s->p, &e) == -1)
+		goto out;
+	/* The request's stdin now, and its end unless more is to come. */
+	if (in != NULL && sp_api_proc_pid(s->p, &e) > 0) {
+		if (*in != '\0')
+			sp_api_proc_input(c->route.id, sp_api_proc_pid(s->p, &e),
+			    in, strlen(in), &e);
+		if (!keep)
+			sp_api_proc_close_input(c->route.id,
+			    sp_api_proc_pid(s->p, &e), &e);
+	}
+	sp_err_clear(&e);
+	c->status = 200;
+	c->ctype = "application/x-ndjson";
+	c->reader = exec_read;
+	c->reader_free = exec_free;
+	c->reader_arg = s;
+	s = NULL;
+out:
+	if (e.code != SP_E_NONE)
+		fail(c, &e);
+	free(s);
+	free(av);
+	free(ev);
+	json_decref(st.config);
+	json_decref(body);
+	return 0;
+}
+
+static void
+proc1(pid_t pid, const char *tag, json_t *config, void *arg)
+{
+	json_t *o = json_pack("{s:i}", "pid", (int)pid);
+
+	json_object_update(o, config);
+	json_array_append_new(arg, o);
+}
+
+static int
+processes(struct sp_api_call *c)
+{
+	struct sp_sandbox_row row;
+	const char *n = c->route.name, *eof;
+	json_t *body = NULL, *arr;
+	struct sp_err e;
+	pid_t pid = (pid_t)atoi(c->route.arg);
+	int sig = 0, rc = 0;
+
+	if (own(c, 1, &row, &e) == -1)
+		return fail(c, &e);
+	sp_db_row_release(&row);
+	if (strcmp(n, "processes") == 0) {
+		arr = json_array();
+		sp_api_proc_each(c->route.id, proc1, arr);
+		return ok(c, 200, json_pack("{s:o}", "processes", arr));
+	}
+	if (strcmp(n, "stdin") == 0) {
+		eof = c->query(c, "eof");
+		if (c->body_len > 0)
+			rc = sp_api_proc_input(c->route.id, pid, c->body,
+			    c->body_len, &e);
+		if (rc == 0 && eof != NULL && strcmp(eof, "1") == 0)
+			rc = sp_api_proc_close_input(c->route.id, pid, &e);
+	} else {
+		if (sp_api_body_json(c->body, c->body_len, &body, &e) == -1 ||
+		    json_unpack_ex(body, NULL, JSON_STRICT, "{s:i}", "signal",
+		    &sig) == -1) {
+			if (body != NULL)
+				sp_err_set(&e, SP_E_BAD_INPUT, 0, "want "
+				    "{\"signal\":N}");
+			json_decref(body);
+			return fail(c, &e);
+		}
+		json_decref(body);
+		rc = sp_api_proc_signal(c->route.id, pid, sig, &e);
+	}
+	if (rc == -1)
+		return fail(c, &e);
+	return ok(c, 200, json_pack("{s:i}", "pid", (int)pid));
+}
+
+/* ---- files ---- */
+
+struct file_job {
+	struct sp_chan *ch;
+	char path[SP_PATH_MAX];
+	int tar;
+	int wfd, rfd;
+	pthread_t t;
+};
+
+static void *
+file_out(void *arg)
+{
+	struct file_job *j = arg;
+	struct sp_err e;
+
+	if (j->tar)
+		sp_fs_tar_out(j->ch, j->path, NULL, j->wfd, &e);
+	else
+		sp_fs_read(j->ch, j->path, j->wfd, NULL, &e);
+	close(j->wfd);
+	return NULL;
+}
+
+static ssize_t
+file_read(void *arg, char *buf, size_t max)
+{
+	struct file_job *j = arg;
+	ssize_t n;
+
+	do
+		n = read(j->rfd, buf, max);
+	while (n == -1 && errno == EINTR);
+	return n;
+}
+
+static void
+file_free(void *arg)
+{
+	struct file_job *j = arg;
+
+	close(j->rfd);
+	pthread_join(j->t, NULL);
+	sp_chan_close(j->ch);
+	free(j);
+}
+
+static int
+dir1(json_t *ent, void *arg)
+{
+	json_array_append(arg, ent);
+	return 0;
+}
+
+static int
+files(struct sp_api_call *c)
+{
+	const char *n = c->route.name;
+	char path[SP_PATH_MAX];
+	struct sp_sandbox_row row;
+	struct file_job *j = NULL;
+	struct sp_chan *ch = NULL;
+	json_t *arr;
+	struct sp_err e;
+	int p[2], fd, trunc = 0, rc;
+
+	if (own(c, 1, &row, &e) == -1)
+		return fail(c, &e);
+	sp_db_row_release(&row);
+	if (sp_api_guest_path(c->query(c, strcmp(n, "tar.in") == 0 ? "dir" :
+	    "path"), "/root", path, sizeof path, &e) == -1 ||
+	    sp_chan_open_running(c->x, c->route.id, &ch, 30000, &e) == -1)
+		return fail(c, &e);
+	if (strcmp(n, "dir") == 0) {
+		arr = json_array();
+		if (sp_fs_list(ch, path, dir1, arr, &trunc, &e) == -1) {
+			json_decref(arr);
+			sp_chan_close(ch);
+			return fail(c, &e);
+		}
+		sp_chan_close(ch);
+		return ok(c, 200, json_pack("{s:s, s:o, s:b}", "path", path,
+		    "entries", arr, "truncated", trunc));
+	}
+	if (strcmp(n, "file.write") == 0 || strcmp(n, "tar.in") == 0) {
+		if ((fd = memfd_create("upload", MFD_CLOEXEC)) == -1 ||
+		    (c->body_len > 0 && sp_write_all(fd, c->body,
+		    c->body_len) == -1)) {
+			sp_err_sys(&e, SP_E_IO, "memfd");
+			if (fd >= 0)
+				close(fd);
+			sp_chan_close(ch);
+			return fail(c, &e);
+		}
+		lseek(fd, 0, SEEK_SET);
+		rc = strcmp(n, "tar.in") == 0 ? sp_fs_tar_in(ch, path, fd, &e) :
+		    sp_fs_write(ch, path, fd, -1, 0, NULL, &e);
+		close(fd);
+		sp_chan_close(ch);
+		if (rc == -1)
+			return fail(c, &e);
+		return ok(c, 200, json_pack("{s:s, s:I}", "path", path,
+		    "bytes", (json_int_t)c->body_len));
+	}
+	/* A file or a tar stream out: streamed from a thread's pipe. */
+	if ((j = calloc(1, sizeof *j)) == NULL || pipe2(p, O_CLOEXEC) == -1) {
+		free(j);
+		sp_chan_close(ch);
+		sp_err_set(&e, SP_E_NOMEM, 1, "out of memory");
+		return fail(c, &e);
+	}
+	j->ch = ch;
+	j->tar = strcmp(n, "tar.out") == 0;
+	snprintf(j->path, sizeof j->path, "%s", path);
+	j->rfd = p[0];
+	j->wfd = p[1];
+	/* A file that is not there answers 404, before the stream. */
+	if (!j->tar) {
+		json_t *st = NULL;
+
+		if (sp_fs_stat(ch, path, 1, &st, &e) == -1 ||
+		    strcmp(json_string_value(json_object_get(st, "type")),
+		    "file") != 0) {
+			if (st != NULL)
+				sp_err_set(&e, SP_E_BAD_INPUT, 0, "%s is not a "
+				    "file", path);
+			json_decref(st);
+			close(p[0]);
+			close(p[1]);
+			sp_chan_close(ch);
+			free(j);
+			return fail(c, &e);
+		}
+		json_decref(st);
+	}
+	if (pthread_create(&j->t, NULL, file_out, j) != 0) {
+		close(p[0]);
+		close(p[1]);
+		sp_chan_close(ch);
+		free(j);
+		sp_err_set(&e, SP_E_NOMEM, 1, "cannot start a thread");
+		return fail(c, &e);
+	}
+	c->status = 200;
+	c->ctype = j->tar ? "application/x-tar" : "application/octet-stream";
+	c->reader = file_read;
+	c->reader_free = file_free;
+	c->reader_arg = j;
+	return 0;
+}
+
+/* ---- egress, templates, quota ---- */
+
+/* {"allow":[RULE...],"deny":[RULE...]}: the rules space-egress takes. */
+static int
+policy_of(json_t *body, struct sp_egress_policy *p, struct sp_err *e)
+{
+	json_t *a, *v;
+	size_t i;
+	int k;
+
+	if (json_unpack_ex(body, NULL, JSON_STRICT, "{s?o, s?o}", "allow", &v,
+	    "deny", &v) == -1)
+		return sp_err_set(e, SP_E_BAD_INPUT, 0, "want {\"allow\":[RULE],"
+		    " \"deny\":[RULE]}");
+	for (k = 0; k < 2; k++) {
+		a = json_object_get(body, k == 0 ? "allow" : "deny");
+		if (a != NULL && (!json_is_array(a) || json_array_size(a) > 1024))
+			return sp_err_set(e, SP_E_BAD_INPUT, 0, "allow and deny "
+			    "are arrays of at most 1024 rules");
+		json_array_foreach(a, i, v)
+			if (!json_is_string(v) || sp_egress_rules_add(k == 0 ?
+			    &p->allow : &p->deny, json_string_value(v), e) == -1)
+				return e->code != SP_E_NONE ? -1 :
+				    sp_err_set(e, SP_E_BAD_INPUT, 0, "a rule is a "
+				    "string");
+	}
+	return 0;
+}
+
+static int
+egress(struct sp_api_call *c)
+{
+	const char *n = c->route.name;
+	struct sp_sandbox_row row;
+	struct sp_egress_policy p;
+	json_t *body = NULL, *o;
+	struct sp_err e;
+	int removed = 0, rc;
+
+	if (own(c, 0, &row, &e) == -1)
+		return fail(c, &e);
+	sp_db_row_release(&row);
+	sp_err_clear(&e);
+	sp_egress_policy_init(&p);
+	if (strcmp(n, "egress.get") == 0) {
+		rc = sp_egress_policy_read(c->x->conf.root, SP_EGRESS_SANDBOX,
+		    c->route.id, &p, &e);
+		o = rc == 0 ? sp_egress_policy_json(&p) : NULL;
+	} else if (strcmp(n, "egress.remove") == 0) {
+		rc = sp_egress_policy_remove(c->x->conf.root, SP_EGRESS_SANDBOX,
+		    c->route.id, &removed, &e);
+		o = json_pack("{s:b}", "removed", removed);
+	} else {
+		rc = sp_api_body_json(c->body, c->body_len, &body, &e) == -1 ||
+		    policy_of(body, &p, &e) == -1 ||
+		    sp_egress_policy_write(c->x->conf.root, SP_EGRESS_SANDBOX,
+		    c->route.id, &p, &e) == -1 ? -1 : 0;
+		o = rc == 0 ? sp_egress_policy_json(&p) : NULL;
+	}
+	sp_egress_policy_release(&p);
+	json_decref(body);
+	if (rc == -1)
+		return fail(c, &e);
+	json_object_set_new(o, "id", json_string(c->route.id));
+	return ok(c, 200, o);
+}
+
+static int
+template1(const struct sp_template_row *t, void *arg)
+{
+	json_array_append_new(arg, json_pack("{s:s, s:s}", "name", t->name,
+	    "digest", t->digest));
+	return 0;
+}
+
+static int
+templates(struct sp_api_call *c)
+{
+	json_t *arr = json_array();
+	struct sp_err e;
+
+	if (sp_db_template_each(c->x->db, template1, arr, &e) == -1) {
+		json_decref(arr);
+		return fail(c, &e);
+	}
+	return ok(c, 200, json_pack("{s:o}", "templates", arr));
+}
+
+static int
+quota(struct sp_api_call *c)
+{
+	struct sp_tenant_usage u;
+	struct sp_tenant_row t;
+	struct sp_err e;
+
+	if (c->admin) {
+		sp_err_set(&e, SP_E_BAD_INPUT, 0, "an admin key has no quota");
+		return fail(c, &e);
+	}
+	if (sp_db_tenant_get(c->x->db, c->tenant, &t, &e) == -1 ||
+	    sp_db_tenant_usage(c->x->db, c->tenant, &u, &e) == -1)
+		return fail(c, &e);
+	return ok(c, 200, json_pack("{s:s, s:{s:i, s:i, s:i, s:i}, s:{s:i, "
+	    "s:i, s:i, s:i}}", "tenant", t.name, "quota", "running",
+	    t.max_running, "vcpus", t.max_vcpus, "memory_mib",
+	    t.max_memory_mib, "disk_gb", t.max_disk_gb, "uses", "sandboxes",
+	    u.sandboxes, "running", u.running, "vcpus", u.vcpus, "memory_mib",
+	    u.memory_mib));
+}
+
+int
+sp_api_native(struct sp_api_call *c)
+{
+	const char *n = c->route.name;
+
+	if (strcmp(n, "create") == 0)
+		return create(c);
+	if (strcmp(n, "list") == 0)
+		return list(c);
+	if (strcmp(n, "get") == 0)
+		return get(c);
+	if (strcmp(n, "snapshots") == 0 || strcmp(n, "snapshot") == 0 ||
+	    strcmp(n, "snapshot.remove") == 0 || strcmp(n, "rollback") == 0 ||
+	    strcmp(n, "fork") == 0)
+		return snapshots(c);
+	if (strcmp(n, "exec") == 0)
+		return exec(c);
+	if (strcmp(n, "processes") == 0 || strcmp(n, "stdin") == 0 ||
+	    strcmp(n, "signal") == 0)
+		return processes(c);
+	if (strncmp(n, "file.", 5) == 0 || strcmp(n, "dir") == 0 ||
+	    strncmp(n, "tar.", 4) == 0)
+		return files(c);
+	if (strncmp(n, "egress.", 7) == 0)
+		return egress(c);
+	if (strcmp(n, "templates") == 0)
+		return templates(c);
+	if (strcmp(n, "quota") == 0)
+		return quota(c);
+	return verb(c);
+}
