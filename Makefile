@@ -121,10 +121,12 @@ bench: all guest $(BENCH_C:bench/%.c=$(B)/bench/%) $(B)/bench/guest/spawn \
 
 # libFuzzer on the parsers of what others send: the host-side frame parser
 # (every guest byte), egress rules (tenants' policies), the guest's DNS
-# (any program in the sandbox), the gateway's HTTP (a sandbox's requests).
+# (any program in the sandbox), the gateway's HTTP (a sandbox's requests),
+# what space-apid parses itself of a client's requests (routes, bodies,
+# Connect envelopes, paths).
 # `make fuzz` runs each for FUZZ_SECONDS from its seeds in tests/fuzz/seeds/;
 # `make fuzz-NAME` runs one.
-FUZZ = proto egress-rule dns http
+FUZZ = proto egress-rule dns http api
 FUZZ_SECONDS ?= 30
 FUZZ_CC = clang -g -O1 -fsanitize=fuzzer,address,undefined -std=c11 \
     -D_GNU_SOURCE -Ilib -Iguest
@@ -144,6 +146,11 @@ $(B)/fuzz/fuzz-http: tests/fuzz/fuzz-http.c lib/sp_http.c lib/sp_err.c \
     $(wildcard lib/*.h)
 	@mkdir -p $(@D)
 	$(FUZZ_CC) -o $@ $(filter %.c,$^) -lhttp_parser
+$(B)/fuzz/fuzz-api: tests/fuzz/fuzz-api.c lib/sp_api_parse.c lib/sp_err.c \
+    lib/sp_id.c lib/sp_io.c $(wildcard lib/*.h)
+	@mkdir -p $(@D)
+	$(FUZZ_CC) $(shell pkg-config --cflags libxml-2.0 libpq) -o $@ \
+	    $(filter %.c,$^) -ljansson
 $(FUZZ:%=fuzz-%): fuzz-%: $(B)/fuzz/fuzz-%
 	@mkdir -p $(B)/fuzz/corpus-$*
 	cp tests/fuzz/seeds/$*/* $(B)/fuzz/corpus-$*/

@@ -27,8 +27,18 @@ usage(void)
 	fprintf(sp_usage_stream(), "usage: space-apid [--listen ADDR:PORT] "
 	    "[--tls] [--max-conns N]\n"
 	    "           [--idle-timeout SECONDS] [--body-max BYTES] "
-	    "[--audit FILE]\n");
+	    "[--audit FILE]\n"
+	    "       space-apid --routes\n");
 	sp_usage_exit();
+}
+
+static void
+route1(const char *method, const char *path, enum sp_api_kind kind,
+    const char *name, void *arg)
+{
+	sp_out_json(json_pack("{s:s, s:s, s:s, s:s}", "method", method, "path",
+	    path, "api", kind == SP_API_NATIVE ? "native" : kind == SP_API_E2B ?
+	    "e2b" : "envd", "name", name));
 }
 
 static long
@@ -55,6 +65,7 @@ main(int argc, char *argv[])
 		{ "idle-timeout", required_argument, NULL, 'i' },
 		{ "body-max", required_argument, NULL, 'b' },
 		{ "audit", required_argument, NULL, 'a' },
+		{ "routes", no_argument, NULL, 'r' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct sp_api_opts o = { .max_conns = 256, .timeout_s = 60,
@@ -92,6 +103,9 @@ main(int argc, char *argv[])
 		case 'a':
 			audit = optarg;
 			break;
+		case 'r':
+			sp_api_routes_each(route1, NULL);
+			return 0;
 		default:
 			usage();
 		}

@@ -42,6 +42,9 @@ struct sp_api_route {
  * bad-state (405) for a method the path does not take. */
 int sp_api_route(const char *method, const char *path, struct sp_api_route *r,
     struct sp_err *e);
+/* Every route: method, path (parameters as "{id}"), kind and name. */
+int sp_api_routes_each(void (*fn)(const char *method, const char *path,
+    enum sp_api_kind kind, const char *name, void *arg), void *arg);
 /* Bodies and what is in them are bounded: a JSON body is an object of at
  * most SP_API_JSON_MAX bytes and SP_API_DEPTH_MAX levels. */
 #define SP_API_JSON_MAX		(1024 * 1024)

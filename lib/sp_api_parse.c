@@ -212,6 +212,32 @@ sp_api_route(const char *method, const char *path, struct sp_api_route *r,
 	return sp_err_set(e, SP_E_NOT_FOUND, 0, "no such path");
 }
 
+int
+sp_api_routes_each(void (*fn)(const char *method, const char *path,
+    enum sp_api_kind kind, const char *name, void *arg), void *arg)
+{
+	char path[PATH_MAX_LEN], *o;
+	const char *p;
+	size_t i;
+
+	for (i = 0; i < sizeof routes / sizeof routes[0]; i++) {
+		/* ":id" -> "{id}", as OpenAPI writes a parameter. */
+		for (p = routes[i].pattern, o = path; *p != '\0' &&
+		    o < path + sizeof path - 3; p++) {
+			if (*p == ':') {
+				*o++ = '{';
+				while (p[1] != '\0' && p[1] != '/')
+					*o++ = *++p;
+				*o++ = '}';
+			} else
+				*o++ = *p;
+		}
+		*o = '\0';
+		fn(routes[i].method, path, routes[i].kind, routes[i].name, arg);
+	}
+	return 0;
+}
+
 static int
 depth_ok(json_t *j, int depth)
 {
