@@ -36,6 +36,15 @@ _space_tenants() {
 	space-key ls 2>/dev/null | sed -n 's/.*"tenant":"\([^"]*\)".*/\1/p'
 }
 
+# The tenants of the HTTP API, and their keys' ids (space-tenant).
+_space_api_tenants() {
+	space-tenant ls 2>/dev/null | sed -n 's/^{"tenant":"\([^"]*\)".*/\1/p'
+}
+
+_space_api_keys() {
+	space-tenant key ls 2>/dev/null | sed -n 's/^{"key":"\([^"]*\)".*/\1/p'
+}
+
 # Credential names and the scopes that hold some, from space-cred ls.
 _space_cred_names() {
 	space-cred ls 2>/dev/null | sed -n 's/.*"name":"\([^"]*\)".*/\1/p' | sort -u
@@ -232,6 +241,34 @@ _space() {
 		[ "$prev" = --scan-ms ] || COMPREPLY=($(compgen -W "--scan-ms" -- "$cur")) ;;
 	space-backup)
 		COMPREPLY=($(compgen -W "$(_space_ids_in 'running|paused')" -- "$cur")) ;;
+	space-apid)
+		case $prev in
+		--listen|--max-conns|--idle-timeout|--body-max) ;;
+		--audit) COMPREPLY=($(compgen -f -- "$cur")) ;;
+		*) COMPREPLY=($(compgen -W "--listen --tls --max-conns --idle-timeout --body-max --audit --routes" -- "$cur")) ;;
+		esac ;;
+	space-tenant)
+		local quotas="--max-running --max-vcpus --max-memory --max-disk"
+		if [ "$COMP_CWORD" -eq 1 ]; then
+			COMPREPLY=($(compgen -W "add set ls rm key" -- "$cur"))
+		elif [ "${COMP_WORDS[1]}" = key ]; then
+			if [ "$COMP_CWORD" -eq 2 ]; then
+				COMPREPLY=($(compgen -W "add ls rm" -- "$cur"))
+			else
+				case ${COMP_WORDS[2]} in
+				add) [ "$prev" = --rate ] ||
+					COMPREPLY=($(compgen -W "--admin --rate $(_space_api_tenants)" -- "$cur")) ;;
+				ls) COMPREPLY=($(compgen -W "$(_space_api_tenants)" -- "$cur")) ;;
+				rm) COMPREPLY=($(compgen -W "$(_space_api_keys)" -- "$cur")) ;;
+				esac
+			fi
+		else
+			case ${COMP_WORDS[1]} in
+			set|rm) [[ $prev == --max-* ]] ||
+				COMPREPLY=($(compgen -W "$([ "${COMP_WORDS[1]}" = set ] && echo "$quotas") $(_space_api_tenants)" -- "$cur")) ;;
+			add) [[ $prev == --max-* ]] || COMPREPLY=($(compgen -W "$quotas" -- "$cur")) ;;
+			esac
+		fi ;;
 	space-suspend)
 		case $prev in
 		--wait) ;;
@@ -302,4 +339,4 @@ complete -F _space space-init space-template space-create space-exec space-ls sp
 	space-ps space-logs space-kill space-fs space-cp space-pool \
 	space-snap space-rollback space-fork space-gc \
 	space-suspend space-restore space-key space-egress space-cred space-gatewayd \
-	space-node space-schedule space-backup
+	space-node space-schedule space-backup space-apid space-tenant

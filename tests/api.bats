@@ -293,6 +293,23 @@ teardown_file() {
 	diff "$T/documented" "$T/served"
 }
 
+@test "--tls: a certificate the node CA signs, and no plain HTTP" {
+	read -r p < <(free_ports 1)
+	space-apid --tls --listen "127.0.0.1:$p" --audit "$T/tls.log" >"$T/tls.out" &
+	pid=$!
+	for _ in $(seq 50); do grep -q listen "$T/tls.out" && break; sleep 0.1; done
+	jq -e '.tls == true' "$T/tls.out"
+	code=$(curl -s -o "$T/body" -w '%{http_code}' --cacert "$SPACE_ROOT/ca/ca.crt" \
+	    -H "X-API-KEY: $KEY_A" "https://127.0.0.1:$p/v1/sandboxes")
+	[ "$code" = 200 ]
+	jq -e '.ok' "$T/body"
+	# Without the CA the certificate is not trusted; plain HTTP gets nothing.
+	! curl -s -o /dev/null "https://127.0.0.1:$p/v1/sandboxes"
+	! curl -s -m 5 -o /dev/null "http://127.0.0.1:$p/v1/sandboxes"
+	kill "$pid"
+	wait "$pid" || true
+}
+
 @test "the server stops on SIGTERM" {
 	read -r p < <(free_ports 1)
 	space-apid --listen "127.0.0.1:$p" >"$T/stop.out" &
