@@ -25,7 +25,7 @@ static void
 usage(void)
 {
 	fprintf(sp_usage_stream(), "usage: space-apid [--listen ADDR:PORT] "
-	    "[--tls] [--max-conns N]\n"
+	    "[--advertise URL] [--tls] [--max-conns N]\n"
 	    "           [--idle-timeout SECONDS] [--body-max BYTES] "
 	    "[--audit FILE]\n"
 	    "       space-apid --routes\n");
@@ -60,6 +60,7 @@ main(int argc, char *argv[])
 {
 	static const struct option opts[] = {
 		{ "listen", required_argument, NULL, 'l' },
+		{ "advertise", required_argument, NULL, 'A' },
 		{ "tls", no_argument, NULL, 't' },
 		{ "max-conns", required_argument, NULL, 'c' },
 		{ "idle-timeout", required_argument, NULL, 'i' },
@@ -86,6 +87,13 @@ main(int argc, char *argv[])
 			if (strlen(optarg) >= sizeof o.listen)
 				usage();
 			snprintf(o.listen, sizeof o.listen, "%s", optarg);
+			break;
+		case 'A':
+			if (strlen(optarg) >= sizeof o.advertise ||
+			    (strncmp(optarg, "http://", 7) != 0 &&
+			    strncmp(optarg, "https://", 8) != 0))
+				usage();
+			snprintf(o.advertise, sizeof o.advertise, "%s", optarg);
 			break;
 		case 't':
 			o.tls = 1;

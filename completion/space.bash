@@ -243,9 +243,9 @@ _space() {
 		COMPREPLY=($(compgen -W "$(_space_ids_in 'running|paused')" -- "$cur")) ;;
 	space-apid)
 		case $prev in
-		--listen|--max-conns|--idle-timeout|--body-max) ;;
+		--listen|--advertise|--max-conns|--idle-timeout|--body-max) ;;
 		--audit) COMPREPLY=($(compgen -f -- "$cur")) ;;
-		*) COMPREPLY=($(compgen -W "--listen --tls --max-conns --idle-timeout --body-max --audit --routes" -- "$cur")) ;;
+		*) COMPREPLY=($(compgen -W "--listen --advertise --tls --max-conns --idle-timeout --body-max --audit --routes" -- "$cur")) ;;
 		esac ;;
 	space-tenant)
 		local quotas="--max-running --max-vcpus --max-memory --max-disk"

@@ -74,6 +74,8 @@ int sp_api_url_decode(const char *in, char *out, size_t n);
 /* ---- api: the server (sp_apid.c) ---- */
 struct sp_api_opts {
 	char listen[128];		/* ADDR:PORT, default 127.0.0.1:49982 */
+	char advertise[256];		/* the URL other nodes reach it at
+					 * ("": from listen) */
 	int tls;			/* serve TLS with the node CA's cert */
 	int max_conns;			/* connections at once */
 	int timeout_s;			/* an idle connection is closed */

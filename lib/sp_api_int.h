@@ -25,6 +25,7 @@ struct sp_api_call {
 	struct sp_apikey_row key;
 	char tenant[SP_NAME_MAX + 1];	/* "" for an admin */
 	int admin;
+	int forwarded;			/* another node's space-apid sent it */
 	struct sp_ctx *x;		/* taken for the call, given back after */
 	/* The answer: a status with a body (json, or raw bytes of ctype),
 	 * or a stream read by reader until it returns 0 (-1: cut it). */
@@ -33,6 +34,7 @@ struct sp_api_call {
 	char *raw;
 	size_t raw_len;
 	const char *ctype;
+	int ctype_owned;		/* ctype is malloc'd */
 	ssize_t (*reader)(void *arg, char *buf, size_t max);
 	void (*reader_free)(void *arg);
 	void *reader_arg;
@@ -66,6 +68,22 @@ void sp_api_row_tenant(const struct sp_sandbox_row *r,
 int sp_api_multipart(struct sp_api_call *c,
     int (*part)(void *arg, const char *filename, const void *data, size_t n),
     void *arg, struct sp_err *e);
+
+/* The request's path and query ("/a/b?k=v&..." %-encoded again), as it
+ * is forwarded and signed; -1 when it does not fit in n. */
+int sp_api_target(struct sp_api_call *c, char *out, size_t n);
+
+/* ---- forward: to the node of the sandbox (sp_api_forward.c) ---- */
+/* Says in the DB where this server listens (url) and loads the cluster's
+ * secret between servers (made when there is none). */
+int sp_api_forward_init(struct sp_ctx *x, const char *url, struct sp_err *e);
+/* A request another server forwarded: 1 when its signature holds (the
+ * call's tenant, admin and key are what it says), 0 when it is not one,
+ * -1 (unauthorized) when the signature does not hold. */
+int sp_api_forward_check(struct sp_api_call *c, struct sp_err *e);
+/* Sends the call to node's server and answers with what it answers,
+ * streamed; a forwarded call is not forwarded again (bad-state). */
+int sp_api_forward(struct sp_api_call *c, const char *node, struct sp_err *e);
 
 /* The handlers: each sets the call's answer and returns 0. */
 int sp_api_native(struct sp_api_call *c);

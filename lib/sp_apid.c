@@ -252,6 +252,70 @@ sp_api_multipart(struct sp_api_call *c,
 	return flush_part(&p);
 }
 
+/* ---- the request's target, for forwarding ---- */
+
+struct target {
+	char *out;
+	size_t n, len;
+	int first, over;
+};
+
+static void
+put_encoded(struct target *t, const char *s)
+{
+	static const char hex[] = "0123456789ABCDEF";
+	const unsigned char *p;
+
+	for (p = (const unsigned char *)s; *p != '\0' && !t->over; p++) {
+		if (t->len + 4 >= t->n) {
+			t->over = 1;
+			break;
+		}
+		if ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+		    (*p >= '0' && *p <= '9') || strchr("-._~", *p) != NULL)
+			t->out[t->len++] = (char)*p;
+		else {
+			t->out[t->len++] = '%';
+			t->out[t->len++] = hex[*p >> 4];
+			t->out[t->len++] = hex[*p & 15];
+		}
+	}
+	t->out[t->len] = '\0';
+}
+
+static enum MHD_Result
+put_arg(void *cls, enum MHD_ValueKind kind, const char *key,
+    const char *value)
+{
+	struct target *t = cls;
+
+	if (t->len + 2 >= t->n) {
+		t->over = 1;
+		return MHD_NO;
+	}
+	t->out[t->len++] = t->first ? '?' : '&';
+	t->first = 0;
+	put_encoded(t, key);
+	if (value != NULL) {
+		t->out[t->len++] = '=';
+		put_encoded(t, value);
+	}
+	return t->over ? MHD_NO : MHD_YES;
+}
+
+int
+sp_api_target(struct sp_api_call *c, char *out, size_t n)
+{
+	struct target t = { out, n, 0, 1, 0 };
+
+	if (snprintf(out, n, "%s", c->path) >= (int)n)
+		return -1;
+	t.len = strlen(out);
+	MHD_get_connection_values(((struct req *)c->conn)->conn,
+	    MHD_GET_ARGUMENT_KIND, put_arg, &t);
+	return t.over ? -1 : 0;
+}
+
 /* ---- who asks ---- */
 
 static const char *
@@ -320,20 +384,26 @@ authenticate(struct req *r, struct sp_err *e)
 {
 	struct sp_api_call *c = &r->c;
 	struct sp_sandbox_api a;
-	const char *sid, *tok;
+	const char *tok;
+	int fw;
 
+	if (c->route.kind == SP_API_ENVD && c->route.id[0] == '\0')
+		return sp_err_set(e, SP_E_NOT_FOUND, 0, "E2b-Sandbox-Id must "
+		    "name a sandbox");
+	/* Another node's server, which authenticated the client already. */
+	if ((fw = sp_api_forward_check(c, e)) != 0) {
+		if (fw == 1)
+			snprintf(r->key_id, sizeof r->key_id, "%s", c->key.id);
+		return fw == 1 ? 0 : -1;
+	}
 	if (c->route.kind == SP_API_ENVD) {
 		/* The guest API: E2b-Sandbox-Id names the sandbox, and its
 		 * token (X-Access-Token) stands for its tenant; an API key of
 		 * that tenant will do too. */
-		sid = header(c, "E2b-Sandbox-Id");
-		if (sid == NULL || !sp_id_valid(sid))
-			return sp_err_set(e, SP_E_NOT_FOUND, 0, "E2b-Sandbox-Id "
-			    "must name a sandbox");
-		snprintf(c->route.id, sizeof c->route.id, "%s", sid);
 		tok = header(c, "X-Access-Token");
 		if (tok != NULL) {
-			if (sp_db_sandbox_api_get(c->x->db, sid, &a, e) == -1) {
+			if (sp_db_sandbox_api_get(c->x->db, c->route.id, &a,
+			    e) == -1) {
 				if (e->code != SP_E_NOT_FOUND)
 					return -1;
 			} else if (a.token[0] != '\0' &&
@@ -517,6 +587,8 @@ completed(void *cls, struct MHD_Connection *conn, void **req_cls,
 	drop_stream(&r->c);
 	audit(r);
 	ctx_give(r->c.x);
+	if (r->c.ctype_owned)
+		free((char *)r->c.ctype);
 	json_decref(r->c.json);
 	free(r->c.raw);
 	free(r->body);
@@ -528,7 +600,11 @@ static void
 dispatch(struct req *r)
 {
 	struct sp_api_call *c = &r->c;
+	struct sp_sandbox_row row;
+	char node[64];
+	const char *sid;
 	struct sp_err e;
+	int elsewhere;
 
 	if (sp_api_route(r->method, r->path, &c->route, &e) == -1) {
 		sp_api_fail(c, &e);
@@ -546,6 +622,12 @@ dispatch(struct req *r)
 		sp_api_fail(c, &e);
 		return;
 	}
+	c->body = (const unsigned char *)r->body;
+	c->body_len = r->len;
+	/* The guest API names its sandbox in a header. */
+	sid = header(c, "E2b-Sandbox-Id");
+	if (c->route.kind == SP_API_ENVD && sid != NULL && sp_id_valid(sid))
+		snprintf(c->route.id, sizeof c->route.id, "%s", sid);
 	/* The guest API's health needs no token: it says only whether the
 	 * sandbox E2b-Sandbox-Id names answers. */
 	if (!(c->route.kind == SP_API_ENVD && strcmp(c->route.name,
@@ -554,11 +636,23 @@ dispatch(struct req *r)
 		sp_api_fail(c, &e);
 		return;
 	}
-	c->body = (const unsigned char *)r->body;
-	c->body_len = r->len;
 	/* The audit names the sandbox asked for, whether or not it was
 	 * there for the caller. */
 	snprintf(c->sandbox, sizeof c->sandbox, "%s", c->route.id);
+	/* The caller's sandbox of another node: that node's server acts.
+	 * A suspended one is restored where it is asked for. */
+	if (c->route.id[0] != '\0' && sp_api_sandbox(c, c->route.id, &row,
+	    &e) == 0) {
+		elsewhere = row.node[0] != '\0' && strcmp(row.node,
+		    c->x->conf.node) != 0 && row.state != SP_ST_SUSPENDED;
+		snprintf(node, sizeof node, "%s", row.node);
+		sp_db_row_release(&row);
+		if (elsewhere) {
+			if (sp_api_forward(c, node, &e) == -1)
+				sp_api_fail(c, &e);
+			return;
+		}
+	}
 	switch (c->route.kind) {
 	case SP_API_NATIVE:
 		sp_api_native(c);
@@ -728,7 +822,7 @@ sp_api_serve(const struct sp_api_opts *o, volatile int *stop,
 {
 	struct sockaddr_storage ss;
 	struct MHD_Daemon *d;
-	char host[128], *key = NULL, *cert = NULL, *colon;
+	char host[128], *key = NULL, *cert = NULL, *colon, url[300];
 	unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD |
 	    MHD_USE_THREAD_PER_CONNECTION;
 	pthread_t reaper;
@@ -739,10 +833,19 @@ sp_api_serve(const struct sp_api_opts *o, volatile int *stop,
 	if (sp_conf_load(&g.srv.conf, e) == -1 || parse_listen(o->listen, &ss,
 	    e) == -1)
 		return -1;
-	/* A first context now: a DB that will not open fails here. */
+	/* A first context now: a DB that will not open fails here.  Other
+	 * nodes' servers learn where this one listens. */
 	if ((x = ctx_take(e)) == NULL)
 		return -1;
+	if (o->advertise[0] != '\0')
+		snprintf(url, sizeof url, "%s", o->advertise);
+	else
+		snprintf(url, sizeof url, "%s://%s", o->tls ? "https" : "http",
+		    o->listen);
+	rc = sp_api_forward_init(x, url, e);
 	ctx_give(x);
+	if (rc == -1)
+		return -1;
 	if (o->audit[0] != '\0' && (g.audit = open(o->audit, O_WRONLY |
 	    O_APPEND | O_CREAT | O_CLOEXEC, 0600)) == -1)
 		return sp_err_sys(e, SP_E_IO, "audit log %s", o->audit);

@@ -369,6 +369,61 @@ own() {
 	stop_agents
 }
 
+@test "space-apid of node A forwards a request for node B's sandbox there, signed, and streams back its answer" {
+	space-tenant add "fw$$" >/dev/null
+	space-tenant add "fx$$" >/dev/null
+	key=$(space-tenant key add "fw$$" --rate 0 | jq -r .key)
+	other=$(space-tenant key add "fx$$" --rate 0 | jq -r .key)
+	read -r pa pb < <(free_ports 2)
+	T=$BATS_FILE_TMPDIR
+	space-apid --listen "127.0.0.1:$pa" --audit "$T/api-a.log" >"$T/api-a.out" &
+	echo $! >"$T/apids"
+	on b exec space-apid --listen "127.0.0.1:$pb" --audit "$T/api-b.log" >"$T/api-b.out" 3>&- &
+	echo $! >>"$T/apids"
+	for _ in $(seq 100); do
+		grep -q listen "$T/api-a.out" && grep -q listen "$T/api-b.out" && break
+		sleep 0.1
+	done
+	id=$(on b space-create --template minimal --label "tenant=fw$$" | jq -r .id)
+	echo "$id" >>"$T/ids"
+	# exec through A: B runs it (the guest's host name is its id), and
+	# the output streams back through A.
+	out=$(curl -s -N -H "Authorization: Bearer $key" \
+	    -d '{"argv":["sh","-c","hostname; echo done"]}' \
+	    "http://127.0.0.1:$pa/v1/sandboxes/$id/exec")
+	echo "$out"
+	[ "$(jq -r 'select(.stdout) | .stdout' <<<"$out" | base64 -d)" = "$(printf '%s\ndone' "$id")" ]
+	jq -se '.[-1] == {"exit":0}' <<<"$out"
+	# Only B sees its VM: a get through A says what B says.
+	curl -s -H "Authorization: Bearer $key" "http://127.0.0.1:$pa/v1/sandboxes/$id" |
+	    jq -e '.node != null and .vm == "running"'
+	# E2B's connect and guest API through A, with the sandbox's token.
+	tok=$(curl -s -X POST -H "X-API-KEY: $key" -H 'Content-Type: application/json' \
+	    -d '{"timeout":300}' "http://127.0.0.1:$pa/v2/sandboxes/$id/connect" | jq -r .envdAccessToken)
+	[ ${#tok} -eq 64 ]
+	curl -s -X POST -H "E2b-Sandbox-Id: $id" -H "X-Access-Token: $tok" \
+	    -H 'Content-Type: application/json' -d '{"path":"/etc/hostname"}' \
+	    "http://127.0.0.1:$pa/filesystem.Filesystem/Stat" | jq -e '.entry.type == "FILE_TYPE_FILE"'
+	# B's audit says who asked, as A authenticated it.
+	grep "/v1/sandboxes/$id/exec" "$T/api-b.log" | jq -e --arg t "fw$$" '.tenant == $t and .status == 200'
+	# Another tenant gets 404 from A, and nothing reaches B for it.
+	n=$(wc -l <"$T/api-b.log")
+	code=$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $other" \
+	    "http://127.0.0.1:$pa/v1/sandboxes/$id")
+	[ "$code" = 404 ]
+	[ "$(wc -l <"$T/api-b.log")" = "$n" ]
+	# A forward B cannot verify is refused.
+	code=$(curl -s -o /dev/null -w '%{http_code}' -H 'X-Space-Forward-Sig: 00' \
+	    -H 'X-Space-Forward-Time: 1' -H "X-Space-Forward-Tenant: fw$$" \
+	    -H 'X-Space-Forward-Admin: 1' -H 'X-Space-Forward-Key: -' \
+	    "http://127.0.0.1:$pb/v1/sandboxes/$id")
+	[ "$code" = 401 ]
+	xargs kill <"$T/apids"
+	on b space-rm "$id" >/dev/null
+	space-tenant rm "fw$$" >/dev/null
+	space-tenant rm "fx$$" >/dev/null
+}
+
 @test "node B dies (kill -9 of all its processes): its backed-up sandbox comes back on A or C as backed up, B's return removes its copy, nothing runs twice" {
 	start_agents
 	run on b space-create --template minimal
