@@ -37,6 +37,7 @@ struct sp_api_route {
 	int stream;			/* a Connect server-streaming call */
 	char id[SP_ID_LEN + 1];		/* the path's sandbox, or "" */
 	char arg[SP_ID_LEN + 1];	/* its snapshot or pid, or "" */
+	char cred[SP_NAME_MAX + 1];	/* a credential's name, or "" */
 };
 /* The route of method and path: not-found (404) for a path that is none,
  * bad-state (405) for a method the path does not take. */

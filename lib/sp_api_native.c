@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <sodium.h>
@@ -796,6 +797,195 @@ egress(struct sp_api_call *c)
 	return ok(c, 200, o);
 }
 
+/* The tenant's own default policy (a sandbox without one of its own). */
+static int
+tenant_egress(struct sp_api_call *c)
+{
+	const char *n = c->route.name;
+	struct sp_egress_policy p;
+	json_t *body = NULL, *o;
+	struct sp_err e;
+	int removed = 0, rc;
+
+	if (c->admin) {
+		sp_err_set(&e, SP_E_BAD_INPUT, 0, "an admin key has no tenant: "
+		    "space-egress sets any policy");
+		return fail(c, &e);
+	}
+	sp_err_clear(&e);
+	sp_egress_policy_init(&p);
+	if (strcmp(n, "tenant.egress.get") == 0) {
+		rc = sp_egress_policy_read(c->x->conf.root, SP_EGRESS_TENANT,
+		    c->tenant, &p, &e);
+		o = rc == 0 ? sp_egress_policy_json(&p) : NULL;
+	} else if (strcmp(n, "tenant.egress.remove") == 0) {
+		rc = sp_egress_policy_remove(c->x->conf.root, SP_EGRESS_TENANT,
+		    c->tenant, &removed, &e);
+		o = json_pack("{s:b}", "removed", removed);
+	} else {
+		rc = sp_api_body_json(c->body, c->body_len, &body, &e) == -1 ||
+		    policy_of(body, &p, &e) == -1 ||
+		    sp_egress_policy_write(c->x->conf.root, SP_EGRESS_TENANT,
+		    c->tenant, &p, &e) == -1 ? -1 : 0;
+		o = rc == 0 ? sp_egress_policy_json(&p) : NULL;
+	}
+	sp_egress_policy_release(&p);
+	json_decref(body);
+	if (rc == -1)
+		return fail(c, &e);
+	json_object_set_new(o, "tenant", json_string(c->tenant));
+	return ok(c, 200, o);
+}
+
+/* ---- credentials: the tenant's, and its sandboxes' ---- */
+
+/* A scope as the client says it ("tenant", "project/P", "sandbox/ID";
+ * an admin any scope space-cred takes) into the store's, when the caller
+ * may touch it; not-found for another tenant's sandbox. */
+static int
+cred_scope(struct sp_api_call *c, const char *in, char *out, size_t n,
+    struct sp_err *e)
+{
+	struct sp_sandbox_row row;
+
+	if (in == NULL)
+		return sp_err_set(e, SP_E_BAD_INPUT, 0, "scope is tenant, "
+		    "project/P or sandbox/ID");
+	if (c->admin)
+		snprintf(out, n, "%s", in);
+	else if (strcmp(in, "tenant") == 0)
+		snprintf(out, n, "tenant/%s", c->tenant);
+	else if (strncmp(in, "project/", 8) == 0) {
+		if (sp_name_check("project", in + 8, e) == -1)
+			return -1;
+		snprintf(out, n, "project/%s/%s", c->tenant, in + 8);
+	} else if (strncmp(in, "sandbox/", 8) == 0) {
+		if (sp_api_sandbox(c, in + 8, &row, e) == -1)
+			return -1;
+		sp_db_row_release(&row);
+		snprintf(out, n, "%s", in);
+	} else
+		return sp_err_set(e, SP_E_BAD_INPUT, 0, "scope is tenant, "
+		    "project/P or sandbox/ID");
+	return sp_cred_scope_check(out, e);
+}
+
+/* 1 when the caller may see a credential of scope. */
+static int
+cred_visible(struct sp_api_call *c, const char *scope)
+{
+	char t[SP_NAME_MAX + 16], saved[SP_ID_LEN + 1];
+	struct sp_sandbox_row row;
+	struct sp_err e;
+	int visible;
+
+	if (c->admin)
+		return 1;
+	snprintf(t, sizeof t, "tenant/%s", c->tenant);
+	if (strcmp(scope, t) == 0)
+		return 1;
+	snprintf(t, sizeof t, "project/%s/", c->tenant);
+	if (strncmp(scope, t, strlen(t)) == 0)
+		return 1;
+	if (strncmp(scope, "sandbox/", 8) == 0) {
+		/* Asked for nothing: the audit's sandbox stays as it was. */
+		snprintf(saved, sizeof saved, "%s", c->sandbox);
+		visible = sp_api_sandbox(c, scope + 8, &row, &e) == 0;
+		if (visible)
+			sp_db_row_release(&row);
+		snprintf(c->sandbox, sizeof c->sandbox, "%s", saved);
+		return visible;
+	}
+	return 0;
+}
+
+struct creds {
+	struct sp_api_call *c;
+	json_t *arr;
+};
+
+static int
+cred1(const struct sp_cred *cr, const struct sp_err *bad, void *arg)
+{
+	struct creds *l = arg;
+
+	if (bad == NULL && cred_visible(l->c, cr->scope))
+		json_array_append_new(l->arr, sp_cred_json(cr));
+	return 0;
+}
+
+static int
+creds(struct sp_api_call *c)
+{
+	const char *n = c->route.name, *name = NULL, *scope = NULL,
+	    *hosts = NULL, *inject = NULL, *secret = NULL, *rate = NULL;
+	char sc[SP_CRED_SCOPE_MAX + 1];
+	struct creds l = { c, NULL };
+	struct sp_cred cr;
+	struct sp_cred_spec spec;
+	json_t *body = NULL;
+	json_int_t expires = 0;
+	struct sp_err e;
+	int removed = 0, rc;
+
+	if (strcmp(n, "creds") == 0) {
+		l.arr = json_array();
+		if (sp_cred_each(c->x->conf.root, cred1, &l, &e) == -1) {
+			json_decref(l.arr);
+			return fail(c, &e);
+		}
+		return ok(c, 200, json_pack("{s:o}", "credentials", l.arr));
+	}
+	if (strcmp(n, "cred.remove") == 0) {
+		if (cred_scope(c, c->query(c, "scope"), sc, sizeof sc, &e) == -1 ||
+		    sp_cred_remove(c->x->conf.root, c->route.cred, sc, time(NULL),
+		    &removed, NULL, &e) == -1)
+			return fail(c, &e);
+		if (!removed) {
+			sp_err_set(&e, SP_E_NOT_FOUND, 0, "no credential %s in %s",
+			    c->route.cred, sc);
+			return fail(c, &e);
+		}
+		return ok(c, 200, json_pack("{s:s, s:s, s:b}", "name",
+		    c->route.cred, "scope", sc, "removed", 1));
+	}
+	if (sp_api_body_json(c->body, c->body_len, &body, &e) == -1)
+		return fail(c, &e);
+	if (json_unpack_ex(body, NULL, JSON_STRICT, "{s?s, s:s, s?s, s?s, s:s, "
+	    "s?I, s?s}", "name", &name, "scope", &scope, "hosts", &hosts,
+	    "inject", &inject, "secret", &secret, "expires", &expires, "rate",
+	    &rate) == -1) {
+		json_decref(body);
+		sp_err_set(&e, SP_E_BAD_INPUT, 0, "want {\"name\":N, \"scope\":S, "
+		    "\"hosts\":\"H,...\", \"inject\":M, \"secret\":S, "
+		    "\"expires\":T, \"rate\":\"N/P\"} (hosts, inject and name to "
+		    "add; scope and secret to rotate)");
+		return fail(c, &e);
+	}
+	rc = cred_scope(c, scope, sc, sizeof sc, &e);
+	if (rc == 0 && strcmp(n, "cred.add") == 0) {
+		memset(&spec, 0, sizeof spec);
+		spec.name = name;
+		spec.scope = sc;
+		spec.hosts = hosts;
+		spec.inject = inject;
+		spec.expires = expires;
+		spec.rate = rate;
+		rc = name == NULL || hosts == NULL || inject == NULL ?
+		    sp_err_set(&e, SP_E_BAD_INPUT, 0, "name, hosts and inject are "
+		    "needed") : sp_name_check("credential", name, &e) == -1 ? -1 :
+		    sp_cred_add(c->x->conf.root, &spec, secret, strlen(secret),
+		    time(NULL), &cr, &e);
+	} else if (rc == 0)
+		rc = sp_cred_rotate(c->x->conf.root, c->route.cred, sc, secret,
+		    strlen(secret), expires, time(NULL), &cr, &e);
+	sodium_memzero((char *)secret, strlen(secret));
+	json_decref(body);
+	if (rc == -1)
+		return fail(c, &e);
+	return ok(c, strcmp(n, "cred.add") == 0 ? 201 : 200, sp_cred_json(&cr));
+}
+
 static int
 template1(const struct sp_template_row *t, void *arg)
 {
@@ -864,6 +1054,10 @@ sp_api_native(struct sp_api_call *c)
 		return files(c);
 	if (strncmp(n, "egress.", 7) == 0)
 		return egress(c);
+	if (strncmp(n, "tenant.egress.", 14) == 0)
+		return tenant_egress(c);
+	if (strcmp(n, "creds") == 0 || strncmp(n, "cred.", 5) == 0)
+		return creds(c);
 	if (strcmp(n, "templates") == 0)
 		return templates(c);
 	if (strcmp(n, "quota") == 0)

@@ -12,7 +12,8 @@
 
 /*
  * The routes.  A pattern's segment ":id" is a sandbox id, ":snap" a
- * snapshot id, ":pid" a process id; any other segment is itself.
+ * snapshot id, ":pid" a process id, ":name" a name (sp_name_check); any
+ * other segment is itself.
  */
 static const struct {
 	const char *method, *pattern;
@@ -52,6 +53,13 @@ static const struct {
 	{ "PUT", "/v1/sandboxes/:id/egress", SP_API_NATIVE, "egress.set", 0 },
 	{ "DELETE", "/v1/sandboxes/:id/egress", SP_API_NATIVE, "egress.remove",
 	    0 },
+	{ "GET", "/v1/egress", SP_API_NATIVE, "tenant.egress.get", 0 },
+	{ "PUT", "/v1/egress", SP_API_NATIVE, "tenant.egress.set", 0 },
+	{ "DELETE", "/v1/egress", SP_API_NATIVE, "tenant.egress.remove", 0 },
+	{ "GET", "/v1/credentials", SP_API_NATIVE, "creds", 0 },
+	{ "POST", "/v1/credentials", SP_API_NATIVE, "cred.add", 0 },
+	{ "PUT", "/v1/credentials/:name", SP_API_NATIVE, "cred.rotate", 0 },
+	{ "DELETE", "/v1/credentials/:name", SP_API_NATIVE, "cred.remove", 0 },
 	{ "GET", "/v1/templates", SP_API_NATIVE, "templates", 0 },
 	{ "GET", "/v1/quota", SP_API_NATIVE, "quota", 0 },
 	/* E2B's REST API, as its SDK calls it. */
@@ -152,17 +160,22 @@ static int
 match(const char *pattern, char *seg[], int nseg, struct sp_api_route *r)
 {
 	char pbuf[PATH_MAX_LEN], *pseg[SEGS_MAX];
+	struct sp_err ne;
 	int np, i;
 
 	if (split(pattern, pbuf, sizeof pbuf, pseg, &np) == -1 || np != nseg)
 		return 0;
-	r->id[0] = r->arg[0] = '\0';
+	r->id[0] = r->arg[0] = r->cred[0] = '\0';
 	for (i = 0; i < np; i++) {
 		if (strcmp(pseg[i], ":id") == 0 || strcmp(pseg[i], ":snap") == 0) {
 			if (!sp_id_valid(seg[i]))
 				return 0;
 			snprintf(pseg[i][1] == 'i' ? r->id : r->arg, SP_ID_LEN + 1,
 			    "%s", seg[i]);
+		} else if (strcmp(pseg[i], ":name") == 0) {
+			if (sp_name_check("name", seg[i], &ne) == -1)
+				return 0;
+			snprintf(r->cred, sizeof r->cred, "%s", seg[i]);
 		} else if (strcmp(pseg[i], ":pid") == 0) {
 			if (!is_pid(seg[i]))
 				return 0;

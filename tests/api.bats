@@ -154,6 +154,49 @@ teardown_file() {
 	space-rm "$id" "$theirs" >/dev/null
 }
 
+@test "credentials and egress: a tenant's own, never another's, secrets never shown" {
+	run api -H "X-API-KEY: $KEY_A" -d '{"template":"minimal"}' "$URL/v1/sandboxes"
+	id=$(jq -r .id "$T/body")
+	echo "$id" >>"$T/ids"
+	run api -H "X-API-KEY: $KEY_A" -d '{"name":"gh","scope":"tenant","hosts":"api.github.com","inject":"header:Authorization:Bearer {}","secret":"s3cret-a"}' "$URL/v1/credentials"
+	[ "$output" = 201 ]
+	jq -e --arg s "tenant/$RUN-a" '.scope == $s and (tostring | contains("s3cret") | not)' "$T/body"
+	run api -H "X-API-KEY: $KEY_A" -d "{\"name\":\"one\",\"scope\":\"sandbox/$id\",\"hosts\":\"x.test\",\"inject\":\"basic\",\"secret\":\"u:p\"}" "$URL/v1/credentials"
+	[ "$output" = 201 ]
+	# The gateway would inject it: the store resolves it for the sandbox.
+	space-cred resolve --sandbox "$id" --tenant "$RUN-a" api.github.com | jq -e '.name == "gh"'
+	# Another tenant: its own list holds neither; a sandbox of A's is 404.
+	run api -H "X-API-KEY: $KEY_B" "$URL/v1/credentials"
+	jq -e '[.credentials[].name] | (index("gh") == null and index("one") == null)' "$T/body"
+	run api -H "X-API-KEY: $KEY_B" -d "{\"name\":\"x\",\"scope\":\"sandbox/$id\",\"hosts\":\"x.test\",\"inject\":\"basic\",\"secret\":\"u:p\"}" "$URL/v1/credentials"
+	[ "$output" = 404 ]
+	run api -X DELETE -H "X-API-KEY: $KEY_B" "$URL/v1/credentials/gh?scope=tenant"
+	[ "$output" = 404 ]
+	run api -H "X-API-KEY: $KEY_A" "$URL/v1/credentials"
+	jq -e '[.credentials[].name] | sort == ["gh","one"]' "$T/body"
+	! grep -q s3cret "$T/body"
+	run api -X PUT -H "X-API-KEY: $KEY_A" -d '{"scope":"tenant","secret":"s3cret-b"}' "$URL/v1/credentials/gh"
+	[ "$output" = 200 ]
+	jq -e '.version == 2' "$T/body"
+	run api -X DELETE -H "X-API-KEY: $KEY_A" "$URL/v1/credentials/gh?scope=tenant"
+	[ "$output" = 200 ]
+	# A tenant's egress policy, and a sandbox's own over it.
+	run api -X PUT -H "X-API-KEY: $KEY_A" -d '{"allow":["api.github.com:443"]}' "$URL/v1/egress"
+	[ "$output" = 200 ]
+	space-egress check --tenant "$RUN-a" api.github.com 443 | jq -e '.decision == "allow" and .source == "tenant"'
+	run api -X PUT -H "X-API-KEY: $KEY_A" -d '{"allow":["pypi.org:443"]}' "$URL/v1/sandboxes/$id/egress"
+	[ "$output" = 200 ]
+	run api -H "X-API-KEY: $KEY_A" "$URL/v1/sandboxes/$id/egress"
+	jq -e '.allow == ["pypi.org:443"]' "$T/body"
+	run api -X PUT -H "X-API-KEY: $KEY_B" -d '{"allow":["*"]}' "$URL/v1/sandboxes/$id/egress"
+	[ "$output" = 404 ]
+	run api -X PUT -H "X-API-KEY: $KEY_A" -d '{"allow":["x.test:70000"]}' "$URL/v1/egress"
+	[ "$output" = 400 ]
+	run api -X DELETE -H "X-API-KEY: $KEY_A" "$URL/v1/egress"
+	[ "$output" = 200 ]
+	space-rm "$id" >/dev/null
+}
+
 @test "a quota is checked as the sandbox is created: over it, nothing is made" {
 	run api -H "X-API-KEY: $KEY_Q" -d '{"template":"minimal"}' "$URL/v1/sandboxes"
 	[ "$output" = 201 ]
