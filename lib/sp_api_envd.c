@@ -18,26 +18,9 @@
 
 #include "sp_api_int.h"
 
-#define KEEPALIVE_MS	25000	/* an event at least this often */
-#define CHUNK_MAX	(24 * 1024)	/* output bytes an event carries */
 #define LIST_DEPTH_MAX	8
 
 /* ---- helpers ---- */
-
-static json_t *
-b64(const void *p, size_t n)
-{
-	size_t len = sodium_base64_ENCODED_LEN(n, sodium_base64_VARIANT_ORIGINAL);
-	char *s = malloc(len);
-	json_t *j;
-
-	if (s == NULL)
-		return NULL;
-	sodium_bin2base64(s, len, p, n, sodium_base64_VARIANT_ORIGINAL);
-	j = json_string(s);
-	free(s);
-	return j;
-}
 
 /* A base64 string of a message into a new buffer; -1 when it is none. */
 static int
@@ -216,8 +199,7 @@ body_path(json_t *body, const char *key, const char *user, char *out,
 {
 	char home[SP_NAME_MAX + 8];
 
-	snprintf(home, sizeof home, "%s%s", user[0] && strcmp(user, "root") ?
-	    "/home/" : "/root", user[0] && strcmp(user, "root") ? user : "");
+	sp_api_home(user, home, sizeof home);
 	return sp_api_guest_path(json_string_value(json_object_get(body, key)),
 	    home, out, n, e);
 }
@@ -451,114 +433,66 @@ out:
 
 /* ---- Process.Start: the stream ---- */
 
-struct start_stream {
-	struct sp_api_proc *p;
-	int stage;		/* 0 start, 1 output, 2 end, 3 done */
-	int tty;
-	char *pend;		/* envelopes not handed out yet */
-	size_t plen, poff;
-	char buf[CHUNK_MAX];
-};
-
-static int
-queue_event(struct start_stream *s, json_t *event)
+static void
+event(struct sp_api_pstream *s, json_t *ev)
 {
-	return sp_connect_wrap(&s->pend, &s->plen, 0, json_pack("{s:o}",
-	    "event", event));
-}
-
-static int
-queue_end(struct start_stream *s, const struct sp_err *e)
-{
-	json_t *j = e == NULL ? json_object() : json_pack("{s:{s:s, s:s}}",
-	    "error", "code", sp_connect_code(e), "message", e->msg);
-
-	return sp_connect_wrap(&s->pend, &s->plen, SP_CONNECT_END, j);
+	sp_api_pstream_json(s, 0, json_pack("{s:o}", "event", ev), 0);
 }
 
 static void
-exit_event(struct start_stream *s)
+ev_start(struct sp_api_pstream *s, pid_t pid)
 {
-	struct sp_err e;
-	char st[40];
-	int status, signaled;
+	event(s, json_pack("{s:{s:i}}", "start", "pid", (int)pid));
+}
 
-	if (sp_api_proc_wait(s->p, &status, &signaled, &e) == -1) {
-		queue_end(s, &e);
-		return;
-	}
+static void
+ev_data(struct sp_api_pstream *s, int which, const char *p, size_t n)
+{
+	event(s, json_pack("{s:{s:o}}", "data", which == 1 ? "stdout" :
+	    "stderr", sp_api_b64(p, n)));
+}
+
+/* A pty's output is one stream, its own event. */
+static void
+ev_data_pty(struct sp_api_pstream *s, int which, const char *p, size_t n)
+{
+	event(s, json_pack("{s:{s:o}}", "data", "pty", sp_api_b64(p, n)));
+}
+
+static void
+ev_keepalive(struct sp_api_pstream *s)
+{
+	event(s, json_pack("{s:{}}", "keepalive"));
+}
+
+static void
+ev_end(struct sp_api_pstream *s, int status, int signaled)
+{
+	char st[40];
+
 	if (signaled)
 		snprintf(st, sizeof st, "signal: %s", status - 128 == 9 ?
 		    "killed" : status - 128 == 15 ? "terminated" : "other");
 	else
 		snprintf(st, sizeof st, "exit status %d", status);
-	queue_event(s, json_pack("{s:{s:i, s:b, s:s}}", "end", "exitCode",
+	event(s, json_pack("{s:{s:i, s:b, s:s}}", "end", "exitCode",
 	    signaled ? -1 : status, "exited", !signaled, "status", st));
-	queue_end(s, NULL);
-}
-
-/* The next envelopes, as many bytes of them as fit. */
-static ssize_t
-start_read(void *arg, char *buf, size_t max)
-{
-	struct start_stream *s = arg;
-	struct sp_err e;
-	size_t n;
-	pid_t pid;
-	int which, r;
-
-	while (s->poff == s->plen) {
-		free(s->pend);
-		s->pend = NULL;
-		s->plen = s->poff = 0;
-		switch (s->stage) {
-		case 0:
-			if ((pid = sp_api_proc_pid(s->p, &e)) < 0) {
-				queue_end(s, &e);
-				s->stage = 3;
-			} else {
-				queue_event(s, json_pack("{s:{s:i}}", "start",
-				    "pid", (int)pid));
-				s->stage = 1;
-			}
-			break;
-		case 1:
-			r = sp_api_proc_read(s->p, s->buf, sizeof s->buf, &n,
-			    &which, KEEPALIVE_MS);
-			if (r == 1)
-				queue_event(s, json_pack("{s:{s:o}}", "data",
-				    s->tty ? "pty" : which == 1 ? "stdout" :
-				    "stderr", b64(s->buf, n)));
-			else if (r == -2)
-				queue_event(s, json_pack("{s:{}}", "keepalive"));
-			else
-				s->stage = 2;
-			break;
-		case 2:
-			exit_event(s);
-			s->stage = 3;
-			break;
-		default:
-			return 0;
-		}
-		if (s->pend == NULL && s->stage != 2)
-			return -1;	/* out of memory */
-	}
-	n = s->plen - s->poff < max ? s->plen - s->poff : max;
-	memcpy(buf, s->pend + s->poff, n);
-	s->poff += n;
-	return (ssize_t)n;
+	sp_api_pstream_json(s, SP_CONNECT_END, json_object(), 0);
 }
 
 static void
-start_free(void *arg)
+ev_fail(struct sp_api_pstream *s, const struct sp_err *e)
 {
-	struct start_stream *s = arg;
-
-	sp_api_proc_release(s->p);
-	free(s->pend);
-	free(s);
+	sp_api_pstream_json(s, SP_CONNECT_END, json_pack("{s:{s:s, s:s}}",
+	    "error", "code", sp_connect_code(e), "message", e->msg), 0);
 }
+
+static const struct sp_api_pstream_ops connect_ops = {
+	ev_start, ev_data, ev_keepalive, ev_end, ev_fail
+};
+static const struct sp_api_pstream_ops connect_pty_ops = {
+	ev_start, ev_data_pty, ev_keepalive, ev_end, ev_fail
+};
 
 /* A streaming call that fails before it streams: one end envelope. */
 static int
@@ -624,7 +558,7 @@ start(struct sp_api_call *c, json_t *body, const char *user)
 	json_t *proc = json_object_get(body, "process"), *args, *v,
 	    *size = json_object_get(json_object_get(body, "pty"), "size");
 	struct sp_api_start st;
-	struct start_stream *s = NULL;
+	struct sp_api_proc *p = NULL;
 	char cwd[SP_PATH_MAX], **argv = NULL, **env = NULL;
 	struct sp_err e;
 	size_t i, n;
@@ -681,21 +615,15 @@ start(struct sp_api_call *c, json_t *body, const char *user)
 	    json_object());
 	if (st.cwd != NULL)
 		json_object_set_new(st.config, "cwd", json_string(st.cwd));
-	if ((s = calloc(1, sizeof *s)) == NULL)
-		goto nomem;
-	s->tty = st.tty;
-	if (sp_api_proc_start(c->x, &st, &s->p, &e) == -1)
+	if (sp_api_proc_start(c->x, &st, &p, &e) == -1 ||
+	    sp_api_pstream_answer(c, p, st.tty ? &connect_pty_ops :
+	    &connect_ops, "application/connect+json", &e) == -1)
 		goto fail;
 	json_decref(st.config);
 	for (i = 0; env[i] != NULL; i++)
 		free(env[i]);
 	free(env);
 	free(argv);
-	c->status = 200;
-	c->ctype = "application/connect+json";
-	c->reader = start_read;
-	c->reader_free = start_free;
-	c->reader_arg = s;
 	return 0;
 nomem:
 	sp_err_set(&e, SP_E_NOMEM, 1, "out of memory");
@@ -705,103 +633,24 @@ fail:
 		free(env[i]);
 	free(env);
 	free(argv);
-	free(s);
 	return stream_fail(c, &e);
 }
 
 /* ---- /files ---- */
 
-struct pipe_job {
-	struct sp_chan *ch;
-	char path[SP_PATH_MAX];
-	int fd;			/* the write end */
-	int rfd;		/* the stream's read end */
-	pthread_t t;
-};
-
-static void *
-download(void *arg)
-{
-	struct pipe_job *j = arg;
-	struct sp_err e;
-
-	sp_fs_read(j->ch, j->path, j->fd, NULL, &e);
-	close(j->fd);
-	j->fd = -1;
-	return NULL;
-}
-
-static ssize_t
-pipe_read(void *arg, char *buf, size_t max)
-{
-	struct pipe_job *j = arg;
-	ssize_t n;
-
-	do
-		n = read(j->rfd, buf, max);
-	while (n == -1 && errno == EINTR);
-	return n;
-}
-
-static void
-pipe_free(void *arg)
-{
-	struct pipe_job *j = arg;
-
-	close(j->rfd);
-	pthread_join(j->t, NULL);
-	sp_chan_close(j->ch);
-	free(j);
-}
-
 static int
 files_get(struct sp_api_call *c, const char *user)
 {
-	struct pipe_job *j;
-	json_t *st = NULL;
+	char home[SP_NAME_MAX + 8], path[SP_PATH_MAX];
+	struct sp_chan *ch;
 	struct sp_err e;
-	int p[2];
-	char home[SP_NAME_MAX + 8];
 
-	if ((j = calloc(1, sizeof *j)) == NULL) {
-		sp_err_set(&e, SP_E_NOMEM, 1, "out of memory");
+	sp_api_home(user, home, sizeof home);
+	if (sp_api_guest_path(c->query(c, "path"), home, path, sizeof path,
+	    &e) == -1 || open_chan(c, &ch, &e) == -1 ||
+	    sp_api_file_stream(c, ch, path, 0, &e) == -1)
 		return sp_api_fail(c, &e);
-	}
-	snprintf(home, sizeof home, "%s%s", user[0] && strcmp(user, "root") ?
-	    "/home/" : "/root", user[0] && strcmp(user, "root") ? user : "");
-	if (sp_api_guest_path(c->query(c, "path"), home, j->path,
-	    sizeof j->path, &e) == -1 || open_chan(c, &j->ch, &e) == -1 ||
-	    sp_fs_stat(j->ch, j->path, 1, &st, &e) == -1)
-		goto fail;
-	if (strcmp(json_string_value(json_object_get(st, "type")), "file")) {
-		sp_err_set(&e, SP_E_BAD_INPUT, 0, "%s is not a file", j->path);
-		goto fail;
-	}
-	json_decref(st);
-	st = NULL;
-	if (pipe2(p, O_CLOEXEC) == -1) {
-		sp_err_sys(&e, SP_E_IO, "pipe");
-		goto fail;
-	}
-	j->rfd = p[0];
-	j->fd = p[1];
-	if (pthread_create(&j->t, NULL, download, j) != 0) {
-		close(p[0]);
-		close(p[1]);
-		sp_err_set(&e, SP_E_NOMEM, 1, "cannot start a thread");
-		goto fail;
-	}
-	c->status = 200;
-	c->ctype = "application/octet-stream";
-	c->reader = pipe_read;
-	c->reader_free = pipe_free;
-	c->reader_arg = j;
 	return 0;
-fail:
-	json_decref(st);
-	sp_chan_close(j->ch);
-	free(j);
-	return sp_api_fail(c, &e);
 }
 
 /* One file of an upload: written whole (an atomic replace), its parent
@@ -870,8 +719,7 @@ files_post(struct sp_api_call *c, const char *user)
 
 	memset(&u, 0, sizeof u);
 	u.out = json_array();
-	snprintf(home, sizeof home, "%s%s", user[0] && strcmp(user, "root") ?
-	    "/home/" : "/root", user[0] && strcmp(user, "root") ? user : "");
+	sp_api_home(user, home, sizeof home);
 	u.home = home;
 	if (c->header(c, "Content-Encoding") != NULL) {
 		sp_err_set(&u.e, SP_E_BAD_INPUT, 0, "compressed uploads are not "

@@ -244,11 +244,8 @@ static ssize_t
 relay_read(void *arg, char *buf, size_t max)
 {
 	struct relay *r = arg;
-	ssize_t n;
+	ssize_t n = sp_api_fd_read(r->rfd, buf, max);
 
-	do
-		n = read(r->rfd, buf, max);
-	while (n == -1 && errno == EINTR);
 	if (n == 0 && r->rc != CURLE_OK)
 		return -1;	/* cut short: the client must not take it whole */
 	return n;

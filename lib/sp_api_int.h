@@ -123,6 +123,38 @@ int sp_api_proc_close_input(const char *id, pid_t pid, struct sp_err *e);
 int sp_api_proc_signal(const char *id, pid_t pid, int sig, struct sp_err *e);
 int sp_api_proc_resize(const char *id, pid_t pid, int rows, int cols,
     struct sp_err *e);
+/* A command's answer, streamed: ops say each event in the API's format,
+ * appending bytes with sp_api_pstream_put (or a JSON value: a Connect
+ * envelope of flags, or with line a JSON line).  start comes first (or fail,
+ * when it did not start); then data, and keepalive after 25 s of silence; last end (or fail).  The stream owns p from then on (and
+ * releases it, even when this fails). */
+#define SP_API_CHUNK	(24 * 1024)	/* output bytes an event carries */
+struct sp_api_pstream;
+struct sp_api_pstream_ops {
+	void (*start)(struct sp_api_pstream *s, pid_t pid);
+	void (*data)(struct sp_api_pstream *s, int which, const char *p,
+	    size_t n);
+	void (*keepalive)(struct sp_api_pstream *s);
+	void (*end)(struct sp_api_pstream *s, int status, int signaled);
+	void (*fail)(struct sp_api_pstream *s, const struct sp_err *e);
+};
+void sp_api_pstream_put(struct sp_api_pstream *s, const void *p, size_t n);
+void sp_api_pstream_json(struct sp_api_pstream *s, int flags, json_t *j,
+    int line);
+int sp_api_pstream_answer(struct sp_api_call *c, struct sp_api_proc *p,
+    const struct sp_api_pstream_ops *ops, const char *ctype,
+    struct sp_err *e);
+
+/* What the handlers share: base64 as a JSON string; a user's home in the
+ * guest (/root, /home/USER); read(2) again after EINTR; and a guest file
+ * (or with tar, a tree as a tar stream) as the call's answer, streamed from
+ * a thread (the call owns ch then, whatever happens; a file that is not
+ * there is not-found before anything is streamed). */
+json_t *sp_api_b64(const void *p, size_t n);
+void sp_api_home(const char *user, char *out, size_t n);
+ssize_t sp_api_fd_read(int fd, char *buf, size_t max);
+int sp_api_file_stream(struct sp_api_call *c, struct sp_chan *ch,
+    const char *path, int tar, struct sp_err *e);
 /* fn gets each running command of sandbox id: pid, tag ("" none) and its
  * config (borrowed). */
 int sp_api_proc_each(const char *id,

@@ -21,8 +21,6 @@
 
 #include "sp_api_int.h"
 
-#define EXEC_KEEPALIVE_MS	25000
-#define EXEC_CHUNK		(24 * 1024)
 
 static int
 fail(struct sp_api_call *c, const struct sp_err *e)
@@ -317,116 +315,42 @@ snapshots(struct sp_api_call *c)
 
 /* ---- exec ---- */
 
-struct exec_stream {
-	struct sp_api_proc *p;
-	int stage;
-	char *pend;
-	size_t plen, poff;
-	char buf[EXEC_CHUNK];
+static void
+ln_start(struct sp_api_pstream *s, pid_t pid)
+{
+	sp_api_pstream_json(s, 0, json_pack("{s:i}", "pid", (int)pid), 1);
+}
+
+static void
+ln_data(struct sp_api_pstream *s, int which, const char *p, size_t n)
+{
+	sp_api_pstream_json(s, 0, json_pack("{s:o}", which == 1 ? "stdout" :
+	    "stderr", sp_api_b64(p, n)), 1);
+}
+
+static void
+ln_keepalive(struct sp_api_pstream *s)
+{
+	sp_api_pstream_json(s, 0, json_object(), 1);
+}
+
+static void
+ln_end(struct sp_api_pstream *s, int status, int signaled)
+{
+	sp_api_pstream_json(s, 0, json_pack("{s:i}", signaled ? "signal" :
+	    "exit", signaled ? status - 128 : status), 1);
+}
+
+static void
+ln_fail(struct sp_api_pstream *s, const struct sp_err *e)
+{
+	sp_api_pstream_json(s, 0, json_pack("{s:s, s:s}", "error",
+	    sp_code_name(e->code), "msg", e->msg), 1);
+}
+
+static const struct sp_api_pstream_ops line_ops = {
+	ln_start, ln_data, ln_keepalive, ln_end, ln_fail
 };
-
-static void
-line(struct exec_stream *s, json_t *j)
-{
-	char *t = json_dumps(j, JSON_COMPACT);
-	size_t n;
-	char *nb;
-
-	json_decref(j);
-	if (t == NULL)
-		return;
-	n = strlen(t);
-	if ((nb = realloc(s->pend, s->plen + n + 1)) != NULL) {
-		s->pend = nb;
-		memcpy(s->pend + s->plen, t, n);
-		s->pend[s->plen + n] = '\n';
-		s->plen += n + 1;
-	}
-	free(t);
-}
-
-static json_t *
-b64(const void *p, size_t n)
-{
-	size_t len = sodium_base64_ENCODED_LEN(n, sodium_base64_VARIANT_ORIGINAL);
-	char *s = malloc(len);
-	json_t *j;
-
-	if (s == NULL)
-		return NULL;
-	sodium_bin2base64(s, len, p, n, sodium_base64_VARIANT_ORIGINAL);
-	j = json_string(s);
-	free(s);
-	return j;
-}
-
-static ssize_t
-exec_read(void *arg, char *buf, size_t max)
-{
-	struct exec_stream *s = arg;
-	struct sp_err e;
-	size_t n;
-	pid_t pid;
-	int which, r, status, sig;
-
-	while (s->poff == s->plen) {
-		free(s->pend);
-		s->pend = NULL;
-		s->plen = s->poff = 0;
-		switch (s->stage) {
-		case 0:
-			if ((pid = sp_api_proc_pid(s->p, &e)) < 0) {
-				line(s, json_pack("{s:s, s:s}", "error",
-				    sp_code_name(e.code), "msg", e.msg));
-				s->stage = 3;
-			} else {
-				line(s, json_pack("{s:i}", "pid", (int)pid));
-				s->stage = 1;
-			}
-			break;
-		case 1:
-			r = sp_api_proc_read(s->p, s->buf, sizeof s->buf, &n,
-			    &which, EXEC_KEEPALIVE_MS);
-			if (r == 1)
-				line(s, json_pack("{s:o}", which == 1 ? "stdout" :
-				    "stderr", b64(s->buf, n)));
-			else if (r == -2)
-				line(s, json_object());
-			else
-				s->stage = 2;
-			break;
-		case 2:
-			if (sp_api_proc_wait(s->p, &status, &sig, &e) == -1)
-				line(s, json_pack("{s:s, s:s}", "error",
-				    sp_code_name(e.code), "msg", e.msg));
-			else if (sig)
-				line(s, json_pack("{s:i}", "signal",
-				    status - 128));
-			else
-				line(s, json_pack("{s:i}", "exit", status));
-			s->stage = 3;
-			break;
-		default:
-			return 0;
-		}
-		if (s->pend == NULL && s->stage != 2)
-			return -1;
-	}
-	n = s->plen - s->poff < max ? s->plen - s->poff : max;
-	memcpy(buf, s->pend + s->poff, n);
-	s->poff += n;
-	return (ssize_t)n;
-}
-
-static void
-exec_free(void *arg)
-{
-	struct exec_stream *s = arg;
-
-	sp_api_proc_release(s->p);
-	free(s->pend);
-	free(s);
-}
 
 static int
 strings(json_t *a, size_t max, char ***out)
@@ -453,7 +377,8 @@ exec(struct sp_api_call *c)
 {
 	struct sp_api_start st;
 	struct sp_sandbox_row row;
-	struct exec_stream *s = NULL;
+	struct sp_api_proc *p = NULL;
+	pid_t pid;
 	json_t *body = NULL, *argv = NULL, *env = NULL;
 	const char *in = NULL, *cwd = NULL, *user = NULL;
 	char **av = NULL, **ev = NULL;
@@ -494,32 +419,20 @@ exec(struct sp_api_call *c)
 	st.cols = tty ? (cols > 0 ? cols : 80) : 0;
 	st.keep_stdin = keep || in != NULL;
 	st.config = json_pack("{s:O}", "argv", argv);
-	if ((s = calloc(1, sizeof *s)) == NULL) {
-		sp_err_set(&e, SP_E_NOMEM, 1, "out of memory");
-		goto out;
-	}
-	if (sp_api_proc_start(c->x, &st, &s->p, &e) == -1)
+	if (sp_api_proc_start(c->x, &st, &p, &e) == -1)
 		goto out;
 	/* The request's stdin now, and its end unless more is to come. */
-	if (in != NULL && sp_api_proc_pid(s->p, &e) > 0) {
+	if (in != NULL && (pid = sp_api_proc_pid(p, &e)) > 0) {
 		if (*in != '\0')
-			sp_api_proc_input(c->route.id, sp_api_proc_pid(s->p, &e),
-			    in, strlen(in), &e);
+			sp_api_proc_input(c->route.id, pid, in, strlen(in), &e);
 		if (!keep)
-			sp_api_proc_close_input(c->route.id,
-			    sp_api_proc_pid(s->p, &e), &e);
+			sp_api_proc_close_input(c->route.id, pid, &e);
 	}
 	sp_err_clear(&e);
-	c->status = 200;
-	c->ctype = "application/x-ndjson";
-	c->reader = exec_read;
-	c->reader_free = exec_free;
-	c->reader_arg = s;
-	s = NULL;
+	sp_api_pstream_answer(c, p, &line_ops, "application/x-ndjson", &e);
 out:
 	if (e.code != SP_E_NONE)
 		fail(c, &e);
-	free(s);
 	free(av);
 	free(ev);
 	json_decref(st.config);
@@ -581,51 +494,6 @@ processes(struct sp_api_call *c)
 
 /* ---- files ---- */
 
-struct file_job {
-	struct sp_chan *ch;
-	char path[SP_PATH_MAX];
-	int tar;
-	int wfd, rfd;
-	pthread_t t;
-};
-
-static void *
-file_out(void *arg)
-{
-	struct file_job *j = arg;
-	struct sp_err e;
-
-	if (j->tar)
-		sp_fs_tar_out(j->ch, j->path, NULL, j->wfd, &e);
-	else
-		sp_fs_read(j->ch, j->path, j->wfd, NULL, &e);
-	close(j->wfd);
-	return NULL;
-}
-
-static ssize_t
-file_read(void *arg, char *buf, size_t max)
-{
-	struct file_job *j = arg;
-	ssize_t n;
-
-	do
-		n = read(j->rfd, buf, max);
-	while (n == -1 && errno == EINTR);
-	return n;
-}
-
-static void
-file_free(void *arg)
-{
-	struct file_job *j = arg;
-
-	close(j->rfd);
-	pthread_join(j->t, NULL);
-	sp_chan_close(j->ch);
-	free(j);
-}
-
 static int
 dir1(json_t *ent, void *arg)
 {
@@ -639,11 +507,10 @@ files(struct sp_api_call *c)
 	const char *n = c->route.name;
 	char path[SP_PATH_MAX];
 	struct sp_sandbox_row row;
-	struct file_job *j = NULL;
 	struct sp_chan *ch = NULL;
 	json_t *arr;
 	struct sp_err e;
-	int p[2], fd, trunc = 0, rc;
+	int fd, trunc = 0, rc;
 
 	if (own(c, 1, &row, &e) == -1)
 		return fail(c, &e);
@@ -684,49 +551,9 @@ files(struct sp_api_call *c)
 		    "bytes", (json_int_t)c->body_len));
 	}
 	/* A file or a tar stream out: streamed from a thread's pipe. */
-	if ((j = calloc(1, sizeof *j)) == NULL || pipe2(p, O_CLOEXEC) == -1) {
-		free(j);
-		sp_chan_close(ch);
-		sp_err_set(&e, SP_E_NOMEM, 1, "out of memory");
+	if (sp_api_file_stream(c, ch, path, strcmp(n, "tar.out") == 0,
+	    &e) == -1)
 		return fail(c, &e);
-	}
-	j->ch = ch;
-	j->tar = strcmp(n, "tar.out") == 0;
-	snprintf(j->path, sizeof j->path, "%s", path);
-	j->rfd = p[0];
-	j->wfd = p[1];
-	/* A file that is not there answers 404, before the stream. */
-	if (!j->tar) {
-		json_t *st = NULL;
-
-		if (sp_fs_stat(ch, path, 1, &st, &e) == -1 ||
-		    strcmp(json_string_value(json_object_get(st, "type")),
-		    "file") != 0) {
-			if (st != NULL)
-				sp_err_set(&e, SP_E_BAD_INPUT, 0, "%s is not a "
-				    "file", path);
-			json_decref(st);
-			close(p[0]);
-			close(p[1]);
-			sp_chan_close(ch);
-			free(j);
-			return fail(c, &e);
-		}
-		json_decref(st);
-	}
-	if (pthread_create(&j->t, NULL, file_out, j) != 0) {
-		close(p[0]);
-		close(p[1]);
-		sp_chan_close(ch);
-		free(j);
-		sp_err_set(&e, SP_E_NOMEM, 1, "cannot start a thread");
-		return fail(c, &e);
-	}
-	c->status = 200;
-	c->ctype = j->tar ? "application/x-tar" : "application/octet-stream";
-	c->reader = file_read;
-	c->reader_free = file_free;
-	c->reader_arg = j;
 	return 0;
 }
 

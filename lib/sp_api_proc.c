@@ -13,6 +13,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <sodium.h>
+
 #include "sp_api_int.h"
 
 struct sp_api_proc {
@@ -419,5 +421,262 @@ sp_api_proc_each(const char *id,
 		if (strcmp(p->id, id) == 0 && p->pid > 0 && !p->done)
 			fn(p->pid, p->tag, p->config, arg);
 	pthread_mutex_unlock(&procs_mu);
+	return 0;
+}
+
+/* ---- what the handlers share ---- */
+
+json_t *
+sp_api_b64(const void *p, size_t n)
+{
+	size_t len = sodium_base64_ENCODED_LEN(n, sodium_base64_VARIANT_ORIGINAL);
+	char *s = malloc(len);
+	json_t *j;
+
+	if (s == NULL)
+		return NULL;
+	sodium_bin2base64(s, len, p, n, sodium_base64_VARIANT_ORIGINAL);
+	j = json_string(s);
+	free(s);
+	return j;
+}
+
+void
+sp_api_home(const char *user, char *out, size_t n)
+{
+	if (user == NULL || user[0] == '\0' || strcmp(user, "root") == 0)
+		snprintf(out, n, "/root");
+	else
+		snprintf(out, n, "/home/%s", user);
+}
+
+/* A guest file or tree, written to a pipe by a thread while the answer
+ * reads the other end: memory stays a frame whatever its size. */
+struct file_out {
+	struct sp_chan *ch;
+	char path[SP_PATH_MAX];
+	int tar;
+	int wfd, rfd;
+	pthread_t t;
+};
+
+static void *
+file_out_run(void *arg)
+{
+	struct file_out *j = arg;
+	struct sp_err e;
+
+	if (j->tar)
+		sp_fs_tar_out(j->ch, j->path, NULL, j->wfd, &e);
+	else
+		sp_fs_read(j->ch, j->path, j->wfd, NULL, &e);
+	close(j->wfd);
+	return NULL;
+}
+
+ssize_t
+sp_api_fd_read(int fd, char *buf, size_t max)
+{
+	ssize_t n;
+
+	do
+		n = read(fd, buf, max);
+	while (n == -1 && errno == EINTR);
+	return n;
+}
+
+static ssize_t
+file_out_read(void *arg, char *buf, size_t max)
+{
+	return sp_api_fd_read(((struct file_out *)arg)->rfd, buf, max);
+}
+
+static void
+file_out_free(void *arg)
+{
+	struct file_out *j = arg;
+
+	close(j->rfd);
+	pthread_join(j->t, NULL);
+	sp_chan_close(j->ch);
+	free(j);
+}
+
+int
+sp_api_file_stream(struct sp_api_call *c, struct sp_chan *ch,
+    const char *path, int tar, struct sp_err *e)
+{
+	struct file_out *j;
+	json_t *st = NULL;
+	int p[2];
+
+	/* A file that is not there answers 404, before the stream. */
+	if (!tar && sp_fs_stat(ch, path, 1, &st, e) == -1)
+		goto fail;
+	if (!tar && strcmp(json_string_value(json_object_get(st, "type")),
+	    "file") != 0) {
+		sp_err_set(e, SP_E_BAD_INPUT, 0, "%s is not a file", path);
+		goto fail;
+	}
+	json_decref(st);
+	st = NULL;
+	if ((j = calloc(1, sizeof *j)) == NULL) {
+		sp_err_set(e, SP_E_NOMEM, 1, "out of memory");
+		goto fail;
+	}
+	if (pipe2(p, O_CLOEXEC) == -1) {
+		free(j);
+		sp_err_sys(e, SP_E_IO, "pipe");
+		goto fail;
+	}
+	j->ch = ch;
+	j->tar = tar;
+	snprintf(j->path, sizeof j->path, "%s", path);
+	j->rfd = p[0];
+	j->wfd = p[1];
+	if (pthread_create(&j->t, NULL, file_out_run, j) != 0) {
+		close(p[0]);
+		close(p[1]);
+		free(j);
+		sp_err_set(e, SP_E_NOMEM, 1, "cannot start a thread");
+		goto fail;
+	}
+	c->status = 200;
+	c->ctype = tar ? "application/x-tar" : "application/octet-stream";
+	c->reader = file_out_read;
+	c->reader_free = file_out_free;
+	c->reader_arg = j;
+	return 0;
+fail:
+	json_decref(st);
+	sp_chan_close(ch);
+	return -1;
+}
+
+/* ---- a command's answer: its events, in the format of the API ---- */
+
+#define KEEPALIVE_MS	25000	/* an event at least this often */
+
+struct sp_api_pstream {
+	struct sp_api_proc *p;
+	const struct sp_api_pstream_ops *ops;
+	int stage;		/* 0 start, 1 output, 2 end, 3 done */
+	int failed;		/* an event could not be made */
+	char *pend;		/* bytes not handed out yet */
+	size_t plen, poff;
+	char buf[SP_API_CHUNK];
+};
+
+void
+sp_api_pstream_put(struct sp_api_pstream *s, const void *p, size_t n)
+{
+	char *nb;
+
+	if (p == NULL || (nb = realloc(s->pend, s->plen + n)) == NULL) {
+		s->failed = 1;
+		return;
+	}
+	memcpy(nb + s->plen, p, n);
+	s->pend = nb;
+	s->plen += n;
+}
+
+void
+sp_api_pstream_json(struct sp_api_pstream *s, int flags, json_t *j, int line)
+{
+	char *t;
+
+	if (line) {
+		if ((t = json_dumps(j, JSON_COMPACT)) != NULL) {
+			sp_api_pstream_put(s, t, strlen(t));
+			sp_api_pstream_put(s, "\n", 1);
+		} else
+			s->failed = 1;
+		free(t);
+		json_decref(j);
+	} else if (j == NULL || sp_connect_wrap(&s->pend, &s->plen, flags,
+	    j) == -1)
+		s->failed = 1;
+}
+
+static ssize_t
+pstream_read(void *arg, char *buf, size_t max)
+{
+	struct sp_api_pstream *s = arg;
+	struct sp_err e;
+	size_t n;
+	pid_t pid;
+	int which, r, status, sig;
+
+	while (s->poff == s->plen) {
+		free(s->pend);
+		s->pend = NULL;
+		s->plen = s->poff = 0;
+		switch (s->stage) {
+		case 0:
+			if ((pid = sp_api_proc_pid(s->p, &e)) < 0) {
+				s->ops->fail(s, &e);
+				s->stage = 3;
+			} else {
+				s->ops->start(s, pid);
+				s->stage = 1;
+			}
+			break;
+		case 1:
+			r = sp_api_proc_read(s->p, s->buf, sizeof s->buf, &n,
+			    &which, KEEPALIVE_MS);
+			if (r == 1)
+				s->ops->data(s, which, s->buf, n);
+			else if (r == -2)
+				s->ops->keepalive(s);
+			else
+				s->stage = 2;
+			break;
+		case 2:
+			if (sp_api_proc_wait(s->p, &status, &sig, &e) == -1)
+				s->ops->fail(s, &e);
+			else
+				s->ops->end(s, status, sig);
+			s->stage = 3;
+			break;
+		default:
+			return 0;
+		}
+		if (s->failed)
+			return -1;	/* out of memory: cut the stream */
+	}
+	n = s->plen - s->poff < max ? s->plen - s->poff : max;
+	memcpy(buf, s->pend + s->poff, n);
+	s->poff += n;
+	return (ssize_t)n;
+}
+
+static void
+pstream_free(void *arg)
+{
+	struct sp_api_pstream *s = arg;
+
+	sp_api_proc_release(s->p);
+	free(s->pend);
+	free(s);
+}
+
+int
+sp_api_pstream_answer(struct sp_api_call *c, struct sp_api_proc *p,
+    const struct sp_api_pstream_ops *ops, const char *ctype, struct sp_err *e)
+{
+	struct sp_api_pstream *s;
+
+	if ((s = calloc(1, sizeof *s)) == NULL) {
+		sp_api_proc_release(p);
+		return sp_err_set(e, SP_E_NOMEM, 1, "out of memory");
+	}
+	s->p = p;
+	s->ops = ops;
+	c->status = 200;
+	c->ctype = ctype;
+	c->reader = pstream_read;
+	c->reader_free = pstream_free;
+	c->reader_arg = s;
 	return 0;
 }

@@ -17,6 +17,17 @@
 #include "sp_core.h"
 #include "sp_db_int.h"
 
+/* This file's short names of the helpers sp_db_int.h shares. */
+#define q_start		sp_db_q_start
+#define q_step		sp_db_q_step
+#define q_end		sp_db_q_end
+#define col_text	sp_db_q_text
+#define col_int		sp_db_q_int
+#define copy_col	sp_db_q_copy
+#define write_sql	sp_db_q_write
+#define each_row	sp_db_q_each
+#define one_row		sp_db_q_one
+
 /* Migration N takes the schema from version N to N+1; never edit one. */
 static const char *const migrations[] = {
 	"CREATE TABLE nodes ("
@@ -167,7 +178,7 @@ static const char *const migrations[] = {
 
 /* Starts sql with its values (types as the backends' run says). */
 int
-sp_db_q_start(struct sp_db *db, struct sp_db_q *q, const char *what,
+q_start(struct sp_db *db, struct sp_db_q *q, const char *what,
     const char *sql, struct sp_err *e, const char *types, ...)
 {
 	va_list ap;
@@ -182,36 +193,36 @@ sp_db_q_start(struct sp_db *db, struct sp_db_q *q, const char *what,
 }
 
 int
-sp_db_q_step(struct sp_db_q *q, const char *what, struct sp_err *e)
+q_step(struct sp_db_q *q, const char *what, struct sp_err *e)
 {
 	return q->db->ops->step(q, what, e);
 }
 
 void
-sp_db_q_end(struct sp_db_q *q)
+q_end(struct sp_db_q *q)
 {
 	if (q->h != NULL)
 		q->db->ops->end(q);
 }
 
 const char *
-sp_db_q_text(struct sp_db_q *q, int col)
+col_text(struct sp_db_q *q, int col)
 {
 	return q->db->ops->text(q, col);
 }
 
 int64_t
-sp_db_q_int(struct sp_db_q *q, int col)
+col_int(struct sp_db_q *q, int col)
 {
-	const char *s = sp_db_q_text(q, col);
+	const char *s = col_text(q, col);
 
 	return s ? strtoll(s, NULL, 10) : 0;
 }
 
 void
-sp_db_q_copy(char *dst, size_t n, struct sp_db_q *q, int col)
+copy_col(char *dst, size_t n, struct sp_db_q *q, int col)
 {
-	const char *s = sp_db_q_text(q, col);
+	const char *s = col_text(q, col);
 
 	snprintf(dst, n, "%s", s ? s : "");
 }
@@ -222,7 +233,7 @@ sp_db_q_copy(char *dst, size_t n, struct sp_db_q *q, int col)
  * changed, or -1.
  */
 int64_t
-sp_db_q_write(struct sp_db *db, const char *what, const char *sql,
+write_sql(struct sp_db *db, const char *what, const char *sql,
     struct sp_err *e, const char *types, ...)
 {
 	struct sp_db_q q = { .db = db };
@@ -234,9 +245,9 @@ sp_db_q_write(struct sp_db *db, const char *what, const char *sql,
 	va_end(ap);
 	if (rc == -1)
 		return -1;
-	while ((rc = sp_db_q_step(&q, what, e)) == 1)
+	while ((rc = q_step(&q, what, e)) == 1)
 		;
-	sp_db_q_end(&q);
+	q_end(&q);
 	return rc == -1 ? -1 : q.changes;
 }
 
@@ -246,12 +257,12 @@ sp_db_q_write(struct sp_db *db, const char *what, const char *sql,
  * result is -1), or -2 when it ran out of memory (the loop stops).
  */
 int
-sp_db_q_each(struct sp_db_q *q, const char *what,
+each_row(struct sp_db_q *q, const char *what,
     int (*one)(struct sp_db_q *, void *), void *arg, struct sp_err *e)
 {
 	int s, r, rc = 0;
 
-	while ((s = sp_db_q_step(q, what, e)) == 1) {
+	while ((s = q_step(q, what, e)) == 1) {
 		if ((r = one(q, arg)) == -2) {
 			rc = sp_err_sys(e, SP_E_INTERNAL, "out of memory");
 			break;
@@ -261,7 +272,7 @@ sp_db_q_each(struct sp_db_q *q, const char *what,
 	}
 	if (s == -1)
 		rc = -1;
-	sp_db_q_end(q);
+	q_end(q);
 	return rc;
 }
 
@@ -360,25 +371,25 @@ row_from(struct sp_db_q *q, struct sp_sandbox_row *r)
 	int st;
 
 	memset(r, 0, sizeof *r);
-	sp_db_q_copy(r->id, sizeof r->id, q, 0);
-	st = sp_state_parse(sp_db_q_text(q, 1));
+	copy_col(r->id, sizeof r->id, q, 0);
+	st = sp_state_parse(col_text(q, 1));
 	r->state = st < 0 ? SP_ST_FAILED : (enum sp_state)st;
-	r->gen = sp_db_q_int(q, 2);
-	sp_db_q_copy(r->template, sizeof r->template, q, 3);
-	sp_db_q_copy(r->node, sizeof r->node, q, 4);
-	r->created = sp_db_q_int(q, 5);
-	r->memory_mib = (int)sp_db_q_int(q, 6);
-	r->vcpus = (int)sp_db_q_int(q, 7);
-	s = sp_db_q_text(q, 8);
+	r->gen = col_int(q, 2);
+	copy_col(r->template, sizeof r->template, q, 3);
+	copy_col(r->node, sizeof r->node, q, 4);
+	r->created = col_int(q, 5);
+	r->memory_mib = (int)col_int(q, 6);
+	r->vcpus = (int)col_int(q, 7);
+	s = col_text(q, 8);
 	r->labels = strdup(s ? s : "{}");
-	r->pod = (int)sp_db_q_int(q, 9);
-	s = sp_db_q_text(q, 10);
+	r->pod = (int)col_int(q, 9);
+	s = col_text(q, 10);
 	r->env = strdup(s ? s : "[]");
-	if ((s = sp_db_q_text(q, 11)) != NULL && (r->recovered = strdup(s)) == NULL)
+	if ((s = col_text(q, 11)) != NULL && (r->recovered = strdup(s)) == NULL)
 		return -1;
-	sp_db_q_copy(r->want, sizeof r->want, q, 12);
-	sp_db_q_copy(r->want_error, sizeof r->want_error, q, 13);
-	if ((s = sp_db_q_text(q, 14)) != NULL && (r->placed = strdup(s)) == NULL)
+	copy_col(r->want, sizeof r->want, q, 12);
+	copy_col(r->want_error, sizeof r->want_error, q, 13);
+	if ((s = col_text(q, 14)) != NULL && (r->placed = strdup(s)) == NULL)
 		return -1;
 	return r->labels == NULL || r->env == NULL ? -1 : 0;
 }
@@ -433,7 +444,7 @@ tenant_lock(struct sp_db *db, const char *tenant, int *own, struct sp_err *e)
 			return -1;
 		*own = 1;
 	}
-	if (sp_db_q_write(db, "lock tenant", "SELECT 1 FROM tenants WHERE"
+	if (write_sql(db, "lock tenant", "SELECT 1 FROM tenants WHERE"
 	    " name = $1 FOR UPDATE", e, "s", tenant) == -1) {
 		if (*own)
 			sp_db_rollback(db);
@@ -472,10 +483,10 @@ sp_db_sandbox_insert(struct sp_db *db, const struct sp_sandbox_row *r,
 
 	labels_tenant(r->labels, tenant);
 	if (tenant[0] == '\0' || r->pod) {
-		n = sp_db_q_write(db, "insert sandbox", "INSERT INTO sandboxes"
-		    " (id, state, gen, template, node, created, memory_mib, vcpus,"
-		    " labels, updated, env, want) VALUES ($1, $2, $3, $4, $5, $6,"
-		    " $7, $8, $9, $6, $10, NULLIF($11, ''))", e, "ssIssIiisss",
+		n = write_sql(db, "insert sandbox", "INSERT INTO sandboxes"
+		    " (id, state, gen, template, node, created, memory_mib,"
+		    " vcpus, labels, updated, env, want) VALUES ($1, $2, $3,"
+		    " $4, $5, $6, $7, $8, $9, $6, $10, NULLIF($11, ''))", e, "ssIssIiisss",
 		    r->id, sp_state_name(r->state), r->gen, r->template,
 		    r->node, r->created, r->memory_mib, r->vcpus,
 		    r->labels ? r->labels : "{}", r->env ? r->env : "[]",
@@ -483,9 +494,9 @@ sp_db_sandbox_insert(struct sp_db *db, const struct sp_sandbox_row *r,
 	} else {
 		if (tenant_lock(db, tenant, &own, e) == -1)
 			return -1;
-		n = sp_db_q_write(db, "insert sandbox", "INSERT INTO sandboxes"
-		    " (id, state, gen, template, node, created, memory_mib, vcpus,"
-		    " labels, updated, env, want, tenant) SELECT $1, $2, $3, $4,"
+		n = write_sql(db, "insert sandbox", "INSERT INTO sandboxes"
+		    " (id, state, gen, template, node, created, memory_mib,"
+		    " vcpus, labels, updated, env, want, tenant) SELECT $1, $2, $3, $4,"
 		    " $5, $6, $7, $8, $9, $6, $10, NULLIF($11, ''), $12 WHERE"
 		    QUOTA_FITS("$12", "$7", "$8"), e, "ssIssIiissss", r->id,
 		    sp_state_name(r->state), r->gen, r->template, r->node,
@@ -508,17 +519,17 @@ sp_db_sandbox_insert(struct sp_db *db, const struct sp_sandbox_row *r,
  * with e set, to not_found when there is no row.
  */
 int
-sp_db_q_one(struct sp_db_q *q, const char *what, const char *not_found,
+one_row(struct sp_db_q *q, const char *what, const char *not_found,
     int (*one)(struct sp_db_q *, void *), void *arg, struct sp_err *e)
 {
-	int rc = sp_db_q_step(q, what, e);
+	int rc = q_step(q, what, e);
 
 	if (rc == 1)
 		rc = one(q, arg) == 0 ? 0 : sp_err_sys(e, SP_E_INTERNAL,
 		    "out of memory");
 	else if (rc == 0)
 		rc = sp_err_set(e, SP_E_NOT_FOUND, 0, "%s", not_found);
-	sp_db_q_end(q);
+	q_end(q);
 	return rc;
 }
 
@@ -534,10 +545,10 @@ sp_db_sandbox_get(struct sp_db *db, const char *id, struct sp_sandbox_row *r,
 {
 	struct sp_db_q q;
 
-	if (sp_db_q_start(db, &q, "get sandbox", "SELECT " SANDBOX_COLS " FROM"
+	if (q_start(db, &q, "get sandbox", "SELECT " SANDBOX_COLS " FROM"
 	    " sandboxes WHERE id = $1", e, "s", id) == -1)
 		return -1;
-	return sp_db_q_one(&q, "get sandbox", "no such sandbox", get_sandbox, r, e);
+	return one_row(&q, "get sandbox", "no such sandbox", get_sandbox, r, e);
 }
 
 struct each_sandbox {
@@ -572,22 +583,22 @@ sp_db_sandbox_each(struct sp_db *db, int state,
 
 	if (state >= 0 && state != SP_DB_WITH_PODS)
 		name = sp_state_name(state);
-	if (sp_db_q_start(db, &q, "list sandboxes", "SELECT " SANDBOX_COLS " FROM"
+	if (q_start(db, &q, "list sandboxes", "SELECT " SANDBOX_COLS " FROM"
 	    " sandboxes WHERE ($1 IS NULL OR state = $1) AND (pool IS NULL OR"
 	    " $2 = 1) ORDER BY created, id", e, "si", name,
 	    state == SP_DB_WITH_PODS) == -1)
 		return -1;
-	return sp_db_q_each(&q, "list sandboxes", one_sandbox, &a, e);
+	return each_row(&q, "list sandboxes", one_sandbox, &a, e);
 }
 
 int
 sp_db_sandbox_delete(struct sp_db *db, const char *id, struct sp_err *e)
 {
 	/* Its snapshots' rows go with it (their subvolumes went first). */
-	if (sp_db_q_write(db, "delete snapshots", "DELETE FROM snapshots WHERE"
+	if (write_sql(db, "delete snapshots", "DELETE FROM snapshots WHERE"
 	    " id = $1", e, "s", id) == -1)
 		return -1;
-	return sp_db_q_write(db, "delete sandbox", "DELETE FROM sandboxes WHERE"
+	return write_sql(db, "delete sandbox", "DELETE FROM sandboxes WHERE"
 	    " id = $1", e, "s", id) == -1 ? -1 : 0;
 }
 
@@ -613,7 +624,7 @@ sp_db_transition(struct sp_db *db, const char *id, enum sp_state to,
 		    (long long)expect_gen);
 		goto fail;
 	}
-	if ((n = sp_db_q_write(db, "transition", "UPDATE sandboxes SET state = $1,"
+	if ((n = write_sql(db, "transition", "UPDATE sandboxes SET state = $1,"
 	    " gen = gen + 1, updated = $2 WHERE id = $3 AND gen = $4 AND"
 	    " state = $5", e, "sIsIs", sp_state_name(to), (int64_t)time(NULL), id,
 	    r.gen, sp_state_name(r.state))) == -1)
@@ -639,7 +650,7 @@ sp_db_template_insert(struct sp_db *db, const struct sp_template_row *t,
     struct sp_err *e)
 {
 	/* Re-importing the same bytes is the same template: keep the first row. */
-	return sp_db_q_write(db, "insert template", "INSERT INTO templates (name,"
+	return write_sql(db, "insert template", "INSERT INTO templates (name,"
 	    " digest, created, disk_bytes) VALUES ($1, $2, $3, $4)"
 	    " ON CONFLICT DO NOTHING", e, "ssII", t->name, t->digest, t->created,
 	    t->disk_bytes) == -1 ? -1 : 0;
@@ -651,10 +662,10 @@ template_from(struct sp_db_q *q, void *arg)
 	struct sp_template_row *t = arg;
 
 	memset(t, 0, sizeof *t);
-	sp_db_q_copy(t->name, sizeof t->name, q, 0);
-	sp_db_q_copy(t->digest, sizeof t->digest, q, 1);
-	t->created = sp_db_q_int(q, 2);
-	t->disk_bytes = sp_db_q_int(q, 3);
+	copy_col(t->name, sizeof t->name, q, 0);
+	copy_col(t->digest, sizeof t->digest, q, 1);
+	t->created = col_int(q, 2);
+	t->disk_bytes = col_int(q, 3);
 	return 0;
 }
 
@@ -684,18 +695,18 @@ sp_db_template_get(struct sp_db *db, const char *ref, struct sp_template_row *t,
 			    "template digest must be 4 to 64 hex digits");
 	}
 	/* A digest may be given by a unique prefix, as git does. */
-	if (sp_db_q_start(db, &q, "get template", "SELECT name, digest, created,"
+	if (q_start(db, &q, "get template", "SELECT name, digest, created,"
 	    " disk_bytes FROM templates WHERE name = $1 AND ($2 IS NULL OR"
 	    " substr(digest, 1, length($2)) = $2)"
 	    " ORDER BY created DESC, rowid DESC LIMIT 2", e, "ss", name,
 	    digest) == -1)
 		return -1;
-	switch ((rc = sp_db_q_step(&q, "get template", e))) {
+	switch ((rc = q_step(&q, "get template", e))) {
 	case 1:
 		template_from(&q, t);
 		rc = 0;
 		if (digest != NULL && strlen(digest) < 64 &&
-		    (rc = sp_db_q_step(&q, "get template", e)) == 1)
+		    (rc = q_step(&q, "get template", e)) == 1)
 			rc = sp_err_set(e, SP_E_BAD_INPUT, 0, "digest prefix '%s' "
 			    "is ambiguous", digest);
 		break;
@@ -703,7 +714,7 @@ sp_db_template_get(struct sp_db *db, const char *ref, struct sp_template_row *t,
 		rc = sp_err_set(e, SP_E_NOT_FOUND, 0, "no template '%s'", name);
 		break;
 	}
-	sp_db_q_end(&q);
+	q_end(&q);
 	return rc;
 }
 
@@ -730,17 +741,17 @@ sp_db_template_each(struct sp_db *db,
 	struct each_template a = { fn, arg };
 	struct sp_db_q q;
 
-	if (sp_db_q_start(db, &q, "list templates", "SELECT name, digest, created,"
+	if (q_start(db, &q, "list templates", "SELECT name, digest, created,"
 	    " disk_bytes FROM templates ORDER BY name, created", e, "") == -1)
 		return -1;
-	return sp_db_q_each(&q, "list templates", one_template, &a, e);
+	return each_row(&q, "list templates", one_template, &a, e);
 }
 
 int
 sp_db_template_delete(struct sp_db *db, const char *name, const char *digest,
     struct sp_err *e)
 {
-	return sp_db_q_write(db, "delete template", "DELETE FROM templates WHERE"
+	return write_sql(db, "delete template", "DELETE FROM templates WHERE"
 	    " name = $1 AND digest = $2", e, "ss", name, digest) == -1 ? -1 : 0;
 }
 
@@ -748,7 +759,7 @@ int
 sp_db_pool_set(struct sp_db *db, const char *template, int size,
     int memory_mib, int vcpus, struct sp_err *e)
 {
-	return sp_db_q_write(db, "set pool", "INSERT INTO pools (template, size,"
+	return write_sql(db, "set pool", "INSERT INTO pools (template, size,"
 	    " memory_mib, vcpus) VALUES ($1, $2, $3, $4) ON CONFLICT (template)"
 	    " DO UPDATE SET size = $2, memory_mib = $3, vcpus = $4", e, "siii",
 	    template, size, memory_mib, vcpus) == -1 ? -1 : 0;
@@ -758,7 +769,7 @@ int
 sp_db_pool_drop(struct sp_db *db, const char *template, struct sp_err *e)
 {
 	/* Only while it still asks for nothing: a set in between wins. */
-	return sp_db_q_write(db, "drop pool", "DELETE FROM pools WHERE template = $1"
+	return write_sql(db, "drop pool", "DELETE FROM pools WHERE template = $1"
 	    " AND size = 0", e, "s", template) == -1 ? -1 : 0;
 }
 
@@ -774,11 +785,11 @@ one_pool(struct sp_db_q *q, void *arg)
 	struct sp_pool_row p;
 
 	memset(&p, 0, sizeof p);
-	sp_db_q_copy(p.template, sizeof p.template, q, 0);
-	p.size = (int)sp_db_q_int(q, 1);
-	p.memory_mib = (int)sp_db_q_int(q, 2);
-	p.vcpus = (int)sp_db_q_int(q, 3);
-	p.ready = (int)sp_db_q_int(q, 4);
+	copy_col(p.template, sizeof p.template, q, 0);
+	p.size = (int)col_int(q, 1);
+	p.memory_mib = (int)col_int(q, 2);
+	p.vcpus = (int)col_int(q, 3);
+	p.ready = (int)col_int(q, 4);
 	return a->fn(&p, a->arg) == -1 ? -1 : 0;
 }
 
@@ -789,19 +800,19 @@ sp_db_pool_each(struct sp_db *db, const char *node,
 	struct each_pool a = { fn, arg };
 	struct sp_db_q q;
 
-	if (sp_db_q_start(db, &q, "list pools", "SELECT template, size, memory_mib,"
+	if (q_start(db, &q, "list pools", "SELECT template, size, memory_mib,"
 	    " vcpus, (SELECT count(*) FROM sandboxes WHERE pool = pools.template"
 	    " AND state = 'paused' AND ($1 IS NULL OR node = $1)) FROM pools"
 	    " ORDER BY template", e, "s", node) == -1)
 		return -1;
-	return sp_db_q_each(&q, "list pools", one_pool, &a, e);
+	return each_row(&q, "list pools", one_pool, &a, e);
 }
 
 int
 sp_db_pod_mark(struct sp_db *db, const char *id, const char *pool,
     struct sp_err *e)
 {
-	return sp_db_q_write(db, "mark pod", "UPDATE sandboxes SET pool = $1 WHERE"
+	return write_sql(db, "mark pod", "UPDATE sandboxes SET pool = $1 WHERE"
 	    " id = $2", e, "ss", pool, id) == -1 ? -1 : 0;
 }
 
@@ -822,7 +833,7 @@ sp_db_pod_claim(struct sp_db *db, const char *node, const char *pool,
 	 * (on PostgreSQL the pod picked is locked, and a racer picks another).
 	 * Only this node's pods: a pod is a VM here.
 	 * It is creating until it has woken and been told who it is. */
-	if (sp_db_q_start(db, &q, "claim pod", "UPDATE sandboxes SET pool = NULL,"
+	if (q_start(db, &q, "claim pod", "UPDATE sandboxes SET pool = NULL,"
 	    " state = 'creating', gen = gen + 1, updated = $6, labels = $5,"
 	    " created = $6, env = $7, tenant = NULLIF($9, '') WHERE id = (SELECT"
 	    " id FROM sandboxes WHERE pool = $1 AND template = $2 AND"
@@ -835,9 +846,9 @@ sp_db_pod_claim(struct sp_db *db, const char *node, const char *pool,
 		tenant_unlock(db, own, 0, e);
 		return -1;
 	}
-	if ((rc = sp_db_q_step(&q, "claim pod", e)) == 1)
-		sp_db_q_copy(id, SP_ID_LEN + 1, &q, 0);
-	sp_db_q_end(&q);
+	if ((rc = q_step(&q, "claim pod", e)) == 1)
+		copy_col(id, SP_ID_LEN + 1, &q, 0);
+	q_end(&q);
 	if (rc == -1) {
 		tenant_unlock(db, own, 0, e);
 		return -1;
@@ -845,14 +856,14 @@ sp_db_pod_claim(struct sp_db *db, const char *node, const char *pool,
 	/* No pod taken: because of the quota?  Then a fresh create would be
 	 * refused too. */
 	if (rc == 0 && quota) {
-		if (sp_db_q_start(db, &q, "check quota", "SELECT 1 WHERE"
+		if (q_start(db, &q, "check quota", "SELECT 1 WHERE"
 		    QUOTA_FITS("$1", "$2", "$3"), e, "sii", tenant, memory_mib,
 		    vcpus) == -1) {
 			tenant_unlock(db, own, 0, e);
 			return -1;
 		}
-		fits = sp_db_q_step(&q, "check quota", e);
-		sp_db_q_end(&q);
+		fits = q_step(&q, "check quota", e);
+		q_end(&q);
 		if (fits != 1) {
 			if (fits == 0)
 				quota_exceeded(db, tenant, e);
@@ -871,18 +882,18 @@ sp_db_pods_each(struct sp_db *db, const char *pool, const char *node,
 	struct each_sandbox a = { fn, arg };
 	struct sp_db_q q;
 
-	if (sp_db_q_start(db, &q, "list pods", "SELECT " SANDBOX_COLS " FROM sandboxes"
+	if (q_start(db, &q, "list pods", "SELECT " SANDBOX_COLS " FROM sandboxes"
 	    " WHERE pool = $1 AND ($2 IS NULL OR node = $2) ORDER BY created, id",
 	    e, "ss", pool, node) == -1)
 		return -1;
-	return sp_db_q_each(&q, "list pods", one_sandbox, &a, e);
+	return each_row(&q, "list pods", one_sandbox, &a, e);
 }
 
 int
 sp_db_source_set(struct sp_db *db, const struct sp_source_row *r,
     struct sp_err *e)
 {
-	return sp_db_q_write(db, "set source", "INSERT INTO template_sources (name,"
+	return write_sql(db, "set source", "INSERT INTO template_sources (name,"
 	    " rootfs, kernel, initrd, added) VALUES ($1, $2, $3, $4, $5) ON"
 	    " CONFLICT (name) DO UPDATE SET rootfs = $2, kernel = $3,"
 	    " initrd = $4, added = $5", e, "ssssI", r->name, r->rootfs, r->kernel,
@@ -895,10 +906,10 @@ source_from(struct sp_db_q *q, void *arg)
 	struct sp_source_row *r = arg;
 
 	memset(r, 0, sizeof *r);
-	sp_db_q_copy(r->name, sizeof r->name, q, 0);
-	sp_db_q_copy(r->rootfs, sizeof r->rootfs, q, 1);
-	sp_db_q_copy(r->kernel, sizeof r->kernel, q, 2);
-	sp_db_q_copy(r->initrd, sizeof r->initrd, q, 3);
+	copy_col(r->name, sizeof r->name, q, 0);
+	copy_col(r->rootfs, sizeof r->rootfs, q, 1);
+	copy_col(r->kernel, sizeof r->kernel, q, 2);
+	copy_col(r->initrd, sizeof r->initrd, q, 3);
 	return 0;
 }
 
@@ -910,17 +921,17 @@ sp_db_source_get(struct sp_db *db, const char *name, struct sp_source_row *r,
 	struct sp_db_q q;
 
 	snprintf(not_found, sizeof not_found, "no template or source '%s'", name);
-	if (sp_db_q_start(db, &q, "get source", "SELECT name, rootfs, kernel, initrd"
+	if (q_start(db, &q, "get source", "SELECT name, rootfs, kernel, initrd"
 	    " FROM template_sources WHERE name = $1", e, "s", name) == -1)
 		return -1;
-	return sp_db_q_one(&q, "get source", not_found, source_from, r, e);
+	return one_row(&q, "get source", not_found, source_from, r, e);
 }
 
 int
 sp_db_sandbox_set_recovered(struct sp_db *db, const char *id, const char *json,
     struct sp_err *e)
 {
-	return sp_db_q_write(db, "set recovered", "UPDATE sandboxes SET recovered"
+	return write_sql(db, "set recovered", "UPDATE sandboxes SET recovered"
 	    " = $2 WHERE id = $1", e, "ss", id, json) == -1 ? -1 : 0;
 }
 
@@ -935,15 +946,15 @@ snap_from(struct sp_db_q *q, void *arg)
 	struct sp_snap_row *r = arg;
 
 	memset(r, 0, sizeof *r);
-	sp_db_q_copy(r->id, sizeof r->id, q, 0);
-	sp_db_q_copy(r->snap, sizeof r->snap, q, 1);
-	sp_db_q_copy(r->kind, sizeof r->kind, q, 2);
-	r->taken = sp_db_q_int(q, 3);
-	sp_db_q_copy(r->tag, sizeof r->tag, q, 4);
-	sp_db_q_copy(r->state, sizeof r->state, q, 5);
-	r->ms = sp_db_q_int(q, 6);
-	r->paused_ms = sp_db_q_text(q, 7) == NULL ? -1 : sp_db_q_int(q, 7);
-	sp_db_q_copy(r->remote, sizeof r->remote, q, 8);
+	copy_col(r->id, sizeof r->id, q, 0);
+	copy_col(r->snap, sizeof r->snap, q, 1);
+	copy_col(r->kind, sizeof r->kind, q, 2);
+	r->taken = col_int(q, 3);
+	copy_col(r->tag, sizeof r->tag, q, 4);
+	copy_col(r->state, sizeof r->state, q, 5);
+	r->ms = col_int(q, 6);
+	r->paused_ms = col_text(q, 7) == NULL ? -1 : col_int(q, 7);
+	copy_col(r->remote, sizeof r->remote, q, 8);
 	return 0;
 }
 
@@ -951,7 +962,7 @@ int
 sp_db_snap_insert(struct sp_db *db, const struct sp_snap_row *r,
     struct sp_err *e)
 {
-	return sp_db_q_write(db, "insert snapshot", "INSERT INTO snapshots (id,"
+	return write_sql(db, "insert snapshot", "INSERT INTO snapshots (id,"
 	    " snap, kind, taken, tag, state) VALUES ($1, $2, $3, $4,"
 	    " NULLIF($5, ''), $6)", e, "sssIss", r->id, r->snap, r->kind,
 	    r->taken, r->tag, r->state) == -1 ? -1 : 0;
@@ -961,7 +972,7 @@ int
 sp_db_snap_ready(struct sp_db *db, const struct sp_snap_row *r,
     struct sp_err *e)
 {
-	return sp_db_q_write(db, "snapshot ready", "UPDATE snapshots SET state ="
+	return write_sql(db, "snapshot ready", "UPDATE snapshots SET state ="
 	    " 'ready', ms = $3, paused_ms = NULLIF($4, -1) WHERE id = $1 AND"
 	    " snap = $2", e, "ssII", r->id, r->snap, r->ms, r->paused_ms) == -1 ?
 	    -1 : 0;
@@ -971,7 +982,7 @@ int
 sp_db_snap_delete(struct sp_db *db, const char *id, const char *snap,
     struct sp_err *e)
 {
-	return sp_db_q_write(db, "delete snapshot", "DELETE FROM snapshots WHERE"
+	return write_sql(db, "delete snapshot", "DELETE FROM snapshots WHERE"
 	    " id = $1 AND snap = $2", e, "ss", id, snap) == -1 ? -1 : 0;
 }
 
@@ -983,10 +994,10 @@ sp_db_snap_get(struct sp_db *db, const char *id, const char *snap,
 	struct sp_db_q q;
 
 	snprintf(not_found, sizeof not_found, "no snapshot %.40s of %s", snap, id);
-	if (sp_db_q_start(db, &q, "get snapshot", "SELECT " SNAP_COLS " FROM snapshots"
+	if (q_start(db, &q, "get snapshot", "SELECT " SNAP_COLS " FROM snapshots"
 	    " WHERE id = $1 AND snap = $2", e, "ss", id, snap) == -1)
 		return -1;
-	return sp_db_q_one(&q, "get snapshot", not_found, snap_from, r, e);
+	return one_row(&q, "get snapshot", not_found, snap_from, r, e);
 }
 
 struct each_snap {
@@ -1011,19 +1022,19 @@ sp_db_snap_each(struct sp_db *db, const char *id, const char *node,
 	struct each_snap a = { fn, arg };
 	struct sp_db_q q;
 
-	if (sp_db_q_start(db, &q, "list snapshots", "SELECT " SNAP_COLS " FROM"
+	if (q_start(db, &q, "list snapshots", "SELECT " SNAP_COLS " FROM"
 	    " snapshots WHERE ($1 IS NULL OR id = $1) AND ($2 IS NULL OR id IN"
 	    " (SELECT id FROM sandboxes WHERE node = $2))"
 	    " ORDER BY id, taken, rowid", e, "ss", id, node) == -1)
 		return -1;
-	return sp_db_q_each(&q, "list snapshots", one_snap, &a, e);
+	return each_row(&q, "list snapshots", one_snap, &a, e);
 }
 
 int
 sp_db_snap_set_remote(struct sp_db *db, const char *id, const char *snap,
     const char *remote, struct sp_err *e)
 {
-	return sp_db_q_write(db, "snapshot remote", "UPDATE snapshots SET remote ="
+	return write_sql(db, "snapshot remote", "UPDATE snapshots SET remote ="
 	    " NULLIF($3, '') WHERE id = $1 AND snap = $2", e, "sss", id, snap,
 	    remote ? remote : "") == -1 ? -1 : 0;
 }
@@ -1032,7 +1043,7 @@ int
 sp_db_sandbox_place(struct sp_db *db, const char *id, const char *node,
     const char *want, struct sp_err *e)
 {
-	return sp_db_q_write(db, "place sandbox", "UPDATE sandboxes SET node = $2,"
+	return write_sql(db, "place sandbox", "UPDATE sandboxes SET node = $2,"
 	    " want = NULLIF($3, ''), want_error = NULL, placed = CASE WHEN"
 	    " node = $2 THEN placed END WHERE id = $1", e, "sss", id, node,
 	    want ? want : "") == -1 ? -1 : 0;
@@ -1048,7 +1059,7 @@ text_from(struct sp_db_q *q, void *arg)
 {
 	struct text_out *t = arg;
 
-	sp_db_q_copy(t->out, t->n, q, 0);
+	copy_col(t->out, t->n, q, 0);
 	return 0;
 }
 
@@ -1056,7 +1067,7 @@ int
 sp_db_tenant_key_set(struct sp_db *db, const char *tenant, const char *keyref,
     struct sp_err *e)
 {
-	return sp_db_q_write(db, "set tenant key", "INSERT INTO tenant_keys (tenant,"
+	return write_sql(db, "set tenant key", "INSERT INTO tenant_keys (tenant,"
 	    " keyref, updated) VALUES ($1, $2, $3) ON CONFLICT (tenant) DO"
 	    " UPDATE SET keyref = $2, updated = $3", e, "ssI", tenant, keyref,
 	    (int64_t)time(NULL)) == -1 ? -1 : 0;
@@ -1071,10 +1082,10 @@ sp_db_tenant_key_get(struct sp_db *db, const char *tenant, char *out,
 	struct sp_db_q q;
 
 	snprintf(not_found, sizeof not_found, "no key for tenant %s", tenant);
-	if (sp_db_q_start(db, &q, "get tenant key", "SELECT keyref FROM tenant_keys"
+	if (q_start(db, &q, "get tenant key", "SELECT keyref FROM tenant_keys"
 	    " WHERE tenant = $1", e, "s", tenant) == -1)
 		return -1;
-	return sp_db_q_one(&q, "get tenant key", not_found, text_from, &t, e);
+	return one_row(&q, "get tenant key", not_found, text_from, &t, e);
 }
 
 struct each_key {
@@ -1087,7 +1098,7 @@ one_key(struct sp_db_q *q, void *arg)
 {
 	struct each_key *a = arg;
 
-	return a->fn(sp_db_q_text(q, 0), sp_db_q_text(q, 1), sp_db_q_int(q, 2),
+	return a->fn(col_text(q, 0), col_text(q, 1), col_int(q, 2),
 	    a->arg) == -1 ? -1 : 0;
 }
 
@@ -1099,16 +1110,16 @@ sp_db_tenant_key_each(struct sp_db *db,
 	struct each_key a = { fn, arg };
 	struct sp_db_q q;
 
-	if (sp_db_q_start(db, &q, "list tenant keys", "SELECT tenant, keyref, updated"
+	if (q_start(db, &q, "list tenant keys", "SELECT tenant, keyref, updated"
 	    " FROM tenant_keys ORDER BY tenant", e, "") == -1)
 		return -1;
-	return sp_db_q_each(&q, "list tenant keys", one_key, &a, e);
+	return each_row(&q, "list tenant keys", one_key, &a, e);
 }
 
 int
 sp_db_snap_drop_local(struct sp_db *db, const char *id, struct sp_err *e)
 {
-	return sp_db_q_write(db, "drop local snapshots", "DELETE FROM snapshots"
+	return write_sql(db, "drop local snapshots", "DELETE FROM snapshots"
 	    " WHERE id = $1 AND remote IS NULL", e, "s", id) == -1 ? -1 : 0;
 }
 
@@ -1119,7 +1130,7 @@ sp_db_node_beat(struct sp_db *db, const struct sp_node_row *n, int lease_s,
     struct sp_err *e)
 {
 	/* A draining node stays draining: its beat does not touch state. */
-	return sp_db_q_write(db, "node beat", "INSERT INTO nodes (name, root, seen,"
+	return write_sql(db, "node beat", "INSERT INTO nodes (name, root, seen,"
 	    " lease_until, memory_mib, vcpus, disk_free, virt, templates) VALUES"
 	    " ($1, $2, space_now(), space_now() + $3, $4, $5, $6, $7, $8)"
 	    " ON CONFLICT (name) DO UPDATE SET root = $2, seen = space_now(),"
@@ -1151,19 +1162,19 @@ node_from(struct sp_db_q *q, void *arg)
 	const char *s;
 
 	memset(n, 0, sizeof *n);
-	sp_db_q_copy(n->name, sizeof n->name, q, 0);
-	sp_db_q_copy(n->root, sizeof n->root, q, 1);
-	sp_db_q_copy(n->state, sizeof n->state, q, 2);
-	n->memory_mib = sp_db_q_int(q, 3);
-	n->vcpus = sp_db_q_int(q, 4);
-	n->disk_free = sp_db_q_int(q, 5);
-	sp_db_q_copy(n->virt, sizeof n->virt, q, 6);
-	s = sp_db_q_text(q, 7);
-	n->lease_left = sp_db_q_int(q, 8);
-	n->seen = sp_db_q_int(q, 9);
-	n->sandboxes = sp_db_q_int(q, 10);
-	n->memory_used_mib = sp_db_q_int(q, 11);
-	n->vcpus_used = sp_db_q_int(q, 12);
+	copy_col(n->name, sizeof n->name, q, 0);
+	copy_col(n->root, sizeof n->root, q, 1);
+	copy_col(n->state, sizeof n->state, q, 2);
+	n->memory_mib = col_int(q, 3);
+	n->vcpus = col_int(q, 4);
+	n->disk_free = col_int(q, 5);
+	copy_col(n->virt, sizeof n->virt, q, 6);
+	s = col_text(q, 7);
+	n->lease_left = col_int(q, 8);
+	n->seen = col_int(q, 9);
+	n->sandboxes = col_int(q, 10);
+	n->memory_used_mib = col_int(q, 11);
+	n->vcpus_used = col_int(q, 12);
 	return (n->templates = strdup(s ? s : "[]")) == NULL ? -1 : 0;
 }
 
@@ -1175,10 +1186,10 @@ sp_db_node_get(struct sp_db *db, const char *name, struct sp_node_row *n,
 	struct sp_db_q q;
 
 	snprintf(not_found, sizeof not_found, "no node '%.63s'", name);
-	if (sp_db_q_start(db, &q, "get node", "SELECT " NODE_COLS " FROM nodes WHERE"
+	if (q_start(db, &q, "get node", "SELECT " NODE_COLS " FROM nodes WHERE"
 	    " name = $1", e, "s", name) == -1)
 		return -1;
-	return sp_db_q_one(&q, "get node", not_found, node_from, n, e);
+	return one_row(&q, "get node", not_found, node_from, n, e);
 }
 
 struct each_node {
@@ -1207,17 +1218,17 @@ sp_db_node_each(struct sp_db *db, int (*fn)(const struct sp_node_row *, void *),
 	struct each_node a = { fn, arg };
 	struct sp_db_q q;
 
-	if (sp_db_q_start(db, &q, "list nodes", "SELECT " NODE_COLS " FROM nodes"
+	if (q_start(db, &q, "list nodes", "SELECT " NODE_COLS " FROM nodes"
 	    " ORDER BY name", e, "") == -1)
 		return -1;
-	return sp_db_q_each(&q, "list nodes", one_node, &a, e);
+	return each_row(&q, "list nodes", one_node, &a, e);
 }
 
 int
 sp_db_node_set_state(struct sp_db *db, const char *name, const char *state,
     struct sp_err *e)
 {
-	int64_t n = sp_db_q_write(db, "set node state", "UPDATE nodes SET state = $2"
+	int64_t n = write_sql(db, "set node state", "UPDATE nodes SET state = $2"
 	    " WHERE name = $1", e, "ss", name, state);
 
 	if (n == 0)
@@ -1233,7 +1244,7 @@ sp_db_node_forget(struct sp_db *db, const char *name, struct sp_err *e)
 
 	/* In one statement, so a node that beats or is given a sandbox in
 	 * between is kept; the read after only says why. */
-	gone = sp_db_q_write(db, "forget node", "DELETE FROM nodes WHERE name = $1"
+	gone = write_sql(db, "forget node", "DELETE FROM nodes WHERE name = $1"
 	    " AND lease_until <= space_now() AND NOT EXISTS (SELECT 1 FROM"
 	    " sandboxes WHERE node = $1 AND state <> 'destroyed')", e, "s", name);
 	if (gone != 0)
@@ -1260,7 +1271,7 @@ one_pods(struct sp_db_q *q, void *arg)
 {
 	struct each_pods *a = arg;
 
-	return a->fn(sp_db_q_text(q, 0), sp_db_q_int(q, 1), a->arg) == -1 ? -1 : 0;
+	return a->fn(col_text(q, 0), col_int(q, 1), a->arg) == -1 ? -1 : 0;
 }
 
 int
@@ -1271,11 +1282,11 @@ sp_db_node_pods_each(struct sp_db *db, const char *node,
 	struct each_pods a = { fn, arg };
 	struct sp_db_q q;
 
-	if (sp_db_q_start(db, &q, "count pods", "SELECT pool, count(*) FROM sandboxes"
+	if (q_start(db, &q, "count pods", "SELECT pool, count(*) FROM sandboxes"
 	    " WHERE node = $1 AND pool IS NOT NULL AND state = 'paused'"
 	    " GROUP BY pool ORDER BY pool", e, "s", node) == -1)
 		return -1;
-	return sp_db_q_each(&q, "count pods", one_pods, &a, e);
+	return each_row(&q, "count pods", one_pods, &a, e);
 }
 
 struct each_kind {
@@ -1287,10 +1298,10 @@ static int
 one_kind(struct sp_db_q *q, void *arg)
 {
 	struct each_kind *a = arg;
-	const char *node = sp_db_q_text(q, 0), *t = sp_db_q_text(q, 1);
+	const char *node = col_text(q, 0), *t = col_text(q, 1);
 
-	return a->fn(node ? node : "", t ? t : "", (int)sp_db_q_int(q, 2),
-	    (int)sp_db_q_int(q, 3), sp_db_q_int(q, 4), a->arg) == -1 ? -1 : 0;
+	return a->fn(node ? node : "", t ? t : "", (int)col_int(q, 2),
+	    (int)col_int(q, 3), col_int(q, 4), a->arg) == -1 ? -1 : 0;
 }
 
 int
@@ -1301,12 +1312,12 @@ sp_db_pod_kinds_each(struct sp_db *db, int (*fn)(const char *node,
 	struct each_kind a = { fn, arg };
 	struct sp_db_q q;
 
-	if (sp_db_q_start(db, &q, "count pods", "SELECT node, template, memory_mib,"
+	if (q_start(db, &q, "count pods", "SELECT node, template, memory_mib,"
 	    " vcpus, count(*) FROM sandboxes WHERE pool IS NOT NULL AND"
 	    " state = 'paused' GROUP BY node, template, memory_mib, vcpus", e,
 	    "") == -1)
 		return -1;
-	return sp_db_q_each(&q, "count pods", one_kind, &a, e);
+	return each_row(&q, "count pods", one_kind, &a, e);
 }
 
 int
@@ -1317,12 +1328,12 @@ sp_db_node_takes(struct sp_db *db, const char *name, struct sp_err *e)
 	struct sp_db_q q;
 	int rc;
 
-	if (sp_db_q_start(db, &q, "node state", "SELECT state FROM nodes WHERE"
+	if (q_start(db, &q, "node state", "SELECT state FROM nodes WHERE"
 	    " name = $1", e, "s", name) == -1)
 		return -1;
-	if ((rc = sp_db_q_step(&q, "node state", e)) == 1)
+	if ((rc = q_step(&q, "node state", e)) == 1)
 		text_from(&q, &t);
-	sp_db_q_end(&q);
+	q_end(&q);
 	if (rc == -1)
 		return -1;
 	if (strcmp(state, "draining") == 0)
@@ -1337,7 +1348,7 @@ int
 sp_db_sandbox_wish(struct sp_db *db, const char *id, const char *want,
     struct sp_err *e)
 {
-	int64_t n = sp_db_q_write(db, "record wish", "UPDATE sandboxes SET want = $2,"
+	int64_t n = write_sql(db, "record wish", "UPDATE sandboxes SET want = $2,"
 	    " want_error = NULL WHERE id = $1", e, "ss", id, want);
 
 	if (n == 0)
@@ -1351,10 +1362,10 @@ sp_db_sandbox_wish_done(struct sp_db *db, const char *id, const char *want,
 {
 	/* Only the wish carried out: one made since stays. */
 	if (error == NULL)
-		return sp_db_q_write(db, "wish done", "UPDATE sandboxes SET want = NULL,"
+		return write_sql(db, "wish done", "UPDATE sandboxes SET want = NULL,"
 		    " want_error = NULL WHERE id = $1 AND want = $2", e, "ss", id,
 		    want) == -1 ? -1 : 0;
-	return sp_db_q_write(db, "wish failed", "UPDATE sandboxes SET want_error = $3"
+	return write_sql(db, "wish failed", "UPDATE sandboxes SET want_error = $3"
 	    " WHERE id = $1 AND want = $2", e, "sss", id, want, error) == -1 ?
 	    -1 : 0;
 }
@@ -1367,12 +1378,12 @@ sp_db_wishes_each(struct sp_db *db, const char *node, int failed_too,
 	struct each_sandbox a = { fn, arg };
 	struct sp_db_q q;
 
-	if (sp_db_q_start(db, &q, "list wishes", "SELECT " SANDBOX_COLS " FROM"
+	if (q_start(db, &q, "list wishes", "SELECT " SANDBOX_COLS " FROM"
 	    " sandboxes WHERE node = $1 AND want IS NOT NULL AND (want_error IS"
 	    " NULL OR $2 = 1) ORDER BY updated, id", e, "si", node,
 	    failed_too) == -1)
 		return -1;
-	return sp_db_q_each(&q, "list wishes", one_sandbox, &a, e);
+	return each_row(&q, "list wishes", one_sandbox, &a, e);
 }
 
 int
@@ -1392,7 +1403,7 @@ sp_db_wait(struct sp_db *db, int timeout_ms, struct sp_err *e)
 int
 sp_db_begin(struct sp_db *db, struct sp_err *e)
 {
-	if (sp_db_q_write(db, "begin", db->ops->begin, e, "") == -1)
+	if (write_sql(db, "begin", db->ops->begin, e, "") == -1)
 		return -1;
 	db->txn = 1;
 	return 0;
@@ -1402,7 +1413,7 @@ int
 sp_db_commit(struct sp_db *db, struct sp_err *e)
 {
 	db->txn = 0;
-	return sp_db_q_write(db, "commit", "COMMIT", e, "") == -1 ? -1 : 0;
+	return write_sql(db, "commit", "COMMIT", e, "") == -1 ? -1 : 0;
 }
 
 void
@@ -1411,13 +1422,13 @@ sp_db_rollback(struct sp_db *db)
 	struct sp_err ignored;
 
 	db->txn = 0;
-	sp_db_q_write(db, "rollback", "ROLLBACK", &ignored, "");
+	write_sql(db, "rollback", "ROLLBACK", &ignored, "");
 }
 
 int
 sp_db_schedule_turn(struct sp_db *db, struct sp_err *e)
 {
-	return sp_db_q_write(db, "take the scheduler's turn", "UPDATE scheduler SET"
+	return write_sql(db, "take the scheduler's turn", "UPDATE scheduler SET"
 	    " passes = passes + 1 WHERE one = 1", e, "") == -1 ? -1 : 0;
 }
 
@@ -1431,18 +1442,18 @@ sp_db_unplaced_each(struct sp_db *db, int limit,
 
 	/* Each is locked for this transaction; another scheduler passes
 	 * over it to the next. */
-	if (sp_db_q_start(db, &q, "list unplaced", "SELECT " SANDBOX_COLS " FROM"
+	if (q_start(db, &q, "list unplaced", "SELECT " SANDBOX_COLS " FROM"
 	    " sandboxes WHERE node = '' AND want IS NOT NULL ORDER BY created, id"
 	    " LIMIT $1 FOR UPDATE SKIP LOCKED", e, "i", limit) == -1)
 		return -1;
-	return sp_db_q_each(&q, "list unplaced", one_sandbox, &a, e);
+	return each_row(&q, "list unplaced", one_sandbox, &a, e);
 }
 
 int
 sp_db_sandbox_place_by(struct sp_db *db, const char *id, const char *node,
     const char *placed, struct sp_err *e)
 {
-	int64_t n = sp_db_q_write(db, "place", "UPDATE sandboxes SET node = $2,"
+	int64_t n = write_sql(db, "place", "UPDATE sandboxes SET node = $2,"
 	    " placed = $3 WHERE id = $1 AND node = ''", e, "sss", id, node,
 	    placed);
 
@@ -1455,11 +1466,11 @@ int
 sp_db_pod_taken_for(struct sp_db *db, const char *pod, const char *row,
     const char *placed, struct sp_err *e)
 {
-	if (sp_db_q_write(db, "wish the pod running", "UPDATE sandboxes SET want ="
+	if (write_sql(db, "wish the pod running", "UPDATE sandboxes SET want ="
 	    " 'running', want_error = NULL, placed = $2 WHERE id = $1", e, "ss",
 	    pod, placed) == -1)
 		return -1;
-	return sp_db_q_write(db, "drop the row the pod stands for", "DELETE FROM"
+	return write_sql(db, "drop the row the pod stands for", "DELETE FROM"
 	    " sandboxes WHERE id = $1 AND node = ''", e, "s", row) == -1 ? -1 : 0;
 }
 
@@ -1467,12 +1478,12 @@ int
 sp_db_snap_supersede(struct sp_db *db, const char *id, const char *keep,
     struct sp_err *e)
 {
-	return sp_db_q_write(db, "supersede", "UPDATE snapshots SET remote ="
+	return write_sql(db, "supersede", "UPDATE snapshots SET remote ="
 	    " 'superseded' WHERE id = $1 AND remote = 'restorable' AND snap <>"
 	    " $2", e, "ss", id, keep ? keep : "") == -1 ? -1 : 0;
 }
 
-/* Each id an UPDATE ... RETURNING id gave, to fn (through sp_db_q_each). */
+/* Each id an UPDATE ... RETURNING id gave, to fn (through each_row). */
 struct each_id {
 	int (*fn)(const char *, void *);
 	void *arg;
@@ -1483,7 +1494,7 @@ one_id(struct sp_db_q *q, void *arg)
 {
 	struct each_id *a = arg;
 
-	return a->fn(sp_db_q_text(q, 0), a->arg) == -1 ? -1 : 0;
+	return a->fn(col_text(q, 0), a->arg) == -1 ? -1 : 0;
 }
 
 int
@@ -1495,16 +1506,16 @@ sp_db_node_lose(struct sp_db *db, const char *node,
 
 	/* Its pods are nobody's: their rows go (the VMs, if the node comes
 	 * back, are orphans there). */
-	if (sp_db_q_write(db, "drop lost pods", "DELETE FROM sandboxes WHERE node = $1"
+	if (write_sql(db, "drop lost pods", "DELETE FROM sandboxes WHERE node = $1"
 	    " AND pool IS NOT NULL", e, "s", node) == -1)
 		return -1;
-	if (sp_db_q_start(db, &q, "mark lost", "UPDATE sandboxes SET state = 'lost',"
+	if (q_start(db, &q, "mark lost", "UPDATE sandboxes SET state = 'lost',"
 	    " gen = gen + 1, updated = space_now() WHERE node = $1 AND state IN"
 	    " ('creating', 'running', 'paused', 'stopped', 'suspending',"
 	    " 'restoring', 'failed', 'recovering') RETURNING id", e, "s",
 	    node) == -1)
 		return -1;
-	return sp_db_q_each(&q, "mark lost", one_id, &a, e);
+	return each_row(&q, "mark lost", one_id, &a, e);
 }
 
 int
@@ -1514,13 +1525,13 @@ sp_db_lost_recover(struct sp_db *db, const char *node,
 	struct each_id a = { fn, arg };
 	struct sp_db_q q;
 
-	if (sp_db_q_start(db, &q, "recover lost", "UPDATE sandboxes SET node = '',"
+	if (q_start(db, &q, "recover lost", "UPDATE sandboxes SET node = '',"
 	    " want = 'running', want_error = NULL, placed = NULL WHERE node = $1"
 	    " AND state = 'lost' AND EXISTS (SELECT 1 FROM snapshots WHERE"
 	    " snapshots.id = sandboxes.id AND remote = 'restorable')"
 	    " RETURNING id", e, "s", node) == -1)
 		return -1;
-	return sp_db_q_each(&q, "recover lost", one_id, &a, e);
+	return each_row(&q, "recover lost", one_id, &a, e);
 }
 
 /* ---- documents, rates and the audit: the credential store's and the
@@ -1535,18 +1546,18 @@ sp_db_doc_get(struct sp_db *db, const char *kind, const char *scope,
 	int r;
 
 	*body = NULL;
-	if (sp_db_q_start(db, &q, "get document", "SELECT body FROM documents WHERE"
+	if (q_start(db, &q, "get document", "SELECT body FROM documents WHERE"
 	    " kind = $1 AND scope = $2 AND name = $3", e, "sss", kind, scope,
 	    name) == -1)
 		return -1;
-	if ((r = sp_db_q_step(&q, "get document", e)) == 1) {
-		s = sp_db_q_text(&q, 0);
+	if ((r = q_step(&q, "get document", e)) == 1) {
+		s = col_text(&q, 0);
 		if ((*body = strdup(s != NULL ? s : "")) == NULL)
 			r = sp_err_sys(e, SP_E_NOMEM, "get document");
 	} else if (r == 0)
 		r = sp_err_set(e, SP_E_NOT_FOUND, 0, "no %s %s in %s", kind,
 		    name, scope);
-	sp_db_q_end(&q);
+	q_end(&q);
 	return r == 1 ? 0 : -1;
 }
 
@@ -1554,7 +1565,7 @@ int
 sp_db_doc_put(struct sp_db *db, const char *kind, const char *scope,
     const char *name, const char *body, int replace, struct sp_err *e)
 {
-	return sp_db_q_write(db, "put document", replace ?
+	return write_sql(db, "put document", replace ?
 	    "INSERT INTO documents (kind, scope, name, body) VALUES ($1, $2,"
 	    " $3, $4) ON CONFLICT (kind, scope, name) DO UPDATE SET body = $4" :
 	    "INSERT INTO documents (kind, scope, name, body) VALUES ($1, $2,"
@@ -1565,7 +1576,7 @@ int
 sp_db_doc_swap(struct sp_db *db, const char *kind, const char *scope,
     const char *name, const char *was, const char *body, struct sp_err *e)
 {
-	int64_t n = sp_db_q_write(db, "swap document", "UPDATE documents SET body ="
+	int64_t n = write_sql(db, "swap document", "UPDATE documents SET body ="
 	    " $5 WHERE kind = $1 AND scope = $2 AND name = $3 AND body = $4", e,
 	    "sssss", kind, scope, name, was, body);
 
@@ -1581,7 +1592,7 @@ sp_db_doc_delete(struct sp_db *db, const char *kind, const char *scope,
 {
 	int64_t n;
 
-	n = sp_db_q_write(db, "delete document", "DELETE FROM documents WHERE"
+	n = write_sql(db, "delete document", "DELETE FROM documents WHERE"
 	    " kind = $1 AND scope = $2 AND name = $3", e, "sss", kind, scope,
 	    name);
 	if (n == -1)
@@ -1601,8 +1612,8 @@ static int
 one_doc(struct sp_db_q *q, void *arg)
 {
 	struct each_doc *a = arg;
-	const char *s = sp_db_q_text(q, 0), *n = sp_db_q_text(q, 1),
-	    *b = sp_db_q_text(q, 2);
+	const char *s = col_text(q, 0), *n = col_text(q, 1),
+	    *b = col_text(q, 2);
 
 	if (a->stop == 0)
 		a->stop = a->fn(s ? s : "", n ? n : "", b ? b : "", a->arg);
@@ -1617,10 +1628,10 @@ sp_db_doc_each(struct sp_db *db, const char *kind, const char *scope,
 	struct each_doc a = { fn, arg, 0 };
 	struct sp_db_q q;
 
-	if (sp_db_q_start(db, &q, "list documents", "SELECT scope, name, body FROM"
+	if (q_start(db, &q, "list documents", "SELECT scope, name, body FROM"
 	    " documents WHERE kind = $1 AND ($2 IS NULL OR scope = $2) AND"
 	    " ($3 IS NULL OR name = $3)", e, "sss", kind, scope, name) == -1 ||
-	    sp_db_q_each(&q, "list documents", one_doc, &a, e) == -1)
+	    each_row(&q, "list documents", one_doc, &a, e) == -1)
 		return -1;
 	return a.stop;
 }
@@ -1635,15 +1646,15 @@ sp_db_rate_update(struct sp_db *db, const char *cred, const char *sandbox,
 	int tries, fresh, r;
 
 	for (tries = 0; tries < 1000; tries++) {
-		if (sp_db_q_start(db, &q, "read rate", "SELECT tokens, last FROM"
+		if (q_start(db, &q, "read rate", "SELECT tokens, last FROM"
 		    " cred_rates WHERE cred = $1 AND sandbox = $2", e, "ss",
 		    cred, sandbox) == -1)
 			return -1;
-		if ((r = sp_db_q_step(&q, "read rate", e)) == 1) {
-			tok0 = sp_db_q_int(&q, 0);
-			last0 = sp_db_q_int(&q, 1);
+		if ((r = q_step(&q, "read rate", e)) == 1) {
+			tok0 = col_int(&q, 0);
+			last0 = col_int(&q, 1);
 		}
-		sp_db_q_end(&q);
+		q_end(&q);
 		if (r == -1)
 			return -1;
 		fresh = r == 0;
@@ -1651,11 +1662,11 @@ sp_db_rate_update(struct sp_db *db, const char *cred, const char *sandbox,
 		last = fresh ? 0 : last0;
 		r = fn(&tok, &last, fresh, arg);
 		/* Written only if nobody wrote in between, else again. */
-		n = fresh ? sp_db_q_write(db, "add rate", "INSERT INTO cred_rates"
+		n = fresh ? write_sql(db, "add rate", "INSERT INTO cred_rates"
 		    " (cred, sandbox, tokens, last) VALUES ($1, $2, $3, $4)"
 		    " ON CONFLICT (cred, sandbox) DO NOTHING", e, "ssII", cred,
 		    sandbox, tok, last) :
-		    sp_db_q_write(db, "set rate", "UPDATE cred_rates SET tokens = $3,"
+		    write_sql(db, "set rate", "UPDATE cred_rates SET tokens = $3,"
 		    " last = $4 WHERE cred = $1 AND sandbox = $2 AND tokens = $5"
 		    " AND last = $6", e, "ssIIII", cred, sandbox, tok, last,
 		    tok0, last0);
@@ -1672,7 +1683,7 @@ int
 sp_db_rate_forget(struct sp_db *db, const char *cred, const char *sandbox,
     struct sp_err *e)
 {
-	return sp_db_q_write(db, "forget rates", "DELETE FROM cred_rates WHERE"
+	return write_sql(db, "forget rates", "DELETE FROM cred_rates WHERE"
 	    " ($1 IS NULL OR cred = $1) AND ($2 IS NULL OR sandbox = $2)", e,
 	    "ss", cred, sandbox) == -1 ? -1 : 0;
 }
@@ -1681,7 +1692,7 @@ int
 sp_db_audit_add(struct sp_db *db, int64_t time, const char *line,
     struct sp_err *e)
 {
-	return sp_db_q_write(db, "add audit record", "INSERT INTO cred_audit (time,"
+	return write_sql(db, "add audit record", "INSERT INTO cred_audit (time,"
 	    " line) VALUES ($1, $2)", e, "Is", time, line) == -1 ? -1 : 0;
 }
 
@@ -1695,7 +1706,7 @@ static int
 one_line(struct sp_db_q *q, void *arg)
 {
 	struct each_line *a = arg;
-	const char *s = sp_db_q_text(q, 0);
+	const char *s = col_text(q, 0);
 
 	if (a->stop == 0 && s != NULL)
 		a->stop = a->fn(s, a->arg);
@@ -1709,9 +1720,9 @@ sp_db_audit_each(struct sp_db *db, int64_t since,
 	struct each_line a = { fn, arg, 0 };
 	struct sp_db_q q;
 
-	if (sp_db_q_start(db, &q, "read audit", "SELECT line FROM cred_audit WHERE"
+	if (q_start(db, &q, "read audit", "SELECT line FROM cred_audit WHERE"
 	    " time >= $1 ORDER BY rowid", e, "I", since) == -1 ||
-	    sp_db_q_each(&q, "read audit", one_line, &a, e) == -1)
+	    each_row(&q, "read audit", one_line, &a, e) == -1)
 		return -1;
 	return a.stop;
 }
