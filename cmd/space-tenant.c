@@ -108,9 +108,9 @@ ls1(const struct sp_tenant_row *t, void *arg)
 		json_decref(o);
 		return sp_out_fail(t->name, &e) ? -1 : 0;
 	}
-	json_object_set_new(o, "uses", json_pack("{s:i, s:i, s:i, s:i}",
+	json_object_set_new(o, "uses", json_pack("{s:i, s:i, s:i, s:i, s:I}",
 	    "sandboxes", u.sandboxes, "running", u.running, "vcpus", u.vcpus,
-	    "memory_mib", u.memory_mib));
+	    "memory_mib", u.memory_mib, "disk_bytes", (json_int_t)u.disk_bytes));
 	return sp_out_json(o) == 0 ? 0 : -1;
 }
 

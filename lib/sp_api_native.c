@@ -849,11 +849,11 @@ quota(struct sp_api_call *c)
 	    sp_db_tenant_usage(c->x->db, c->tenant, &u, &e) == -1)
 		return fail(c, &e);
 	return ok(c, 200, json_pack("{s:s, s:{s:i, s:i, s:i, s:i}, s:{s:i, "
-	    "s:i, s:i, s:i}}", "tenant", t.name, "quota", "running",
+	    "s:i, s:i, s:i, s:I}}", "tenant", t.name, "quota", "running",
 	    t.max_running, "vcpus", t.max_vcpus, "memory_mib",
 	    t.max_memory_mib, "disk_gb", t.max_disk_gb, "uses", "sandboxes",
 	    u.sandboxes, "running", u.running, "vcpus", u.vcpus, "memory_mib",
-	    u.memory_mib));
+	    u.memory_mib, "disk_bytes", (json_int_t)u.disk_bytes));
 }
 
 int

@@ -261,9 +261,11 @@ struct sp_tenant_row {
 	int max_running, max_vcpus, max_memory_mib, max_disk_gb;
 };
 /* What a tenant's sandboxes take now, counted as the quotas count them:
- * running (and vcpus) of those whose VM runs, memory of those paused too. */
+ * running (and vcpus) of those whose VM runs, memory of those paused too,
+ * disk of every one (its template's disk size). */
 struct sp_tenant_usage {
 	int sandboxes, running, vcpus, memory_mib;
+	int64_t disk_bytes;
 };
 int sp_db_tenant_add(struct sp_db *db, const struct sp_tenant_row *t,
     struct sp_err *e);				/* exists */

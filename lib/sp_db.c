@@ -408,23 +408,30 @@ labels_tenant(const char *labels, char out[SP_NAME_MAX + 1])
 
 /*
  * What a statement that writes a tenant's sandbox adds to its WHERE: that
- * tenant T's quotas (0: none) still hold with one more sandbox of MEM MiB
- * and VCPUS.  Running counts the sandboxes whose VM runs (or is being
- * made, restored or recovered); memory counts the paused ones too, whose
- * memory stays taken.  A tenant not in tenants has no quota.
+ * tenant T's quotas (0: none) still hold with one more sandbox of MEM MiB,
+ * VCPUS and template TPL (name@digest).  Running counts the sandboxes whose
+ * VM runs (or is being made, restored or recovered); memory counts the
+ * paused ones too, whose memory stays taken; disk counts every sandbox the
+ * tenant has, each its template's disk size (what its guest can fill).  A
+ * tenant not in tenants has no quota.
  */
 #define QUOTA_LIVE "s.tenant = t.name AND s.pool IS NULL AND s.state IN" \
 	" ('creating', 'running', 'restoring', 'recovering')"
 #define QUOTA_HELD "s.tenant = t.name AND s.pool IS NULL AND s.state IN" \
 	" ('creating', 'running', 'restoring', 'recovering', 'paused'," \
 	" 'suspending')"
-#define QUOTA_FITS(T, MEM, VCPUS) " NOT EXISTS (SELECT 1 FROM tenants t" \
+#define QUOTA_FITS(T, MEM, VCPUS, TPL) " NOT EXISTS (SELECT 1 FROM tenants t" \
 	" WHERE t.name = " T " AND ((t.max_running > 0 AND (SELECT COUNT(*)" \
 	" FROM sandboxes s WHERE " QUOTA_LIVE ") >= t.max_running) OR" \
 	" (t.max_vcpus > 0 AND (SELECT COALESCE(SUM(s.vcpus), 0) FROM" \
 	" sandboxes s WHERE " QUOTA_LIVE ") + " VCPUS " > t.max_vcpus) OR" \
 	" (t.max_memory_mib > 0 AND (SELECT COALESCE(SUM(s.memory_mib), 0)" \
-	" FROM sandboxes s WHERE " QUOTA_HELD ") + " MEM " > t.max_memory_mib)))"
+	" FROM sandboxes s WHERE " QUOTA_HELD ") + " MEM " > t.max_memory_mib)" \
+	" OR (t.max_disk_gb > 0 AND (SELECT COALESCE(SUM(d.disk_bytes), 0)" \
+	" FROM sandboxes s JOIN templates d ON s.template = d.name || '@' ||" \
+	" d.digest WHERE s.tenant = t.name AND s.pool IS NULL) +" \
+	" COALESCE((SELECT disk_bytes FROM templates WHERE name || '@' ||" \
+	" digest = " TPL "), 0) > t.max_disk_gb * 1073741824)))"
 
 /*
  * A write that counts a tenant's quota must see every earlier one: SQLite
@@ -498,7 +505,7 @@ sp_db_sandbox_insert(struct sp_db *db, const struct sp_sandbox_row *r,
 		    " (id, state, gen, template, node, created, memory_mib,"
 		    " vcpus, labels, updated, env, want, tenant) SELECT $1, $2, $3, $4,"
 		    " $5, $6, $7, $8, $9, $6, $10, NULLIF($11, ''), $12 WHERE"
-		    QUOTA_FITS("$12", "$7", "$8"), e, "ssIssIiissss", r->id,
+		    QUOTA_FITS("$12", "$7", "$8", "$4"), e, "ssIssIiissss", r->id,
 		    sp_state_name(r->state), r->gen, r->template, r->node,
 		    r->created, r->memory_mib, r->vcpus, r->labels, r->env ?
 		    r->env : "[]", r->want, tenant);
@@ -839,7 +846,7 @@ sp_db_pod_claim(struct sp_db *db, const char *node, const char *pool,
 	    " id FROM sandboxes WHERE pool = $1 AND template = $2 AND"
 	    " memory_mib = $3 AND vcpus = $4 AND state = 'paused' AND node = $8"
 	    " ORDER BY created LIMIT 1 FOR UPDATE SKIP LOCKED) AND pool = $1 AND"
-	    " state = 'paused' AND ($10 = 0 OR" QUOTA_FITS("$9", "$3", "$4")
+	    " state = 'paused' AND ($10 = 0 OR" QUOTA_FITS("$9", "$3", "$4", "$2")
 	    ") RETURNING id", e, "ssiisIsssi", pool, template, memory_mib,
 	    vcpus, labels ? labels : "{}", (int64_t)time(NULL), env ? env :
 	    "[]", node, tenant, quota) == -1) {
@@ -857,8 +864,8 @@ sp_db_pod_claim(struct sp_db *db, const char *node, const char *pool,
 	 * refused too. */
 	if (rc == 0 && quota) {
 		if (q_start(db, &q, "check quota", "SELECT 1 WHERE"
-		    QUOTA_FITS("$1", "$2", "$3"), e, "sii", tenant, memory_mib,
-		    vcpus) == -1) {
+		    QUOTA_FITS("$1", "$2", "$3", "$4"), e, "siis", tenant,
+		    memory_mib, vcpus, template) == -1) {
 			tenant_unlock(db, own, 0, e);
 			return -1;
 		}

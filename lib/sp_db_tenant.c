@@ -154,6 +154,14 @@ sp_db_tenant_usage(struct sp_db *db, const char *name,
 		u->memory_mib = (int)sp_db_q_int(&q, 3);
 	}
 	sp_db_q_end(&q);
+	if (rc == -1 || sp_db_q_start(db, &q, "tenant disk", "SELECT"
+	    " COALESCE(SUM(d.disk_bytes), 0) FROM sandboxes s JOIN templates d"
+	    " ON s.template = d.name || '@' || d.digest WHERE s.tenant = $1 AND"
+	    " s.pool IS NULL", e, "s", name) == -1)
+		return -1;
+	if ((rc = sp_db_q_step(&q, "tenant disk", e)) == 1)
+		u->disk_bytes = sp_db_q_int(&q, 0);
+	sp_db_q_end(&q);
 	return rc == -1 ? -1 : 0;
 }
 

@@ -1,8 +1,9 @@
 /*
  * test-api: the parts of the HTTP API that need no server: keys (made,
  * stored as a hash, checked, refused when changed or removed), tenants and
- * what they use, routes, guest paths, Connect envelopes.  On SQLite in a
- * temporary directory; tests/api.bats drives the server itself.
+ * what they use and their quotas (on both backends: the quota is a
+ * condition of the statement that writes the row), routes, guest paths,
+ * Connect envelopes.  tests/api.bats drives the server itself.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +13,7 @@
 
 #include "sp.h"
 #include "tap.h"
+#include "pg.h"
 
 static struct sp_conf conf;
 
@@ -66,6 +68,78 @@ test_keys(void)
 	tap_ok(sp_db_tenant_remove(db, "acme", &e) == 0 &&
 	    sp_db_tenant_get(db, "acme", &t, &e) == -1 &&
 	    e.code == SP_E_NOT_FOUND, "a tenant with no sandboxes is removed");
+	sp_db_close(db);
+}
+
+/* A sandbox row of tenant t (or a pod of no one) as a create writes it. */
+static int
+insert(struct sp_db *db, const char *t, const char *tpl, int mem, int vcpus,
+    enum sp_state st, struct sp_err *e)
+{
+	struct sp_sandbox_row r;
+	char labels[128];
+
+	memset(&r, 0, sizeof r);
+	if (sp_id_new(r.id, e) == -1)
+		return -1;
+	snprintf(labels, sizeof labels, "{\"tenant\":\"%s\"}", t);
+	r.state = st;
+	snprintf(r.template, sizeof r.template, "%s", tpl);
+	snprintf(r.node, sizeof r.node, "n1");
+	r.created = 1;
+	r.memory_mib = mem;
+	r.vcpus = vcpus;
+	r.labels = labels;
+	return sp_db_sandbox_insert(db, &r, e);
+}
+
+static void
+test_quotas(void)
+{
+	struct sp_tenant_row t = { .max_running = 2, .max_vcpus = 3,
+	    .max_memory_mib = 1024, .max_disk_gb = 2 };
+	struct sp_template_row tpl = { .disk_bytes = 700LL << 20 };
+	struct sp_tenant_usage u;
+	struct sp_db *db;
+	struct sp_err e;
+	const char *ref = "small@" "0123456789abcdef0123456789abcdef"
+	    "0123456789abcdef0123456789abcdef";
+
+	if (sp_db_open(&db, &conf, &e) == -1) {
+		tap_ok(0, "open the DB");
+		return;
+	}
+	snprintf(t.name, sizeof t.name, "q");
+	snprintf(tpl.name, sizeof tpl.name, "small");
+	snprintf(tpl.digest, sizeof tpl.digest, "%s", ref + 6);
+	tap_okf(sp_code_name(e.code), e.msg, sp_db_tenant_add(db, &t, &e) == 0 &&
+	    sp_db_template_insert(db, &tpl, &e) == 0, "a tenant with quotas, a "
+	    "template of 700 MiB");
+	tap_okf(sp_code_name(e.code), e.msg, insert(db, "q", ref, 256, 1,
+	    SP_ST_RUNNING, &e) == 0 && insert(db, "q", ref, 256, 2,
+	    SP_ST_RUNNING, &e) == 0, "two running sandboxes of 3 vCPUs in all");
+	tap_ok(insert(db, "q", ref, 256, 1, SP_ST_CREATING, &e) == -1 &&
+	    e.code == SP_E_QUOTA_EXCEEDED, "a third: quota-exceeded (running)");
+	tap_ok(insert(db, "other", ref, 256, 1, SP_ST_CREATING, &e) == 0,
+	    "another tenant is not counted against it");
+	tap_ok(sp_db_tenant_usage(db, "q", &u, &e) == 0 && u.running == 2 &&
+	    u.vcpus == 3 && u.memory_mib == 512 && u.disk_bytes == 2 * (700LL <<
+	    20), "usage: 2 running, 3 vCPUs, 512 MiB, two disks");
+	t.max_running = 0;
+	t.max_vcpus = 0;
+	tap_ok(sp_db_tenant_set(db, &t, &e) == 0 &&
+	    insert(db, "q", ref, 768, 1, SP_ST_CREATING, &e) == -1 &&
+	    e.code == SP_E_QUOTA_EXCEEDED, "memory: 512 + 768 MiB over 1024: "
+	    "refused");
+	tap_ok(insert(db, "q", ref, 512, 1, SP_ST_CREATING, &e) == -1 &&
+	    e.code == SP_E_QUOTA_EXCEEDED, "disk: a third 700 MiB disk over 2 GiB: "
+	    "refused");
+	t.max_disk_gb = 0;
+	tap_ok(sp_db_tenant_set(db, &t, &e) == 0 &&
+	    insert(db, "q", ref, 512, 1, SP_ST_CREATING, &e) == 0,
+	    "with no disk quota, the same fits");
+	tap_ok(sp_db_tenant_usage(db, "q", &u, &e) == 0 && u.sandboxes == 3,
+	    "nothing was written by the refused creates");
 	sp_db_close(db);
 }
 
@@ -143,21 +217,30 @@ test_parse(void)
 int
 main(void)
 {
-	char dir[] = "/tmp/test-api.XXXXXX";
+	char dir[] = "/tmp/test-api.XXXXXX", pgdir[] = "/tmp/sp-pg-XXXXXX";
+	char cmd[128];
 
-	if (sodium_init() < 0 || mkdtemp(dir) == NULL)
+	if (sodium_init() < 0 || mkdtemp(dir) == NULL || mkdtemp(pgdir) == NULL)
 		return 2;
 	memset(&conf, 0, sizeof conf);
 	snprintf(conf.root, sizeof conf.root, "%s", dir);
 	snprintf(conf.db, sizeof conf.db, "sqlite:%s/space.db", dir);
 	test_keys();
+	test_quotas();
 	test_routes();
 	test_parse();
-	{
-		char cmd[64];
-
-		snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-		(void)!system(cmd);
+	if (system("tests/pg-server there") != 0)
+		tap_ok(1, "postgresql: keys and quotas # skip no PostgreSQL "
+		    "server here (tests/run-all installs one)");
+	else if (pg_server("start", pgdir, conf.db, sizeof conf.db) == -1)
+		tap_ok(0, "postgresql: tests/pg-server starts a server");
+	else {
+		test_keys();
+		test_quotas();
+		pg_server("stop", pgdir, NULL, 0);
 	}
+	snprintf(cmd, sizeof cmd, "rm -rf %s %s", dir, pgdir);
+	if (system(cmd) != 0)
+		return 2;
 	return tap_done();
 }
