@@ -1,7 +1,8 @@
 /*
  * space-tenant: the tenants of the HTTP API (space-apid) and their keys.
- *   add NAME [quotas]         a tenant; quotas 0 (the default) are none
- *   set NAME [quotas]         its quotas from now on
+ *   add NAME [quotas]         a tenant; quotas 0 (the default) are none,
+ *                             --templates the ones it may use (all)
+ *   set NAME [quotas]         its quotas and templates from now on
  *   ls                        tenants, their quotas and what they use
  *   rm NAME                   a tenant with no sandboxes, and its keys
  *   key add TENANT [--rate N] a key, shown once; --admin: sees everything
@@ -23,9 +24,9 @@ usage(void)
 {
 	fprintf(sp_usage_stream(),
 	    "usage: space-tenant add NAME [--max-running N] [--max-vcpus N]\n"
-	    "           [--max-memory MiB] [--max-disk GB]\n"
+	    "           [--max-memory MiB] [--max-disk GB] [--templates NAME,...|all]\n"
 	    "       space-tenant set NAME [--max-running N] [--max-vcpus N]\n"
-	    "           [--max-memory MiB] [--max-disk GB]\n"
+	    "           [--max-memory MiB] [--max-disk GB] [--templates NAME,...|all]\n"
 	    "       space-tenant ls\n"
 	    "       space-tenant rm NAME\n"
 	    "       space-tenant key add TENANT [--rate N]\n"
@@ -59,8 +60,12 @@ quota_opts(int argc, char *argv[], struct sp_tenant_row *t)
 		{ "max-vcpus", required_argument, NULL, 'c' },
 		{ "max-memory", required_argument, NULL, 'm' },
 		{ "max-disk", required_argument, NULL, 'd' },
+		{ "templates", required_argument, NULL, 'T' },
 		{ NULL, 0, NULL, 0 },
 	};
+	struct sp_err e;
+	json_t *a;
+	char *list, *name, *save = NULL;
 	int ch;
 
 	optind = 1;
@@ -79,6 +84,31 @@ quota_opts(int argc, char *argv[], struct sp_tenant_row *t)
 		case 'd':
 			t->max_disk_gb = number("--max-disk", optarg, 1 << 30);
 			break;
+		case 'T':
+			/* NAME[,NAME...], or all */
+			t->templates[0] = '\0';
+			if (strcmp(optarg, "all") == 0)
+				break;
+			a = json_array();
+			list = strdup(optarg);
+			for (name = strtok_r(list, ",", &save); name != NULL;
+			    name = strtok_r(NULL, ",", &save)) {
+				if (sp_name_check("template", name, &e) == -1 ||
+				    json_array_size(a) == SP_TENANT_TEMPLATES_MAX) {
+					sp_warn("--templates: NAME[,NAME...] (at "
+					    "most %d), or all", SP_TENANT_TEMPLATES_MAX);
+					exit(SP_EXIT_USAGE);
+				}
+				json_array_append_new(a, json_string(name));
+			}
+			free(list);
+			if (json_array_size(a) == 0)
+				usage();
+			name = json_dumps(a, JSON_COMPACT);
+			snprintf(t->templates, sizeof t->templates, "%s", name);
+			free(name);
+			json_decref(a);
+			break;
 		default:
 			usage();
 		}
@@ -90,10 +120,14 @@ quota_opts(int argc, char *argv[], struct sp_tenant_row *t)
 static json_t *
 tenant_json(const struct sp_tenant_row *t)
 {
-	return json_pack("{s:s, s:I, s:{s:i, s:i, s:i, s:i}}", "tenant",
+	json_t *tpl = t->templates[0] ? json_loads(t->templates, 0, NULL) :
+	    NULL;
+
+	return json_pack("{s:s, s:I, s:{s:i, s:i, s:i, s:i}, s:o}", "tenant",
 	    t->name, "created", (json_int_t)t->created, "quota", "running",
 	    t->max_running, "vcpus", t->max_vcpus, "memory_mib",
-	    t->max_memory_mib, "disk_gb", t->max_disk_gb);
+	    t->max_memory_mib, "disk_gb", t->max_disk_gb, "templates",
+	    tpl ? tpl : json_string("all"));
 }
 
 static int

@@ -248,7 +248,7 @@ _space() {
 		*) COMPREPLY=($(compgen -W "--listen --advertise --tls --max-conns --idle-timeout --body-max --audit --routes" -- "$cur")) ;;
 		esac ;;
 	space-tenant)
-		local quotas="--max-running --max-vcpus --max-memory --max-disk"
+		local quotas="--max-running --max-vcpus --max-memory --max-disk --templates"
 		if [ "$COMP_CWORD" -eq 1 ]; then
 			COMPREPLY=($(compgen -W "add set ls rm key" -- "$cur"))
 		elif [ "${COMP_WORDS[1]}" = key ]; then

@@ -251,7 +251,8 @@ create(struct sp_api_call *c)
 	r.template = tpl;
 	r.labels = labels;
 	r.env = json_array_size(env) > 0 ? env : NULL;
-	if (sp_sandbox_create(c->x, &r, &out, &e) == -1)
+	if (sp_api_template_ok(c, tpl, &e) == -1 ||
+	    sp_sandbox_create(c->x, &r, &out, &e) == -1)
 		goto out;
 	id = json_string_value(json_object_get(out, "id"));
 	snprintf(c->sandbox, sizeof c->sandbox, "%s", id ? id : "");

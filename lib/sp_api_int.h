@@ -58,6 +58,10 @@ int sp_api_fail(struct sp_api_call *c, const struct sp_err *e);
  * another tenant, as for one that is not. */
 int sp_api_sandbox(struct sp_api_call *c, const char *id,
     struct sp_sandbox_row *row, struct sp_err *e);
+/* 0 when the caller's tenant may create from template ref; not-found,
+ * as for a template that is not, when it may not. */
+int sp_api_template_ok(struct sp_api_call *c, const char *ref,
+    struct sp_err *e);
 /* The row's tenant, from its labels ("" none). */
 void sp_api_row_tenant(const struct sp_sandbox_row *r,
     char out[SP_NAME_MAX + 1]);

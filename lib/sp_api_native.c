@@ -148,7 +148,8 @@ create(struct sp_api_call *c)
 	r.labels = labels;
 	r.env = json_array_size(env) > 0 ? env : NULL;
 	env = NULL;
-	if (sp_sandbox_create(c->x, &r, &out, &e) == -1)
+	if (sp_api_template_ok(c, r.template, &e) == -1 ||
+	    sp_sandbox_create(c->x, &r, &out, &e) == -1)
 		goto out;
 	if ((k = json_string_value(json_object_get(out, "id"))) != NULL)
 		snprintf(c->sandbox, sizeof c->sandbox, "%s", k);
@@ -813,25 +814,41 @@ creds(struct sp_api_call *c)
 	return ok(c, strcmp(n, "cred.add") == 0 ? 201 : 200, sp_cred_json(&cr));
 }
 
+struct tpl_list {
+	json_t *arr;
+	const struct sp_tenant_row *t;	/* NULL: an admin's, every one */
+};
+
 static int
 template1(const struct sp_template_row *t, void *arg)
 {
-	json_array_append_new(arg, json_pack("{s:s, s:s}", "name", t->name,
-	    "digest", t->digest));
+	struct tpl_list *l = arg;
+
+	if (l->t == NULL || sp_tenant_template_ok(l->t, t->name))
+		json_array_append_new(l->arr, json_pack("{s:s, s:s}", "name",
+		    t->name, "digest", t->digest));
 	return 0;
 }
 
 static int
 templates(struct sp_api_call *c)
 {
-	json_t *arr = json_array();
+	struct sp_tenant_row t;
+	struct tpl_list l = { json_array(), NULL };
 	struct sp_err e;
 
-	if (sp_db_template_each(c->x->db, template1, arr, &e) == -1) {
-		json_decref(arr);
+	if (!c->admin) {
+		if (sp_db_tenant_get(c->x->db, c->tenant, &t, &e) == -1) {
+			json_decref(l.arr);
+			return fail(c, &e);
+		}
+		l.t = &t;
+	}
+	if (sp_db_template_each(c->x->db, template1, &l, &e) == -1) {
+		json_decref(l.arr);
 		return fail(c, &e);
 	}
-	return ok(c, 200, json_pack("{s:o}", "templates", arr));
+	return ok(c, 200, json_pack("{s:o}", "templates", l.arr));
 }
 
 static int

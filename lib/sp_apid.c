@@ -174,6 +174,22 @@ sp_api_sandbox(struct sp_api_call *c, const char *id,
 	return 0;
 }
 
+int
+sp_api_template_ok(struct sp_api_call *c, const char *ref, struct sp_err *e)
+{
+	struct sp_tenant_row t;
+
+	if (c->admin)
+		return 0;
+	if (sp_db_tenant_get(c->x->db, c->tenant, &t, e) == -1)
+		return -1;
+	/* One it may not use is one that is not there, for it. */
+	if (!sp_tenant_template_ok(&t, ref))
+		return sp_err_set(e, SP_E_NOT_FOUND, 0, "no template %.*s",
+		    (int)strcspn(ref, "@"), ref);
+	return 0;
+}
+
 /* ---- multipart bodies ---- */
 
 struct parts {

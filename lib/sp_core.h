@@ -255,11 +255,16 @@ int sp_db_tenant_key_each(struct sp_db *db,
     int (*fn)(const char *tenant, const char *keyref, int64_t updated, void *),
     void *arg, struct sp_err *e);
 /* The tenants of the HTTP API (sp_db_tenant.c): quotas, 0 for none. */
+#define SP_TENANT_TEMPLATES_MAX	64
 struct sp_tenant_row {
 	char name[SP_NAME_MAX + 1];
 	int64_t created;
 	int max_running, max_vcpus, max_memory_mib, max_disk_gb;
+	/* The template names it may use, a JSON array; "" for every one. */
+	char templates[SP_TENANT_TEMPLATES_MAX * (SP_NAME_MAX + 3) + 3];
 };
+/* 1 when tenant t may create from template ref (NAME or NAME@DIGEST). */
+int sp_tenant_template_ok(const struct sp_tenant_row *t, const char *ref);
 /* What a tenant's sandboxes take now, counted as the quotas count them:
  * running (and vcpus) of those whose VM runs, memory of those paused too,
  * disk of every one (its template's disk size). */

@@ -144,7 +144,8 @@ static const char *const migrations[] = {
 	"  passes INTEGER NOT NULL);"
 	"INSERT INTO scheduler (one, passes) VALUES (1, 0);",
 	/* 11: the tenants of the HTTP API (space-apid) with their quotas
-	 * (0: none), and their keys: an id, the BLAKE2b hash of the secret
+	 * (0: none) and the templates they may use (a JSON array of names;
+	 * NULL: every one), and their keys: an id, the BLAKE2b hash of the secret
 	 * (the key itself is shown once), a rate a minute (0: none); an
 	 * admin key has no tenant.  A sandbox says its tenant (its label
 	 * "tenant", copied when its row is written, so a quota is counted
@@ -156,7 +157,8 @@ static const char *const migrations[] = {
 	"  max_running INTEGER NOT NULL,"
 	"  max_vcpus INTEGER NOT NULL,"
 	"  max_memory_mib INTEGER NOT NULL,"
-	"  max_disk_gb INTEGER NOT NULL);"
+	"  max_disk_gb INTEGER NOT NULL,"
+	"  templates TEXT);"
 	"CREATE TABLE api_keys ("
 	"  id TEXT PRIMARY KEY,"
 	"  tenant TEXT,"

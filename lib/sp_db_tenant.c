@@ -12,7 +12,7 @@
 #include "sp_db_int.h"
 
 #define TENANT_COLS "name, created, max_running, max_vcpus, max_memory_mib, " \
-	"max_disk_gb"
+	"max_disk_gb, COALESCE(templates, '')"
 
 static int
 tenant_from(struct sp_db_q *q, void *arg)
@@ -26,17 +26,38 @@ tenant_from(struct sp_db_q *q, void *arg)
 	t->max_vcpus = (int)sp_db_q_int(q, 3);
 	t->max_memory_mib = (int)sp_db_q_int(q, 4);
 	t->max_disk_gb = (int)sp_db_q_int(q, 5);
+	sp_db_q_copy(t->templates, sizeof t->templates, q, 6);
 	return 0;
+}
+
+int
+sp_tenant_template_ok(const struct sp_tenant_row *t, const char *ref)
+{
+	size_t n = strcspn(ref, "@"), i;
+	json_t *a, *v;
+	int ok = 0;
+
+	if (t->templates[0] == '\0')
+		return 1;
+	if ((a = json_loads(t->templates, 0, NULL)) == NULL)
+		return 0;
+	json_array_foreach(a, i, v)
+		if (json_is_string(v) && json_string_length(v) == n &&
+		    strncmp(json_string_value(v), ref, n) == 0)
+			ok = 1;
+	json_decref(a);
+	return ok;
 }
 
 int
 sp_db_tenant_add(struct sp_db *db, const struct sp_tenant_row *t,
     struct sp_err *e)
 {
-	if (sp_db_q_write(db, "add tenant", "INSERT INTO tenants (" TENANT_COLS
-	    ") VALUES ($1, $2, $3, $4, $5, $6)", e, "sIiiii", t->name,
-	    (int64_t)time(NULL), t->max_running, t->max_vcpus,
-	    t->max_memory_mib, t->max_disk_gb) >= 0)
+	if (sp_db_q_write(db, "add tenant", "INSERT INTO tenants (name, created,"
+	    " max_running, max_vcpus, max_memory_mib, max_disk_gb, templates)"
+	    " VALUES ($1, $2, $3, $4, $5, $6, NULLIF($7, ''))", e, "sIiiiis",
+	    t->name, (int64_t)time(NULL), t->max_running, t->max_vcpus,
+	    t->max_memory_mib, t->max_disk_gb, t->templates) >= 0)
 		return 0;
 	if (e->code == SP_E_EXISTS)
 		sp_err_set(e, SP_E_EXISTS, 0, "tenant %s exists", t->name);
@@ -50,9 +71,10 @@ sp_db_tenant_set(struct sp_db *db, const struct sp_tenant_row *t,
 	int64_t n;
 
 	n = sp_db_q_write(db, "set tenant", "UPDATE tenants SET max_running = $2,"
-	    " max_vcpus = $3, max_memory_mib = $4, max_disk_gb = $5 WHERE"
-	    " name = $1", e, "siiii", t->name, t->max_running, t->max_vcpus,
-	    t->max_memory_mib, t->max_disk_gb);
+	    " max_vcpus = $3, max_memory_mib = $4, max_disk_gb = $5, templates ="
+	    " NULLIF($6, '') WHERE name = $1", e, "siiiis", t->name,
+	    t->max_running, t->max_vcpus, t->max_memory_mib, t->max_disk_gb,
+	    t->templates);
 	if (n == 0)
 		return sp_err_set(e, SP_E_NOT_FOUND, 0, "no tenant %s", t->name);
 	return n < 0 ? -1 : 0;

@@ -197,6 +197,21 @@ teardown_file() {
 	space-rm "$id" >/dev/null
 }
 
+@test "a tenant's templates: one it may not use is one that is not there" {
+	space-tenant set "$RUN-b" --templates debian,other >/dev/null
+	run api -H "X-API-KEY: $KEY_B" -d '{"template":"minimal"}' "$URL/v1/sandboxes"
+	[ "$output" = 404 ]
+	jq -e '.error == "not-found" and (.msg | test("template minimal"))' "$T/body"
+	run api -X POST -H "X-API-KEY: $KEY_B" -H 'Content-Type: application/json' -d '{"templateID":"minimal"}' "$URL/v2/sandboxes"
+	[ "$output" = 404 ]
+	run api -H "X-API-KEY: $KEY_B" "$URL/v1/templates"
+	jq -e '.templates == []' "$T/body"
+	space-tenant ls | jq -e --arg t "$RUN-b" 'select(.tenant == $t) | .templates == ["debian","other"]'
+	space-tenant set "$RUN-b" --templates all >/dev/null
+	run api -H "X-API-KEY: $KEY_B" "$URL/v1/templates"
+	jq -e '[.templates[].name] | index("minimal") != null' "$T/body"
+}
+
 @test "a quota is checked as the sandbox is created: over it, nothing is made" {
 	run api -H "X-API-KEY: $KEY_Q" -d '{"template":"minimal"}' "$URL/v1/sandboxes"
 	[ "$output" = 201 ]

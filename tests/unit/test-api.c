@@ -65,6 +65,18 @@ test_keys(void)
 	    got.tenant[0] == '\0', "an admin key has no tenant");
 	tap_ok(sp_db_tenant_usage(db, "acme", &u, &e) == 0 && u.sandboxes == 0 &&
 	    u.running == 0, "a new tenant uses nothing");
+	snprintf(t.templates, sizeof t.templates, "[\"minimal\",\"debian\"]");
+	tap_ok(sp_db_tenant_set(db, &t, &e) == 0 &&
+	    sp_db_tenant_get(db, "acme", &t, &e) == 0 &&
+	    sp_tenant_template_ok(&t, "debian@0123") &&
+	    sp_tenant_template_ok(&t, "minimal") &&
+	    !sp_tenant_template_ok(&t, "mini") &&
+	    !sp_tenant_template_ok(&t, "other@0123"), "a tenant's templates: "
+	    "those named, by name, and no other");
+	t.templates[0] = '\0';
+	tap_ok(sp_db_tenant_set(db, &t, &e) == 0 &&
+	    sp_db_tenant_get(db, "acme", &t, &e) == 0 &&
+	    sp_tenant_template_ok(&t, "other"), "no list: every template");
 	tap_ok(sp_db_tenant_remove(db, "acme", &e) == 0 &&
 	    sp_db_tenant_get(db, "acme", &t, &e) == -1 &&
 	    e.code == SP_E_NOT_FOUND, "a tenant with no sandboxes is removed");
