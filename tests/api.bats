@@ -206,7 +206,7 @@ teardown_file() {
 	[ "$output" = 404 ]
 	run api -H "X-API-KEY: $KEY_B" "$URL/v1/templates"
 	jq -e '.templates == []' "$T/body"
-	space-tenant ls | jq -e --arg t "$RUN-b" 'select(.tenant == $t) | .templates == ["debian","other"]'
+	space-tenant ls | jq -se --arg t "$RUN-b" 'map(select(.tenant == $t)) | .[0].templates == ["debian","other"]'
 	space-tenant set "$RUN-b" --templates all >/dev/null
 	run api -H "X-API-KEY: $KEY_B" "$URL/v1/templates"
 	jq -e '[.templates[].name] | index("minimal") != null' "$T/body"
