@@ -655,12 +655,15 @@ dispatch(struct req *r)
 	/* The audit names the sandbox asked for, whether or not it was
 	 * there for the caller. */
 	snprintf(c->sandbox, sizeof c->sandbox, "%s", c->route.id);
-	/* The caller's sandbox of another node: that node's server acts.
-	 * A suspended one is restored where it is asked for. */
+	/* The caller's sandbox of another node: that node's server acts,
+	 * as a command's wish is that node's to carry out.  A suspended one
+	 * is restored where it is asked for. */
 	if (c->route.id[0] != '\0' && sp_api_sandbox(c, c->route.id, &row,
 	    &e) == 0) {
 		elsewhere = row.node[0] != '\0' && strcmp(row.node,
-		    c->x->conf.node) != 0 && row.state != SP_ST_SUSPENDED;
+		    c->x->conf.node) != 0 && !(row.state == SP_ST_SUSPENDED &&
+		    (strcmp(c->route.name, "e2b.connect") == 0 ||
+		    strcmp(c->route.name, "restore") == 0));
 		snprintf(node, sizeof node, "%s", row.node);
 		sp_db_row_release(&row);
 		if (elsewhere) {
