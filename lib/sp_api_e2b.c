@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "sp_api.h"
 #include "sp_api_int.h"
 
 /* The envd version the SDK is told: the features of that version are the

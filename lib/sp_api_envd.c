@@ -16,6 +16,7 @@
 
 #include <sodium.h>
 
+#include "sp_api.h"
 #include "sp_api_int.h"
 
 #define LIST_DEPTH_MAX	8
@@ -734,7 +735,7 @@ files_post(struct sp_api_call *c, const char *user)
 	if (open_chan(c, &u.ch, &u.e) == -1)
 		goto fail;
 	if (ct != NULL && strncasecmp(ct, "multipart/form-data", 19) == 0) {
-		if (sp_api_multipart(c, upload_part, &u, &u.e) == -1 &&
+		if (c->multipart(c, upload_part, &u, &u.e) == -1 &&
 		    !u.failed)
 			goto fail;
 		if (u.failed)

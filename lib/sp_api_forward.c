@@ -19,6 +19,7 @@
 
 #include <sodium.h>
 
+#include "sp_api.h"
 #include "sp_api_int.h"
 #include "sp_curl.h"
 
@@ -152,7 +153,7 @@ sp_api_forward_check(struct sp_api_call *c, struct sp_err *e)
 	sb = c->header(c, "E2b-Sandbox-Id");
 	if (t == NULL || tenant == NULL || admin == NULL || key == NULL ||
 	    load_secret(c->x->db, e) == -1 ||
-	    sp_api_target(c, target, sizeof target) == -1)
+	    c->target(c, target, sizeof target) == -1)
 		goto bad;
 	when = strtoll(t, &end, 10);
 	if (*t == '\0' || *end != '\0' || llabs(when - (long long)time(NULL)) >
@@ -328,7 +329,7 @@ sp_api_forward(struct sp_api_call *c, const char *node, struct sp_err *e)
 		return sp_err_set(e, SP_E_BAD_STATE, 1, "sandbox %s is on node %s, "
 		    "and a forwarded request goes no further", c->sandbox, node);
 	if (node_url(c, node, base, sizeof base, e) == -1 ||
-	    sp_api_target(c, target, sizeof target) == -1 ||
+	    c->target(c, target, sizeof target) == -1 ||
 	    load_secret(c->x->db, e) == -1)
 		return e->code != SP_E_NONE ? -1 : sp_err_set(e, SP_E_BAD_INPUT,
 		    0, "the request's path and query are too long");

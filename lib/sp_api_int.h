@@ -1,8 +1,10 @@
 /*
- * sp_api_int.h: what the parts of the HTTP server share (sp_apid.c, the
- * glue to libmicrohttpd; sp_api_native.c, sp_api_e2b.c, sp_api_envd.c, the
- * handlers; sp_api_proc.c, the commands they run).  Not part of the
- * library's interface.
+ * sp_api_int.h: what the parts of the HTTP server share.  Bottom up:
+ * sp_api_call.c (answers, who may see what), sp_api_proc.c (the commands
+ * the handlers run, streams), the handlers sp_api_native.c, sp_api_e2b.c,
+ * sp_api_envd.c, sp_api_forward.c (to another node), and on top sp_apid.c,
+ * the glue to libmicrohttpd, which calls them.  Not part of the library's
+ * interface.
  */
 #ifndef SP_API_INT_H
 #define SP_API_INT_H
@@ -18,6 +20,15 @@ struct sp_api_call {
 	/* A request header or query argument, NULL when absent. */
 	const char *(*header)(struct sp_api_call *, const char *name);
 	const char *(*query)(struct sp_api_call *, const char *name);
+	/* A multipart/form-data body, parsed by libmicrohttpd: part(arg,
+	 * its filename ("" none), its bytes) for each file part, whole; a
+	 * -1 from part stops.  bad-input for a body that is not one. */
+	int (*multipart)(struct sp_api_call *, int (*part)(void *arg,
+	    const char *filename, const void *data, size_t n), void *arg,
+	    struct sp_err *e);
+	/* The request's path and query ("/a/b?k=v&..." %-encoded again), as
+	 * it is forwarded and signed; -1 when it does not fit in n. */
+	int (*target)(struct sp_api_call *, char *out, size_t n);
 	void *conn;			/* the glue's */
 	struct sp_api_route route;
 	/* Who asks: a key's row (admin, or a tenant's), or for the guest
@@ -65,17 +76,6 @@ int sp_api_template_ok(struct sp_api_call *c, const char *ref,
 /* The row's tenant, from its labels ("" none). */
 void sp_api_row_tenant(const struct sp_sandbox_row *r,
     char out[SP_NAME_MAX + 1]);
-
-/* A multipart/form-data body, parsed by libmicrohttpd: part(arg, its
- * filename ("" none), its bytes) for each file part, whole; a -1 from part
- * stops.  bad-input for a body that is not one. */
-int sp_api_multipart(struct sp_api_call *c,
-    int (*part)(void *arg, const char *filename, const void *data, size_t n),
-    void *arg, struct sp_err *e);
-
-/* The request's path and query ("/a/b?k=v&..." %-encoded again), as it
- * is forwarded and signed; -1 when it does not fit in n. */
-int sp_api_target(struct sp_api_call *c, char *out, size_t n);
 
 /* ---- forward: to the node of the sandbox (sp_api_forward.c) ---- */
 /* Says in the DB where this server listens (url) and loads the cluster's

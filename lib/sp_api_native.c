@@ -19,6 +19,7 @@
 
 #include <sodium.h>
 
+#include "sp_api.h"
 #include "sp_api_int.h"
 
 

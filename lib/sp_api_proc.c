@@ -15,6 +15,7 @@
 
 #include <sodium.h>
 
+#include "sp_api.h"
 #include "sp_api_int.h"
 
 struct sp_api_proc {
