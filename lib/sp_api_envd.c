@@ -117,12 +117,10 @@ unimplemented(struct sp_api_call *c, const char *what)
 
 	sp_err_set(&e, SP_E_BAD_INPUT, 0, "%s is not supported by this server "
 	    "(space-apid)", what);
-	sp_api_fail(c, &e);
-	c->status = 501;
-	c->json = json_pack("{s:s, s:s}", "code", "unimplemented", "message",
-	    e.msg);
-	c->err.code = SP_E_NONE;	/* the shape is set already */
+	sp_api_json(c, 501, json_pack("{s:s, s:s}", "code", "unimplemented",
+	    "message", e.msg));
 	c->err = e;
+	c->shaped = 1;
 	return 0;
 }
 

@@ -49,9 +49,11 @@ struct sp_api_call {
 	ssize_t (*reader)(void *arg, char *buf, size_t max);
 	void (*reader_free)(void *arg);
 	void *reader_arg;
-	/* For the audit line. */
+	/* For the audit line; shaped: json is an error in its API's shape
+	 * already, which the glue keeps. */
 	char sandbox[SP_ID_LEN + 1];
 	struct sp_err err;
+	int shaped;
 };
 
 struct sp_api_server {

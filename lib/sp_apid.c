@@ -397,7 +397,7 @@ error_shape(struct sp_api_call *c)
 {
 	json_t *j;
 
-	if (c->err.code == SP_E_NONE || c->status < 400)
+	if (c->err.code == SP_E_NONE || c->status < 400 || c->shaped)
 		return;
 	if (c->route.kind == SP_API_E2B || c->route.kind == 0)
 		j = json_pack("{s:i, s:s}", "code", c->status, "message",

@@ -146,6 +146,10 @@ teardown_file() {
 	run api -X POST -H "E2b-Sandbox-Id: $theirs" -H "X-Access-Token: $tok" -H 'Content-Type: application/json' -d '{"path":"/"}' "$URL/filesystem.Filesystem/Stat"
 	[ "$output" = 200 ]
 	jq -e '.entry.type == "FILE_TYPE_DIRECTORY"' "$T/body"
+	# What the guest API does not serve says so in Connect's terms.
+	run api -X POST -H "E2b-Sandbox-Id: $theirs" -H "X-Access-Token: $tok" -H 'Content-Type: application/json' -d '{"path":"/"}' "$URL/filesystem.Filesystem/CreateWatcher"
+	[ "$output" = 501 ]
+	jq -e '.code == "unimplemented" and (.message | test("not supported"))' "$T/body"
 	# An admin key sees both.
 	run api -H "X-API-KEY: $KEY_ADMIN" "$URL/v1/sandboxes/$id"
 	[ "$output" = 200 ]
