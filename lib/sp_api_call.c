@@ -107,3 +107,17 @@ sp_api_template_ok(struct sp_api_call *c, const char *ref, struct sp_err *e)
 	return 0;
 }
 
+int
+sp_api_sandbox_here(struct sp_api_call *c, const char *id,
+    struct sp_sandbox_row *row, struct sp_err *e)
+{
+	if (sp_api_sandbox(c, id, row, e) == -1)
+		return -1;
+	if (strcmp(row->node, c->x->conf.node) != 0) {
+		sp_err_set(e, SP_E_BAD_STATE, 1, "sandbox %s is on node %s",
+		    row->id, row->node);
+		sp_db_row_release(row);
+		return -1;
+	}
+	return 0;
+}

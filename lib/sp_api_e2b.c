@@ -115,21 +115,6 @@ fail(struct sp_api_call *c, const struct sp_err *e)
 	return sp_api_fail(c, e);
 }
 
-/* A sandbox of the caller's that runs on this node, for a verb. */
-static int
-own_here(struct sp_api_call *c, struct sp_sandbox_row *row, struct sp_err *e)
-{
-	if (sp_api_sandbox(c, c->route.id, row, e) == -1)
-		return -1;
-	if (strcmp(row->node, c->x->conf.node) != 0) {
-		sp_err_set(e, SP_E_BAD_STATE, 1, "sandbox %s is on node %s",
-		    row->id, row->node);
-		sp_db_row_release(row);
-		return -1;
-	}
-	return 0;
-}
-
 /* The "timeout" of a body: seconds, default def; -1 when it is not one. */
 static int
 timeout_of(json_t *body, const char *key, int def, struct sp_err *e)
@@ -386,7 +371,7 @@ kill_(struct sp_api_call *c)
 	struct sp_err e;
 	int existed;
 
-	if (own_here(c, &row, &e) == -1)
+	if (sp_api_sandbox_here(c, c->route.id, &row, &e) == -1)
 		return fail(c, &e);
 	sp_db_row_release(&row);
 	if (sp_sandbox_remove(c->x, c->route.id, &existed, &e) == -1)
@@ -425,7 +410,7 @@ pause_(struct sp_api_call *c)
 	struct sp_err e;
 	int changed;
 
-	if (own_here(c, &row, &e) == -1)
+	if (sp_api_sandbox_here(c, c->route.id, &row, &e) == -1)
 		return fail(c, &e);
 	sp_db_row_release(&row);
 	if (sp_sandbox_pause(c->x, c->route.id, &changed, &e) == -1)

@@ -84,12 +84,9 @@ sandbox_here(struct sp_api_call *c, struct sp_err *e)
 	struct sp_sandbox_row row;
 	int rc = 0;
 
-	if (sp_api_sandbox(c, c->route.id, &row, e) == -1)
+	if (sp_api_sandbox_here(c, c->route.id, &row, e) == -1)
 		return -1;
-	if (strcmp(row.node, c->x->conf.node) != 0)
-		rc = sp_err_set(e, SP_E_BAD_STATE, 1, "sandbox %s is on node %s",
-		    row.id, row.node);
-	else if (row.state != SP_ST_RUNNING)
+	if (row.state != SP_ST_RUNNING)
 		rc = sp_err_set(e, SP_E_NOT_RUNNING, 0, "sandbox %s is %s",
 		    row.id, sp_state_name(row.state));
 	sp_db_row_release(&row);

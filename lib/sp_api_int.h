@@ -71,6 +71,10 @@ int sp_api_fail(struct sp_api_call *c, const struct sp_err *e);
  * another tenant, as for one that is not. */
 int sp_api_sandbox(struct sp_api_call *c, const char *id,
     struct sp_sandbox_row *row, struct sp_err *e);
+/* sp_api_sandbox, of a sandbox on this node: bad-state (temporary)
+ * naming its node otherwise. */
+int sp_api_sandbox_here(struct sp_api_call *c, const char *id,
+    struct sp_sandbox_row *row, struct sp_err *e);
 /* 0 when the caller's tenant may create from template ref; not-found,
  * as for a template that is not, when it may not. */
 int sp_api_template_ok(struct sp_api_call *c, const char *ref,

@@ -46,15 +46,8 @@ static int
 own(struct sp_api_call *c, int here, struct sp_sandbox_row *row,
     struct sp_err *e)
 {
-	if (sp_api_sandbox(c, c->route.id, row, e) == -1)
-		return -1;
-	if (here && strcmp(row->node, c->x->conf.node) != 0) {
-		sp_err_set(e, SP_E_BAD_STATE, 1, "sandbox %s is on node %s",
-		    row->id, row->node);
-		sp_db_row_release(row);
-		return -1;
-	}
-	return 0;
+	return here ? sp_api_sandbox_here(c, c->route.id, row, e) :
+	    sp_api_sandbox(c, c->route.id, row, e);
 }
 
 static json_t *
