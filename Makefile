@@ -19,6 +19,7 @@ VERSION = 0.1.0
 CFLAGS ?= -O2 -g
 WFLAGS = -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter
 CPPFLAGS += -Ilib -DSP_VERSION='"$(VERSION)"' \
+    -DSP_GUEST_DIR='"$(PREFIX)/lib/space"' \
     $(shell pkg-config --cflags libxml-2.0 libpq)
 # Each object records the headers it read (.d files), so a header edit
 # rebuilds what includes it and nothing else.
@@ -42,7 +43,8 @@ ASAN_FLAGS = -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sa
 GUEST_LIB = lib/sp_proto.c lib/sp_err.c lib/sp_io.c lib/sp_tar.c
 GUEST_LIBS = -larchive -lacl -lnettle -lxml2 -licuuc -licudata -llzma -lzstd -lbz2 -lz -ljansson -lstdc++ -lm -lpthread
 GUEST_DAEMON = $(B)/guest/space-daemon
-GUEST_IMAGE = guest/build/rootfs.tar.zst guest/build/vmlinuz guest/build/initrd.img
+GUEST_IMAGE = guest/build/rootfs.tar.zst guest/build/vmlinuz guest/build/initrd.img \
+    guest/build/space-daemon
 BENCH_C = $(wildcard bench/*.c)
 
 # all: what is installed (progs), the tests and the benchmarks.
@@ -195,7 +197,8 @@ install: progs $(GUEST_IMAGE)
 
 # guest/build keeps the built kernel (kernel/): only distclean drops it.
 clean:
-	rm -rf $(B) guest/build/rootfs.tar.zst guest/build/initrd.img guest/build/vmlinuz
+	rm -rf $(B) guest/build/rootfs.tar.zst guest/build/initrd.img guest/build/vmlinuz \
+	    guest/build/space-daemon
 
 distclean: clean
 	rm -rf guest/build

@@ -17,8 +17,9 @@ static void
 usage(void)
 {
 	fprintf(sp_usage_stream(),
-	    "usage: space-template import --name NAME [--kernel F --initrd F]\n"
-	    "           [--disk-extra SIZE] ROOTFS.tar[.gz|.zst]|DIR\n"
+	    "usage: space-template import --name NAME [--format auto|rootfs|oci|docker]\n"
+	    "           [--tag TAG] [--kernel F] [--initrd F] [--daemon F]\n"
+	    "           [--disk-extra SIZE] ROOTFS.tar[.gz|.zst]|IMAGE.tar|DIR\n"
 	    "       space-template add --name NAME [--kernel F|URL --initrd F|URL]\n"
 	    "           ROOTFS.tar[.gz|.zst]|URL\n"
 	    "       space-template warm [--memory MiB] [--vcpus N] NAME[@DIGEST]\n"
@@ -29,15 +30,25 @@ usage(void)
 	sp_usage_exit();
 }
 
-/* By default the kernel and initrd lie beside the root filesystem tarball. */
+/*
+ * The guest's kernel, initrd and daemon: beside the root filesystem when they
+ * are there (a guest image built with it), else the node's guest image
+ * (SPACE_GUEST).  The daemon may be missing: a root of our own has its own.
+ */
 static int
-beside(const char *src, const char *file, char *out, size_t n, struct sp_err *e)
+guest_file(const char *src, const char *guest, const char *file, char *out,
+    size_t n, struct sp_err *e)
 {
 	char copy[SP_PATH_MAX];
 
-	if (sp_path_fmt(copy, sizeof copy, e, "%s", src) == -1)
+	if (sp_path_fmt(copy, sizeof copy, e, "%s", src) == -1 ||
+	    sp_path_fmt(out, n, e, "%s/%s", dirname(copy), file) == -1)
 		return -1;
-	return sp_path_fmt(out, n, e, "%s/%s", dirname(copy), file);
+	if (access(out, F_OK) == 0)
+		return 1;
+	if (sp_path_fmt(out, n, e, "%s/%s", guest, file) == -1)
+		return -1;
+	return access(out, F_OK) == 0;
 }
 
 static int
@@ -47,14 +58,18 @@ import(int argc, char *argv[])
 		{ "name", required_argument, NULL, 'n' },
 		{ "kernel", required_argument, NULL, 'k' },
 		{ "initrd", required_argument, NULL, 'i' },
+		{ "daemon", required_argument, NULL, 'd' },
+		{ "format", required_argument, NULL, 'f' },
+		{ "tag", required_argument, NULL, 't' },
 		{ "disk-extra", required_argument, NULL, 'x' },
 		{ NULL, 0, NULL, 0 },
 	};
-	char kernel[SP_PATH_MAX], initrd[SP_PATH_MAX];
+	char kernel[SP_PATH_MAX], initrd[SP_PATH_MAX], daemon[SP_PATH_MAX];
 	struct sp_template_src src = { 0 };
 	struct sp_template_row t;
 	struct sp_ctx x;
 	struct sp_err e;
+	json_t *config = NULL;
 	int ch, reused, rc;
 
 	while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -67,6 +82,15 @@ import(int argc, char *argv[])
 			break;
 		case 'i':
 			src.initrd = optarg;
+			break;
+		case 'd':
+			src.daemon = optarg;
+			break;
+		case 'f':
+			src.format = optarg;
+			break;
+		case 't':
+			src.tag = optarg;
 			break;
 		case 'x':
 			if (sp_size_parse(optarg, &src.disk_extra_bytes, &e) == -1) {
@@ -85,27 +109,43 @@ import(int argc, char *argv[])
 	src.rootfs = argv[0];
 	if (sp_name_check("template name", src.name, &e) == -1)
 		return sp_out_fail(NULL, &e);
-	if (src.kernel == NULL) {
-		if (beside(src.rootfs, "vmlinuz", kernel, sizeof kernel, &e) == -1)
-			return sp_out_fail(NULL, &e);
-		src.kernel = kernel;
-	}
-	if (src.initrd == NULL) {
-		if (beside(src.rootfs, "initrd.img", initrd, sizeof initrd, &e) == -1)
-			return sp_out_fail(NULL, &e);
-		src.initrd = initrd;
+	if (src.tag != NULL && (*src.tag == '\0' || strlen(src.tag) > 255)) {
+		sp_warn("--tag: 1 to 255 bytes");
+		return SP_EXIT_USAGE;
 	}
 	if (sp_ctx_open(&x, 0, &e) == -1)
 		return sp_out_fail(NULL, &e);
-	if ((reused = sp_template_import(x.conf.root, &src, &t, &e)) == -1 ||
-	    sp_db_template_insert(x.db, &t, &e) == -1) {
+	if ((src.kernel == NULL && guest_file(src.rootfs, x.conf.guest,
+	    "vmlinuz", kernel, sizeof kernel, &e) == -1) ||
+	    (src.initrd == NULL && guest_file(src.rootfs, x.conf.guest,
+	    "initrd.img", initrd, sizeof initrd, &e) == -1)) {
 		rc = sp_out_fail(NULL, &e);
 		goto out;
 	}
-	rc = sp_out_ok(NULL, json_pack("{s:s, s:s, s:s++, s:I, s:b}", "template",
-	    t.name, "digest", t.digest, "ref", t.name, "@", t.digest, "disk_bytes",
-	    (json_int_t)t.disk_bytes, "reused", reused));
+	if (src.kernel == NULL)
+		src.kernel = kernel;
+	if (src.initrd == NULL)
+		src.initrd = initrd;
+	if (src.daemon == NULL) {
+		if ((rc = guest_file(src.rootfs, x.conf.guest, "space-daemon",
+		    daemon, sizeof daemon, &e)) == -1) {
+			rc = sp_out_fail(NULL, &e);
+			goto out;
+		}
+		if (rc == 1)
+			src.daemon = daemon;
+	}
+	if ((reused = sp_template_import(x.conf.root, &src, &t, &config,
+	    &e)) == -1 || sp_db_template_insert(x.db, &t, &e) == -1) {
+		rc = sp_out_fail(NULL, &e);
+		goto out;
+	}
+	rc = sp_out_ok(NULL, json_pack("{s:s, s:s, s:s++, s:I, s:b, s:O}",
+	    "template", t.name, "digest", t.digest, "ref", t.name, "@",
+	    t.digest, "disk_bytes", (json_int_t)t.disk_bytes, "reused", reused,
+	    "config", config));
 out:
+	json_decref(config);
 	sp_ctx_close(&x);
 	return rc;
 }

@@ -9,6 +9,10 @@
  * sandbox's environment kept for the calls that bring none.  A create's
  * first command may follow on the same connection before the answer (exec
  * with "after_identity"): it runs only when this identity was set.
+ *
+ * Beneath the sandbox's environment lie its template's defaults, the image
+ * config's (/.space/image.json, written at import): read once at start, so
+ * that a template's checkpoint wakes with them.
  */
 #include <sys/ioctl.h>
 #include <sys/stat.h>
@@ -43,6 +47,8 @@ sd_identity_env(void)
 	pthread_mutex_unlock(&env_mu);
 	return e;
 }
+
+static json_t *image_conf;	/* never changed after sd_image_load */
 
 /* NAME=VALUE, a name of [A-Za-z0-9_], bounded. */
 static int
@@ -233,4 +239,36 @@ sd_op_identity(struct port *p, uint32_t stream, json_t *req)
 	p->identity_set = 1;
 	return sd_send_json(p, SP_FR_EXIT, stream, json_pack("{s:i, s:b}",
 	    "status", 0, "reseeded", 1));
+}
+
+void
+sd_image_load(void)
+{
+	json_error_t jerr;
+	json_t *j, *v;
+
+	j = json_load_file(SD_IMAGE_FILE, JSON_REJECT_DUPLICATES, &jerr);
+	if (j == NULL) {
+		if (access(SD_IMAGE_FILE, F_OK) == 0)
+			fprintf(stderr, "space-daemon: %s: %s; going on without "
+			    "the image's defaults\n", SD_IMAGE_FILE, jerr.text);
+		return;
+	}
+	/* What does not hold is left out, with a word on the console. */
+	if (!json_is_object(j) || !env_ok(json_object_get(j, "env")) ||
+	    ((v = json_object_get(j, "cwd")) != NULL &&
+	    (!json_is_string(v) || json_string_value(v)[0] != '/')) ||
+	    ((v = json_object_get(j, "user")) != NULL && !json_is_string(v))) {
+		fprintf(stderr, "space-daemon: %s is not what import writes; "
+		    "going on without the image's defaults\n", SD_IMAGE_FILE);
+		json_decref(j);
+		return;
+	}
+	image_conf = j;
+}
+
+json_t *
+sd_image_get(const char *key)
+{
+	return json_object_get(image_conf, key);
 }

@@ -51,25 +51,76 @@ static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
 static struct proc procs[PROCS_MAX];
 static uint64_t seq;
 
+/* A number of digits only, as a uid or gid; -1 when it is not one. */
+static json_int_t
+id_num(const char *s)
+{
+	json_int_t n = 0;
+
+	if (*s == '\0' || strlen(s) > 10)
+		return -1;
+	for (; *s != '\0'; s++) {
+		if (*s < '0' || *s > '9')
+			return -1;
+		n = n * 10 + (*s - '0');
+	}
+	return n <= 0x7fffffff ? n : -1;
+}
+
+/* A group by name or number: its gid, or -1. */
+static json_int_t
+group_id(const char *g)
+{
+	char buf[4096];
+	struct group gr, *gp;
+	json_int_t gid = id_num(g);
+	FILE *f;
+
+	if (gid >= 0 || (f = fopen("/etc/group", "re")) == NULL)
+		return gid;
+	while (fgetgrent_r(f, &gr, buf, sizeof buf, &gp) == 0)
+		if (strcmp(gr.gr_name, g) == 0) {
+			gid = gr.gr_gid;
+			break;
+		}
+	fclose(f);
+	return gid;
+}
+
+/*
+ * A call's user: a name or uid of /etc/passwd, or a bare uid, as a number or
+ * a string; a string may add ":GROUP" (a name or gid), as an image config's
+ * User does, and then that group is the only one.
+ */
 int
 sd_user_resolve(json_t *v, struct spawn_spec *s, char *home, size_t n,
     char *why, size_t nwhy)
 {
-	char buf[4096];
+	char buf[4096], ubuf[256], *grp = NULL;
 	struct passwd pw, *pp;
 	struct group gr, *gp;
 	const char *name = NULL;
-	json_int_t uid = -1;
+	json_int_t uid = -1, gid = -1;
 	FILE *f;
 	int found = 0, i;
 
-	if (json_is_string(v))
-		name = json_string_value(v);
-	else if (json_is_integer(v))
+	if (json_is_string(v) && json_string_length(v) < sizeof ubuf) {
+		memcpy(ubuf, json_string_value(v), json_string_length(v) + 1);
+		if ((grp = strchr(ubuf, ':')) != NULL)
+			*grp++ = '\0';
+		name = ubuf;
+		if ((uid = id_num(ubuf)) >= 0)
+			name = NULL;
+	} else if (json_is_integer(v))
 		uid = json_integer_value(v);
 	if ((name == NULL && (uid < 0 || uid > 0x7fffffff)) ||
 	    (name != NULL && name[0] == '\0')) {
-		snprintf(why, nwhy, "user must be a name or a uid");
+		snprintf(why, nwhy, "user must be a name or a uid, with "
+		    "\":group\" at most");
+		return -1;
+	}
+	if (grp != NULL && (gid = group_id(grp)) < 0) {
+		snprintf(why, nwhy, "no group \"%.64s\" in /etc/group", grp);
 		return -1;
 	}
 	if ((f = fopen("/etc/passwd", "re")) != NULL) {
@@ -90,15 +141,17 @@ sd_user_resolve(json_t *v, struct spawn_spec *s, char *home, size_t n,
 	if (!found) {
 		/* A bare uid, as container runtimes take it. */
 		s->uid = (uid_t)uid;
-		s->gid = (gid_t)uid;
+		s->gid = gid >= 0 ? (gid_t)gid : (gid_t)uid;
 		s->groups[s->ngroups++] = s->gid;
 		snprintf(home, n, "HOME=/");
 		return 0;
 	}
 	s->uid = pw.pw_uid;
-	s->gid = pw.pw_gid;
+	s->gid = gid >= 0 ? (gid_t)gid : pw.pw_gid;
 	s->groups[s->ngroups++] = s->gid;
 	snprintf(home, n, "HOME=%s", pw.pw_dir);
+	if (gid >= 0)
+		return 0;
 	name = pw.pw_name;
 	/* pw's strings live in buf: keep the name before reading groups. */
 	snprintf(why, nwhy, "%s", name);

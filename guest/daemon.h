@@ -120,6 +120,13 @@ int sd_op_identity(struct port *p, uint32_t stream, json_t *req);
 /* {"time_ns": n}: the host's time, after a resume. */
 int sd_op_clock(struct port *p, uint32_t stream, json_t *req);
 json_t *sd_identity_env(void);
+/* The template's defaults for calls, read at start: "env" (an array of
+ * NAME=VALUE under the sandbox's), "cwd", "user"; NULL when unset. */
+/* daemon-init.c: PID 1 of a root without an init of ours or systemd. */
+int sd_init_main(void);
+#define SD_IMAGE_FILE	"/.space/image.json"
+void sd_image_load(void);
+json_t *sd_image_get(const char *key);
 
 /* space-daemon.c: the device of the virtio port named name (its /dev node
  * made if missing) into dev; -1 when the guest has no such port. */

@@ -733,7 +733,8 @@ op_exec(struct port *p, uint32_t stream, json_t *req)
 	char **argv = NULL, **envp = NULL, home[300] = "HOME=/root", why[256];
 	char *denv[] = { "PATH=/usr/sbin:/usr/bin:/sbin:/bin", home,
 	    "TERM=dumb", NULL };
-	char *menv[SD_ENV_MAX + 4], **xenv = NULL, **aenv = NULL;
+	char *menv[2 * SD_ENV_MAX + 4], **xenv = NULL, **aenv = NULL;
+	char **ibase = denv, **ienvp = NULL;
 	json_t *ienv = NULL;
 	struct spawn_spec s;
 	const char *cwd = NULL;
@@ -773,7 +774,8 @@ op_exec(struct port *p, uint32_t stream, json_t *req)
 			goto out;
 		}
 		cwd = json_string_value(v);
-	}
+	} else
+		cwd = json_string_value(sd_image_get("cwd"));
 	memset(&s, 0, sizeof s);
 	s.tty = json_is_true(json_object_get(req, "tty"));
 	s.detach = json_is_true(json_object_get(req, "detach"));
@@ -784,7 +786,10 @@ op_exec(struct port *p, uint32_t stream, json_t *req)
 		    "be numbers from 0 to 4096");
 		goto out;
 	}
-	if ((v = json_object_get(req, "user")) != NULL &&
+	/* The image's user (its config's User) unless the call names one. */
+	if ((v = json_object_get(req, "user")) == NULL)
+		v = sd_image_get("user");
+	if (v != NULL &&
 	    sd_user_resolve(v, &s, home, sizeof home, why, sizeof why) == -1) {
 		rc = sd_send_error(p, stream, SP_E_BAD_INPUT, "%s", why);
 		goto out;
@@ -792,9 +797,15 @@ op_exec(struct port *p, uint32_t stream, json_t *req)
 	if (s.tty)
 		denv[2] = "TERM=xterm-256color";
 	s.argv = argv;
+	/* Under the sandbox's environment, the image's over the defaults. */
+	if ((v = sd_image_get("env")) != NULL && (ienvp = strings(v, 0)) !=
+	    NULL && (ibase = overlay_env(denv, ienvp)) == NULL) {
+		rc = sd_send_error(p, stream, SP_E_EXEC_FAILED, "out of memory");
+		goto out;
+	}
 	/* "env_add": env goes over what a call that brings none gets. */
 	if (envp != NULL && json_is_true(json_object_get(req, "env_add"))) {
-		if ((aenv = overlay_env(with_identity_env(denv, menv, &ienv),
+		if ((aenv = overlay_env(with_identity_env(ibase, menv, &ienv),
 		    envp)) == NULL) {
 			rc = sd_send_error(p, stream, SP_E_EXEC_FAILED,
 			    "out of memory");
@@ -802,13 +813,16 @@ op_exec(struct port *p, uint32_t stream, json_t *req)
 		}
 		s.envp = aenv;
 	} else
-		s.envp = envp != NULL ? envp : with_identity_env(denv, menv,
+		s.envp = envp != NULL ? envp : with_identity_env(ibase, menv,
 		    &ienv);
 	s.envp = with_egress_env(s.envp, &xenv);
 	s.cwd = cwd;
 	rc = spawn(p, stream, &s, json_object_get(req, "argv"));
 out:
 	json_decref(ienv);
+	if (ibase != denv)
+		free(ibase);
+	free(ienvp);
 	free(xenv);
 	free(aenv);
 	free(argv);
@@ -1359,6 +1373,9 @@ main(int argc, char *argv[])
 	sigset_t set;
 	int ch, i, listening = 0;
 
+	/* Started as the guest's init (design.md, "Any root filesystem"). */
+	if (getpid() == 1)
+		return sd_init_main();
 	while ((ch = getopt(argc, argv, "le:p:r:d:")) != -1)
 		switch (ch) {
 		case 'l':
@@ -1409,6 +1426,7 @@ main(int argc, char *argv[])
 	if (getrandom(&seed, sizeof seed, GRND_INSECURE) != sizeof seed)
 		seed = (size_t)time(NULL) ^ (size_t)getpid() << 16;
 	json_object_seed(seed | 1);
+	sd_image_load();
 	if (sd_activity_start() == -1)
 		sd_log(NULL, "activity sampler did not start: idle_s counts calls only");
 	if (pthread_create(&t, NULL, sigio_main, NULL) != 0) {

@@ -30,6 +30,7 @@ static const struct key keys[] = {
 	K("SPACE_VIRT_TYPE", virt_type),
 	K("SPACE_RETAIN", retain),
 	K("SPACE_KMS", kms),
+	K("SPACE_GUEST", guest),
 };
 #define NKEYS (sizeof keys / sizeof keys[0])
 
@@ -211,6 +212,8 @@ sp_conf_load(struct sp_conf *c, struct sp_err *e)
 		if (n < 0 || (size_t)n >= sizeof c->kms)
 			return sp_err_set(e, SP_E_BAD_INPUT, 0, "SPACE_ROOT too long");
 	}
+	if (c->guest[0] == '\0')
+		snprintf(c->guest, sizeof c->guest, "%s", SP_GUEST_DIR);
 	if (c->node[0] == '\0' && gethostname(c->node, sizeof c->node - 1) == -1)
 		strcpy(c->node, "localhost");
 	return check(c, e);

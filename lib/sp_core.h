@@ -95,6 +95,9 @@ int sp_err_sys(struct sp_err *e, enum sp_code code, const char *fmt, ...)
 void sp_err_clear(struct sp_err *e);
 /* The exit status an error maps to: 111 when temp, 100 for bad-input, else 1. */
 int sp_err_exit(const struct sp_err *e);
+/* A short, printable rendering of hostile bytes for messages: what is not
+ * printable ASCII as \xNN, cut with "..." to fit out (n >= 12). */
+const char *sp_quote(const char *s, char *out, size_t n);
 
 /* ---- io: byte-level helpers both sides share (sp_io.c) ---- */
 /* All of buf to fd, again after EINTR; -1 with errno on error. */
@@ -115,6 +118,9 @@ struct sp_conf {
 	char retain[256];		/* SPACE_RETAIN: snapshot tiers */
 	char kms[SP_PATH_MAX];		/* SPACE_KMS: key service of tenants
 					 * without one of their own */
+	char guest[SP_PATH_MAX];	/* SPACE_GUEST: the guest image's
+					 * vmlinuz, initrd.img, space-daemon;
+					 * default PREFIX/lib/space */
 };
 /* Reads SPACE_CONF (default /etc/space/space.conf) when it exists, then the
  * environment; every value is validated. */

@@ -158,3 +158,29 @@ sp_err_exit(const struct sp_err *e)
 		return SP_EXIT_USAGE;
 	return SP_EXIT_FAIL;
 }
+
+const char *
+sp_quote(const char *s, char *out, size_t n)
+{
+	static const char hex[] = "0123456789abcdef";
+	size_t i, j = 0;
+
+	for (i = 0; s[i] != '\0' && j + 8 < n; i++) {
+		unsigned char c = (unsigned char)s[i];
+
+		if (c >= 0x20 && c < 0x7f && c != '\\') {
+			out[j++] = (char)c;
+			continue;
+		}
+		out[j++] = '\\';
+		out[j++] = 'x';
+		out[j++] = hex[c >> 4];
+		out[j++] = hex[c & 15];
+	}
+	if (s[i] != '\0') {
+		memcpy(out + j, "...", 3);
+		j += 3;
+	}
+	out[j] = '\0';
+	return out;
+}

@@ -116,6 +116,7 @@ build(struct sp_ctx *x, const struct sp_source_row *src, const char *dir,
     struct sp_template_row *t, struct sp_err *e)
 {
 	char rootfs[SP_PATH_MAX], kernel[SP_PATH_MAX], initrd[SP_PATH_MAX];
+	char daemon[SP_PATH_MAX];
 	struct sp_template_src in = { 0 };
 
 	if (sp_path_fmt(rootfs, sizeof rootfs, e, "%s/rootfs", dir) == -1 ||
@@ -130,7 +131,13 @@ build(struct sp_ctx *x, const struct sp_source_row *src, const char *dir,
 	in.rootfs = rootfs;
 	in.kernel = kernel;
 	in.initrd = initrd;
-	if (sp_template_import(x->conf.root, &in, t, e) == -1)
+	/* A root that is not ours gets the node's guest daemon. */
+	if (sp_path_fmt(daemon, sizeof daemon, e, "%s/space-daemon",
+	    x->conf.guest) == -1)
+		return -1;
+	if (access(daemon, F_OK) == 0)
+		in.daemon = daemon;
+	if (sp_template_import(x->conf.root, &in, t, NULL, e) == -1)
 		return -1;
 	return sp_db_template_insert(x->db, t, e);
 }

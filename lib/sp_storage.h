@@ -57,23 +57,59 @@ int sp_subvol_exclusive_bytes(const char *path, uint64_t *out,
 int sp_subvol_lineage(const char *path, char out[37], int *received,
     struct sp_err *e);
 
+/* ---- layer: archives unpacked into a staging tree, checked (sp_layer.c) ---- */
+/* Unpacks the archive file (any format libarchive reads) into dest: with
+ * oci, as an OCI image layer over what dest holds (whiteouts, a directory
+ * replaced by a non-directory).  Entries that would escape dest, hard links
+ * out of it and anything written through a symlink are bad-input; dest is
+ * then half-written, for the caller to remove. */
+int sp_layer_unpack(const char *file, const char *dest, int oci,
+    struct sp_err *e);
+
+/* ---- image: OCI layouts and docker archives (sp_image.c) ---- */
+enum { SP_IMAGE_NONE, SP_IMAGE_OCI, SP_IMAGE_DOCKER };
+/* What the directory holds: an OCI layout (oci-layout), a docker save
+ * archive unpacked (manifest.json), or neither. */
+int sp_image_kind(const char *dir);
+/* Applies the image tagged tag (NULL: the only one) of the layout or archive
+ * in dir to rootfs, every blob checked against its digest first; *config
+ * gets the template's defaults from the image config: {"env":[...],
+ * "cwd":..., "user":..., "cmd":[...] (Entrypoint then Cmd), "labels":{}},
+ * each only when the image sets it. */
+int sp_image_unpack(const char *dir, int kind, const char *tag,
+    const char *rootfs, json_t **config, struct sp_err *e);
+
 /* ---- template: build templates from root filesystems ---- */
 struct sp_template_src {
 	const char *name;
-	const char *rootfs;		/* tarball (any libarchive format) or dir */
+	const char *rootfs;		/* tarball (any libarchive format), an
+					 * OCI layout or docker archive (or its
+					 * tar), or a directory */
+	const char *format;		/* "auto" (NULL), "rootfs", "oci",
+					 * "docker" */
+	const char *tag;		/* the image of a layout or archive */
 	const char *kernel, *initrd;	/* required */
+	const char *daemon;		/* the static space-daemon put in the
+					 * disk as /.space/bin/space-daemon;
+					 * NULL: only for a root that has its
+					 * own /sbin/space-daemon */
 	uint64_t disk_extra_bytes;	/* free space in the ext4 image */
 };
 /* Builds templates/<name>@<digest>/ (read-only subvolume with disk.raw,
  * vmlinuz, initrd.img, template.json) under root; concurrent builds of the
  * same digest are coalesced by a lock.  Rejects archive entries that would
- * escape the root (bad-input).  Fills *t.  Returns 0 when this call built
- * the template, 1 when it existed already (an earlier or concurrent import
- * of the same inputs built it), -1 on error.  The digest covers the rootfs
- * (archive bytes, or a canonical walk of a directory), kernel, initrd and
+ * escape the root (bad-input).  Fills *t and, when config is not NULL,
+ * *config with the template's defaults (the image config's, {} for a plain
+ * root filesystem).  Returns 0 when this call built the template, 1 when it
+ * existed already (an earlier or concurrent import of the same inputs built
+ * it), -1 on error.  The digest covers the rootfs (archive bytes, or a
+ * canonical walk of a directory), format, tag, kernel, initrd, daemon and
  * disk_extra_bytes. */
 int sp_template_import(const char *root, const struct sp_template_src *src,
-    struct sp_template_row *t, struct sp_err *e);
+    struct sp_template_row *t, json_t **config, struct sp_err *e);
+/* A template's defaults (template.json's "config"; {} when it has none). */
+int sp_template_config(const char *root, const struct sp_template_row *t,
+    json_t **config, struct sp_err *e);
 /* templates/<name>@<digest> under root. */
 int sp_template_path(const char *root, const struct sp_template_row *t,
     char *out, size_t n, struct sp_err *e);

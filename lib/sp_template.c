@@ -49,43 +49,6 @@
 #define CA_OWN		"space-node-ca.crt"	/* beside the bundle */
 #define BUNDLE_MAX	(64 * MiB)	/* Debian's is 200 KiB */
 
-/*
- * What libarchive enforces while extracting.  SECURE_NOABSOLUTEPATHS is left
- * out on purpose: every entry is rewritten to an absolute path under the
- * staging directory, which that flag would refuse; absolute entry names are
- * refused by entry_check() before the rewrite instead.
- */
-#define EXTRACT_FLAGS	(ARCHIVE_EXTRACT_SECURE_NODOTDOT | \
-	ARCHIVE_EXTRACT_SECURE_SYMLINKS | ARCHIVE_EXTRACT_PERM | \
-	ARCHIVE_EXTRACT_OWNER | ARCHIVE_EXTRACT_TIME | ARCHIVE_EXTRACT_XATTR)
-
-/* A short, printable rendering of hostile bytes for messages. */
-static const char *
-quote(const char *s, char *out, size_t n)
-{
-	static const char hex[] = "0123456789abcdef";
-	size_t i, j = 0;
-
-	for (i = 0; s[i] != '\0' && j + 8 < n; i++) {
-		unsigned char c = (unsigned char)s[i];
-
-		if (c >= 0x20 && c < 0x7f && c != '\\') {
-			out[j++] = (char)c;
-			continue;
-		}
-		out[j++] = '\\';
-		out[j++] = 'x';
-		out[j++] = hex[c >> 4];
-		out[j++] = hex[c & 15];
-	}
-	if (s[i] != '\0') {
-		memcpy(out + j, "...", 3);
-		j += 3;
-	}
-	out[j] = '\0';
-	return out;
-}
-
 static int
 hash_str(crypto_hash_sha256_state *h, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
@@ -310,6 +273,20 @@ digest_inputs(const struct sp_template_src *src, int isdir, uint64_t extra,
 	    hash_file(&h, "initrd", src->initrd, buf, e) == -1)
 		goto out;
 	hash_str(&h, "disk-extra %llu\n", (unsigned long long)extra);
+	/* Inputs later versions added, only when given, so that templates of
+	 * the inputs before keep their digest. */
+	if (src->format != NULL && strcmp(src->format, "auto") != 0 &&
+	    hash_str(&h, "format %s\n", src->format) == -1)
+		goto toolong;
+	if (src->tag != NULL) {
+		if (hash_str(&h, "tag %zu\n", strlen(src->tag)) == -1)
+			goto toolong;
+		crypto_hash_sha256_update(&h, (const unsigned char *)src->tag,
+		    strlen(src->tag));
+	}
+	if (src->daemon != NULL && hash_file(&h, "daemon", src->daemon, buf,
+	    e) == -1)
+		goto out;
 	if (ca_len > 0) {
 		hash_str(&h, "node-ca %zu\n", ca_len);
 		crypto_hash_sha256_update(&h, (const unsigned char *)ca,
@@ -318,14 +295,19 @@ digest_inputs(const struct sp_template_src *src, int isdir, uint64_t extra,
 	crypto_hash_sha256_final(&h, md);
 	sodium_bin2hex(hex, 65, md, sizeof md);
 	ret = 0;
+	goto out;
+toolong:
+	sp_err_set(e, SP_E_BAD_INPUT, 0, "template input too long");
 out:
 	free(buf);
 	return ret;
 }
 
-/* Fills *t from a finished template's template.json. */
+/* Fills *t (and *config, when not NULL: its "config", {} when it has
+ * none) from a finished template's template.json. */
 static int
-load_json(const char *dir, struct sp_template_row *t, struct sp_err *e)
+load_json(const char *dir, struct sp_template_row *t, json_t **config,
+    struct sp_err *e)
 {
 	char path[SP_PATH_MAX];
 	json_error_t jerr;
@@ -353,14 +335,37 @@ load_json(const char *dir, struct sp_template_row *t, struct sp_err *e)
 	memcpy(t->digest, digest, strlen(digest) + 1);
 	t->created = created;
 	t->disk_bytes = bytes;
+	if (config != NULL) {
+		*config = json_object_get(j, "config");
+		if (*config != NULL && !json_is_object(*config)) {
+			sp_err_set(e, SP_E_BAD_STATE, 0, "template '%s': config "
+			    "is not an object", path);
+			*config = NULL;
+			goto out;
+		}
+		*config = *config ? json_incref(*config) : json_object();
+	}
 	ret = 0;
 out:
 	json_decref(j);
 	return ret;
 }
 
+int
+sp_template_config(const char *root, const struct sp_template_row *t,
+    json_t **config, struct sp_err *e)
+{
+	struct sp_template_row row;
+	char dir[SP_PATH_MAX];
+
+	if (sp_template_path(root, t, dir, sizeof dir, e) == -1)
+		return -1;
+	return load_json(dir, &row, config, e);
+}
+
 static int
-write_json(const char *dir, const struct sp_template_row *t, struct sp_err *e)
+write_json(const char *dir, const struct sp_template_row *t, json_t *config,
+    struct sp_err *e)
 {
 	char path[SP_PATH_MAX];
 	json_t *j;
@@ -369,10 +374,10 @@ write_json(const char *dir, const struct sp_template_row *t, struct sp_err *e)
 
 	if (sp_path_fmt(path, sizeof path, e, "%s/template.json", dir) == -1)
 		return -1;
-	j = json_pack("{s:s, s:s, s:I, s:I, s:s, s:s, s:i}", "name", t->name,
-	    "digest", t->digest, "created", (json_int_t)t->created,
+	j = json_pack("{s:s, s:s, s:I, s:I, s:s, s:s, s:i, s:O}", "name",
+	    t->name, "digest", t->digest, "created", (json_int_t)t->created,
 	    "disk_bytes", (json_int_t)t->disk_bytes, "kernel", "vmlinuz",
-	    "initrd", "initrd.img", "format", 1);
+	    "initrd", "initrd.img", "format", 1, "config", config);
 	if (j == NULL || (s = json_dumps(j, JSON_INDENT(2))) == NULL) {
 		sp_err_set(e, SP_E_INTERNAL, 0, "template.json: out of memory");
 		goto out;
@@ -389,175 +394,6 @@ out:
 		close(fd);
 	free(s);
 	json_decref(j);
-	return ret;
-}
-
-/*
- * Refuses entry names that would land outside the root once put under the
- * staging directory: absolute paths and any ".." component.
- */
-static int
-entry_check(const char *entry, const char *what, const char *s,
-    struct sp_err *e)
-{
-	char q[128], q2[128];
-	const char *p, *c;
-
-	if (s == NULL || *s == '\0')
-		return sp_err_set(e, SP_E_BAD_INPUT, 0,
-		    "archive entry '%s': empty or unreadable %s",
-		    quote(entry ? entry : "", q, sizeof q), what);
-	if (*s == '/')
-		return sp_err_set(e, SP_E_BAD_INPUT, 0,
-		    "archive entry '%s': absolute %s '%s'",
-		    quote(entry, q, sizeof q), what, quote(s, q2, sizeof q2));
-	for (p = s; *p != '\0'; p = c) {
-		while (*p == '/')
-			p++;
-		for (c = p; *c != '\0' && *c != '/'; c++)
-			;
-		if (c - p == 2 && p[0] == '.' && p[1] == '.')
-			return sp_err_set(e, SP_E_BAD_INPUT, 0,
-			    "archive entry '%s': '..' in %s '%s'",
-			    quote(entry, q, sizeof q), what,
-			    quote(s, q2, sizeof q2));
-	}
-	return 0;
-}
-
-/*
- * libarchive refuses an entry for what it is (escaping, writing through a
- * symlink, unsupported) or because the host failed; only the second may go
- * better on a retry.
- */
-static int
-extract_err(struct archive *a, const char *dest, const char *name,
-    struct sp_err *e)
-{
-	char q[128], q2[300], why[256];
-	const char *s = sp_archive.error_string(a), *at;
-	size_t n;
-
-	/* Its messages carry the rewritten path: show the archive's. */
-	if (s == NULL)
-		s = "unknown error";
-	if ((at = strstr(s, dest)) != NULL) {
-		n = (size_t)(at - s) < sizeof why ? (size_t)(at - s) :
-		    sizeof why - 1;
-		memcpy(why, s, n);
-		snprintf(why + n, sizeof why - n, "%s", at + strlen(dest));
-	} else
-		snprintf(why, sizeof why, "%s", s);
-
-	switch (sp_archive.errno_of(a)) {
-	case ENOSPC:
-	case EDQUOT:
-	case EIO:
-	case ENOMEM:
-	case EMFILE:
-	case ENFILE:
-	case EROFS:
-		errno = sp_archive.errno_of(a);
-		return sp_err_sys(e, SP_E_IO, "extract '%s'",
-		    quote(name, q, sizeof q));
-	default:
-		return sp_err_set(e, SP_E_BAD_INPUT, 0,
-		    "archive entry '%s' refused: %s", quote(name, q, sizeof q),
-		    quote(why, q2, sizeof q2));
-	}
-}
-
-static int
-extract(const char *file, const char *dest, struct sp_err *e)
-{
-	struct archive *in = NULL, *out = NULL;
-	struct archive_entry *ent;
-	char path[SP_PATH_MAX], link[SP_PATH_MAX], name[SP_PATH_MAX], q[128];
-	const char *hl;
-	const void *buf;
-	size_t len;
-	la_int64_t off;
-	int r, ret = -1;
-
-	if (sp_archive_load(e) == -1)
-		return -1;
-	in = sp_archive.read_new();
-	out = sp_archive.write_disk_new();
-	if (in == NULL || out == NULL) {
-		sp_err_set(e, SP_E_INTERNAL, 1, "libarchive: out of memory");
-		goto out;
-	}
-	sp_archive.read_support_filter_all(in);
-	sp_archive.read_support_format_all(in);
-	/* No user lookup: owners are the archive's numeric ids, not the
-	 * host's idea of its user names. */
-	sp_archive.write_disk_set_options(out, EXTRACT_FLAGS);
-	if (sp_archive.read_open_filename(in, file, 64 * 1024) != ARCHIVE_OK) {
-		sp_err_set(e, SP_E_BAD_INPUT, 0, "archive '%s': %s",
-		    quote(file, q, sizeof q),
-		    sp_archive.error_string(in));
-		goto out;
-	}
-	for (;;) {
-		r = sp_archive.read_next_header(in, &ent);
-		if (r == ARCHIVE_EOF)
-			break;
-		if (r < ARCHIVE_WARN) {
-			sp_err_set(e, SP_E_BAD_INPUT, 0, "archive '%s': %s",
-			    quote(file, q, sizeof q),
-		    sp_archive.error_string(in));
-			goto out;
-		}
-		if (entry_check(sp_archive.entry_pathname(ent), "path",
-		    sp_archive.entry_pathname(ent), e) == -1)
-			goto out;
-		snprintf(name, sizeof name, "%s",
-		    sp_archive.entry_pathname(ent));
-		if (sp_path_fmt(path, sizeof path, e, "%s/%s", dest, name) == -1)
-			goto out;
-		sp_archive.entry_copy_pathname(ent, path);
-		if ((hl = sp_archive.entry_hardlink(ent)) != NULL) {
-			if (entry_check(name, "hard link target", hl, e) == -1 ||
-			    sp_path_fmt(link, sizeof link, e, "%s/%s", dest,
-			    hl) == -1)
-				goto out;
-			sp_archive.entry_copy_hardlink(ent, link);
-		}
-		if (sp_archive.write_header(out, ent) < ARCHIVE_WARN) {
-			extract_err(out, dest, name, e);
-			goto out;
-		}
-		for (;;) {
-			r = sp_archive.read_data_block(in, &buf, &len, &off);
-			if (r == ARCHIVE_EOF)
-				break;
-			if (r < ARCHIVE_WARN) {
-				sp_err_set(e, SP_E_BAD_INPUT, 0,
-				    "archive entry '%s': %s",
-				    quote(name, q, sizeof q),
-				    sp_archive.error_string(in));
-				goto out;
-			}
-			if (sp_archive.write_data_block(out, buf, len, off) <
-			    ARCHIVE_WARN) {
-				extract_err(out, dest, name, e);
-				goto out;
-			}
-		}
-		if (sp_archive.write_finish_entry(out) < ARCHIVE_WARN) {
-			extract_err(out, dest, name, e);
-			goto out;
-		}
-	}
-	/* Directory modes and times are applied at close. */
-	if (sp_archive.write_close(out) < ARCHIVE_WARN) {
-		extract_err(out, dest, "(directories)", e);
-		goto out;
-	}
-	ret = 0;
-out:
-	sp_archive.read_free(in);
-	sp_archive.write_free(out);
 	return ret;
 }
 
@@ -870,33 +706,36 @@ guest_err(const char *path, struct sp_err *e)
 	}
 }
 
-/* The guest's etc/ssl/certs, made (0755) where the rootfs has none. */
+/* A directory of the guest's (a path relative to its root), each part made
+ * with mode where the rootfs has none. */
 static int
-certs_dir(int rootfd, struct sp_err *e)
+guest_dir(int rootfd, const char *path, mode_t mode, struct sp_err *e)
 {
-	static const char *const part[] = { "etc", "etc/ssl", "etc/ssl/certs" };
-	const char *base;
+	char part[SP_PATH_MAX];
+	const char *base, *slash = path;
 	int fd = -1, parent = rootfd;
-	size_t i;
 
-	for (i = 0; i < sizeof part / sizeof part[0]; i++) {
-		fd = open_in(rootfd, part[i], O_RDONLY | O_DIRECTORY, 0);
+	do {
+		slash = strchr(slash + 1, '/');
+		snprintf(part, sizeof part, "%.*s", slash ? (int)(slash - path) :
+		    (int)strlen(path), path);
+		fd = open_in(rootfd, part, O_RDONLY | O_DIRECTORY, 0);
 		if (fd == -1 && errno == ENOENT) {
-			base = strrchr(part[i], '/');
-			base = base ? base + 1 : part[i];
-			if (mkdirat(parent, base, 0755) == 0 &&
-			    fchmodat(parent, base, 0755, 0) == 0)
-				fd = open_in(rootfd, part[i],
+			base = strrchr(part, '/');
+			base = base ? base + 1 : part;
+			if (mkdirat(parent, base, mode) == 0 &&
+			    fchmodat(parent, base, mode, 0) == 0)
+				fd = open_in(rootfd, part,
 				    O_RDONLY | O_DIRECTORY, 0);
 		}
 		if (fd == -1)
-			guest_err(part[i], e);
+			guest_err(part, e);
 		if (parent != rootfd)
 			close(parent);
 		if (fd == -1)
 			return -1;
 		parent = fd;
-	}
+	} while (slash != NULL);
 	return fd;
 }
 
@@ -973,22 +812,23 @@ out:
 	return ret;
 }
 
-/* The CA alone as well, under a name that says what it is.  Whatever was
- * there is replaced, never written through. */
+/* A file of ours in the guest directory dirfd (path names it in messages):
+ * whatever was there is replaced, never written through. */
 static int
-own_add(int certs, const char *pem, size_t n, struct sp_err *e)
+guest_put(int dirfd, const char *name, const char *path, const void *data,
+    size_t n, mode_t mode, struct sp_err *e)
 {
 	int fd;
 
-	if (unlinkat(certs, CA_OWN, 0) == -1 && errno != ENOENT)
-		return guest_err("etc/ssl/certs/" CA_OWN, e);
-	fd = openat(certs, CA_OWN, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW |
-	    O_CLOEXEC, 0644);
+	if (unlinkat(dirfd, name, 0) == -1 && errno != ENOENT)
+		return guest_err(path, e);
+	fd = openat(dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW |
+	    O_CLOEXEC, mode);
 	if (fd == -1)
-		return guest_err("etc/ssl/certs/" CA_OWN, e);
-	if (fchmod(fd, 0644) == -1 || sp_write_all(fd, pem, n) == -1) {
-		sp_err_sys(e, SP_E_IO, "rootfs: write guest '/etc/ssl/certs/%s'",
-		    CA_OWN);
+		return guest_err(path, e);
+	if (fchown(fd, 0, 0) == -1 || fchmod(fd, mode) == -1 ||
+	    sp_write_all(fd, data, n) == -1) {
+		sp_err_sys(e, SP_E_IO, "rootfs: write guest '/%s'", path);
 		close(fd);
 		return -1;
 	}
@@ -1005,15 +845,150 @@ trust_ca(const char *rootfs, const char *pem, size_t n, struct sp_err *e)
 	rootfd = open(rootfs, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (rootfd == -1)
 		return sp_err_sys(e, SP_E_IO, "open '%s'", rootfs);
-	if ((certs = certs_dir(rootfd, e)) == -1 ||
+	/* The CA alone as well, under a name that says what it is. */
+	if ((certs = guest_dir(rootfd, "etc/ssl/certs", 0755, e)) == -1 ||
 	    bundle_add(rootfd, pem, n, e) == -1 ||
-	    own_add(certs, pem, n, e) == -1)
+	    guest_put(certs, CA_OWN, "etc/ssl/certs/" CA_OWN, pem, n, 0644,
+	    e) == -1)
 		goto out;
 	ret = 0;
 out:
 	if (certs != -1)
 		close(certs);
 	close(rootfd);
+	return ret;
+}
+
+/* A whole file of the host, bounded, for the guest. */
+static int
+read_small(const char *path, size_t max, char **out, size_t *n,
+    struct sp_err *e)
+{
+	struct stat st;
+	ssize_t r;
+	size_t got = 0;
+	int fd;
+
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY)) == -1)
+		return sp_err_sys(e, errno == ENOENT ? SP_E_NOT_FOUND : SP_E_IO,
+		    "open '%s'", path);
+	if (fstat(fd, &st) == -1 || !S_ISREG(st.st_mode) ||
+	    (uint64_t)st.st_size > max ||
+	    (*out = malloc((size_t)st.st_size + 1)) == NULL) {
+		close(fd);
+		return sp_err_set(e, SP_E_BAD_INPUT, 0, "'%s' is not a file of "
+		    "at most %zu bytes", path, max);
+	}
+	while (got < (size_t)st.st_size) {
+		r = read(fd, *out + got, (size_t)st.st_size - got);
+		if (r == -1 && errno == EINTR)
+			continue;
+		if (r <= 0) {
+			free(*out);
+			close(fd);
+			return sp_err_sys(e, SP_E_IO, "read '%s'", path);
+		}
+		got += (size_t)r;
+	}
+	close(fd);
+	*n = got;
+	return 0;
+}
+
+/* 1 when the guest has a regular file at path (never opened: O_PATH). */
+static int
+guest_has(int rootfd, const char *path)
+{
+	struct stat st;
+	int fd, ok;
+
+	if ((fd = open_in(rootfd, path, O_PATH | O_NOFOLLOW, 0)) == -1)
+		return 0;
+	ok = fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
+	close(fd);
+	return ok;
+}
+
+/*
+ * What a root made for SPACE (with its own /sbin/space-daemon) brings itself,
+ * and any other needs to boot as a sandbox (design.md, "Any root
+ * filesystem"): /.space/bin/space-daemon, which the initramfs starts (as the
+ * guest's init, or beside systemd); the directories the guest mounts on; a
+ * resolv.conf naming the daemon's DNS on loopback and a hosts file naming
+ * localhost.  Every root gets /.space/image.json, the defaults the daemon
+ * gives calls (env, cwd, user).
+ */
+static int
+guest_parts(const char *rootfs, const char *daemon, json_t *config,
+    struct sp_err *e)
+{
+	static const char resolv[] = "# The sandbox's DNS: its space-daemon, "
+	    "which asks the node's gateway (egress policy).\nnameserver "
+	    "127.0.0.1\n";
+	static const char hosts[] = "127.0.0.1\tlocalhost\n::1\tlocalhost\n";
+	static const struct { const char *path; mode_t mode; } dirs[] = {
+		{ "dev", 0755 }, { "proc", 0555 }, { "sys", 0555 },
+		{ "run", 0755 }, { "tmp", 01777 }, { "etc", 0755 },
+	};
+	char *bin = NULL, *js = NULL;
+	size_t nbin = 0, i;
+	int rootfd, fd = -1, own, ret = -1;
+
+	rootfd = open(rootfs, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (rootfd == -1)
+		return sp_err_sys(e, SP_E_IO, "open '%s'", rootfs);
+	own = guest_has(rootfd, "sbin/space-daemon");
+	if (!own && daemon == NULL) {
+		sp_err_set(e, SP_E_BAD_INPUT, 0, "rootfs: it has no "
+		    "/sbin/space-daemon of its own and no space-daemon was "
+		    "given to put in it (--daemon)");
+		goto out;
+	}
+	if (daemon != NULL && read_small(daemon, 64 * MiB, &bin, &nbin,
+	    e) == -1)
+		goto out;
+	/* /.space is ours: whatever the image had there goes. */
+	if (unlinkat(rootfd, ".space", 0) == -1 && errno != ENOENT &&
+	    errno != EISDIR) {
+		guest_err(".space", e);
+		goto out;
+	}
+	if ((fd = guest_dir(rootfd, ".space", 0755, e)) == -1 ||
+	    (js = json_dumps(config, JSON_COMPACT)) == NULL)
+		goto out;
+	if (guest_put(fd, "image.json", ".space/image.json", js, strlen(js),
+	    0644, e) == -1)
+		goto out;
+	close(fd);
+	fd = -1;
+	if (bin != NULL && !own && ((fd = guest_dir(rootfd, ".space/bin", 0755,
+	    e)) == -1 || guest_put(fd, "space-daemon", ".space/bin/space-daemon",
+	    bin, nbin, 0755, e) == -1))
+		goto out;
+	if (own) {
+		ret = 0;
+		goto out;
+	}
+	for (i = 0; i < sizeof dirs / sizeof dirs[0]; i++) {
+		if (fd != -1)
+			close(fd);
+		if ((fd = guest_dir(rootfd, dirs[i].path, dirs[i].mode, e)) ==
+		    -1)
+			goto out;
+	}
+	/* fd is etc now. */
+	if (guest_put(fd, "resolv.conf", "etc/resolv.conf", resolv,
+	    sizeof resolv - 1, 0644, e) == -1 ||
+	    (!guest_has(rootfd, "etc/hosts") && guest_put(fd, "hosts",
+	    "etc/hosts", hosts, sizeof hosts - 1, 0644, e) == -1))
+		goto out;
+	ret = 0;
+out:
+	if (fd != -1)
+		close(fd);
+	close(rootfd);
+	free(bin);
+	free(js);
 	return ret;
 }
 
@@ -1136,13 +1111,80 @@ lock_digest(const char *root, const char *digest, int *fd, struct sp_err *e)
 }
 
 /*
+ * The root filesystem in staging/rootfs: a directory copied, an archive
+ * unpacked; when either holds an OCI layout or a docker archive (or the
+ * format says so), its image's layers applied instead.  *config gets the
+ * image config's defaults ({} for a plain root).
+ */
+static int
+stage_root(const struct sp_template_src *src, int isdir, const char *staging,
+    const char *rootfs, json_t **config, struct sp_err *e)
+{
+	static const char *const names[] = { "rootfs", "oci", "docker" };
+	const char *fmt = src->format ? src->format : "auto", *from;
+	char unpacked[SP_PATH_MAX], q[128];
+	int kind, want = -1, i;
+
+	for (i = 0; i < 3; i++)
+		if (strcmp(fmt, names[i]) == 0)
+			want = i;	/* SP_IMAGE_NONE, _OCI, _DOCKER */
+	if (want == -1 && strcmp(fmt, "auto") != 0)
+		return sp_err_set(e, SP_E_BAD_INPUT, 0, "format '%s' is none of "
+		    "auto, rootfs, oci, docker", sp_quote(fmt, q, sizeof q));
+	from = src->rootfs;
+	if (!isdir) {
+		if (sp_path_fmt(unpacked, sizeof unpacked, e, "%s/source",
+		    staging) == -1)
+			return -1;
+		if (mkdir(unpacked, 0755) == -1)
+			return sp_err_sys(e, SP_E_IO, "mkdir '%s'", unpacked);
+		if (sp_layer_unpack(src->rootfs, unpacked, 0, e) == -1)
+			return -1;
+		from = unpacked;
+	}
+	kind = want == SP_IMAGE_NONE ? SP_IMAGE_NONE : sp_image_kind(from);
+	if (want > SP_IMAGE_NONE && kind != want)
+		return sp_err_set(e, SP_E_BAD_INPUT, 0, "'%s' is not %s",
+		    sp_quote(src->rootfs, q, sizeof q), want == SP_IMAGE_OCI ?
+		    "an OCI image layout (no oci-layout)" : "a docker archive "
+		    "(no manifest.json)");
+	if (kind == SP_IMAGE_NONE) {
+		if (src->tag != NULL)
+			return sp_err_set(e, SP_E_BAD_INPUT, 0, "--tag picks an "
+			    "image of an OCI layout or docker archive, and '%s' "
+			    "is a root filesystem", sp_quote(src->rootfs, q,
+			    sizeof q));
+		if ((*config = json_object()) == NULL)
+			return sp_err_set(e, SP_E_INTERNAL, 1, "out of memory");
+		if (!isdir) {
+			if (rename(unpacked, rootfs) == -1)
+				return sp_err_sys(e, SP_E_IO, "rename '%s'",
+				    unpacked);
+			return 0;
+		}
+		if (mkdir(rootfs, 0755) == -1)
+			return sp_err_sys(e, SP_E_IO, "mkdir '%s'", rootfs);
+		return copy_tree(src->rootfs, rootfs, e);
+	}
+	if (mkdir(rootfs, 0755) == -1)
+		return sp_err_sys(e, SP_E_IO, "mkdir '%s'", rootfs);
+	if (sp_image_unpack(from, kind, src->tag, rootfs, config, e) == -1)
+		return -1;
+	/* The layout's blobs are no longer needed: free their space now. */
+	if (!isdir)
+		return sp_path_remove_tree(unpacked, e);
+	return 0;
+}
+
+/*
  * Returns 0 when it built the template, 1 when it was there already (built
  * before, or by a concurrent import of the same inputs), -1 on error.
  */
 int
 sp_template_import(const char *root, const struct sp_template_src *src,
-    struct sp_template_row *t, struct sp_err *e)
+    struct sp_template_row *t, json_t **config, struct sp_err *e)
 {
+	json_t *conf = NULL;
 	char dir[SP_PATH_MAX], staging[SP_PATH_MAX], rootfs[SP_PATH_MAX];
 	char img[SP_PATH_MAX], building[SP_PATH_MAX], p[SP_PATH_MAX];
 	char q[128], rnd[13];
@@ -1180,15 +1222,15 @@ sp_template_import(const char *root, const struct sp_template_src *src,
 	if (stat(src->rootfs, &st) == -1) {
 		if (errno == ENOENT)
 			sp_err_set(e, SP_E_NOT_FOUND, 0, "rootfs '%s' does not "
-			    "exist", quote(src->rootfs, q, sizeof q));
+			    "exist", sp_quote(src->rootfs, q, sizeof q));
 		else
 			sp_err_sys(e, SP_E_IO, "rootfs '%s'",
-			    quote(src->rootfs, q, sizeof q));
+			    sp_quote(src->rootfs, q, sizeof q));
 		goto out;
 	}
 	if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode)) {
 		sp_err_set(e, SP_E_BAD_INPUT, 0, "rootfs '%s' is neither an archive "
-		    "nor a directory", quote(src->rootfs, q, sizeof q));
+		    "nor a directory", sp_quote(src->rootfs, q, sizeof q));
 		goto out;
 	}
 	isdir = S_ISDIR(st.st_mode);
@@ -1211,7 +1253,7 @@ sp_template_import(const char *root, const struct sp_template_src *src,
 	if (sp_template_path(rroot, &row, dir, sizeof dir, e) == -1)
 		goto out;
 	if (lstat(dir, &st) == 0) {
-		if (load_json(dir, &row, e) == -1)
+		if (load_json(dir, &row, config, e) == -1)
 			goto out;
 		*t = row;
 		ret = 1;
@@ -1233,12 +1275,8 @@ sp_template_import(const char *root, const struct sp_template_src *src,
 	if (sp_subvol_create(staging, e) == -1)
 		goto out;
 	made_staging = 1;
-	if (mkdir(rootfs, 0755) == -1) {
-		sp_err_sys(e, SP_E_IO, "mkdir '%s'", rootfs);
-		goto out;
-	}
-	if (isdir ? copy_tree(src->rootfs, rootfs, e) :
-	    extract(src->rootfs, rootfs, e))
+	if (stage_root(src, isdir, staging, rootfs, &conf, e) == -1 ||
+	    guest_parts(rootfs, src->daemon, conf, e) == -1)
 		goto out;
 	if (ca_len > 0 && trust_ca(rootfs, ca, ca_len, e) == -1)
 		goto out;
@@ -1257,7 +1295,7 @@ sp_template_import(const char *root, const struct sp_template_src *src,
 		goto out;
 	row.created = (int64_t)time(NULL);
 	row.disk_bytes = (int64_t)size;
-	if (write_json(building, &row, e) == -1)
+	if (write_json(building, &row, conf, e) == -1)
 		goto out;
 	/* Read-only before it gets its final name: nobody may see a writable
 	 * template. */
@@ -1274,8 +1312,13 @@ sp_template_import(const char *root, const struct sp_template_src *src,
 		close(fd);
 	}
 	*t = row;
+	if (config != NULL) {
+		*config = conf;
+		conf = NULL;
+	}
 	ret = 0;
 out:
+	json_decref(conf);
 	if (made_building)
 		sp_subvol_delete(building, &e2);
 	if (made_staging)

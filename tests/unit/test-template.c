@@ -31,7 +31,7 @@
 
 static struct sp_err e;
 static char top[SP_PATH_MAX], root[SP_PATH_MAX], outside[SP_PATH_MAX];
-static char kernel[SP_PATH_MAX], initrd[SP_PATH_MAX];
+static char kernel[SP_PATH_MAX], initrd[SP_PATH_MAX], daemon_file[SP_PATH_MAX];
 
 /* tap_ok, with the last library error as a diagnostic when it fails. */
 static int
@@ -334,11 +334,11 @@ import(const char *name, const char *rootfs, struct sp_template_row *t)
 {
 	struct sp_template_src src = {
 		.name = name, .rootfs = rootfs, .kernel = kernel,
-		.initrd = initrd, .disk_extra_bytes = 0,
+		.initrd = initrd, .daemon = daemon_file, .disk_extra_bytes = 0,
 	};
 
 	sp_err_clear(&e);
-	return sp_template_import(root, &src, t, &e);
+	return sp_template_import(root, &src, t, NULL, &e);
 }
 
 /* A hostile archive must fail with bad-input, leaving nothing behind. */
@@ -574,6 +574,8 @@ main(void)
 	fill(kbytes, sizeof kbytes, 7);
 	write_file(kernel, kbytes, sizeof kbytes);
 	write_file(initrd, "initrd bytes\n", 13);
+	pathf(daemon_file, "%s/%s", outside, "space-daemon");
+	write_file(daemon_file, "daemon bytes\n", 13);
 	pathf(target, "%s/%s", outside, "target");
 	write_file(target, "orig", 4);
 
