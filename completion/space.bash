@@ -99,7 +99,9 @@ _space() {
 			return
 		fi
 		case ${COMP_WORDS[1]}:$prev in
-		import:--kernel|import:--initrd|add:--kernel|add:--initrd) COMPREPLY=($(compgen -f -- "$cur")) ;;
+		import:--kernel|import:--initrd|import:--daemon|add:--kernel|add:--initrd) COMPREPLY=($(compgen -f -- "$cur")) ;;
+		import:--format) COMPREPLY=($(compgen -W "auto rootfs oci docker" -- "$cur")) ;;
+		import:--tag) ;;
 		add:*)
 			if [[ $cur == -* ]]; then
 				COMPREPLY=($(compgen -W "--name --kernel --initrd" -- "$cur"))
@@ -108,7 +110,7 @@ _space() {
 			fi ;;
 		import:*)
 			if [[ $cur == -* ]]; then
-				COMPREPLY=($(compgen -W "--name --kernel --initrd --disk-extra" -- "$cur"))
+				COMPREPLY=($(compgen -W "--name --format --tag --kernel --initrd --daemon --disk-extra" -- "$cur"))
 			else
 				COMPREPLY=($(compgen -f -- "$cur"))
 			fi ;;

@@ -165,6 +165,18 @@ ref_name(json_t *desc)
 	    "annotations"), "org.opencontainers.image.ref.name"));
 }
 
+/* A docker reference without the default registry and namespace docker
+ * (and skopeo) add: "docker.io/library/x:t" is "x:t". */
+static const char *
+short_ref(const char *r)
+{
+	if (strncmp(r, "docker.io/", 10) == 0)
+		r += 10;
+	if (strncmp(r, "library/", 8) == 0)
+		r += 8;
+	return r;
+}
+
 /* "name:tag" matches "name:tag" and "tag". */
 static int
 tag_matches(const char *have, const char *want)
@@ -173,7 +185,8 @@ tag_matches(const char *have, const char *want)
 
 	if (have == NULL)
 		return 0;
-	if (strcmp(have, want) == 0)
+	if (strcmp(have, want) == 0 ||
+	    strcmp(short_ref(have), short_ref(want)) == 0)
 		return 1;
 	colon = strrchr(have, ':');
 	return colon != NULL && strchr(colon, '/') == NULL &&

@@ -6,7 +6,7 @@
 # server resolv.conf names, by static busybox and by dynamic curl alike.
 load helper
 
-# SP_EGRESS_REDIRECT_PORT, as the guest's rcS must have it.
+# SP_EGRESS_REDIRECT_PORT, as the initramfs must have it.
 port=$(awk '$2 == "SP_EGRESS_REDIRECT_PORT" { print $3 }' "$top"/lib/sp_*.h)
 
 setup_file() {
@@ -87,7 +87,7 @@ redirected() {
 	[ "$output" -gt 50 ]
 }
 
-@test "the kernel has the netfilter the redirect needs; rcS set the rules and the route" {
+@test "the kernel has the netfilter the redirect needs; the initramfs set the rules and the route" {
 	[ -n "$port" ]
 	# Built into the kernel build-image makes (loaded by the initramfs
 	# from a packaged kernel's modules): the tables, REDIRECT, tcp and udp.

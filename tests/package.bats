@@ -54,7 +54,7 @@ teardown_file() {
 	grep -q '^ExecStart=/usr/bin/space-gatewayd$' /lib/systemd/system/space-gatewayd.service
 	! grep -rq /usr/local /lib/systemd/system/space-*
 	[ -f /usr/lib/space/rootfs.tar.zst ] && [ -f /usr/lib/space/vmlinuz ] &&
-	    [ -f /usr/lib/space/initrd.img ]
+	    [ -f /usr/lib/space/initrd.img ] && [ -f /usr/lib/space/space-daemon ]
 	# Timers are not enabled by the package: nothing links to them.
 	[ -z "$(find /etc/systemd/system -name 'space-*' 2>/dev/null)" ]
 	run /usr/bin/space-ls --version
@@ -77,4 +77,12 @@ teardown_file() {
 	run /usr/bin/space-rm "$id"
 	assert_success
 	jout -e '.removed'
+	# A root that is not ours, away from the image: the kernel, initrd
+	# and daemon come from the packaged image (SPACE_GUEST's default).
+	mkdir -p "$BATS_TEST_TMPDIR/any"
+	tar -C "$BATS_TEST_TMPDIR/any" --zstd -xf /usr/lib/space/rootfs.tar.zst
+	rm "$BATS_TEST_TMPDIR/any/sbin/space-daemon"
+	run /usr/bin/space-template import --name pkg-any "$BATS_TEST_TMPDIR/any"
+	assert_success
+	jout -e '.ok'
 }

@@ -1,0 +1,227 @@
+#!/usr/bin/env bats
+# Templates from container images (design.md, "Any root filesystem"): an OCI
+# image layout built here with umoci from the minimal guest's busybox root,
+# made not ours (no space-daemon, inittab or rcS of its own), in layers that
+# delete, replace and hard-link files, one of them written by hand (a hard
+# link to a lower layer's file, an opaque directory, a directory replaced by
+# a file: umoci raw add-layer).  The template's disk must hold the tree
+# umoci's own unpack makes, byte for byte; the same image as a tar and as a
+# docker save archive (skopeo) must give the same; hostile layers are
+# refused whole; and a sandbox of it boots with space-daemon as its init and
+# takes the image's Env, WorkingDir and User.  Nothing is pulled from a
+# registry.
+load helper
+
+tool=$top/tests/image-tool
+
+setup_file() {
+	local d=$BATS_FILE_TMPDIR r
+	cd "$d"
+	umoci init --layout oci
+	umoci new --image oci:img
+	umoci unpack --image oci:img bundle >/dev/null
+	r=bundle/rootfs
+	tar -C "$r" --zstd -xf "$SPACE_GUEST/rootfs.tar.zst"
+	rm -f "$r/sbin/space-daemon" "$r/etc/inittab" "$r/etc/init.d/rcS"
+	mkdir -p "$r/data/dir" "$r/data/opq" "$r/data/dir2"
+	echo one >"$r/data/a"
+	ln "$r/data/a" "$r/data/b"
+	echo x >"$r/data/dir/x"
+	echo 1 >"$r/data/opq/1"
+	echo 2 >"$r/data/opq/2"
+	echo inside >"$r/data/dir2/f"
+	cp "$r/bin/busybox" "$r/data/ping"
+	chmod 4755 "$r/data/ping"
+	"$tool" caps "$r/data/ping"
+	python3 -c 'import os, sys; os.setxattr(sys.argv[1], "user.note", b"hello")' "$r/data/a"
+	mknod "$r/data/null" c 1 3
+	chown 1000:1000 "$r/data/dir"
+	umoci repack --image oci:img bundle >/dev/null
+	# Layer 2: a deletion (a whiteout) and a file replaced, which parts
+	# it from its hard link.
+	rm "$r/data/dir/x"
+	echo two >"$r/data/a.new"
+	mv "$r/data/a.new" "$r/data/a"
+	umoci repack --image oci:img bundle >/dev/null
+	# Layer 3, by hand.
+	"$tool" layer links links.tar
+	umoci raw add-layer --image oci:img links.tar >/dev/null
+	umoci config --image oci:img --config.env FOO=from-image \
+	    --config.env PATH=/usr/sbin:/usr/bin:/sbin:/bin:/opt/image/bin \
+	    --config.workingdir /data --config.user 1000:1000 \
+	    --config.cmd sh --config.cmd -c --config.cmd 'echo started' \
+	    --config.label org.example.kind=test >/dev/null
+	umoci raw unpack --image oci:img oracle >/dev/null 2>&1
+	tree oracle >oracle.tree
+	space-template import --name oci-img "$d/oci" >import.json
+	mkdir -p mnt
+}
+
+teardown_file() {
+	remove_listed "$BATS_FILE_TMPDIR/ids"
+	for t in oci-img oci-tar oci-docker oci-other; do
+		space-template rm --force "$t" >/dev/null 2>&1 || true
+	done
+}
+
+# The tree under $1, less what import adds or changes (checked apart).
+tree() {
+	"$tool" tree "$1" --skip lost+found --skip .space --skip dev \
+	    --skip proc --skip sys --skip run --skip tmp --skip etc/hosts \
+	    --skip etc/resolv.conf --skip etc/ssl
+}
+
+# The tree of a template's disk.
+disk_tree() {
+	local d=$BATS_FILE_TMPDIR dir
+	dir=$(space-template ls | jq -r --arg t "$1" 'select(.template == $t) | .digest')
+	[ -n "$dir" ]
+	mount -o ro,loop,noload "$SPACE_ROOT/templates/$1@$dir/disk.raw" "$d/mnt"
+	tree "$d/mnt" >"$d/$1.tree" || true
+	ls -A "$d/mnt/.space" "$d/mnt/.space/bin" >"$d/$1.space"
+	cat "$d/mnt/etc/resolv.conf" >"$d/$1.resolv"
+	umount "$d/mnt"
+}
+
+@test "import of an OCI layout reports the image config as the template's defaults" {
+	run jq -c .config "$BATS_FILE_TMPDIR/import.json"
+	assert_output '{"env":["FOO=from-image","PATH=/usr/sbin:/usr/bin:/sbin:/bin:/opt/image/bin"],"cwd":"/data","user":"1000:1000","cmd":["sh","-c","echo started"],"labels":{"org.example.kind":"test"}}'
+}
+
+@test "the template's disk holds the tree umoci's unpack makes: contents, modes, owners, xattrs, capabilities, links, devices" {
+	disk_tree oci-img
+	run diff "$BATS_FILE_TMPDIR/oracle.tree" "$BATS_FILE_TMPDIR/oci-img.tree"
+	assert_success
+	# What the layers did, in the tree both agree on.
+	run grep -E '^data/(d|b|dir/x|opq/1|opq/3|dir2|ping|null) ' "$BATS_FILE_TMPDIR/oci-img.tree"
+	assert_line --regexp '^data/b f 644 0:0 4 .* data/b$'
+	assert_line --regexp '^data/d f 644 0:0 4 .* data/b$'
+	assert_line --regexp '^data/opq/3 f '
+	refute_line --regexp '^data/opq/1 '
+	refute_line --regexp '^data/dir/x '
+	assert_line --regexp '^data/dir2 f '
+	assert_line --regexp '^data/ping f 4755 0:0 .*security.capability=0100000200200000'
+	assert_line --regexp '^data/null c 644 0:0 0 1,3 '
+	# import's own: the daemon, the defaults, the resolver on loopback.
+	run cat "$BATS_FILE_TMPDIR/oci-img.space"
+	assert_line bin
+	assert_line image.json
+	assert_line space-daemon
+	run cat "$BATS_FILE_TMPDIR/oci-img.resolv"
+	assert_line "nameserver 127.0.0.1"
+}
+
+@test "the layout as a tar and as a docker save archive (skopeo) give the same tree" {
+	local d=$BATS_FILE_TMPDIR
+	tar -C "$d/oci" -cf "$d/oci.tar" .
+	run space-template import --name oci-tar "$d/oci.tar"
+	assert_success
+	skopeo copy --quiet oci:"$d/oci":img docker-archive:"$d/docker.tar":example/img:v1
+	run space-template import --name oci-docker --tag example/img:v1 "$d/docker.tar"
+	assert_success
+	jout -e '.config.user == "1000:1000" and .config.cwd == "/data"'
+	disk_tree oci-tar
+	disk_tree oci-docker
+	run diff "$d/oracle.tree" "$d/oci-tar.tree"
+	assert_success
+	run diff "$d/oracle.tree" "$d/oci-docker.tree"
+	assert_success
+}
+
+@test "--tag picks one image of several; without it several are refused, naming the tags" {
+	local d=$BATS_FILE_TMPDIR
+	cp -a "$d/oci" "$d/two"
+	umoci tag --image "$d/two":img other
+	run space-template import --name oci-other "$d/two"
+	assert_failure 100
+	assert_output --partial "several images: pick one with --tag (img, other)"
+	run space-template import --name oci-other --tag nope "$d/two"
+	assert_failure 100
+	assert_output --partial "no image tagged 'nope' (there are: img, other)"
+	run space-template import --name oci-other --tag other "$d/two"
+	assert_success
+	run space-template import --name oci-other --format docker "$d/two"
+	assert_failure 100
+	assert_output --partial "is not a docker archive"
+	run space-template import --name oci-other --tag x "$SPACE_GUEST/rootfs.tar.zst"
+	assert_failure 100
+	assert_output --partial "is a root filesystem"
+}
+
+# An image of the layout with one more layer of kind $1; import must fail.
+hostile() {
+	local d=$BATS_FILE_TMPDIR
+	rm -rf "$d/h-$1"
+	cp -a "$d/oci" "$d/h-$1"
+	"$tool" layer "$1" "$d/$1.tar"
+	umoci raw add-layer --image "$d/h-$1":img "$d/$1.tar" >/dev/null
+	# The message names the layer: the last, of n.
+	n=$(jq '.layers | length' "$d/h-$1/blobs/sha256/$(jq -r '.manifests[0].digest' "$d/h-$1/index.json" | cut -d: -f2)")
+	run space-template import --name "h-$1" "$d/h-$1"
+}
+
+# Nothing of a failed import is left: no template, no build, no staging.
+nothing_left() {
+	run space-template ls
+	refute_output --partial "\"h-$1\""
+	run bash -c "ls -A '$SPACE_ROOT/templates' | grep -c '^\.building' ; ls -A '$SPACE_ROOT/tmp' | grep -c '^import-'"
+	assert_output $'0\n0'
+}
+
+@test "hostile layers are refused whole: '..', an absolute hard link, a whiteout of '..', writing through a symlink" {
+	hostile dotdot
+	assert_failure 100
+	assert_output --partial "layer $n of $n (blobs/sha256/"
+	assert_output --partial "'..' in path '../escape'"
+	nothing_left dotdot
+	hostile abs-link
+	assert_failure 100
+	assert_output --partial "absolute hard link target '/etc/passwd'"
+	nothing_left abs-link
+	hostile wh-dotdot
+	assert_failure 100
+	assert_output --partial "whiteout 'data/.wh...' names no file it may remove"
+	nothing_left wh-dotdot
+	rm -f /tmp/planted
+	hostile through
+	assert_failure 100
+	assert_output --partial "'data/planted' lies under a symlink or a file: nothing is written through one"
+	[ ! -e /tmp/planted ]
+	nothing_left through
+}
+
+@test "a blob that does not match its digest is refused before any layer is applied" {
+	local d=$BATS_FILE_TMPDIR blob
+	rm -rf "$d/bad"
+	cp -a "$d/oci" "$d/bad"
+	blob=$(jq -r '.layers[0].digest' "$d/bad/blobs/sha256/$(jq -r '.manifests[0].digest' "$d/bad/index.json" | cut -d: -f2)" | cut -d: -f2)
+	printf 'x' >>"$d/bad/blobs/sha256/$blob"
+	run space-template import --name h-bad "$d/bad"
+	assert_failure 100
+	assert_output --partial "does not match its digest"
+	nothing_left bad
+}
+
+@test "a sandbox of the image boots with space-daemon as init and takes the image's Env, WorkingDir and User" {
+	local id
+	id=$(space-create --template oci-img | jq -r 'select(.ok) | .id')
+	[ -n "$id" ]
+	echo "$id" >>"$BATS_FILE_TMPDIR/ids"
+	run space-exec "$id" -- cat /proc/1/comm
+	assert_success
+	assert_output space-daemon
+	run space-exec "$id" -- sh -c 'echo "$(id -u):$(id -g) $PWD $FOO $PATH"'
+	assert_success
+	assert_output "1000:1000 /data from-image /usr/sbin:/usr/bin:/sbin:/bin:/opt/image/bin"
+	# A call's own user, directory and environment win.
+	run space-exec "$id" -u root -w / -e FOO=mine -- sh -c 'echo "$(id -u) $PWD $FOO"'
+	assert_success
+	assert_output "0 / mine"
+	# The guest sees what the layers made.
+	run space-exec "$id" -u root -- sh -c 'cat /data/a /data/b /data/d /data/opq/3; ls /data/opq; stat -c "%a %u %g %F" /data/ping /data/null /data/dir'
+	assert_success
+	assert_output $'two\none\none\nthree\n3\n4755 0 0 regular file\n644 0 0 character special file\n755 1000 1000 directory'
+	# The egress redirect the initramfs set up holds here too.
+	run space-exec "$id" -u root -- iptables -S OUTPUT
+	assert_output --partial "-A OUTPUT ! -d 127.0.0.0/8 -j DROP"
+}
