@@ -22,7 +22,8 @@ usage(void)
 	    "           [--disk-extra SIZE] ROOTFS.tar[.gz|.zst]|IMAGE.tar|DIR\n"
 	    "       space-template add --name NAME [--kernel F|URL --initrd F|URL]\n"
 	    "           ROOTFS.tar[.gz|.zst]|URL\n"
-	    "       space-template warm [--memory MiB] [--vcpus N] NAME[@DIGEST]\n"
+	    "       space-template warm [--memory MiB] [--vcpus N] [--start CMD|--start-image]\n"
+	    "           [--ready CMD [--ready-timeout S]] NAME[@DIGEST]\n"
 	    "       space-template ls\n"
 	    "       space-template rm [--force] NAME[@DIGEST]...\n"
 	    "       space-template push NAME[@DIGEST]...\n"
@@ -238,26 +239,48 @@ warm(int argc, char *argv[])
 	static const struct option opts[] = {
 		{ "memory", required_argument, NULL, 'm' },
 		{ "vcpus", required_argument, NULL, 'c' },
+		{ "start", required_argument, NULL, 's' },
+		{ "start-image", no_argument, NULL, 'S' },
+		{ "ready", required_argument, NULL, 'r' },
+		{ "ready-timeout", required_argument, NULL, 't' },
 		{ NULL, 0, NULL, 0 },
 	};
+	struct sp_warm w = { .memory_mib = 256, .vcpus = 1 };
 	struct sp_ctx x;
 	struct sp_err e;
 	json_t *out;
 	char *end;
-	long mem = 256, vcpus = 1;
+	long n;
 	int ch, rc;
 
 	while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		switch (ch) {
 		case 'm':
-			mem = strtol(optarg, &end, 10);
-			if (*end != '\0' || mem < 64 || mem > 65536)
+			n = strtol(optarg, &end, 10);
+			if (*end != '\0' || n < 64 || n > 65536)
 				usage();
+			w.memory_mib = (int)n;
 			break;
 		case 'c':
-			vcpus = strtol(optarg, &end, 10);
-			if (*end != '\0' || vcpus < 1 || vcpus > 64)
+			n = strtol(optarg, &end, 10);
+			if (*end != '\0' || n < 1 || n > 64)
 				usage();
+			w.vcpus = (int)n;
+			break;
+		case 's':
+			w.start = optarg;
+			break;
+		case 'S':
+			w.start_image = 1;
+			break;
+		case 'r':
+			w.ready = optarg;
+			break;
+		case 't':
+			n = strtol(optarg, &end, 10);
+			if (*end != '\0' || n < 1 || n > 86400)
+				usage();
+			w.ready_timeout_s = (int)n;
 			break;
 		default:
 			usage();
@@ -265,11 +288,13 @@ warm(int argc, char *argv[])
 	}
 	argc -= optind;
 	argv += optind;
-	if (argc != 1)
+	if (argc != 1 || (w.start != NULL && w.start_image) ||
+	    (w.start != NULL && (*w.start == '\0' || strlen(w.start) > 4096)) ||
+	    (w.ready != NULL && (*w.ready == '\0' || strlen(w.ready) > 4096)))
 		usage();
 	if (sp_ctx_open(&x, 1, &e) == -1)
 		return sp_out_fail(NULL, &e);
-	if (sp_template_warm(&x, argv[0], (int)mem, (int)vcpus, &out, &e) == -1)
+	if (sp_template_warm(&x, argv[0], &w, &out, &e) == -1)
 		rc = sp_out_fail(NULL, &e);
 	else
 		rc = sp_out_ok(NULL, out);

@@ -115,8 +115,8 @@ _space() {
 				COMPREPLY=($(compgen -f -- "$cur"))
 			fi ;;
 		rm:*) COMPREPLY=($(compgen -W "--force $(_space_templates)" -- "$cur")) ;;
-		warm:--memory|warm:--vcpus) ;;
-		warm:*) COMPREPLY=($(compgen -W "--memory --vcpus $(_space_templates)" -- "$cur")) ;;
+		warm:--memory|warm:--vcpus|warm:--start|warm:--ready|warm:--ready-timeout) ;;
+		warm:*) COMPREPLY=($(compgen -W "--memory --vcpus --start --start-image --ready --ready-timeout $(_space_templates)" -- "$cur")) ;;
 		push:*) COMPREPLY=($(compgen -W "$(_space_templates)" -- "$cur")) ;;
 		pull:*) COMPREPLY=($(compgen -W "$(_space_template_refs)" -- "$cur")) ;;
 		esac ;;

@@ -301,9 +301,20 @@ int sp_key_rotate(struct sp_ctx *x, const char *tenant, const char *keyref,
     int (*fn)(json_t *, void *), void *arg, struct sp_err *e);
 
 /* ---- template_warm: a template's booted checkpoint ---- */
+struct sp_warm {
+	int memory_mib, vcpus;
+	const char *start;	/* sh -c START, detached, before the save */
+	int start_image;	/* 1: the image's Entrypoint + Cmd, detached */
+	const char *ready;	/* sh -c READY until it exits 0 ... */
+	int ready_timeout_s;	/* ... within this many seconds (0: 120) */
+};
 /* Boots the template once and keeps its saved memory state beside it; a
- * second warm-up (or a concurrent one) finds it made ("reused"). */
-int sp_template_warm(struct sp_ctx *x, const char *ref, int memory_mib,
-    int vcpus, json_t **out, struct sp_err *e);
+ * second warm-up (or a concurrent one) with the same start and ready
+ * commands finds it made ("reused"), one with others makes it anew.  The
+ * save comes after the start command is started and the ready command
+ * succeeded: what the start command serves is up in every copy.  A ready
+ * command that never succeeds is timed-out, and nothing is saved. */
+int sp_template_warm(struct sp_ctx *x, const char *ref, const struct sp_warm *w,
+    json_t **out, struct sp_err *e);
 
 #endif

@@ -1,7 +1,9 @@
 /*
  * sp_template_warm: a template's booted checkpoint (design.md).  The template
- * is booted once, its daemon answers, the guest settles, and its memory state
- * is saved beside it (sp_ckpt.c reads and re-identifies what is saved).
+ * is booted once, its daemon answers, the start command (E2B's start
+ * command: a server, say) is started detached and the ready command run
+ * until it succeeds, the guest settles, and its memory state is saved beside
+ * it (sp_ckpt.c reads and re-identifies what is saved).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -17,13 +19,80 @@
 #define WARM_READY_MS	180000
 #define SYNC_MS		60000	/* the guest's sync before the save, then SIGKILL */
 #define SETTLE_S	"2"	/* s of the guest's time before the save */
+#define READY_TRY_MS	30000	/* one run of the ready command */
+#define READY_EVERY_MS	250	/* between runs */
+#define READY_DEFAULT_S	120
 
-/* Boots the template in dir as domain sp-<id>, waits for its daemon, and
- * saves its memory to dir/mem.sav (which stops it). */
+/* The start command, detached: sh -c START, or the image's own argv. */
+static int
+start(struct sp_ctx *x, const char *id, const struct sp_warm *w,
+    json_t *cmd, struct sp_err *e)
+{
+	char *sh[] = { "sh", "-c", (char *)w->start, NULL }, **argv = sh;
+	struct sp_exec xr = { .in_fd = -1 };
+	struct sp_chan *c;
+	json_t *v;
+	size_t i;
+	pid_t pid;
+	int rc;
+
+	if (w->start_image) {
+		if (json_array_size(cmd) == 0)
+			return sp_err_set(e, SP_E_BAD_INPUT, 0, "the template's "
+			    "image has no Entrypoint or Cmd to start");
+		if ((argv = calloc(json_array_size(cmd) + 1, sizeof *argv)) ==
+		    NULL)
+			return sp_err_sys(e, SP_E_INTERNAL, "start");
+		json_array_foreach(cmd, i, v)
+			argv[i] = (char *)json_string_value(v);
+	}
+	xr.argv = argv;
+	if ((rc = sp_chan_open(&c, x->conf.run, id, 5000, e)) == 0) {
+		rc = sp_chan_detach(c, &xr, &pid, e);
+		sp_chan_close(c);
+	}
+	if (argv != sh)
+		free(argv);
+	return rc;
+}
+
+/* sh -c READY until it exits 0, within timeout_s. */
+static int
+ready(struct sp_ctx *x, const char *id, const struct sp_warm *w,
+    struct sp_err *e)
+{
+	char *argv[] = { "sh", "-c", (char *)w->ready, NULL };
+	int64_t until = sp_clock_ms() + (int64_t)(w->ready_timeout_s > 0 ?
+	    w->ready_timeout_s : READY_DEFAULT_S) * 1000;
+	struct timespec pause = { 0, READY_EVERY_MS * 1000000L };
+	struct sp_err last;
+	int status = -1, tries = 0;
+
+	sp_err_clear(&last);
+	for (;;) {
+		tries++;
+		if (sp_sandbox_exec_quiet(x, id, argv, 5000, READY_TRY_MS,
+		    &status, &last) == 0 && status == 0)
+			return 0;
+		if (sp_clock_ms() >= until)
+			break;
+		nanosleep(&pause, NULL);
+	}
+	if (last.code != SP_E_NONE)
+		return sp_err_set(e, SP_E_TIMED_OUT, 0, "the ready command did "
+		    "not succeed in %d tries: %s", tries, last.msg);
+	return sp_err_set(e, SP_E_TIMED_OUT, 0, "the ready command did not "
+	    "succeed in %d tries (last exit %d)", tries, status);
+}
+
+/* Boots the template in dir as domain sp-<id>, waits for its daemon, starts
+ * and waits for what w says, and saves its memory to dir/mem.sav (which
+ * stops it). */
 static int
 boot_and_save(struct sp_ctx *x, const char *dir, const char *id,
-    const char *uuid, int memory_mib, int vcpus, struct sp_err *e)
+    const char *uuid, const struct sp_warm *w, json_t *cmd, struct sp_err *e)
 {
+	int memory_mib = w->memory_mib, vcpus = w->vcpus;
 	char run[SP_PATH_MAX], dom[SP_ID_LEN + 4];
 	struct sp_vm_files f;
 	struct sp_vm_spec spec;
@@ -51,6 +120,10 @@ boot_and_save(struct sp_ctx *x, const char *dir, const char *id,
 		goto out;
 	if (sp_virt_start(x->virt, dom, e) == -1 ||
 	    sp_chan_wait_ready(x->conf.run, id, WARM_READY_MS, e) == -1)
+		goto out;
+	if (((w->start != NULL || w->start_image) &&
+	    start(x, id, w, cmd, e) == -1) ||
+	    (w->ready != NULL && ready(x, id, w, e) == -1))
 		goto out;
 	/* What the boot left dirty (atimes, the journal) is written out
 	 * here, once: saved dirty, every copy would write it after its
@@ -92,10 +165,42 @@ drop_stale(const char *ckpt, struct sp_err *e)
 	return sp_subvol_delete(old, e);
 }
 
+/* What a warm-up is asked to start and wait for, as ckpt.json keeps it. */
+static json_t *
+asked(const struct sp_warm *w)
+{
+	return json_pack("{s:s?, s:b, s:s?}", "start", w->start, "start_image",
+	    w->start_image, "ready", w->ready);
+}
+
+/* 1 when the checkpoint was made starting and waiting for what w asks. */
+static int
+same_start(const char *ckpt, const struct sp_warm *w)
+{
+	char p[SP_PATH_MAX];
+	json_t *j, *want, *have;
+	struct sp_err ignored;
+	int same;
+
+	if (sp_path_fmt(p, sizeof p, &ignored, "%s/ckpt.json", ckpt) == -1 ||
+	    (j = json_load_file(p, 0, NULL)) == NULL)
+		return 0;
+	want = asked(w);
+	have = json_pack("{s:O?, s:b, s:O?}", "start", json_object_get(j,
+	    "start"), "start_image", json_is_true(json_object_get(j,
+	    "start_image")), "ready", json_object_get(j, "ready"));
+	same = want != NULL && have != NULL && json_equal(want, have);
+	json_decref(want);
+	json_decref(have);
+	json_decref(j);
+	return same;
+}
+
 int
-sp_template_warm(struct sp_ctx *x, const char *ref, int memory_mib, int vcpus,
+sp_template_warm(struct sp_ctx *x, const char *ref, const struct sp_warm *w,
     json_t **out, struct sp_err *e)
 {
+	json_t *config = NULL, *a;
 	char tpath[SP_PATH_MAX], ckpt[SP_PATH_MAX], work[SP_PATH_MAX];
 	char lock[SP_PATH_MAX], p[SP_PATH_MAX], id[SP_ID_LEN + 1], uuid[37];
 	struct sp_template_row t;
@@ -118,26 +223,38 @@ sp_template_warm(struct sp_ctx *x, const char *ref, int memory_mib, int vcpus,
 	if (sp_flock_wait(fd, e) == -1)
 		goto out;
 	if (sp_subvol_exists(ckpt)) {
-		if (sp_ckpt_current(ckpt, &ignored) == 1) {
+		if (sp_ckpt_current(ckpt, &ignored) == 1 && same_start(ckpt, w)) {
 			reused = 1;
 			goto done;
 		}
-		/* Made by an older build (or unreadable): a create boots cold
-		 * past it, and it is replaced here. */
+		/* Made by an older build (or unreadable), or starting other
+		 * things: a create boots cold past a stale one, and it is
+		 * replaced here. */
 		if (drop_stale(ckpt, e) == -1)
 			goto out;
 	}
+	if (w->start_image && sp_template_config(x->conf.root, &t, &config,
+	    e) == -1)
+		goto out;
 	if (sp_id_new(id, e) == -1 || sp_ckpt_uuid_new(uuid, e) == -1 ||
 	    sp_path_fmt(work, sizeof work, e, "%s/templates/.warming-%s-%s",
 	    x->conf.root, t.digest, id) == -1)
 		goto out;
 	if (sp_subvol_snapshot(tpath, work, 0, e) == -1)
 		goto out;
-	if (boot_and_save(x, work, id, uuid, memory_mib, vcpus, e) == -1)
+	if (boot_and_save(x, work, id, uuid, w, json_object_get(config, "cmd"),
+	    e) == -1)
 		goto fail;
 	info = json_pack("{s:s, s:s, s:i, s:i, s:I, s:s}", "id", id, "uuid", uuid,
-	    "memory_mib", memory_mib, "vcpus", vcpus, "created",
+	    "memory_mib", w->memory_mib, "vcpus", w->vcpus, "created",
 	    (json_int_t)time(NULL), "template", t.digest);
+	a = asked(w);
+	if (info == NULL || a == NULL || json_object_update(info, a) == -1) {
+		json_decref(a);
+		sp_err_set(e, SP_E_INTERNAL, 1, "out of memory");
+		goto fail;
+	}
+	json_decref(a);
 	if (sp_path_fmt(p, sizeof p, e, "%s/ckpt.json", work) == -1 ||
 	    json_dump_file(info, p, JSON_INDENT(2)) == -1) {
 		sp_err_set(e, SP_E_IO, 0, "cannot write %s", p);
@@ -158,6 +275,7 @@ fail:
 	sp_subvol_delete(work, &ignored);
 out:
 	json_decref(info);
+	json_decref(config);
 	if (fd >= 0)
 		close(fd);
 	return rc;

@@ -49,7 +49,8 @@ setup_file() {
 	umoci config --image oci:img --config.env FOO=from-image \
 	    --config.env PATH=/usr/sbin:/usr/bin:/sbin:/bin:/opt/image/bin \
 	    --config.workingdir /data --config.user 1000:1000 \
-	    --config.cmd sh --config.cmd -c --config.cmd 'echo started' \
+	    --config.entrypoint httpd --config.cmd -f --config.cmd -p \
+	    --config.cmd 8080 --config.cmd -h --config.cmd /data/opq \
 	    --config.label org.example.kind=test >/dev/null
 	umoci raw unpack --image oci:img oracle >/dev/null 2>&1
 	tree oracle >oracle.tree
@@ -85,7 +86,7 @@ disk_tree() {
 
 @test "import of an OCI layout reports the image config as the template's defaults" {
 	run jq -c .config "$BATS_FILE_TMPDIR/import.json"
-	assert_output '{"env":["FOO=from-image","PATH=/usr/sbin:/usr/bin:/sbin:/bin:/opt/image/bin"],"cwd":"/data","user":"1000:1000","cmd":["sh","-c","echo started"],"labels":{"org.example.kind":"test"}}'
+	assert_output '{"env":["FOO=from-image","PATH=/usr/sbin:/usr/bin:/sbin:/bin:/opt/image/bin"],"cwd":"/data","user":"1000:1000","cmd":["httpd","-f","-p","8080","-h","/data/opq"],"labels":{"org.example.kind":"test"}}'
 }
 
 @test "the template's disk holds the tree umoci's unpack makes: contents, modes, owners, xattrs, capabilities, links, devices" {
@@ -224,4 +225,31 @@ nothing_left() {
 	# The egress redirect the initramfs set up holds here too.
 	run space-exec "$id" -u root -- iptables -S OUTPUT
 	assert_output --partial "-A OUTPUT ! -d 127.0.0.0/8 -j DROP"
+}
+
+@test "warm --start-image --ready: the image's server is up in every sandbox of the checkpoint" {
+	local id ready='wget -Y off -q -O /dev/null http://127.0.0.1:8080/3'
+	run space-template warm --ready false --ready-timeout 2 oci-img
+	assert_failure
+	jout -e '.error == "timed-out"'
+	assert_output --partial "the ready command did not succeed"
+	run space-template ls
+	jout -s -e 'map(select(.template == "oci-img")) | length == 1 and .[0].warm == false'
+	run space-template warm --start-image --ready "$ready" oci-img
+	assert_success
+	jout -e '.reused == false'
+	# The same again is the same checkpoint (other commands make a new one).
+	run space-template warm --start-image --ready "$ready" oci-img
+	jout -e '.reused == true'
+	id=$(space-create --template oci-img | jq -r 'select(.ok and .path == "checkpoint") | .id')
+	[ -n "$id" ]
+	echo "$id" >>"$BATS_FILE_TMPDIR/ids"
+	run space-exec "$id" -- wget -Y off -q -O - http://127.0.0.1:8080/3
+	assert_success
+	assert_output three
+	run space-exec "$id" -- sh -c 'ps -o user,args | grep "[h]ttpd -f"'
+	assert_output --regexp '^ *user +httpd -f -p 8080 -h /data/opq$'
+	# Asked to start nothing, it is made anew, without the server.
+	run space-template warm oci-img
+	jout -e '.reused == false'
 }
