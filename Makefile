@@ -4,6 +4,7 @@
 #   make demo       the main job on the embedded defaults (examples/demo)
 #   make unit       the C unit tests alone: no root, no VM, no setup
 #   make install    commands, man pages, completions, units under PREFIX
+#   make template-debian   the Debian template for agents, imported and warm
 
 PREFIX ?= /usr/local
 DESTDIR ?=
@@ -87,6 +88,18 @@ guest: $(GUEST_IMAGE)
 $(GUEST_IMAGE) &: guest/build-image guest/kernel.config $(GUEST_DAEMON) $(shell find guest/rootfs guest/initramfs -type f)
 	guest/build-image $(GUEST_DAEMON) guest/build
 
+# The Debian template for agents (guest/build-debian: mmdebstrap with this
+# node's apt sources), built once and kept like the kernel; template-debian
+# imports and warms it on this node.
+DEBIAN_ROOT = guest/build/debian.tar.zst
+guest-debian: $(DEBIAN_ROOT)
+$(DEBIAN_ROOT): guest/build-debian
+	guest/build-debian $@
+
+template-debian: progs $(GUEST_IMAGE) $(DEBIAN_ROOT)
+	PATH="$(CURDIR)/$(B)/bin:$$PATH" space-template import --name debian $(DEBIAN_ROOT)
+	PATH="$(CURDIR)/$(B)/bin:$$PATH" space-template warm debian
+
 # space-exec under ASan/UBSan (LeakSanitizer too), for the hostile-guest test.
 $(B)/asan/bin/%: cmd/%.c $(ASAN_OBJ)
 	@mkdir -p $(@D)
@@ -168,7 +181,7 @@ unit: $(UNITS)
 # The host is set up first: building needs the -dev packages it installs.
 check:
 	tests/setup-host
-	$(MAKE) all asan guest
+	$(MAKE) all asan guest guest-debian
 	tests/run-all
 
 demo:
@@ -203,7 +216,7 @@ clean:
 distclean: clean
 	rm -rf guest/build
 
-.PHONY: all progs guest asan fuzz $(FUZZ:%=fuzz-%) unit check demo install clean distclean bench
+.PHONY: all progs guest guest-debian template-debian asan fuzz $(FUZZ:%=fuzz-%) unit check demo install clean distclean bench
 .SECONDARY:
 
 -include $(shell find $(B) -name '*.d' 2>/dev/null)

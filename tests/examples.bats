@@ -17,6 +17,19 @@ setup_file() {
 	[ ! -e "$d/result.txt" ]
 }
 
+@test "examples/run-project runs a Python project's tests in a sandbox of the Debian template" {
+	[ -f "$top/guest/build/debian.tar.zst" ] || { echo "# make guest-debian" >&3; false; }
+	space-template import --name debian "$top/guest/build/debian.tar.zst" >/dev/null
+	cp -r "$top/examples/python-project" "$BATS_TEST_TMPDIR/"
+	TEMPLATE=debian run "$top/examples/run-project" "$BATS_TEST_TMPDIR/python-project" \
+	    python3 -m unittest -v
+	assert_success
+	assert_output --partial "Ran 7 tests"
+	assert_output --partial "OK"
+	# The bytecode it compiled came back out with the project.
+	[ -d "$BATS_TEST_TMPDIR/python-project.out/wordfreq/__pycache__" ]
+}
+
 teardown() {
 	remove_listed "$BATS_TEST_TMPDIR/ids"
 }
