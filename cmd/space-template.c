@@ -308,15 +308,22 @@ ls1(const struct sp_template_row *t, void *arg)
 	struct sp_ctx *x = arg;
 	char p[SP_PATH_MAX], c[SP_PATH_MAX];
 	struct sp_err e, ignored;
+	json_t *config = NULL;
+	int local;
 
 	if (sp_template_path(x->conf.root, t, p, sizeof p, &e) == -1 ||
 	    sp_ckpt_path(x->conf.root, t, c, sizeof c, &e) == -1)
 		return -1;
+	local = sp_subvol_exists(p);
+	/* The image's defaults, when the template is here to say them. */
+	if (local && sp_template_config(x->conf.root, t, &config, &ignored) == -1)
+		config = NULL;
 	/* A checkpoint an older build made is not used: not warm. */
-	return sp_out_json(json_pack("{s:s, s:s, s:I, s:I, s:b, s:b}", "template",
-	    t->name, "digest", t->digest, "created", (json_int_t)t->created,
-	    "disk_bytes", (json_int_t)t->disk_bytes, "local", sp_subvol_exists(p),
-	    "warm", sp_subvol_exists(c) && sp_ckpt_current(c, &ignored) == 1));
+	return sp_out_json(json_pack("{s:s, s:s, s:I, s:I, s:b, s:b, s:o*}",
+	    "template", t->name, "digest", t->digest, "created",
+	    (json_int_t)t->created, "disk_bytes", (json_int_t)t->disk_bytes,
+	    "local", local, "warm", sp_subvol_exists(c) &&
+	    sp_ckpt_current(c, &ignored) == 1, "config", config));
 }
 
 static int
