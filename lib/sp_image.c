@@ -126,7 +126,7 @@ verify(const char *dir, const char *rel, const char *hex, json_int_t size,
 	if (lstat(p, &st) == -1 || !S_ISREG(st.st_mode))
 		return sp_err_set(e, SP_E_BAD_INPUT, 0, "image: blob '%s' is "
 		    "missing or not a file", sp_quote(rel, q, sizeof q));
-	if (sp_remote_hash(p, got, &n, e) == -1)
+	if (sp_digest_file(p, got, &n, e) == -1)
 		return -1;
 	if (strcmp(got, hex) != 0 || (size >= 0 && n != (uint64_t)size))
 		return sp_err_set(e, SP_E_BAD_INPUT, 0, "image: blob '%s' does "
@@ -579,7 +579,7 @@ docker(const char *dir, const char *tag, const char *rootfs, json_t **out,
 		want = json_string_value(json_array_get(diff, i));
 		if (docker_rel(t, rel[i], sizeof rel[i], e) == -1 ||
 		    sp_path_fmt(p, sizeof p, e, "%s/%s", dir, rel[i]) == -1 ||
-		    sp_remote_hash(p, got, &n, e) == -1)
+		    sp_digest_file(p, got, &n, e) == -1)
 			goto out;
 		if (want == NULL || strncmp(want, "sha256:", 7) != 0 ||
 		    strcmp(want + 7, got) != 0) {

@@ -58,32 +58,6 @@ sp_remote_tmp(const struct sp_ctx *x, const char *name, char *out, size_t n,
 	return sp_path_fmt(out, n, e, "%s/%s", dir, name);
 }
 
-/* SHA-256 of a file, in hex, and its size. */
-int
-sp_remote_hash(const char *path, char hex[65], uint64_t *size, struct sp_err *e)
-{
-	crypto_hash_sha256_state st;
-	unsigned char buf[65536], h[32];
-	ssize_t n;
-	int fd;
-
-	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) == -1)
-		return sp_err_sys(e, SP_E_IO, "%s", path);
-	crypto_hash_sha256_init(&st);
-	*size = 0;
-	while ((n = read(fd, buf, sizeof buf)) > 0 || (n == -1 && errno == EINTR))
-		if (n > 0) {
-			crypto_hash_sha256_update(&st, buf, (size_t)n);
-			*size += (uint64_t)n;
-		}
-	close(fd);
-	if (n == -1)
-		return sp_err_sys(e, SP_E_IO, "read %s", path);
-	crypto_hash_sha256_final(&st, h);
-	sodium_bin2hex(hex, 65, h, sizeof h);
-	return 0;
-}
-
 /* Puts the JSON object j (stolen) at key. */
 int
 sp_remote_put_json(struct sp_store *s, const struct sp_ctx *x, const char *key,
@@ -397,7 +371,7 @@ sp_remote_upload(struct sp_store *s, const char *path, const char *key,
 	uint64_t bytes;
 	int fd, rc;
 
-	if (sp_remote_hash(path, hex, size, e) == -1)
+	if (sp_digest_file(path, hex, size, e) == -1)
 		return -1;
 	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) == -1)
 		return sp_err_sys(e, SP_E_IO, "%s", path);
@@ -435,7 +409,7 @@ sp_remote_download(struct sp_store *s, const char *key, const char *path,
 		    "its manifest says", key, (unsigned long long)size);
 	if (rc == -1)
 		return -1;
-	if (sp_remote_hash(path, got, &n, e) == -1)
+	if (sp_digest_file(path, got, &n, e) == -1)
 		return -1;
 	if (n != size || strcmp(got, hex) != 0)
 		return sp_err_set(e, SP_E_CORRUPT, 0, "%s: %llu bytes with SHA-256 "

@@ -57,6 +57,11 @@ int sp_subvol_exclusive_bytes(const char *path, uint64_t *out,
 int sp_subvol_lineage(const char *path, char out[37], int *received,
     struct sp_err *e);
 
+/* ---- digest: a file's SHA-256 (sp_digest.c) ---- */
+/* SHA-256 (hex) and size of a file. */
+int sp_digest_file(const char *path, char hex[65], uint64_t *size,
+    struct sp_err *e);
+
 /* ---- layer: archives unpacked into a staging tree, checked (sp_layer.c) ---- */
 /* Unpacks the archive file (any format libarchive reads) into dest: with
  * oci, as an OCI image layer over what dest holds (whiteouts, a directory
@@ -128,9 +133,6 @@ struct sp_store;
 /* $SPACE_ROOT/tmp/name (the directory made). */
 int sp_remote_tmp(const struct sp_ctx *x, const char *name, char *out,
     size_t n, struct sp_err *e);
-/* SHA-256 (hex) and size of a file. */
-int sp_remote_hash(const char *path, char hex[65], uint64_t *size,
-    struct sp_err *e);
 /* A JSON object to key (stolen) / from key (bounded to 64 KiB, "corrupt"
  * when it is not one). */
 int sp_remote_put_json(struct sp_store *s, const struct sp_ctx *x,
