@@ -211,10 +211,9 @@ tags_of(json_t *arr, const char *(*tag)(json_t *), char *out, size_t n)
 		snprintf(out, n, "(none)");
 }
 
-/* Of an index's manifests: the one tagged tag, the only one, or (in a
- * nested index) the linux/amd64 one. */
-static json_t *
-pick(json_t *manifests, const char *tag, int nested, struct sp_err *e)
+json_t *
+sp_image_pick(json_t *manifests, const char *tag, int nested,
+    struct sp_err *e)
 {
 	char tags[512], q[128];
 	json_t *m, *found = NULL, *plat;
@@ -278,6 +277,16 @@ config_str(json_t *c, const char *key, const char **out, struct sp_err *e)
 	return 0;
 }
 
+/* NAME=VALUE with a name of [A-Za-z0-9_], as the guest daemon takes it. */
+static int
+env_ok(const char *t)
+{
+	size_t n = strspn(t, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+	    "0123456789_");
+
+	return n > 0 && t[n] == '=';
+}
+
 /* An array of strings of the config, appended to out; at most max. */
 static int
 config_strings(json_t *c, const char *key, json_t *out, size_t max,
@@ -296,23 +305,18 @@ config_strings(json_t *c, const char *key, json_t *out, size_t max,
 	json_array_foreach(v, i, s) {
 		t = json_string_value(s);
 		if (t == NULL || json_string_length(s) > STR_MAX ||
-		    strlen(t) != json_string_length(s) ||
-		    (env && (strchr(t, '=') == NULL || t[0] == '=')))
+		    strlen(t) != json_string_length(s) || (env && !env_ok(t)))
 			return sp_err_set(e, SP_E_BAD_INPUT, 0, "image config: "
-			    "%s[%zu] is not %s", key, i, env ? "NAME=VALUE" :
-			    "a string");
+			    "%s[%zu] is not %s", key, i, env ? "NAME=VALUE with "
+			    "a NAME of [A-Za-z0-9_]" : "a string");
 		if (json_array_append(out, s) == -1)
 			return sp_err_set(e, SP_E_INTERNAL, 1, "out of memory");
 	}
 	return 0;
 }
 
-/*
- * The template's defaults from an image config: {"env":[...], "cwd":...,
- * "user":..., "cmd":[...], "labels":{...}}, each only when the image sets it.
- */
-static json_t *
-defaults(json_t *config, struct sp_err *e)
+json_t *
+sp_image_defaults(json_t *config, struct sp_err *e)
 {
 	json_t *c, *d, *env, *cmd, *labels, *v, *l;
 	const char *cwd, *user, *os, *arch, *k;
@@ -435,8 +439,8 @@ oci(const char *dir, const char *tag, const char *rootfs, json_t **out,
 	}
 	json_decref(index);
 	if ((index = load(dir, "index.json", "index", e)) == NULL ||
-	    (desc = pick(json_object_get(index, "manifests"), tag, 0, e)) ==
-	    NULL)
+	    (desc = sp_image_pick(json_object_get(index, "manifests"), tag, 0,
+	    e)) == NULL)
 		goto out;
 	for (depth = 0; is_index(desc); depth++) {
 		json_t *next;
@@ -450,8 +454,8 @@ oci(const char *dir, const char *tag, const char *rootfs, json_t **out,
 			goto out;
 		json_decref(nested);
 		nested = next;
-		if ((desc = pick(json_object_get(nested, "manifests"), NULL, 1,
-		    e)) == NULL)
+		if ((desc = sp_image_pick(json_object_get(nested, "manifests"),
+		    NULL, 1, e)) == NULL)
 			goto out;
 	}
 	if ((man = load_blob(dir, desc, "manifest", e)) == NULL ||
@@ -473,7 +477,7 @@ oci(const char *dir, const char *tag, const char *rootfs, json_t **out,
 		if (blob_path(l, rel[i], sizeof rel[i], hex, &size, e) == -1 ||
 		    verify(dir, rel[i], hex, size, e) == -1)
 			goto out;
-	if ((*out = defaults(conf, e)) == NULL)
+	if ((*out = sp_image_defaults(conf, e)) == NULL)
 		goto out;
 	if (apply(dir, rel, json_array_size(layers), rootfs, e) == -1) {
 		json_decref(*out);
@@ -589,7 +593,7 @@ docker(const char *dir, const char *tag, const char *rootfs, json_t **out,
 			goto out;
 		}
 	}
-	if ((*out = defaults(conf, e)) == NULL)
+	if ((*out = sp_image_defaults(conf, e)) == NULL)
 		goto out;
 	if (apply(dir, rel, json_array_size(layers), rootfs, e) == -1) {
 		json_decref(*out);

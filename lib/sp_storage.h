@@ -83,6 +83,16 @@ int sp_image_kind(const char *dir);
  * each only when the image sets it. */
 int sp_image_unpack(const char *dir, int kind, const char *tag,
     const char *rootfs, json_t **config, struct sp_err *e);
+/* What an image says, checked (fuzzed by tests/fuzz/fuzz-image.c): of an
+ * index's manifests, the one tagged tag, the only one when tag is NULL, or
+ * (nested, an index in the index) the linux/amd64 one, borrowed; NULL with
+ * bad-input when none or several fit. */
+json_t *sp_image_pick(json_t *manifests, const char *tag, int nested,
+    struct sp_err *e);
+/* The template's defaults from an image config: {"env":[...], "cwd":...,
+ * "user":..., "cmd":[...], "labels":{...}}, each only when the image sets
+ * it, bounded and checked (a new reference); NULL with bad-input. */
+json_t *sp_image_defaults(json_t *config, struct sp_err *e);
 
 /* ---- template: build templates from root filesystems ---- */
 struct sp_template_src {
