@@ -91,10 +91,18 @@ $(GUEST_IMAGE) &: guest/build-image guest/kernel.config $(GUEST_DAEMON) $(shell 
 # The Debian template for agents (guest/build-debian: mmdebstrap with this
 # node's apt sources), built once and kept like the kernel; template-debian
 # imports and warms it on this node.
+# A real Python project with its tests for it to run (tests/examples.bats):
+# simplejson as Debian packages it, tests included.
 DEBIAN_ROOT = guest/build/debian.tar.zst
-guest-debian: $(DEBIAN_ROOT)
+SIMPLEJSON_DEB = guest/build/python3-simplejson.deb
+guest-debian: $(DEBIAN_ROOT) $(SIMPLEJSON_DEB)
 $(DEBIAN_ROOT): guest/build-debian
 	guest/build-debian $@
+$(SIMPLEJSON_DEB):
+	@mkdir -p $(@D)
+	cd $(@D) && rm -f python3-simplejson_*.deb && \
+	    apt-get download -q python3-simplejson 2>/dev/null && \
+	    mv python3-simplejson_*.deb $(@F)
 
 template-debian: progs $(GUEST_IMAGE) $(DEBIAN_ROOT)
 	PATH="$(CURDIR)/$(B)/bin:$$PATH" space-template import --name debian $(DEBIAN_ROOT)

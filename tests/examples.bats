@@ -30,6 +30,20 @@ setup_file() {
 	[ -d "$BATS_TEST_TMPDIR/python-project.out/wordfreq/__pycache__" ]
 }
 
+@test "examples/run-project runs a real project's test suite in the Debian template: simplejson's, as Debian ships it" {
+	local deb=$top/guest/build/python3-simplejson.deb d=$BATS_TEST_TMPDIR
+	[ -f "$deb" ] || { echo "# make guest-debian" >&3; false; }
+	space-template import --name debian "$top/guest/build/debian.tar.zst" >/dev/null
+	dpkg-deb -x "$deb" "$d/x"
+	mkdir "$d/simplejson-project"
+	cp -r "$d/x/usr/lib/python3/dist-packages/simplejson" "$d/simplejson-project/"
+	TEMPLATE=debian run "$top/examples/run-project" "$d/simplejson-project" \
+	    python3 -c 'import simplejson.tests as t; t.main()'
+	assert_success
+	assert_output --regexp 'Ran [0-9]{3} tests'
+	assert_output --partial "OK"
+}
+
 teardown() {
 	remove_listed "$BATS_TEST_TMPDIR/ids"
 }
