@@ -120,7 +120,6 @@ extract_err(struct archive *a, const char *dest, const char *name,
 	}
 }
 
-
 /* One archive being unpacked. */
 struct layer {
 	const char *dest;

@@ -1,8 +1,12 @@
 /*
  * sp_template: builds a template (design.md) from a root filesystem, a
- * tarball in any format libarchive reads or a directory, plus a kernel and an
+ * tarball in any format libarchive reads (sp_layer.c) or a directory, or an
+ * OCI image layout or docker archive (sp_image.c), plus a kernel and an
  * initrd.  The result is the read-only subvolume templates/<name>@<digest>
- * holding disk.raw (an ext4 image), vmlinuz, initrd.img and template.json.
+ * holding disk.raw (an ext4 image), vmlinuz, initrd.img and template.json
+ * (with the image config's defaults).  A root not made for SPACE gets the
+ * guest daemon, a resolv.conf and the directories it mounts on
+ * (guest_parts).
  *
  * The digest names the inputs, so importing the same inputs twice gives the
  * same template; a lock per digest makes concurrent imports of the same
