@@ -394,23 +394,27 @@ fail:
 	return NULL;
 }
 
-/* The layers, each checked and applied in order. */
+/* The config's defaults to *out, then the layers, checked before, applied
+ * in order; on failure *out is NULL. */
 static int
-apply(const char *dir, char (*rel)[SP_PATH_MAX], size_t n, const char *rootfs,
-    struct sp_err *e)
+apply(const char *dir, char (*rel)[SP_PATH_MAX], size_t n, json_t *conf,
+    const char *rootfs, json_t **out, struct sp_err *e)
 {
 	char p[SP_PATH_MAX];
+	char why[sizeof e->msg];
 	size_t i;
 
-	char why[sizeof e->msg];
-
+	if ((*out = sp_image_defaults(conf, e)) == NULL)
+		return -1;
 	for (i = 0; i < n; i++)
 		if (sp_path_fmt(p, sizeof p, e, "%s/%s", dir, rel[i]) == -1 ||
 		    sp_layer_unpack(p, rootfs, 1, e) == -1) {
 			/* Which layer, for whoever has to fix the image. */
 			snprintf(why, sizeof why, "%s", e->msg);
-			snprintf(e->msg, sizeof e->msg, "layer %zu of %zu (%.80s): %.360s",
-			    i + 1, n, rel[i], why);
+			snprintf(e->msg, sizeof e->msg, "layer %zu of %zu (%.80s): "
+			    "%.360s", i + 1, n, rel[i], why);
+			json_decref(*out);
+			*out = NULL;
 			return -1;
 		}
 	return 0;
@@ -477,13 +481,9 @@ oci(const char *dir, const char *tag, const char *rootfs, json_t **out,
 		if (blob_path(l, rel[i], sizeof rel[i], hex, &size, e) == -1 ||
 		    verify(dir, rel[i], hex, size, e) == -1)
 			goto out;
-	if ((*out = sp_image_defaults(conf, e)) == NULL)
+	if (apply(dir, rel, json_array_size(layers), conf, rootfs, out,
+	    e) == -1)
 		goto out;
-	if (apply(dir, rel, json_array_size(layers), rootfs, e) == -1) {
-		json_decref(*out);
-		*out = NULL;
-		goto out;
-	}
 	ret = 0;
 out:
 	free(rel);
@@ -593,13 +593,9 @@ docker(const char *dir, const char *tag, const char *rootfs, json_t **out,
 			goto out;
 		}
 	}
-	if ((*out = sp_image_defaults(conf, e)) == NULL)
+	if (apply(dir, rel, json_array_size(layers), conf, rootfs, out,
+	    e) == -1)
 		goto out;
-	if (apply(dir, rel, json_array_size(layers), rootfs, e) == -1) {
-		json_decref(*out);
-		*out = NULL;
-		goto out;
-	}
 	ret = 0;
 out:
 	free(rel);
