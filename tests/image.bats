@@ -149,6 +149,32 @@ disk_tree() {
 	assert_output --partial "is a root filesystem"
 }
 
+@test "an index inside the index (a multi-platform image) gives its linux/amd64 image" {
+	local d=$BATS_FILE_TMPDIR m idx hex
+	rm -rf "$d/multi"
+	cp -a "$d/oci" "$d/multi"
+	m=$(jq -c '.manifests[0] | del(.annotations)' "$d/multi/index.json")
+	# The amd64 image beside an arm64 one that is not there at all.
+	idx=$(jq -nc --argjson m "$m" '{schemaVersion: 2,
+	    mediaType: "application/vnd.oci.image.index.v1+json",
+	    manifests: [($m + {digest: ("sha256:" + ("0" * 64)),
+	        platform: {os: "linux", architecture: "arm64"}}),
+	      ($m + {platform: {os: "linux", architecture: "amd64"}})]}')
+	printf '%s' "$idx" >"$d/multi/idx"
+	hex=$(sha256sum "$d/multi/idx" | cut -d' ' -f1)
+	mv "$d/multi/idx" "$d/multi/blobs/sha256/$hex"
+	jq -n --arg h "$hex" --argjson n "$(printf '%s' "$idx" | wc -c)" '{schemaVersion: 2,
+	    manifests: [{mediaType: "application/vnd.oci.image.index.v1+json",
+	      digest: ("sha256:" + $h), size: $n,
+	      annotations: {"org.opencontainers.image.ref.name": "multi"}}]}' >"$d/multi/index.json"
+	run space-template import --name oci-other "$d/multi"
+	assert_success
+	jout -e '.config.cwd == "/data"'
+	disk_tree oci-other
+	run diff "$d/oracle.tree" "$d/oci-other.tree"
+	assert_success
+}
+
 # An image of the layout with one more layer of kind $1; import must fail.
 hostile() {
 	local d=$BATS_FILE_TMPDIR
