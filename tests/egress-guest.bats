@@ -273,12 +273,19 @@ t.join()' "$1" "${2:-127.0.0.1}"
 @test "limit: 1024 streams at once; a client over that is closed at once" {
 	stop_gateway
 	start_gateway --hold-tcp
+	# A client over the limit is reset as soon as the daemon accepts it,
+	# which may be before connect() has looked at the socket again: then
+	# connect() itself says so.  Either way it counts as closed.
 	run python3 -c '
 import errno, socket, sys, time
-cs = [socket.create_connection(("127.0.0.1", int(sys.argv[1])), 10)
-      for _ in range(1030)]
-time.sleep(1.5)
+cs = []
 closed = 0
+for _ in range(1030):
+    try:
+        cs.append(socket.create_connection(("127.0.0.1", int(sys.argv[1])), 10))
+    except ConnectionResetError:
+        closed += 1
+time.sleep(1.5)
 for c in cs:
     c.setblocking(False)
     try:
