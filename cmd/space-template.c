@@ -233,6 +233,18 @@ add(int argc, char *argv[])
 	return rc;
 }
 
+/* A decimal number from lo to hi, else the usage. */
+static int
+in_range(const char *s, long lo, long hi)
+{
+	char *end;
+	long n = strtol(s, &end, 10);
+
+	if (*end != '\0' || n < lo || n > hi)
+		usage();
+	return (int)n;
+}
+
 static int
 warm(int argc, char *argv[])
 {
@@ -249,23 +261,15 @@ warm(int argc, char *argv[])
 	struct sp_ctx x;
 	struct sp_err e;
 	json_t *out;
-	char *end;
-	long n;
 	int ch, rc;
 
 	while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		switch (ch) {
 		case 'm':
-			n = strtol(optarg, &end, 10);
-			if (*end != '\0' || n < 64 || n > 65536)
-				usage();
-			w.memory_mib = (int)n;
+			w.memory_mib = in_range(optarg, 64, 65536);
 			break;
 		case 'c':
-			n = strtol(optarg, &end, 10);
-			if (*end != '\0' || n < 1 || n > 64)
-				usage();
-			w.vcpus = (int)n;
+			w.vcpus = in_range(optarg, 1, 64);
 			break;
 		case 's':
 			w.start = optarg;
@@ -277,10 +281,7 @@ warm(int argc, char *argv[])
 			w.ready = optarg;
 			break;
 		case 't':
-			n = strtol(optarg, &end, 10);
-			if (*end != '\0' || n < 1 || n > 86400)
-				usage();
-			w.ready_timeout_s = (int)n;
+			w.ready_timeout_s = in_range(optarg, 1, 86400);
 			break;
 		default:
 			usage();

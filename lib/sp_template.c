@@ -52,6 +52,7 @@
 #define CA_BUNDLE	"etc/ssl/certs/ca-certificates.crt"
 #define CA_OWN		"space-node-ca.crt"	/* beside the bundle */
 #define BUNDLE_MAX	(64 * MiB)	/* Debian's is 200 KiB */
+#define DAEMON_MAX	(64 * MiB)	/* the static guest daemon: ~35 MiB */
 
 static int
 hash_str(crypto_hash_sha256_state *h, const char *fmt, ...)
@@ -551,12 +552,13 @@ out:
 	return ret;
 }
 
+/* All of src into out (named dst in messages), then fsync. */
 static int
-copy_file(const char *src, const char *dst, struct sp_err *e)
+copy_into(const char *src, int out, const char *dst, struct sp_err *e)
 {
 	unsigned char *buf = NULL;
 	ssize_t n;
-	int in = -1, out = -1, ret = -1;
+	int in = -1, ret = -1;
 
 	if ((buf = malloc(IO_BUF)) == NULL) {
 		sp_err_sys(e, SP_E_INTERNAL, "copy '%s'", src);
@@ -565,11 +567,6 @@ copy_file(const char *src, const char *dst, struct sp_err *e)
 	in = open(src, O_RDONLY | O_CLOEXEC | O_NOCTTY);
 	if (in == -1) {
 		sp_err_sys(e, SP_E_IO, "open '%s'", src);
-		goto out;
-	}
-	out = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-	if (out == -1) {
-		sp_err_sys(e, SP_E_IO, "create '%s'", dst);
 		goto out;
 	}
 	for (;;) {
@@ -595,9 +592,20 @@ copy_file(const char *src, const char *dst, struct sp_err *e)
 out:
 	if (in != -1)
 		close(in);
-	if (out != -1)
-		close(out);
 	free(buf);
+	return ret;
+}
+
+static int
+copy_file(const char *src, const char *dst, struct sp_err *e)
+{
+	int out, ret;
+
+	out = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+	if (out == -1)
+		return sp_err_sys(e, SP_E_IO, "create '%s'", dst);
+	ret = copy_into(src, out, dst, e);
+	close(out);
 	return ret;
 }
 
@@ -816,11 +824,12 @@ out:
 	return ret;
 }
 
-/* A file of ours in the guest directory dirfd (path names it in messages):
- * whatever was there is replaced, never written through. */
+/* A file of ours in the guest directory dirfd (path names it in messages),
+ * root's, of mode, opened for writing: whatever was there is replaced, never
+ * written through. */
 static int
-guest_put(int dirfd, const char *name, const char *path, const void *data,
-    size_t n, mode_t mode, struct sp_err *e)
+guest_create(int dirfd, const char *name, const char *path, mode_t mode,
+    struct sp_err *e)
 {
 	int fd;
 
@@ -830,8 +839,24 @@ guest_put(int dirfd, const char *name, const char *path, const void *data,
 	    O_CLOEXEC, mode);
 	if (fd == -1)
 		return guest_err(path, e);
-	if (fchown(fd, 0, 0) == -1 || fchmod(fd, mode) == -1 ||
-	    sp_write_all(fd, data, n) == -1) {
+	if (fchown(fd, 0, 0) == -1 || fchmod(fd, mode) == -1) {
+		sp_err_sys(e, SP_E_IO, "rootfs: write guest '/%s'", path);
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/* Such a file holding data. */
+static int
+guest_put(int dirfd, const char *name, const char *path, const void *data,
+    size_t n, mode_t mode, struct sp_err *e)
+{
+	int fd;
+
+	if ((fd = guest_create(dirfd, name, path, mode, e)) == -1)
+		return -1;
+	if (sp_write_all(fd, data, n) == -1) {
 		sp_err_sys(e, SP_E_IO, "rootfs: write guest '/%s'", path);
 		close(fd);
 		return -1;
@@ -861,42 +886,6 @@ out:
 		close(certs);
 	close(rootfd);
 	return ret;
-}
-
-/* A whole file of the host, bounded, for the guest. */
-static int
-read_small(const char *path, size_t max, char **out, size_t *n,
-    struct sp_err *e)
-{
-	struct stat st;
-	ssize_t r;
-	size_t got = 0;
-	int fd;
-
-	if ((fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY)) == -1)
-		return sp_err_sys(e, errno == ENOENT ? SP_E_NOT_FOUND : SP_E_IO,
-		    "open '%s'", path);
-	if (fstat(fd, &st) == -1 || !S_ISREG(st.st_mode) ||
-	    (uint64_t)st.st_size > max ||
-	    (*out = malloc((size_t)st.st_size + 1)) == NULL) {
-		close(fd);
-		return sp_err_set(e, SP_E_BAD_INPUT, 0, "'%s' is not a file of "
-		    "at most %zu bytes", path, max);
-	}
-	while (got < (size_t)st.st_size) {
-		r = read(fd, *out + got, (size_t)st.st_size - got);
-		if (r == -1 && errno == EINTR)
-			continue;
-		if (r <= 0) {
-			free(*out);
-			close(fd);
-			return sp_err_sys(e, SP_E_IO, "read '%s'", path);
-		}
-		got += (size_t)r;
-	}
-	close(fd);
-	*n = got;
-	return 0;
 }
 
 /* 1 when the guest has a regular file at path (never opened: O_PATH). */
@@ -934,9 +923,10 @@ guest_parts(const char *rootfs, const char *daemon, json_t *config,
 		{ "dev", 0755 }, { "proc", 0555 }, { "sys", 0555 },
 		{ "run", 0755 }, { "tmp", 01777 }, { "etc", 0755 },
 	};
-	char *bin = NULL, *js = NULL;
-	size_t nbin = 0, i;
-	int rootfd, fd = -1, own, ret = -1;
+	struct stat st;
+	char *js = NULL;
+	size_t i;
+	int rootfd, fd = -1, bin = -1, own, ret = -1;
 
 	rootfd = open(rootfs, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (rootfd == -1)
@@ -948,26 +938,33 @@ guest_parts(const char *rootfs, const char *daemon, json_t *config,
 		    "given to put in it (--daemon)");
 		goto out;
 	}
-	if (daemon != NULL && read_small(daemon, 64 * MiB, &bin, &nbin,
-	    e) == -1)
+	if (daemon != NULL && (stat(daemon, &st) == -1 ||
+	    !S_ISREG(st.st_mode) || (uint64_t)st.st_size > DAEMON_MAX)) {
+		sp_err_set(e, SP_E_BAD_INPUT, 0, "'%s' is not a file of at most "
+		    "%llu bytes", daemon, (unsigned long long)DAEMON_MAX);
 		goto out;
+	}
 	/* /.space is ours: whatever the image had there goes. */
 	if (unlinkat(rootfd, ".space", 0) == -1 && errno != ENOENT &&
 	    errno != EISDIR) {
 		guest_err(".space", e);
 		goto out;
 	}
-	if ((fd = guest_dir(rootfd, ".space", 0755, e)) == -1 ||
-	    (js = json_dumps(config, JSON_COMPACT)) == NULL)
+	if ((js = json_dumps(config, JSON_COMPACT)) == NULL) {
+		sp_err_set(e, SP_E_INTERNAL, 1, "image.json: out of memory");
 		goto out;
-	if (guest_put(fd, "image.json", ".space/image.json", js, strlen(js),
+	}
+	if ((fd = guest_dir(rootfd, ".space", 0755, e)) == -1 ||
+	    guest_put(fd, "image.json", ".space/image.json", js, strlen(js),
 	    0644, e) == -1)
 		goto out;
 	close(fd);
 	fd = -1;
-	if (bin != NULL && !own && ((fd = guest_dir(rootfd, ".space/bin", 0755,
-	    e)) == -1 || guest_put(fd, "space-daemon", ".space/bin/space-daemon",
-	    bin, nbin, 0755, e) == -1))
+	/* Copied, not read whole: the static daemon is tens of MiB. */
+	if (daemon != NULL && !own && ((fd = guest_dir(rootfd, ".space/bin",
+	    0755, e)) == -1 || (bin = guest_create(fd, "space-daemon",
+	    ".space/bin/space-daemon", 0755, e)) == -1 ||
+	    copy_into(daemon, bin, "guest /.space/bin/space-daemon", e) == -1))
 		goto out;
 	if (own) {
 		ret = 0;
@@ -988,10 +985,11 @@ guest_parts(const char *rootfs, const char *daemon, json_t *config,
 		goto out;
 	ret = 0;
 out:
+	if (bin != -1)
+		close(bin);
 	if (fd != -1)
 		close(fd);
 	close(rootfd);
-	free(bin);
 	free(js);
 	return ret;
 }
