@@ -50,7 +50,8 @@ BENCH_C = $(wildcard bench/*.c)
 
 # all: what is installed (progs), the tests and the benchmarks.
 all: progs $(UNITS) $(BENCH_C:bench/%.c=$(B)/bench/%) \
-    $(B)/tests/kms-test $(B)/tests/vault-test
+    $(B)/tests/kms-test $(B)/tests/vault-test $(B)/tests/jail-probe \
+    $(B)/tests/space-hog
 progs: $(B)/libspace.a $(CMDS) $(GUEST_DAEMON)
 
 $(B)/lib/%.o: lib/%.c
@@ -123,10 +124,20 @@ $(B)/tests/vault-test: tests/vault/vault-test.c
 	@mkdir -p $(@D)
 	$(CC) $(WFLAGS) $(CFLAGS) -o $@ $<
 
+# A compromised QEMU, simulated (tests/jail.bats).
+$(B)/tests/jail-probe: tests/jail/jail-probe.c
+	@mkdir -p $(@D)
+	$(CC) $(WFLAGS) $(CFLAGS) -o $@ $< -lseccomp
+
 # The hostile guest (tests/hostile.bats copies it into a sandbox).
 $(B)/tests/space-hostile: tests/guest/space-hostile.c
 	@mkdir -p $(@D)
 	$(CC) $(WFLAGS) $(CFLAGS) -static -o $@ $< -lpthread
+
+# The memory hog (tests/jail.bats copies it into a sandbox).
+$(B)/tests/space-hog: tests/guest/space-hog.c
+	@mkdir -p $(@D)
+	$(CC) $(WFLAGS) $(CFLAGS) -static -o $@ $<
 
 asan: $(ASAN_UNITS) $(B)/asan/bin/space-exec $(B)/tests/space-hostile
 

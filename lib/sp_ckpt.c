@@ -212,6 +212,62 @@ cmdline_current(const xmlNode *root)
 	return strcmp(cmdline, sp_virt_boot_cmdline(type)) == 0;
 }
 
+static int read_header(const char *path, xmlDocPtr *doc, xmlNodePtr *root,
+    struct sp_err *e);
+
+/* The uid of the domain's static DAC label (sp_jail.c): 0 for none (one
+ * made before the jail, or with it off: QEMU runs as libvirt's user). */
+static unsigned
+label_uid(const xmlNode *root)
+{
+	const xmlNode *n, *l;
+	char type[16], model[16], text[64], tail;
+	unsigned uid, gid;
+
+	for (n = root->children; n != NULL; n = n->next) {
+		if (n->type != XML_ELEMENT_NODE || !sp_xml_is(n, "seclabel") ||
+		    sp_xml_attr(n, "type", type, sizeof type) == -1 ||
+		    sp_xml_attr(n, "model", model, sizeof model) == -1 ||
+		    strcmp(type, "static") != 0 || strcmp(model, "dac") != 0 ||
+		    (l = sp_xml_child(n, "label")) == NULL ||
+		    sp_xml_text(l, text, sizeof text) == -1)
+			continue;
+		if (sscanf(text, "+%u:+%u%c", &uid, &gid, &tail) == 2 &&
+		    uid == gid && uid >= 1000)
+			return uid;
+	}
+	return 0;
+}
+
+int
+sp_vm_xml_jail(const char *xml, const char *what, unsigned *uid,
+    struct sp_err *e)
+{
+	xmlDocPtr doc;
+	xmlNodePtr root;
+
+	*uid = 0;
+	if (header_doc(xml, strlen(xml), what, &doc, &root, e) == -1)
+		return -1;
+	*uid = label_uid(root);
+	sp_xml_free(doc);
+	return 0;
+}
+
+int
+sp_ckpt_jail(const char *path, unsigned *uid, struct sp_err *e)
+{
+	xmlDocPtr doc;
+	xmlNodePtr root;
+
+	*uid = 0;
+	if (read_header(path, &doc, &root, e) == -1)
+		return -1;
+	*uid = label_uid(root);
+	sp_xml_free(doc);
+	return 0;
+}
+
 /* The header's domain of the save image at path, for the caller to free
  * (sp_xml_free). */
 static int

@@ -31,6 +31,12 @@ static const struct key keys[] = {
 	K("SPACE_RETAIN", retain),
 	K("SPACE_KMS", kms),
 	K("SPACE_GUEST", guest),
+	K("SPACE_JAIL", jail),
+	K("SPACE_JAIL_UIDS", jail_uids),
+	K("SPACE_MEM_OVERHEAD_MIB", mem_overhead),
+	K("SPACE_PIDS_MAX", pids_max),
+	K("SPACE_CPU_QUOTA", cpu_quota),
+	K("SPACE_IO_WEIGHT", io_weight),
 };
 #define NKEYS (sizeof keys / sizeof keys[0])
 
@@ -145,6 +151,70 @@ abs_path_ok(const char *p)
 	return 1;
 }
 
+/* A number of conf's, "" for none: 0 then. */
+static int
+conf_num(const char *what, const char *s, long lo, long hi, long *out,
+    struct sp_err *e)
+{
+	char *end;
+	long v;
+
+	*out = 0;
+	if (*s == '\0')
+		return 0;
+	errno = 0;
+	v = strtol(s, &end, 10);
+	if (errno != 0 || *end != '\0' || v < lo || v > hi)
+		return sp_err_set(e, SP_E_BAD_INPUT, 0, "%s must be a number "
+		    "from %ld to %ld (is '%.32s')", what, lo, hi, s);
+	*out = v;
+	return 0;
+}
+
+/* The jail's settings (sp_jail.c): a slip there would fail every VM's
+ * start, so it fails every command at once instead. */
+static int
+check_jail(struct sp_conf *c, struct sp_err *e)
+{
+	unsigned long a, b;
+	char tail, *end;
+	double v;
+
+	if (strcmp(c->jail, "on") != 0 && strcmp(c->jail, "off") != 0)
+		return sp_err_set(e, SP_E_BAD_INPUT, 0, "SPACE_JAIL must be on or off");
+	c->lim.on = strcmp(c->jail, "on") == 0;
+	if (sscanf(c->jail_uids, "%lu-%lu%c", &a, &b, &tail) != 2 ||
+	    a < 1000 || b < a || b >= 4294967294UL || b - a + 1 < SP_JAIL_PROBES)
+		return sp_err_set(e, SP_E_BAD_INPUT, 0, "SPACE_JAIL_UIDS must "
+		    "be FIRST-LAST, uids of nobody else's, at least %d of them, "
+		    "from 1000 up (is '%.31s')", SP_JAIL_PROBES, c->jail_uids);
+	c->lim.first = a;
+	c->lim.count = b - a + 1;
+	c->lim.mem_overhead_mib = -1;
+	if (strcmp(c->mem_overhead, "auto") != 0 &&
+	    conf_num("SPACE_MEM_OVERHEAD_MIB", c->mem_overhead, 0, 65536,
+	    &c->lim.mem_overhead_mib, e) == -1)
+		return -1;
+	if (strcmp(c->pids_max, "0") != 0 &&
+	    conf_num("SPACE_PIDS_MAX", c->pids_max, 16, 1 << 20,
+	    &c->lim.pids_max, e) == -1)
+		return -1;
+	if (conf_num("SPACE_IO_WEIGHT", c->io_weight, 10, 1000,
+	    &c->lim.io_weight, e) == -1)
+		return -1;
+	c->lim.cpu_quota_pct = 0;
+	if (c->cpu_quota[0] != '\0') {
+		errno = 0;
+		v = strtod(c->cpu_quota, &end);
+		if (errno != 0 || *end != '\0' || !(v >= 0.01 && v <= 1024))
+			return sp_err_set(e, SP_E_BAD_INPUT, 0, "SPACE_CPU_QUOTA "
+			    "must be CPUs from 0.01 to 1024 (is '%.15s')",
+			    c->cpu_quota);
+		c->lim.cpu_quota_pct = (long)(v * 100 + 0.5);
+	}
+	return 0;
+}
+
 static int
 check(struct sp_conf *c, struct sp_err *e)
 {
@@ -165,6 +235,8 @@ check(struct sp_conf *c, struct sp_err *e)
 	    strcmp(c->virt_type, "qemu") != 0)
 		return sp_err_set(e, SP_E_BAD_INPUT, 0,
 		    "SPACE_VIRT_TYPE must be auto, kvm or qemu");
+	if (check_jail(c, e) == -1)
+		return -1;
 	/* SPACE_RETAIN is checked by space-gc, its one user: a slip there
 	 * must not stop every other command. */
 	return 0;
@@ -214,6 +286,14 @@ sp_conf_load(struct sp_conf *c, struct sp_err *e)
 	}
 	if (c->guest[0] == '\0')
 		snprintf(c->guest, sizeof c->guest, "%s", SP_GUEST_DIR);
+	if (c->jail[0] == '\0')
+		strcpy(c->jail, "on");
+	if (c->jail_uids[0] == '\0')
+		strcpy(c->jail_uids, SP_JAIL_UIDS_DEFAULT);
+	if (c->mem_overhead[0] == '\0')
+		strcpy(c->mem_overhead, "auto");
+	if (c->pids_max[0] == '\0')
+		strcpy(c->pids_max, SP_PIDS_MAX_DEFAULT);
 	if (c->node[0] == '\0' && gethostname(c->node, sizeof c->node - 1) == -1)
 		strcpy(c->node, "localhost");
 	return check(c, e);

@@ -121,7 +121,24 @@ struct sp_conf {
 	char guest[SP_PATH_MAX];	/* SPACE_GUEST: the guest image's
 					 * vmlinuz, initrd.img, space-daemon;
 					 * default PREFIX/lib/space */
+	/* The jail and limits of each VM (sp_jail.c), checked where used. */
+	char jail[8];			/* SPACE_JAIL: on | off */
+	char jail_uids[32];		/* SPACE_JAIL_UIDS: FIRST-LAST */
+	char mem_overhead[16];		/* SPACE_MEM_OVERHEAD_MIB: auto | N | 0 */
+	char pids_max[16];		/* SPACE_PIDS_MAX: N | 0 */
+	char cpu_quota[16];		/* SPACE_CPU_QUOTA: CPUs, "" none */
+	char io_weight[16];		/* SPACE_IO_WEIGHT: 10..1000, "" none */
+	struct {			/* the above, parsed and checked */
+		int on;
+		unsigned long first, count;	/* uids first .. first+count-1 */
+		long mem_overhead_mib;		/* -1: auto */
+		long pids_max, cpu_quota_pct, io_weight;	/* 0: none */
+	} lim;
 };
+/* Uids no distribution hands out: above systemd's container range. */
+#define SP_JAIL_UIDS_DEFAULT	"1900000000-1900065535"
+#define SP_PIDS_MAX_DEFAULT	"512"
+#define SP_JAIL_PROBES		64	/* uids a sandbox's hash may try */
 /* Reads SPACE_CONF (default /etc/space/space.conf) when it exists, then the
  * environment; every value is validated. */
 int sp_conf_load(struct sp_conf *c, struct sp_err *e);

@@ -196,8 +196,9 @@ static int
 start_locked(struct sp_ctx *x, const char *id, struct verb *v,
     struct sp_err *e)
 {
-	char dom[SP_ID_LEN + 4], run[SP_PATH_MAX];
+	char dom[SP_ID_LEN + 4], run[SP_PATH_MAX], dir[SP_PATH_MAX];
 	struct sp_err ignored;
+	struct sp_jail jail;
 	enum sp_state was;
 	int c;
 
@@ -210,8 +211,11 @@ start_locked(struct sp_ctx *x, const char *id, struct verb *v,
 	sp_sandbox_domain(id, dom);
 	/* The run dir lives on tmpfs: a host reboot took it away. */
 	if (sp_sandbox_run_dir(x, id, run, sizeof run, e) == -1 ||
-	    sp_sandbox_make_run_dir(run, e) == -1 ||
+	    sp_sandbox_dir(x, id, dir, sizeof dir, e) == -1 ||
+	    sp_jail_of_vm(x, dom, &jail, e) == -1 ||
+	    sp_jail_dirs(&jail, dir, run, e) == -1 ||
 	    sp_virt_start(x->virt, dom, e) == -1 ||
+	    sp_jail_started(x, dom, e) == -1 ||
 	    sp_chan_wait_ready(x->conf.run, id, v->timeout_ms, e) == -1 ||
 	    identity_again(x, id, e) == -1) {
 		sp_virt_destroy(x->virt, dom, &ignored);

@@ -17,6 +17,9 @@
 
 #include "sp_sandbox.h"
 
+/* libvirt's own directory of the system instance's QEMU processes. */
+#define LIBVIRT_QEMU_DIR	"/var/lib/libvirt/qemu"
+
 static const char *const layout[] = {
 	"templates", "sandboxes", "snapshots", "pool", "objects", "tmp", "locks",
 };
@@ -195,6 +198,32 @@ sp_node_beat(struct sp_ctx *x, int lease_s, struct sp_node_row *out,
 	return beat(&x->conf, x->db, x->virt_type, lease_s, out, e);
 }
 
+/*
+ * With each VM under a uid of its own (sp_jail.c), libvirt makes each
+ * domain's private directory (its master key) in its QEMU directory, owned
+ * by that uid: the uid must be able to go through (not read) that
+ * directory, which Debian makes libvirt-qemu's alone.  The uid
+ * reservations are root's.
+ */
+static int
+jail_dirs(const struct sp_conf *c, struct sp_err *e)
+{
+	char p[SP_PATH_MAX];
+	struct stat st;
+
+	if (!sp_jail_on(c))
+		return 0;
+	if (sp_path_fmt(p, sizeof p, e, "%s/jail", c->root) == -1 ||
+	    sp_path_mkdirs(p, 0700, e) == -1)
+		return -1;
+	if (strcmp(c->libvirt_uri, "qemu:///system") != 0 ||
+	    stat(LIBVIRT_QEMU_DIR, &st) == -1 || (st.st_mode & 0001))
+		return 0;
+	if (chmod(LIBVIRT_QEMU_DIR, (st.st_mode & 07777) | 0001) == -1)
+		return sp_err_sys(e, SP_E_IO, "chmod o+x %s", LIBVIRT_QEMU_DIR);
+	return 0;
+}
+
 int
 sp_node_init(const struct sp_conf *c, uint64_t loop_bytes,
     struct sp_node_info *info, struct sp_err *e)
@@ -229,7 +258,7 @@ sp_node_init(const struct sp_conf *c, uint64_t loop_bytes,
 		    sp_path_mkdirs(p, 0755, e) == -1)
 			goto out;
 	}
-	if (sp_path_mkdirs(c->run, 0755, e) == -1)
+	if (sp_path_mkdirs(c->run, 0755, e) == -1 || jail_dirs(c, e) == -1)
 		goto out;
 	if (sp_db_open(&db, c, e) == -1)
 		goto out;

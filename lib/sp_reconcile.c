@@ -408,6 +408,8 @@ release_left(struct sp_ctx *x, const char *id, struct sp_err *e)
 	if (ours && (sp_virt_destroy(x->virt, dom, e) == -1 ||
 	    sp_virt_undefine(x->virt, dom, e) == -1))
 		return -1;
+	if (ours)
+		sp_jail_release(x, id);
 	if (sp_subvol_delete(dir, e) == -1 || sp_subvol_delete(tmp, e) == -1 ||
 	    sp_snap_remove_all(x, id, e) == -1)
 		return -1;
@@ -469,6 +471,24 @@ orphans(struct pass *p, const struct ids *known)
 	free(w.found.v);
 }
 
+/* A jail uid is in use while its id has a sandbox directory or a VM (a
+ * template's warm one has only the VM). */
+static int
+jail_in_use(struct sp_ctx *x, const char *id)
+{
+	char dir[SP_PATH_MAX], dom[SP_ID_LEN + 4], vstate[16];
+	struct sp_err e;
+
+	if (!sp_id_valid(id))
+		return 0;
+	if (sp_sandbox_dir(x, id, dir, sizeof dir, &e) == -1 ||
+	    sp_subvol_exists(dir))
+		return 1;
+	sp_sandbox_domain(id, dom);
+	return sp_virt_state(x->virt, dom, vstate, &e) == -1 ||
+	    strcmp(vstate, "absent") != 0;
+}
+
 int
 sp_reconcile_once(struct sp_ctx *x, int (*fn)(json_t *, void *), void *arg,
     struct sp_err *e)
@@ -477,7 +497,7 @@ sp_reconcile_once(struct sp_ctx *x, int (*fn)(json_t *, void *), void *arg,
 	struct ids known = { 0 };
 	void *walk[2] = { &p, &known };
 	size_t i;
-	int rc;
+	int rc, freed;
 
 	if (sp_ctx_virt(x, e) == -1)
 		return -1;
@@ -498,6 +518,10 @@ sp_reconcile_once(struct sp_ctx *x, int (*fn)(json_t *, void *), void *arg,
 		p.failed = 1;
 	orphans(&p, &known);
 	free(known.v);
+	if (sp_jail_gc(x, jail_in_use, &freed, e) == -1)
+		tell(&p, "", "jail-gc", "", -1, e);
+	else if (freed > 0)
+		tell(&p, "", "jail-uids-freed", "", 0, e);
 	if (sp_reconcile_wishes(x, 1, fn, arg, e) == -1)
 		p.failed = 1;
 	if (p.failed)

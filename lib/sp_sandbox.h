@@ -240,6 +240,40 @@ int sp_sandbox_exec_quiet(struct sp_ctx *x, const char *id, char *argv[],
 /* The run dir QEMU makes the channel sockets in (its group may write). */
 int sp_sandbox_make_run_dir(const char *dir, struct sp_err *e);
 
+/* ---- jail: each VM's uid, directories and limits (sp_jail.c) ---- */
+struct sp_jail {
+	unsigned uid, gid;		/* 0 when SPACE_JAIL is off */
+};
+int sp_jail_on(const struct sp_conf *c);
+/* id's uid and gid, reserved for it on this node the first time. */
+int sp_jail_get(struct sp_ctx *x, const char *id, struct sp_jail *j,
+    struct sp_err *e);
+/* Gives id's uid back (its VM was undefined). */
+void sp_jail_release(struct sp_ctx *x, const char *id);
+/* Frees the uids of ids for which in_use says 0; *freed counts them. */
+int sp_jail_gc(struct sp_ctx *x, int (*in_use)(struct sp_ctx *, const char *),
+    int *freed, struct sp_err *e);
+/* The jail that VM dom's definition, or the save image at path, names (a
+ * uid of 0: none, a VM made before the jail or with it off). */
+int sp_jail_of_vm(struct sp_ctx *x, const char *dom, struct sp_jail *j,
+    struct sp_err *e);
+int sp_jail_of_image(const char *path, struct sp_jail *j, struct sp_err *e);
+/* Before a VM of jail j starts: run (the sockets' directory) is made j's
+ * alone, and only j's gid may go through dir to its 0600 VM files.  With
+ * no jail, run is made as sp_sandbox_make_run_dir makes it. */
+int sp_jail_dirs(const struct sp_jail *j, const char *dir, const char *run,
+    struct sp_err *e);
+/* Before a new VM of id is defined: sp_jail_get, then sp_jail_dirs. */
+int sp_jail_prepare(struct sp_ctx *x, const char *id, const char *dir,
+    const char *run, struct sp_jail *j, struct sp_err *e);
+/* Puts j's uid and the configured limits in s (after s->memory_mib). */
+int sp_jail_spec(struct sp_ctx *x, const struct sp_jail *j,
+    struct sp_vm_spec *s, struct sp_err *e);
+/* After VM dom started: its pids limit (SPACE_PIDS_MAX). */
+int sp_jail_started(struct sp_ctx *x, const char *dom, struct sp_err *e);
+/* Removes the v1 pids cgroups of ended VMs. */
+void sp_jail_pids_sweep(void);
+
 
 /* ---- snap: snapshots, rollback, fork, retention (design.md) ---- */
 /* A disk snapshot, or with full a checkpoint of disk and memory; *out gets

@@ -231,6 +231,7 @@ sp_sandbox_teardown(struct sp_ctx *x, const char *id, int *existed,
 	if (sp_virt_destroy(x->virt, dom, e) == -1 ||
 	    sp_virt_undefine(x->virt, dom, e) == -1)
 		return -1;
+	sp_jail_release(x, id);
 	sp_crashpoint("remove-after-vm");
 	if (sp_subvol_exists(dir))
 		*existed = 1;
@@ -360,6 +361,7 @@ sp_sandbox_make(struct sp_ctx *x, const struct sp_make *m,
 	struct sp_sandbox_row row = { 0 };
 	struct sp_vm_spec spec;
 	struct sp_vm_layout l;
+	struct sp_jail jail;
 	json_t *meta = NULL;
 	int rc = -1, inserted = 0, lock = -1;
 
@@ -410,7 +412,7 @@ sp_sandbox_make(struct sp_ctx *x, const struct sp_make *m,
 			goto out;
 	} else
 		unlink(f.sav);	/* a disk snapshot of a checkpoint has one */
-	if (sp_sandbox_make_run_dir(run, e) == -1)
+	if (sp_jail_prepare(x, row.id, dir, run, &jail, e) == -1)
 		goto out;
 	spec = (struct sp_vm_spec){
 		.name = dom, .uuid = uuid, .memory_mib = m->memory_mib,
@@ -420,7 +422,8 @@ sp_sandbox_make(struct sp_ctx *x, const struct sp_make *m,
 		.virt_type = x->virt_type, .shared_vectors = l.shared_vectors,
 		.no_egress = !l.egress,
 	};
-	if (sp_virt_domain_xml(&spec, &xml, e) == -1)
+	if (sp_jail_spec(x, &jail, &spec, e) == -1 ||
+	    sp_virt_domain_xml(&spec, &xml, e) == -1)
 		goto out;
 	if (sp_path_fmt(p, sizeof p, e, "%s/domain.xml", dir) == -1 ||
 	    write_file(p, xml, e) == -1)
@@ -442,6 +445,8 @@ sp_sandbox_make(struct sp_ctx *x, const struct sp_make *m,
 			goto out;
 		unlink(f.sav);
 	} else if (sp_virt_start(x->virt, dom, e) == -1)
+		goto out;
+	if (sp_jail_started(x, dom, e) == -1)
 		goto out;
 	sp_crashpoint("create-after-start");
 	if (sp_chan_wait_ready(x->conf.run, row.id, m->ready_timeout_ms, e) == -1)

@@ -344,8 +344,9 @@ finish_recovery(struct sp_ctx *x, const struct sp_sandbox_row *sb,
     const char *snap, struct sp_err *e)
 {
 	char dir[SP_PATH_MAX], tmp[SP_PATH_MAX], src[SP_PATH_MAX];
-	char sav[SP_PATH_MAX], dom[SP_ID_LEN + 4];
+	char sav[SP_PATH_MAX], dom[SP_ID_LEN + 4], run[SP_PATH_MAX];
 	struct sp_snap_row r;
+	struct sp_jail jail;
 	json_t *labels, *env;
 	int rc, full;
 
@@ -377,6 +378,13 @@ finish_recovery(struct sp_ctx *x, const struct sp_sandbox_row *sb,
 	if (rename(tmp, dir) == -1)
 		return sp_err_sys(e, SP_E_IO, "rename %s", tmp);
 	sp_crashpoint("rollback-after-swap");
+	/* The snapshot's files get the jail the VM comes back in: the saved
+	 * image's (its XML goes on), or the domain's. */
+	if (sp_sandbox_run_dir(x, sb->id, run, sizeof run, e) == -1 ||
+	    (full ? sp_jail_of_image(sav, &jail, e) :
+	    sp_jail_of_vm(x, dom, &jail, e)) == -1 ||
+	    sp_jail_dirs(&jail, dir, run, e) == -1)
+		return -1;
 	if (full) {
 		/* The image's own XML is this sandbox's: same name, same paths. */
 		if (sp_virt_restore(x->virt, sav, NULL, dom, e) == -1)
@@ -387,6 +395,8 @@ finish_recovery(struct sp_ctx *x, const struct sp_sandbox_row *sb,
 		if (sp_virt_start(x->virt, dom, e) == -1)
 			return -1;
 	}
+	if (sp_jail_started(x, dom, e) == -1)
+		return -1;
 	if (sp_chan_wait_ready(x->conf.run, sb->id, full ? RESTORE_READY_MS :
 	    BOOT_READY_MS, e) == -1)
 		return -1;

@@ -138,6 +138,7 @@ release_local(struct sp_ctx *x, const char *id, int keep_local,
 	if (sp_virt_destroy(x->virt, dom, e) == -1 ||
 	    sp_virt_undefine(x->virt, dom, e) == -1)
 		return -1;
+	sp_jail_release(x, id);
 	if (keep_local)
 		return 0;
 	if (sp_sandbox_dir(x, id, dir, sizeof dir, e) == -1 ||
@@ -451,6 +452,7 @@ define_here(struct sp_ctx *x, const char *id, const char *dir,
 	char initrd[SP_PATH_MAX], dom[SP_ID_LEN + 4], p[SP_PATH_MAX];
 	struct sp_vm_spec spec;
 	struct sp_vm_layout l;
+	struct sp_jail jail;
 	FILE *f;
 
 	sp_sandbox_domain(id, dom);
@@ -461,7 +463,7 @@ define_here(struct sp_ctx *x, const char *id, const char *dir,
 	    sp_path_fmt(p, sizeof p, e, "%s/mem.sav", dir) == -1 ||
 	    sp_ckpt_layout(p, &l, e) == -1 ||
 	    sp_path_fmt(p, sizeof p, e, "%s/domain.xml", dir) == -1 ||
-	    sp_sandbox_make_run_dir(run, e) == -1)
+	    sp_jail_prepare(x, id, dir, run, &jail, e) == -1)
 		return -1;
 	spec = (struct sp_vm_spec){
 		.name = dom, .uuid = ci->uuid, .memory_mib = ci->memory_mib,
@@ -470,7 +472,8 @@ define_here(struct sp_ctx *x, const char *id, const char *dir,
 		.nports = l.nports, .virt_type = x->virt_type,
 		.shared_vectors = l.shared_vectors, .no_egress = !l.egress,
 	};
-	if (sp_virt_domain_xml(&spec, xml, e) == -1)
+	if (sp_jail_spec(x, &jail, &spec, e) == -1 ||
+	    sp_virt_domain_xml(&spec, xml, e) == -1)
 		return -1;
 	if ((f = fopen(p, "we")) == NULL || fputs(*xml, f) == EOF ||
 	    fclose(f) != 0)
@@ -585,7 +588,8 @@ restore_locked_store(struct sp_ctx *x, struct sp_store *s, const char *id,
 	    sp_subvol_snapshot(sdir, dir, 0, e) == -1 ||
 	    write_base(dir, base, e) == -1 ||
 	    define_here(x, id, dir, &ci, &xml, e) == -1 ||
-	    sp_virt_restore(x->virt, sav, xml, dom, e) == -1)
+	    sp_virt_restore(x->virt, sav, xml, dom, e) == -1 ||
+	    sp_jail_started(x, dom, e) == -1)
 		goto back;
 	unlink(sav);
 	if (sp_chan_wait_ready(x->conf.run, id, RESTORE_READY_MS, e) == -1)

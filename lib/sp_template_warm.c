@@ -97,6 +97,7 @@ boot_and_save(struct sp_ctx *x, const char *dir, const char *id,
 	struct sp_vm_files f;
 	struct sp_vm_spec spec;
 	struct sp_vm_layout l;
+	struct sp_jail jail;
 	struct sp_err ignored;
 	char *sync_argv[] = { "sync", NULL }, *xml = NULL;
 	char *settle_argv[] = { "sleep", SETTLE_S, NULL };
@@ -106,7 +107,7 @@ boot_and_save(struct sp_ctx *x, const char *dir, const char *id,
 	sp_virt_boot_layout(&l);
 	if (sp_sandbox_run_dir(x, id, run, sizeof run, e) == -1 ||
 	    sp_vm_files(dir, &f, e) == -1 ||
-	    sp_sandbox_make_run_dir(run, e) == -1)
+	    sp_jail_prepare(x, id, dir, run, &jail, e) == -1)
 		return -1;
 	spec = (struct sp_vm_spec){
 		.name = dom, .uuid = uuid, .memory_mib = memory_mib,
@@ -115,10 +116,12 @@ boot_and_save(struct sp_ctx *x, const char *dir, const char *id,
 		.nports = l.nports, .virt_type = x->virt_type,
 		.shared_vectors = l.shared_vectors, .no_egress = !l.egress,
 	};
-	if (sp_virt_domain_xml(&spec, &xml, e) == -1 ||
+	if (sp_jail_spec(x, &jail, &spec, e) == -1 ||
+	    sp_virt_domain_xml(&spec, &xml, e) == -1 ||
 	    sp_virt_define(x->virt, xml, e) == -1)
 		goto out;
 	if (sp_virt_start(x->virt, dom, e) == -1 ||
+	    sp_jail_started(x, dom, e) == -1 ||
 	    sp_chan_wait_ready(x->conf.run, id, WARM_READY_MS, e) == -1)
 		goto out;
 	if (((w->start != NULL || w->start_image) &&
@@ -145,6 +148,7 @@ boot_and_save(struct sp_ctx *x, const char *dir, const char *id,
 out:
 	sp_virt_destroy(x->virt, dom, &ignored);
 	sp_virt_undefine(x->virt, dom, &ignored);
+	sp_jail_release(x, id);
 	sp_path_remove_tree(run, &ignored);
 	free(xml);
 	return rc;

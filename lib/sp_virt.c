@@ -39,6 +39,7 @@ struct sp_virt {
 	F(virDomainDefineXMLFlags)\
 	F(virDomainDestroy)\
 	F(virDomainFree)\
+	F(virDomainGetMaxMemory)\
 	F(virDomainGetName)\
 	F(virDomainGetState)\
 	F(virDomainGetUUIDString)\
@@ -331,6 +332,15 @@ check_spec(const struct sp_vm_spec *s, struct sp_err *e)
 	if (s->nports < 1 || s->nports > SP_PORTS_MAX)
 		return sp_err_set(e, SP_E_BAD_INPUT, 0,
 		    "vm ports %d: want 1..%d", s->nports, SP_PORTS_MAX);
+	if ((s->jail_uid == 0) != (s->jail_gid == 0) ||
+	    (s->jail_uid != 0 && s->jail_uid < 1000))
+		return sp_err_set(e, SP_E_BAD_INPUT, 0,
+		    "vm jail %u:%u: want both 0 or both from 1000", s->jail_uid,
+		    s->jail_gid);
+	if (s->cpu_quota_pct < 0 || s->cpu_quota_pct > 102400 ||
+	    s->io_weight < 0 || s->io_weight > 1000)
+		return sp_err_set(e, SP_E_BAD_INPUT, 0, "vm limits out of range "
+		    "(cpu %d%%, io weight %d)", s->cpu_quota_pct, s->io_weight);
 	/* QEMU's own monitor is a -chardev option: a comma would end it. */
 	if (strchr(s->chan_dir, ',') != NULL)
 		return sp_err_set(e, SP_E_BAD_INPUT, 0,
@@ -389,6 +399,20 @@ write_xml(FILE *f, const struct sp_vm_spec *s)
 	}
 	fprintf(f, "  <memory unit='MiB'>%d</memory>\n", s->memory_mib);
 	fprintf(f, "  <vcpu placement='static'>%d</vcpu>\n", s->vcpus);
+	/*
+	 * The limits of its cgroup (sp_jail.c).  Not memtune's hard_limit:
+	 * libvirt then raises QEMU's RLIMIT_MEMLOCK to it, which needs
+	 * CAP_SYS_RESOURCE; the jail writes the cgroup's limit itself.
+	 */
+	if (s->cpu_quota_pct > 0)
+		fprintf(f, "  <cputune>\n"
+		    "    <global_period>100000</global_period>\n"
+		    "    <global_quota>%d</global_quota>\n"
+		    "  </cputune>\n", s->cpu_quota_pct * 1000);
+	if (s->io_weight > 0)
+		fprintf(f, "  <blkiotune>\n"
+		    "    <weight>%d</weight>\n"
+		    "  </blkiotune>\n", s->io_weight);
 	fputs("  <os>\n"
 	    "    <type arch='x86_64' machine='q35'>hvm</type>\n", f);
 	fputs("    <kernel>", f);
@@ -472,6 +496,15 @@ write_xml(FILE *f, const struct sp_vm_spec *s)
 	}
 	fputs("    <memballoon model='none'/>\n"
 	    "  </devices>\n", f);
+	/*
+	 * Its own uid and gid: libvirt chowns the disk, kernel and initrd to
+	 * them at each start (and back at the end); no other VM's QEMU can
+	 * open them (sp_jail.c).
+	 */
+	if (s->jail_uid != 0)
+		fprintf(f, "  <seclabel type='static' model='dac' relabel='yes'>\n"
+		    "    <label>+%u:+%u</label>\n"
+		    "  </seclabel>\n", s->jail_uid, s->jail_gid);
 	/*
 	 * A second QMP monitor of our own, beside libvirt's: a claim resumes
 	 * a warm pod through it without loading libvirt.  libvirt hears
@@ -882,6 +915,25 @@ sp_virt_uuid(struct sp_virt *v, const char *name, char out[37],
     struct sp_err *e)
 {
 	return on_domain(v, "uuid", name, uuid_op, out, e);
+}
+
+static int
+memory_op(virDomainPtr dom, const char *what, const char *name, void *out,
+    struct sp_err *e)
+{
+	unsigned long kib;
+
+	if ((kib = lv.virDomainGetMaxMemory(dom)) == 0)
+		return virt_err(e, what, name);
+	*(unsigned long long *)out = (unsigned long long)kib;
+	return 0;
+}
+
+int
+sp_virt_memory_kib(struct sp_virt *v, const char *name,
+    unsigned long long *kib, struct sp_err *e)
+{
+	return on_domain(v, "memory", name, memory_op, kib, e);
 }
 
 /* xml (may be NULL) replaces the saved domain XML, e.g. to change paths;

@@ -33,6 +33,10 @@ struct sp_vm_spec {
 					 * ours alone, a vector per queue */
 	int no_egress;			/* 1: no egress port (VMs saved before
 					 * 2026-11-30 have none) */
+	unsigned jail_uid, jail_gid;	/* 0: libvirt's user for QEMU; else
+					 * the VM's own (sp_jail.c) */
+	int cpu_quota_pct;		/* 0: none; 150: 1.5 CPUs */
+	int io_weight;			/* 0: none; else 10..1000 */
 };
 #define SP_PORTS_DEFAULT	8
 #define SP_PORTS_MAX		31	/* one virtio-serial controller's */
@@ -117,6 +121,9 @@ int sp_virt_save(struct sp_virt *v, const char *name, const char *path,
 int sp_virt_save_memory(struct sp_virt *v, const char *name, const char *path,
     struct sp_err *e);
 /* The domain's UUID as text. */
+/* The VM's memory, as its domain says. */
+int sp_virt_memory_kib(struct sp_virt *v, const char *name,
+    unsigned long long *kib, struct sp_err *e);
 int sp_virt_uuid(struct sp_virt *v, const char *name, char out[37],
     struct sp_err *e);
 /* Restores a save image (xml, may be NULL, replaces its domain XML, e.g.
@@ -431,6 +438,11 @@ int sp_ckpt_uuid_new(char out[37], struct sp_err *e);
 /* The layout of the VM saved at path (a libvirt save image), read from its
  * header: what a restore with a fresh XML must give it again. */
 int sp_ckpt_layout(const char *path, struct sp_vm_layout *l, struct sp_err *e);
+/* The uid a domain's XML (what names it) or a save image's header runs
+ * its QEMU as (sp_jail.c): 0 when it has no jail of ours. */
+int sp_vm_xml_jail(const char *xml, const char *what, unsigned *uid,
+    struct sp_err *e);
+int sp_ckpt_jail(const char *path, unsigned *uid, struct sp_err *e);
 /* 1 when the template checkpoint ckpt (a directory) has this build's layout
  * (sp_vm_layout_current) and was booted with the command line a VM of its
  * virt type boots with now (sp_virt_boot_cmdline), 0 when it is stale, -1

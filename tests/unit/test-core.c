@@ -109,6 +109,57 @@ test_conf(void)
 	setenv("SPACE_NODE", "bad/node", 1);
 	tap_ok(sp_conf_load(&c, &e) == -1, "bad node name refused");
 	unsetenv("SPACE_NODE");
+	tap_ok(sp_conf_load(&c, &e) == 0 && c.lim.on && c.lim.first ==
+	    1900000000UL && c.lim.count == 65536 && c.lim.pids_max == 512 &&
+	    c.lim.mem_overhead_mib == -1 && c.lim.cpu_quota_pct == 0 &&
+	    c.lim.io_weight == 0, "the jail's defaults: on, 65536 uids, 512 "
+	    "pids, overhead auto, no quota, no io weight");
+	setenv("SPACE_CPU_QUOTA", "1.5", 1);
+	setenv("SPACE_JAIL_UIDS", "70000-70063", 1);
+	setenv("SPACE_MEM_OVERHEAD_MIB", "0", 1);
+	setenv("SPACE_PIDS_MAX", "0", 1);
+	setenv("SPACE_IO_WEIGHT", "500", 1);
+	tap_ok(sp_conf_load(&c, &e) == 0 && c.lim.cpu_quota_pct == 150 &&
+	    c.lim.first == 70000 && c.lim.count == 64 &&
+	    c.lim.mem_overhead_mib == 0 && c.lim.pids_max == 0 &&
+	    c.lim.io_weight == 500, "the jail's settings parse");
+	{
+		static const char *const bad[][2] = {
+			{ "SPACE_JAIL", "yes" }, { "SPACE_JAIL_UIDS", "70000" },
+			{ "SPACE_JAIL_UIDS", "70000-70010" },
+			{ "SPACE_JAIL_UIDS", "0-65535" },
+			{ "SPACE_JAIL_UIDS", "70000-69999" },
+			{ "SPACE_JAIL_UIDS", "70000-4294967295" },
+			{ "SPACE_JAIL_UIDS", "70000-80000x" },
+			{ "SPACE_CPU_QUOTA", "0" }, { "SPACE_CPU_QUOTA", "2 CPUs" },
+			{ "SPACE_CPU_QUOTA", "nan" }, { "SPACE_CPU_QUOTA", "5000" },
+			{ "SPACE_PIDS_MAX", "8" }, { "SPACE_PIDS_MAX", "-1" },
+			{ "SPACE_MEM_OVERHEAD_MIB", "-1" },
+			{ "SPACE_MEM_OVERHEAD_MIB", "1e3" },
+			{ "SPACE_IO_WEIGHT", "5" }, { "SPACE_IO_WEIGHT", "1001" },
+		};
+		size_t i;
+		char was[64];
+
+		for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+			snprintf(was, sizeof was, "%s", getenv(bad[i][0]) ?
+			    getenv(bad[i][0]) : "");
+			setenv(bad[i][0], bad[i][1], 1);
+			tap_okf(e.msg, "", sp_conf_load(&c, &e) == -1 &&
+			    e.code == SP_E_BAD_INPUT && strstr(e.msg, bad[i][0])
+			    != NULL, "%s=%s refused, named", bad[i][0], bad[i][1]);
+			if (was[0] != '\0')
+				setenv(bad[i][0], was, 1);
+			else
+				unsetenv(bad[i][0]);
+		}
+	}
+	unsetenv("SPACE_CPU_QUOTA");
+	unsetenv("SPACE_JAIL_UIDS");
+	unsetenv("SPACE_MEM_OVERHEAD_MIB");
+	unsetenv("SPACE_PIDS_MAX");
+	unsetenv("SPACE_IO_WEIGHT");
+	unsetenv("SPACE_NODE");
 
 	f = fopen(path, "w");
 	fprintf(f, "SPACE_ROOTS = /x\n");

@@ -217,6 +217,47 @@ test_xml(void)
 	refused(&s, "a channel directory with a comma (QEMU's option syntax)");
 }
 
+/* The jail's part of the domain (sp_jail.c). */
+static void
+test_xml_jail(void)
+{
+	struct sp_vm_spec s;
+	char *xml = NULL;
+
+	s = spec("sp-abcdefghijkl");
+	ok(sp_virt_domain_xml(&s, &xml, &e) == 0 && !has(xml, "<seclabel") &&
+	    !has(xml, "<cputune") && !has(xml, "<blkiotune") &&
+	    !has(xml, "<memtune"), "no jail: libvirt's user, no limits");
+	free(xml);
+	xml = NULL;
+	s.jail_uid = s.jail_gid = 1900000042;
+	s.cpu_quota_pct = 150;
+	s.io_weight = 300;
+	ok(sp_virt_domain_xml(&s, &xml, &e) == 0 &&
+	    has(xml, "  <seclabel type='static' model='dac' relabel='yes'>\n"
+	    "    <label>+1900000042:+1900000042</label>\n  </seclabel>\n") &&
+	    has(xml, "<global_period>100000</global_period>") &&
+	    has(xml, "<global_quota>150000</global_quota>") &&
+	    has(xml, "<blkiotune>\n    <weight>300</weight>") &&
+	    !has(xml, "<memtune") &&
+	    strstr(xml, "</devices>") < strstr(xml, "<seclabel") &&
+	    strstr(xml, "<seclabel") < strstr(xml, "<qemu:commandline>"),
+	    "a jail: its own uid and gid (numeric), the CPU quota, the I/O "
+	    "weight, in schema order; memory is the cgroup's, not memtune");
+	free(xml);
+	xml = NULL;
+	s.jail_gid = 0;
+	refused(&s, "a jail uid without a gid");
+	s.jail_uid = s.jail_gid = 999;
+	refused(&s, "a jail uid under 1000");
+	s = spec("sp-abcdefghijkl");
+	s.cpu_quota_pct = -1;
+	refused(&s, "a negative CPU quota");
+	s = spec("sp-abcdefghijkl");
+	s.io_weight = 1001;
+	refused(&s, "an I/O weight over 1000");
+}
+
 /* A libvirt save image's header (libvirt 9's layout) holding xml. */
 static void
 fake_image(const char *path, const char *xml)
@@ -632,6 +673,7 @@ int
 main(void)
 {
 	test_xml();
+	test_xml_jail();
 	test_saved_layout();
 	test_ckpt_cmdline();
 	test_domain();

@@ -1,0 +1,473 @@
+/*
+ * sp_jail: each sandbox's QEMU in a jail of its own on the host.  A VM runs
+ * as a uid and gid of its own, taken from SPACE_JAIL_UIDS (libvirt's static
+ * DAC label; libvirt chowns the disk, kernel and initrd to it at each start
+ * and back at the end); its sandbox directory lets only that gid through,
+ * its files are 0600, its run directory (the sockets QEMU makes) is that
+ * uid's alone.  So a QEMU taken over by its guest reaches neither another
+ * sandbox's disk nor its sockets.  Its cgroup holds memory (guest memory
+ * plus SPACE_MEM_OVERHEAD_MIB), pids, and optionally a CPU quota and an I/O
+ * weight; seccomp and dropped capabilities are libvirt's (qemu.conf's
+ * seccomp_sandbox, on by default).  design.md, "What an attacker must
+ * break".
+ *
+ * A uid is a sandbox's while its VM is defined on this node: the first free
+ * slot from a hash of its id, reserved as $SPACE_ROOT/jail/UID, a symlink
+ * to the id (made atomically, so two creates never share one); it goes
+ * when the VM is undefined (rm, suspend, a reconcile that takes a VM
+ * apart), and reconcile takes back those of sandboxes gone without it.  A
+ * VM defined before the jail (or with it off) keeps running as libvirt's
+ * user: what its XML says decides (sp_jail_of_vm, sp_jail_of_image).
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/xattr.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "sp_sandbox.h"
+
+#define LIBVIRT_XATTR	"trusted.libvirt.security."
+#define JAIL_GRACE_S	60	/* a reservation's age before gc may take it */
+#define CGROUP		"/sys/fs/cgroup"
+#define CGROUP2_MAGIC	0x63677270
+#define SP_MEM_OVERHEAD_KVM	256	/* MiB over the guest's memory */
+#define SP_MEM_OVERHEAD_TCG	1280
+
+int
+sp_jail_on(const struct sp_conf *c)
+{
+	return c->lim.on;
+}
+
+static unsigned long
+hash(const char *s)
+{
+	unsigned long h = 2166136261UL;
+
+	for (; *s; s++)
+		h = (h ^ (unsigned char)*s) * 16777619UL;
+	return h & 0xffffffffUL;
+}
+
+static int
+slot_path(const struct sp_conf *c, unsigned long uid, char *out, size_t n,
+    struct sp_err *e)
+{
+	return sp_path_fmt(out, n, e, "%s/jail/%lu", c->root, uid);
+}
+
+/* 1 when slot uid is id's, 0 when it is free, 2 when another's. */
+static int
+slot_owner(const char *path, const char *id)
+{
+	char buf[SP_NAME_MAX + 1];
+	ssize_t n;
+
+	if ((n = readlink(path, buf, sizeof buf - 1)) == -1)
+		return errno == ENOENT ? 0 : 2;
+	buf[n] = '\0';
+	return strcmp(buf, id) == 0 ? 1 : 2;
+}
+
+int
+sp_jail_get(struct sp_ctx *x, const char *id, struct sp_jail *j,
+    struct sp_err *e)
+{
+	char dir[SP_PATH_MAX], p[SP_PATH_MAX];
+	unsigned long first, n, start, uid, i;
+	int free_at = -1, own;
+
+	memset(j, 0, sizeof *j);
+	if (!sp_jail_on(&x->conf))
+		return 0;
+	first = x->conf.lim.first;
+	n = x->conf.lim.count;
+	if (sp_path_fmt(dir, sizeof dir, e, "%s/jail", x->conf.root) == -1)
+		return -1;
+	if (mkdir(dir, 0700) == -1 && errno != EEXIST)
+		return sp_err_sys(e, SP_E_IO, "mkdir %s", dir);
+	start = hash(id) % n;
+	for (;;) {
+		/* Its own slot, wherever it is among the probes, comes first:
+		 * one freed before it must not give it a second. */
+		for (i = 0; i < SP_JAIL_PROBES; i++) {
+			uid = first + (start + i) % n;
+			if (slot_path(&x->conf, uid, p, sizeof p, e) == -1)
+				return -1;
+			own = slot_owner(p, id);
+			if (own == 1) {
+				j->uid = j->gid = (unsigned)uid;
+				return 0;
+			}
+			if (own == 0 && free_at == -1)
+				free_at = (int)i;
+		}
+		if (free_at == -1)
+			return sp_err_set(e, SP_E_FULL, 1, "no jail uid free "
+			    "for %s: %d slots from its hash in SPACE_JAIL_UIDS "
+			    "are taken", id, SP_JAIL_PROBES);
+		uid = first + (start + (unsigned long)free_at) % n;
+		if (slot_path(&x->conf, uid, p, sizeof p, e) == -1)
+			return -1;
+		if (symlink(id, p) == 0) {
+			j->uid = j->gid = (unsigned)uid;
+			return 0;
+		}
+		if (errno != EEXIST)
+			return sp_err_sys(e, SP_E_IO, "symlink %s", p);
+		free_at = -1;	/* another took it first: look again */
+	}
+}
+
+void
+sp_jail_release(struct sp_ctx *x, const char *id)
+{
+	unsigned long first, n, start, i, uid;
+	struct sp_err ignored;
+	char p[SP_PATH_MAX];
+
+	first = x->conf.lim.first;
+	n = x->conf.lim.count;
+	start = hash(id) % n;
+	for (i = 0; i < SP_JAIL_PROBES; i++) {
+		uid = first + (start + i) % n;
+		if (slot_path(&x->conf, uid, p, sizeof p, &ignored) == 0 &&
+		    slot_owner(p, id) == 1)
+			unlink(p);
+	}
+}
+
+int
+sp_jail_gc(struct sp_ctx *x, int (*in_use)(struct sp_ctx *, const char *),
+    int *freed, struct sp_err *e)
+{
+	char dir[SP_PATH_MAX], p[SP_PATH_MAX], id[SP_NAME_MAX + 1];
+	time_t now = time(NULL);
+	struct dirent *d;
+	struct stat st;
+	ssize_t n;
+	DIR *dp;
+
+	*freed = 0;
+	if (sp_path_fmt(dir, sizeof dir, e, "%s/jail", x->conf.root) == -1)
+		return -1;
+	if ((dp = opendir(dir)) == NULL)
+		return errno == ENOENT ? 0 : sp_err_sys(e, SP_E_IO, "%s", dir);
+	while ((d = readdir(dp)) != NULL) {
+		if (d->d_name[0] == '.' ||
+		    sp_path_fmt(p, sizeof p, e, "%s/%s", dir, d->d_name) == -1)
+			continue;
+		/* A create reserves before it defines its VM: a young
+		 * reservation may be one under way. */
+		if (lstat(p, &st) == -1 || st.st_mtime > now - JAIL_GRACE_S ||
+		    (n = readlink(p, id, sizeof id - 1)) == -1)
+			continue;
+		id[n] = '\0';
+		if (!in_use(x, id) && unlink(p) == 0)
+			(*freed)++;
+	}
+	closedir(dp);
+	return 0;
+}
+
+/*
+ * What every VM file of the sandbox directory gets: its owner's alone, and
+ * none of the owner libvirt remembered when a VM last used it (the
+ * trusted.libvirt.security.* attributes it counts users in).  A snapshot
+ * copies them from a VM still running (a fork): libvirt would take the copy
+ * as in use by that VM and refuse this one's uid.  No VM uses the file when
+ * its sandbox is prepared for a start.
+ */
+static int
+private_file(const char *path, struct sp_err *e)
+{
+	char names[4096], *n;
+	ssize_t len;
+
+	if (chmod(path, 0600) == -1)
+		return errno == ENOENT ? 0 : sp_err_sys(e, SP_E_IO, "chmod %s",
+		    path);
+	if ((len = llistxattr(path, names, sizeof names)) == -1)
+		return errno == ENOTSUP ? 0 : sp_err_sys(e, SP_E_IO,
+		    "listxattr %s", path);
+	for (n = names; n < names + len; n += strlen(n) + 1)
+		if (strncmp(n, LIBVIRT_XATTR, strlen(LIBVIRT_XATTR)) == 0 &&
+		    lremovexattr(path, n) == -1 && errno != ENODATA)
+			return sp_err_sys(e, SP_E_IO, "removexattr %s %s", path, n);
+	return 0;
+}
+
+int
+sp_jail_of_vm(struct sp_ctx *x, const char *dom, struct sp_jail *j,
+    struct sp_err *e)
+{
+	char *xml = NULL;
+	int rc;
+
+	if (sp_virt_xml(x->virt, dom, &xml, e) == -1)
+		return -1;
+	rc = sp_vm_xml_jail(xml, dom, &j->uid, e);
+	j->gid = j->uid;
+	free(xml);
+	return rc;
+}
+
+int
+sp_jail_of_image(const char *path, struct sp_jail *j, struct sp_err *e)
+{
+	if (sp_ckpt_jail(path, &j->uid, e) == -1)
+		return -1;
+	j->gid = j->uid;
+	return 0;
+}
+
+int
+sp_jail_prepare(struct sp_ctx *x, const char *id, const char *dir,
+    const char *run, struct sp_jail *j, struct sp_err *e)
+{
+	if (sp_jail_get(x, id, j, e) == -1)
+		return -1;
+	return sp_jail_dirs(j, dir, run, e);
+}
+
+int
+sp_jail_dirs(const struct sp_jail *j, const char *dir, const char *run,
+    struct sp_err *e)
+{
+	struct sp_vm_files f;
+
+	if (j->uid == 0)
+		return sp_sandbox_make_run_dir(run, e);
+	if (mkdir(run, 0700) == -1 && errno != EEXIST)
+		return sp_err_sys(e, SP_E_IO, "mkdir %s", run);
+	if (chown(run, j->uid, j->gid) == -1 || chmod(run, 0700) == -1)
+		return sp_err_sys(e, SP_E_IO, "chown %s", run);
+	/* QEMU opens its files by path: its gid goes through the
+	 * directory, nobody else's (no listing: 0710). */
+	if (chown(dir, 0, j->gid) == -1 || chmod(dir, 0710) == -1)
+		return sp_err_sys(e, SP_E_IO, "chown %s", dir);
+	if (sp_vm_files(dir, &f, e) == -1 || private_file(f.disk, e) == -1 ||
+	    private_file(f.kernel, e) == -1 || private_file(f.initrd, e) == -1 ||
+	    private_file(f.sav, e) == -1)
+		return -1;
+	return 0;
+}
+
+/* 1 when this host's block cgroup takes a weight (it needs the BFQ
+ * scheduler under cgroup v1). */
+static int
+io_weight_supported(void)
+{
+	static const char *const files[] = {
+		CGROUP "/blkio/blkio.weight", CGROUP "/blkio/blkio.bfq.weight",
+		CGROUP "/machine.slice/io.weight",
+		CGROUP "/machine.slice/io.bfq.weight",
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof files / sizeof files[0]; i++)
+		if (access(files[i], F_OK) == 0)
+			return 1;
+	return 0;
+}
+
+int
+sp_jail_spec(struct sp_ctx *x, const struct sp_jail *j, struct sp_vm_spec *s,
+    struct sp_err *e)
+{
+	s->jail_uid = j->uid;
+	s->jail_gid = j->gid;
+	if (!sp_jail_on(&x->conf))
+		return 0;
+	s->cpu_quota_pct = (int)x->conf.lim.cpu_quota_pct;
+	s->io_weight = io_weight_supported() ? (int)x->conf.lim.io_weight : 0;
+	(void)e;
+	return 0;
+}
+
+/* SPACE_MEM_OVERHEAD_MIB: what QEMU may hold besides the guest's memory.
+ * TCG keeps up to 1 GiB of translated code (QEMU's default tb-size on a
+ * host of 8 GiB or more). */
+static long
+mem_overhead(const struct sp_ctx *x)
+{
+	if (x->conf.lim.mem_overhead_mib >= 0)
+		return x->conf.lim.mem_overhead_mib;
+	return strcmp(x->virt_type, "kvm") == 0 ? SP_MEM_OVERHEAD_KVM :
+	    SP_MEM_OVERHEAD_TCG;
+}
+
+static int
+write_text(const char *path, const char *text, struct sp_err *e)
+{
+	int fd;
+	ssize_t n;
+	size_t len = strlen(text);
+
+	if ((fd = open(path, O_WRONLY | O_CLOEXEC)) == -1)
+		return sp_err_sys(e, SP_E_IO, "%s", path);
+	n = write(fd, text, len);
+	if (n != (ssize_t)len) {
+		sp_err_sys(e, SP_E_IO, "write %s", path);
+		close(fd);
+		return -1;
+	}
+	if (close(fd) == -1)
+		return sp_err_sys(e, SP_E_IO, "%s", path);
+	return 0;
+}
+
+/* QEMU's pid, from libvirt's pid file: 0 when it has none. */
+static long
+qemu_pid(const char *dom)
+{
+	char p[SP_PATH_MAX], buf[32];
+	FILE *f;
+	long pid = 0;
+
+	snprintf(p, sizeof p, "/run/libvirt/qemu/%s.pid", dom);
+	if ((f = fopen(p, "re")) == NULL)
+		return 0;
+	if (fgets(buf, sizeof buf, f) != NULL)
+		pid = strtol(buf, NULL, 10);
+	fclose(f);
+	return pid > 1 ? pid : 0;
+}
+
+/* The cgroup path of pid under controller ("memory", or "" for v2's). */
+static int
+cgroup_of(long pid, const char *controller, char *out, size_t n)
+{
+	char p[64], line[SP_PATH_MAX + 64], *c, *path;
+	size_t cl = strlen(controller);
+	FILE *f;
+	int found = 0;
+
+	snprintf(p, sizeof p, "/proc/%ld/cgroup", pid);
+	if ((f = fopen(p, "re")) == NULL)
+		return -1;
+	while (!found && fgets(line, sizeof line, f) != NULL) {
+		line[strcspn(line, "\n")] = '\0';
+		if ((c = strchr(line, ':')) == NULL ||
+		    (path = strchr(c + 1, ':')) == NULL)
+			continue;
+		*path++ = '\0';
+		c++;
+		if ((cl == 0 && *c == '\0') || (cl > 0 && strcmp(c, controller)
+		    == 0) || (cl > 0 && strncmp(c, controller, cl) == 0 &&
+		    c[cl] == ','))
+			found = snprintf(out, n, "%s", path) < (int)n;
+	}
+	fclose(f);
+	return found ? 0 : -1;
+}
+
+/* Writes value to file of the cgroup at dir (under CGROUP). */
+static int
+cg_write(const char *dir, const char *file, unsigned long long value,
+    struct sp_err *e)
+{
+	char p[SP_PATH_MAX], num[32];
+
+	snprintf(num, sizeof num, "%llu", value);
+	if (sp_path_fmt(p, sizeof p, e, CGROUP "%s/%s", dir, file) == -1)
+		return -1;
+	return write_text(p, num, e);
+}
+
+/* cgroup v2: the domain's cgroup is the parent of QEMU's own (emulator),
+ * and holds the vCPU threads' as well. */
+static int
+limit_v2(long pid, const char *dom, unsigned long long mem, long pids,
+    struct sp_err *e)
+{
+	char cg[SP_PATH_MAX], *slash;
+
+	if (cgroup_of(pid, "", cg, sizeof cg) == -1)
+		return sp_err_set(e, SP_E_IO, 0, "no cgroup of %s", dom);
+	if ((slash = strrchr(cg, '/')) != NULL && strcmp(slash, "/emulator") == 0)
+		*slash = '\0';
+	if ((mem > 0 && cg_write(cg, "memory.max", mem, e) == -1) ||
+	    (pids > 0 && cg_write(cg, "pids.max", (unsigned long long)pids, e)
+	    == -1))
+		return -1;
+	return 0;
+}
+
+/* cgroup v1: libvirt's memory cgroup of the domain; pids it leaves alone,
+ * so QEMU gets one of the same name. */
+static int
+limit_v1(long pid, const char *dom, unsigned long long mem, long pids,
+    struct sp_err *e)
+{
+	char cg[SP_PATH_MAX], p[SP_PATH_MAX];
+
+	if (cgroup_of(pid, "memory", cg, sizeof cg) == -1 || strcmp(cg, "/") == 0)
+		return sp_err_set(e, SP_E_IO, 0, "no memory cgroup of %s", dom);
+	if (sp_path_fmt(p, sizeof p, e, "/memory%s", cg) == -1 ||
+	    (mem > 0 && cg_write(p, "memory.limit_in_bytes", mem, e) == -1))
+		return -1;
+	if (pids == 0)
+		return 0;
+	if (sp_path_fmt(p, sizeof p, e, "/pids%s", cg) == -1)
+		return -1;
+	sp_jail_pids_sweep();
+	if (sp_path_fmt(cg, sizeof cg, e, CGROUP "%s", p) == -1 ||
+	    sp_path_mkdirs(cg, 0755, e) == -1 ||
+	    cg_write(p, "pids.max", (unsigned long long)pids, e) == -1 ||
+	    cg_write(p, "cgroup.procs", (unsigned long long)pid, e) == -1)
+		return -1;
+	return 0;
+}
+
+int
+sp_jail_started(struct sp_ctx *x, const char *dom, struct sp_err *e)
+{
+	unsigned long long kib, mem = 0;
+	struct statfs fs;
+	long pids, overhead, pid;
+
+	if (!sp_jail_on(&x->conf))
+		return 0;
+	pids = x->conf.lim.pids_max;
+	overhead = mem_overhead(x);
+	if (overhead > 0) {
+		if (sp_virt_memory_kib(x->virt, dom, &kib, e) == -1)
+			return -1;
+		mem = kib * 1024 + (unsigned long long)overhead * 1048576;
+	}
+	if (mem == 0 && pids == 0)
+		return 0;
+	if ((pid = qemu_pid(dom)) == 0)
+		return sp_err_set(e, SP_E_NOT_RUNNING, 1, "%s has no QEMU to "
+		    "limit (no /run/libvirt/qemu/%s.pid)", dom, dom);
+	if (statfs(CGROUP, &fs) == 0 && fs.f_type == CGROUP2_MAGIC)
+		return limit_v2(pid, dom, mem, pids, e);
+	return limit_v1(pid, dom, mem, pids, e);
+}
+
+void
+sp_jail_pids_sweep(void)
+{
+	char p[SP_PATH_MAX];
+	struct dirent *d;
+	DIR *dp;
+
+	/* The v1 pids cgroups of VMs that ended: rmdir fails on one in use. */
+	if ((dp = opendir(CGROUP "/pids/machine")) == NULL)
+		return;
+	while ((d = readdir(dp)) != NULL)
+		if (strncmp(d->d_name, "qemu-", 5) == 0 &&
+		    snprintf(p, sizeof p, CGROUP "/pids/machine/%s", d->d_name) <
+		    (int)sizeof p)
+			rmdir(p);
+	closedir(dp);
+}

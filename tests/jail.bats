@@ -1,0 +1,265 @@
+#!/usr/bin/env bats
+# Each sandbox's QEMU in a jail of its own (sp_jail.c), in real VMs: its own
+# uid and gid, no capabilities, seccomp, files and sockets of its own, and
+# the limits of its cgroup.  A compromised QEMU is played twice: by
+# tests/jail/jail-probe with sandbox A's uid, gid and QEMU's seccomp list,
+# and by A's real QEMU, asked through its monitor to open B's files.
+load helper
+
+setup_file() {
+	import_minimal
+	create --no-pool -n 2 > "$BATS_FILE_TMPDIR/ids"
+	export A=$(sed -n 1p "$BATS_FILE_TMPDIR/ids") B=$(sed -n 2p "$BATS_FILE_TMPDIR/ids")
+	[ -n "$A" ] && [ -n "$B" ]
+}
+
+teardown_file() {
+	remove_listed "$BATS_FILE_TMPDIR/ids"
+}
+
+qemu_pid() {
+	cat "/run/libvirt/qemu/sp-$1.pid"
+}
+
+qemu_uid() {
+	stat -c %u "/proc/$(qemu_pid "$1")"
+}
+
+# Sends each QMP command (a JSON text) to the monitor at $1 and prints the
+# answer of each, one line apiece.
+qmp() {
+	python3 - "$@" <<'EOF'
+import json, socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.connect(sys.argv[1])
+f = s.makefile("rw")
+def answer():
+    while True:
+        m = json.loads(f.readline())
+        if "event" not in m:
+            return m
+f.readline()				# the greeting
+f.write(json.dumps({"execute": "qmp_capabilities"}) + "\n"); f.flush()
+answer()
+for cmd in sys.argv[2:]:
+    f.write(cmd + "\n"); f.flush()
+    print(json.dumps(answer()))
+EOF
+}
+
+@test "each VM runs as a uid and gid of its own, with no capabilities, seccomp and no new privileges" {
+	local ua ub pid
+	ua=$(qemu_uid "$A") ub=$(qemu_uid "$B")
+	echo "# A's QEMU runs as $ua, B's as $ub" >&3
+	[ "$ua" != "$ub" ]
+	for u in "$ua" "$ub"; do
+		[ "$u" -ge 1900000000 ] && [ "$u" -le 1900065535 ]
+	done
+	for id in "$A" "$B"; do
+		pid=$(qemu_pid "$id")
+		[ "$(stat -c %g "/proc/$pid")" = "$(stat -c %u "/proc/$pid")" ]
+		grep -q '^CapEff:	0000000000000000$' "/proc/$pid/status"
+		grep -q '^CapPrm:	0000000000000000$' "/proc/$pid/status"
+		grep -q '^NoNewPrivs:	1$' "/proc/$pid/status"
+		grep -q '^Seccomp:	2$' "/proc/$pid/status"
+		tr '\0' ' ' < "/proc/$pid/cmdline" |
+			grep -q -- '-sandbox on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny'
+		# No group besides its own.
+		[ "$(awk '/^Groups:/ { $1 = ""; print }' "/proc/$pid/status" | tr -d ' ')" = \
+		  "$(stat -c %g "/proc/$pid")" ]
+	done
+}
+
+@test "a VM's disk, kernel, run directory and sockets are its uid's alone" {
+	local ua dir run
+	ua=$(qemu_uid "$A")
+	dir=$SPACE_ROOT/sandboxes/$A run=$SPACE_RUN/$A
+	[ "$(stat -c '%u %a' "$dir/disk.raw")" = "$ua 600" ]
+	[ "$(stat -c '%u %a' "$dir/vmlinuz")" = "$ua 600" ]
+	[ "$(stat -c '%u %a' "$dir/initrd.img")" = "$ua 600" ]
+	[ "$(stat -c '%u %g %a' "$dir")" = "0 $ua 710" ]
+	[ "$(stat -c '%u %g %a' "$run")" = "$ua $ua 700" ]
+	[ "$(stat -c %u "$run/space.0.sock")" = "$ua" ]
+	[ -L "$SPACE_ROOT/jail/$ua" ]
+	[ "$(readlink "$SPACE_ROOT/jail/$ua")" = "$A" ]
+}
+
+@test "a compromised QEMU of A, simulated, reaches nothing of B's nor the node's secrets: EACCES or EPERM" {
+	local ua pb key
+	ua=$(qemu_uid "$A") pb=$(qemu_pid "$B")
+	key=$(find "$SPACE_ROOT/ca" -name ca.key | head -n 1)
+	[ -n "$key" ]
+	run "$top/build/tests/jail-probe" "$ua" "$ua" \
+		read "$SPACE_ROOT/sandboxes/$B/disk.raw" \
+		write "$SPACE_ROOT/sandboxes/$B/disk.raw" \
+		read "$SPACE_ROOT/sandboxes/$B/vmlinuz" \
+		read "$SPACE_ROOT/sandboxes/$B/sandbox.json" \
+		list "$SPACE_ROOT/sandboxes/$B" \
+		list "$SPACE_RUN/$B" \
+		connect "$SPACE_RUN/$B/space.0.sock" \
+		connect "$SPACE_RUN/$B/qmp.sock" \
+		connect "$SPACE_RUN/$B/egress.sock" \
+		read "$SPACE_RUN/$B/console.log" \
+		read "$key" \
+		list "$SPACE_ROOT/creds" \
+		list "$SPACE_ROOT/egress" \
+		list "$SPACE_ROOT/jail" \
+		write "$SPACE_ROOT/space.db" \
+		ptrace "$pb" \
+		signal "$pb" \
+		setuid 0 \
+		exec /bin/sh
+	echo "$output" | sed 's/^/# /' >&3
+	[ "$status" -eq 0 ]
+	[ "$(grep -c '^{' <<<"$output")" -eq 19 ]
+	# Every try failed, each for want of permission.
+	[ "$(jout -s 'map(select(.result != "EACCES" and .result != "EPERM")) | length')" -eq 0 ]
+}
+
+@test "the probe itself can do what A's QEMU may: its own disk and sockets" {
+	local ua
+	ua=$(qemu_uid "$A")
+	run "$top/build/tests/jail-probe" "$ua" "$ua" \
+		read "$SPACE_ROOT/sandboxes/$A/disk.raw" \
+		write "$SPACE_ROOT/sandboxes/$A/disk.raw" \
+		list "$SPACE_RUN/$A" \
+		connect "$SPACE_RUN/$A/qmp.sock" \
+		read /etc/hostname
+	[ "$status" -eq 0 ]
+	[ "$(jout -s 'map(select(.result == "ok")) | length')" -eq 5 ]
+}
+
+@test "A's real QEMU, told through its monitor, cannot open B's disk or reach B's sockets" {
+	local b=$SPACE_ROOT/sandboxes/$B
+	run qmp "$SPACE_RUN/$A/qmp.sock" \
+		'{"execute":"blockdev-add","arguments":{"driver":"file","node-name":"p1","read-only":true,"filename":"'"$b"'/disk.raw"}}' \
+		'{"execute":"blockdev-add","arguments":{"driver":"file","node-name":"p2","read-only":true,"filename":"'"$(find "$SPACE_ROOT/ca" -name ca.key | head -n 1)"'"}}' \
+		'{"execute":"chardev-add","arguments":{"id":"p3","backend":{"type":"socket","data":{"server":false,"addr":{"type":"unix","data":{"path":"'"$SPACE_RUN/$B"'/space.0.sock"}}}}}}' \
+		'{"execute":"blockdev-add","arguments":{"driver":"file","node-name":"p4","read-only":true,"filename":"/etc/hostname"}}' \
+		'{"execute":"blockdev-del","arguments":{"node-name":"p4"}}'
+	echo "$output" | sed 's/^/# /' >&3
+	[ "$status" -eq 0 ]
+	[ "$(sed -n 1p <<<"$output" | jq -r .error.desc)" != null ]
+	[[ "$(sed -n 1p <<<"$output")" == *"Permission denied"* ]]
+	[[ "$(sed -n 2p <<<"$output")" == *"Permission denied"* ]]
+	[[ "$(sed -n 3p <<<"$output")" == *"Permission denied"* ]]
+	# What A's QEMU may open, it opens: the denials are the jail's.
+	[ "$(sed -n 4p <<<"$output" | jq -c .return)" = '{}' ]
+	[ "$(sed -n 5p <<<"$output" | jq -c .return)" = '{}' ]
+}
+
+@test "each VM's cgroup holds its memory (guest + overhead) and its pids" {
+	local pid cg mib
+	pid=$(qemu_pid "$A")
+	mib=$(space-ls "$A" | jq -r .memory_mib)
+	if [ "$(stat -f -c %T /sys/fs/cgroup)" = cgroup2fs ]; then
+		cg=/sys/fs/cgroup$(sed -n 's/^0:://p' "/proc/$pid/cgroup")
+		cg=${cg%/emulator}
+		[ "$(cat "$cg/memory.max")" -eq $(( (mib + 1280) * 1048576 )) ]
+		[ "$(cat "$cg/pids.max")" -eq 512 ]
+	else
+		cg=$(sed -n 's/^[0-9]*:memory://p' "/proc/$pid/cgroup")
+		[ "$(cat "/sys/fs/cgroup/memory$cg/memory.limit_in_bytes")" -eq $(( (mib + 1280) * 1048576 )) ]
+		[ "$(sed -n 's/^[0-9]*:pids://p' "/proc/$pid/cgroup")" = "$cg" ]
+		[ "$(cat "/sys/fs/cgroup/pids$cg/pids.max")" -eq 512 ]
+		[ "$(cat "/sys/fs/cgroup/pids$cg/pids.current")" -ge 3 ]
+	fi
+}
+
+@test "a memory hog in a guest is the guest's OOM killer's: QEMU lives on, the host limit untouched" {
+	local pid cg before
+	pid=$(qemu_pid "$A")
+	space-fs "$A" write -m 755 /root/space-hog < "$top/build/tests/space-hog"
+	run space-exec "$A" -- /root/space-hog
+	echo "# space-hog: exit $status" >&3
+	[ "$status" -eq 137 ]			# SIGKILL, from the guest's OOM killer
+	run space-exec "$A" -- dmesg
+	[[ "$output" == *"Out of memory: Killed process"*"(space-hog)"* ]]
+	[ "$(qemu_pid "$A")" = "$pid" ]
+	kill -0 "$pid"
+	run space-exec "$A" -- echo alive
+	[ "$output" = alive ]
+	if [ "$(stat -f -c %T /sys/fs/cgroup)" != cgroup2fs ]; then
+		cg=$(sed -n 's/^[0-9]*:memory://p' "/proc/$pid/cgroup")
+		[ "$(cat "/sys/fs/cgroup/memory$cg/memory.failcnt")" -eq 0 ]
+	fi
+}
+
+@test "a uid is the sandbox's until it is removed, then free; space-reconcile frees one left behind" {
+	local ub snap
+	ub=$(qemu_uid "$B")
+	space-stop "$B" >/dev/null
+	space-start "$B" >/dev/null
+	[ "$(qemu_uid "$B")" = "$ub" ]
+	snap=$(space-snap --full "$B" | jq -r .snap)
+	space-rollback "$B" "$snap" >/dev/null
+	[ "$(qemu_uid "$B")" = "$ub" ]
+	[ "$(stat -c '%u %a' "$SPACE_ROOT/sandboxes/$B/disk.raw")" = "$ub 600" ]
+	space-rm "$B" >/dev/null
+	[ ! -e "$SPACE_ROOT/jail/$ub" ]
+	# One a crash left: its sandbox gone, older than a minute.
+	ln -s aaaaaaaaaaaa "$SPACE_ROOT/jail/1900065535"
+	touch -h -d '2 minutes ago' "$SPACE_ROOT/jail/1900065535"
+	run space-reconcile --once
+	[[ "$output" == *'"jail-uids-freed"'* ]]
+	[ ! -e "$SPACE_ROOT/jail/1900065535" ]
+}
+
+@test "SPACE_JAIL=off: VMs run as libvirt's user, as before the jail, and stay so with it on" {
+	local id snap
+	id=$(SPACE_JAIL=off create --no-pool)
+	[ -n "$id" ]
+	echo "$id" >> "$BATS_FILE_TMPDIR/ids"
+	[ "$(stat -c %U "/proc/$(qemu_pid "$id")")" = libvirt-qemu ]
+	run space-exec "$id" -- echo hi
+	[ "$output" = hi ]
+	# A VM made without the jail (or before it) keeps its definition when
+	# the jail is on: stop, start, a snapshot and a rollback bring it back
+	# as libvirt's user, its directories as they were.
+	space-stop "$id" >/dev/null
+	space-start "$id" >/dev/null
+	[ "$(stat -c %U "/proc/$(qemu_pid "$id")")" = libvirt-qemu ]
+	[ "$(stat -c %G "$SPACE_RUN/$id")" = libvirt-qemu ]
+	snap=$(space-snap --full "$id" | jq -r .snap)
+	space-rollback "$id" "$snap" >/dev/null
+	[ "$(stat -c %U "/proc/$(qemu_pid "$id")")" = libvirt-qemu ]
+	run space-exec "$id" -- echo again
+	[ "$output" = again ]
+	space-rm "$id" >/dev/null
+}
+
+@test "bad jail settings are refused clearly, and nothing is made" {
+	local before
+	before=$(space-ls --pods | wc -l)
+	run env SPACE_JAIL=maybe space-create --template minimal --no-pool
+	[ "$status" -eq 100 ]
+	[[ "$output" == *"SPACE_JAIL must be on or off"* ]]
+	run env SPACE_JAIL_UIDS=5-10 space-create --template minimal --no-pool
+	[ "$status" -eq 100 ]
+	[[ "$output" == *"SPACE_JAIL_UIDS must be FIRST-LAST"* ]]
+	run env SPACE_PIDS_MAX=lots space-create --template minimal --no-pool
+	[ "$status" -eq 100 ]
+	[[ "$output" == *"SPACE_PIDS_MAX must be a number"* ]]
+	run env SPACE_CPU_QUOTA=-1 space-create --template minimal --no-pool
+	[ "$status" -eq 100 ]
+	[[ "$output" == *"SPACE_CPU_QUOTA must be"* ]]
+	run env SPACE_MEM_OVERHEAD_MIB=-5 space-create --template minimal --no-pool
+	[ "$status" -eq 100 ]
+	[[ "$output" == *"SPACE_MEM_OVERHEAD_MIB must be a number"* ]]
+	[ "$(space-ls --pods | wc -l)" -eq "$before" ]
+}
+
+@test "SPACE_CPU_QUOTA caps a VM's CPU: the domain's cgroup gets the quota" {
+	local id pid cg
+	id=$(SPACE_CPU_QUOTA=0.5 create --no-pool)
+	[ -n "$id" ]
+	echo "$id" >> "$BATS_FILE_TMPDIR/ids"
+	virsh -c qemu:///system schedinfo "sp-$id" | grep -q 'global_quota *: 50000'
+	pid=$(qemu_pid "$id")
+	if [ "$(stat -f -c %T /sys/fs/cgroup)" != cgroup2fs ]; then
+		cg=$(sed -n 's/^[0-9]*:cpu\(,cpuacct\)\{0,1\}://p' "/proc/$pid/cgroup")
+		cg=${cg%/emulator}
+		[ "$(cat "/sys/fs/cgroup/cpu$cg/cpu.cfs_quota_us")" -eq 50000 ]
+	fi
+	space-rm "$id" >/dev/null
+}
