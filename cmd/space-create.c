@@ -21,8 +21,8 @@ usage(void)
 {
 	fprintf(sp_usage_stream(),
 	    "usage: space-create --template NAME[@DIGEST] [--memory MiB]"
-	    " [--vcpus N]\n           [--label KEY=VALUE]... [--env NAME=VALUE]... [-n COUNT]"
-	    " [--timeout SECONDS] [--no-pool] [--cold]\n"
+	    " [--vcpus N] [--disk-gb N]\n           [--label KEY=VALUE]... [--env NAME=VALUE]..."
+	    " [-n COUNT] [--timeout SECONDS] [--no-pool] [--cold]\n"
 	    "           [-- CMD [ARG...]]\n"
 	    "       space-create --anywhere [--wait [SECONDS]] --template NAME[@DIGEST]"
 	    " [--memory MiB]\n           [--vcpus N] [--label KEY=VALUE]..."
@@ -194,6 +194,7 @@ main(int argc, char *argv[])
 		{ "template", required_argument, NULL, 't' },
 		{ "memory", required_argument, NULL, 'm' },
 		{ "vcpus", required_argument, NULL, 'c' },
+		{ "disk-gb", required_argument, NULL, 'd' },
 		{ "label", required_argument, NULL, 'l' },
 		{ "env", required_argument, NULL, 'e' },
 		{ "count", required_argument, NULL, 'n' },
@@ -231,6 +232,9 @@ main(int argc, char *argv[])
 			break;
 		case 'c':
 			r.vcpus = number("--vcpus", optarg, 1, 64);
+			break;
+		case 'd':
+			r.disk_gb = number("--disk-gb", optarg, 1, SP_DISK_GB_MAX);
 			break;
 		case 'l':
 			if (sp_label_check(optarg, &e) == -1) {
@@ -280,6 +284,12 @@ main(int argc, char *argv[])
 	if (r.template == NULL || (argc > 0 && count != 1) ||
 	    (anywhere && argc > 0) || (waits && !anywhere))
 		usage();
+	/* A row placed elsewhere carries no disk size yet. */
+	if (anywhere && r.disk_gb != 0) {
+		sp_warn("--disk-gb: not with --anywhere (yet): create on the "
+		    "node itself");
+		return SP_EXIT_USAGE;
+	}
 	if (argc > 0) {
 		/* A reader that went away must not kill us mid-call. */
 		signal(SIGPIPE, SIG_IGN);

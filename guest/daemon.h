@@ -119,6 +119,9 @@ int tar_in(struct port *, uint32_t, json_t *);
 int sd_op_identity(struct port *p, uint32_t stream, json_t *req);
 /* {"time_ns": n}: the host's time, after a resume. */
 int sd_op_clock(struct port *p, uint32_t stream, json_t *req);
+/* daemon-disk.c: {"bytes": n}: the root filesystem grows to its disk's n
+ * bytes, once the kernel sees them. */
+int sd_op_disk_grow(struct port *p, uint32_t stream, json_t *req);
 json_t *sd_identity_env(void);
 /* The template's defaults for calls, read at start: "env" (an array of
  * NAME=VALUE under the sandbox's), "cwd", "user"; NULL when unset. */

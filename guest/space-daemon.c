@@ -63,6 +63,7 @@ static const struct op ops[] = {
 	{ "activity", sd_op_activity },
 	{ "identity", sd_op_identity },
 	{ "clock", sd_op_clock },
+	{ "disk-grow", sd_op_disk_grow },
 	{ "fs.read", fs_read },
 	{ "fs.write", fs_write },
 	{ "fs.append", fs_append },

@@ -69,7 +69,14 @@ sp_sandbox_create(struct sp_ctx *x, const struct sp_create_req *r, json_t **out,
 	if (sp_template_materialize(x, r->template, &t, &built, e) == -1 ||
 	    template_here(x, &t, e) == -1)
 		return -1;
-	if (!r->pod && !r->no_pool && r->placed_id == NULL) {
+	if (r->disk_gb != 0 && (r->disk_gb < 1 || r->disk_gb > SP_DISK_GB_MAX ||
+	    (int64_t)r->disk_gb * SP_GIB < (int64_t)t.disk_bytes))
+		return sp_err_set(e, SP_E_BAD_INPUT, 0, "the disk must be from "
+		    "the template's %lld GiB (%s's, rounded up) to %d GiB",
+		    (long long)((t.disk_bytes + SP_GIB - 1) / SP_GIB), t.name,
+		    SP_DISK_GB_MAX);
+	/* A pod's disk is its template's. */
+	if (!r->pod && !r->no_pool && r->placed_id == NULL && r->disk_gb == 0) {
 		if ((rc = sp_pool_claim(x, r, &t, t0, out, e)) != 0)
 			return rc == 1 ? 0 : -1;
 	}

@@ -42,9 +42,14 @@ int sp_reconcile_fence(struct sp_ctx *x, int (*fn)(json_t *, void *),
     void *arg, struct sp_err *e);
 
 /* ---- sandbox: the lifecycle operations, composed from the modules above ---- */
+#define SP_GIB		(1024LL * 1024 * 1024)
+#define SP_DISK_GB_MAX	16384	/* ext4 with 4 KiB blocks takes 16 TiB */
 struct sp_create_req {
 	const char *template;	/* name or name@digest */
 	int memory_mib, vcpus;
+	int disk_gb;		/* 0: the template's disk; else its size in
+				 * GiB, the guest's root grown to it (no
+				 * pod: pods have the template's) */
 	json_t *labels;		/* object of strings, borrowed; may be NULL */
 	json_t *env;		/* array of "K=V" the guest gives calls, or NULL */
 	int ready_timeout_ms;	/* boot until the daemon says hello */
@@ -84,6 +89,7 @@ struct sp_make {
 	const struct sp_ckpt_info *saved;
 	const char *template;	/* name@digest, for the row */
 	int memory_mib, vcpus;
+	int64_t disk_bytes;	/* 0: the source's disk; else grown to it */
 	json_t *labels, *env;	/* borrowed; may be NULL */
 	const char *pool;	/* a pod of this pool, or NULL */
 	int ready_timeout_ms;

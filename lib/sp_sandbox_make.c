@@ -79,6 +79,7 @@ realtime_ns(void)
  * certificates "not yet valid").
  */
 #define IDENTITY_MS	10000
+#define GROW_MS		120000	/* ext4 grows a block group at a time */
 
 /*
  * Sends req (taken) to the guest as one call and waits for its EXIT.  The
@@ -94,8 +95,9 @@ realtime_ns(void)
  * answered is then not said again (the command must not run twice).
  */
 static int
-guest_op(struct sp_ctx *x, const char *id, json_t *req, struct sp_chan **keep,
-    const struct sp_exec *first, int with_hello, int *sent, struct sp_err *e)
+guest_op(struct sp_ctx *x, const char *id, json_t *req, int ms,
+    struct sp_chan **keep, const struct sp_exec *first, int with_hello,
+    int *sent, struct sp_err *e)
 {
 	const struct sp_exec *early;
 	struct sp_chan *c = NULL;
@@ -106,7 +108,7 @@ guest_op(struct sp_ctx *x, const char *id, json_t *req, struct sp_chan **keep,
 	if (req == NULL)
 		return sp_err_set(e, SP_E_INTERNAL, 0, "json_pack");
 	early = keep != NULL && with_hello ? first : NULL;
-	if (sp_chan_open_req_first(&c, x->conf.run, id, IDENTITY_MS, req,
+	if (sp_chan_open_req_first(&c, x->conf.run, id, ms, req,
 	    &stream, early, sent, e) == -1)
 		goto out;
 	if (keep != NULL && first != NULL && early == NULL) {
@@ -115,7 +117,7 @@ guest_op(struct sp_ctx *x, const char *id, json_t *req, struct sp_chan **keep,
 		if (r == -1)
 			goto out;
 	}
-	if (sp_chan_recv(c, &f, IDENTITY_MS, e) == -1)
+	if (sp_chan_recv(c, &f, ms, e) == -1)
 		goto out;
 	if (f.type == SP_FR_ERROR) {
 		sp_chan_error_frame(&f, e);
@@ -158,7 +160,8 @@ sp_sandbox_identify(struct sp_ctx *x, const char *id, json_t *labels, json_t *en
 	explicit_bzero(hex, sizeof hex);
 	/* The seed is fresh entropy for the guest, not a secret kept: its copy
 	 * inside jansson goes with the object (the host is trusted memory). */
-	return guest_op(x, id, req, keep, first, with_hello, sent, e);
+	return guest_op(x, id, req, IDENTITY_MS, keep, first, with_hello, sent,
+	    e);
 }
 
 int
@@ -173,7 +176,7 @@ int
 sp_sandbox_sync_clock(struct sp_ctx *x, const char *id, struct sp_err *e)
 {
 	return guest_op(x, id, json_pack("{s:s, s:I}", "op", "clock", "time_ns",
-	    (json_int_t)realtime_ns()), NULL, NULL, 0, NULL, e);
+	    (json_int_t)realtime_ns()), IDENTITY_MS, NULL, NULL, 0, NULL, e);
 }
 
 #define QUIET_EXEC_MS	60000	/* then SIGKILL: no wait without an end */
@@ -324,6 +327,7 @@ sp_sandbox_make_new(struct sp_ctx *x, const struct sp_create_req *r,
 	m = (struct sp_make){
 		.src = warm ? ckpt : tpath, .saved = warm ? &ci : NULL,
 		.template = ref, .memory_mib = r->memory_mib, .vcpus = r->vcpus,
+		.disk_bytes = (int64_t)r->disk_gb * SP_GIB,
 		.labels = r->labels, .env = r->env,
 		.pool = r->pod ? t->name : NULL,
 		.ready_timeout_ms = r->ready_timeout_ms,
@@ -348,6 +352,29 @@ sp_vm_files(const char *dir, struct sp_vm_files *f, struct sp_err *e)
 	    dir) == -1 || sp_path_fmt(f->initrd, sizeof f->initrd, e,
 	    "%s/initrd.img", dir) == -1 || sp_path_fmt(f->sav, sizeof f->sav,
 	    e, "%s/mem.sav", dir) == -1 ? -1 : 0;
+}
+
+/*
+ * A disk larger than its source's: QEMU grows the file (libvirt's block
+ * resize, which tells the guest kernel), then the guest grows its ext4
+ * root into it online (the daemon's disk-grow).  The filesystem's size is
+ * the sandbox's disk quota: writing past it is ENOSPC in the guest, and the
+ * file, sparse, costs the host only what was written.  Snapshots, forks,
+ * rollbacks and suspends copy the file and so keep the size.
+ */
+static int
+grow_disk(struct sp_ctx *x, const char *id, const char *dom, const char *disk,
+    int64_t bytes, struct sp_err *e)
+{
+	struct stat st;
+
+	if (stat(disk, &st) == -1)
+		return sp_err_sys(e, SP_E_IO, "%s", disk);
+	if (st.st_size < bytes &&
+	    sp_virt_block_resize(x->virt, dom, "vda", (uint64_t)bytes, e) == -1)
+		return -1;
+	return guest_op(x, id, json_pack("{s:s, s:I}", "op", "disk-grow",
+	    "bytes", (json_int_t)bytes), GROW_MS, NULL, NULL, 0, NULL, e);
 }
 
 int
@@ -450,6 +477,9 @@ sp_sandbox_make(struct sp_ctx *x, const struct sp_make *m,
 		goto out;
 	sp_crashpoint("create-after-start");
 	if (sp_chan_wait_ready(x->conf.run, row.id, m->ready_timeout_ms, e) == -1)
+		goto out;
+	if (m->disk_bytes > 0 && grow_disk(x, row.id, dom, f.disk, m->disk_bytes,
+	    e) == -1)
 		goto out;
 	if (m->pool != NULL) {
 		/* A pod waits with its vCPUs stopped, for whoever claims it

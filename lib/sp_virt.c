@@ -35,6 +35,7 @@ struct sp_virt {
 	F(virConnectGetVersion)\
 	F(virConnectListAllDomains)\
 	F(virConnectOpen)\
+	F(virDomainBlockResize)\
 	F(virDomainCreate)\
 	F(virDomainDefineXMLFlags)\
 	F(virDomainDestroy)\
@@ -915,6 +916,32 @@ sp_virt_uuid(struct sp_virt *v, const char *name, char out[37],
     struct sp_err *e)
 {
 	return on_domain(v, "uuid", name, uuid_op, out, e);
+}
+
+struct resize {
+	const char *disk;
+	uint64_t bytes;
+};
+
+static int
+resize_op(virDomainPtr dom, const char *what, const char *name, void *arg,
+    struct sp_err *e)
+{
+	const struct resize *r = arg;
+
+	if (lv.virDomainBlockResize(dom, r->disk, r->bytes,
+	    VIR_DOMAIN_BLOCK_RESIZE_BYTES) == -1)
+		return virt_err(e, what, name);
+	return 0;
+}
+
+int
+sp_virt_block_resize(struct sp_virt *v, const char *name, const char *disk,
+    uint64_t bytes, struct sp_err *e)
+{
+	struct resize r = { disk, bytes };
+
+	return on_domain(v, "block resize", name, resize_op, &r, e);
 }
 
 static int

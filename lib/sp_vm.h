@@ -121,6 +121,10 @@ int sp_virt_save(struct sp_virt *v, const char *name, const char *path,
 int sp_virt_save_memory(struct sp_virt *v, const char *name, const char *path,
     struct sp_err *e);
 /* The domain's UUID as text. */
+/* Grows a running VM's disk (its target, "vda") to bytes; the guest's
+ * kernel is told. */
+int sp_virt_block_resize(struct sp_virt *v, const char *name, const char *disk,
+    uint64_t bytes, struct sp_err *e);
 /* The VM's memory, as its domain says. */
 int sp_virt_memory_kib(struct sp_virt *v, const char *name,
     unsigned long long *kib, struct sp_err *e);

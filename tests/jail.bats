@@ -263,3 +263,69 @@ EOF
 	fi
 	space-rm "$id" >/dev/null
 }
+
+# The root filesystem's size, in KiB, as the guest sees it.
+root_kib() {
+	space-exec "$1" -- df -k / | awk 'NR == 2 { print $2 }'
+}
+
+@test "--disk-gb: the guest's root is that size, writing past it is ENOSPC in the guest, the host and the others go on" {
+	local d
+	d=$(create --no-pool --disk-gb 2)
+	[ -n "$d" ]
+	echo "$d" >> "$BATS_FILE_TMPDIR/ids"
+	echo "$d" > "$BATS_FILE_TMPDIR/disk-id"
+	# 2 GiB less what ext4 keeps for itself.
+	[ "$(root_kib "$d")" -gt $((1900 * 1024)) ]
+	[ "$(root_kib "$d")" -le $((2048 * 1024)) ]
+	[ "$(stat -c %s "$SPACE_ROOT/sandboxes/$d/disk.raw")" -eq $((2 * 1024 * 1024 * 1024)) ]
+	run space-exec "$d" -- dd if=/dev/zero of=/fill bs=1M
+	[ "$status" -ne 0 ]
+	[[ "$output" == *"No space left on device"* ]]
+	# The file is sparse: the host holds what was written, no more than
+	# the disk; its filesystem has room still, and A goes on.
+	[ "$(du -k "$SPACE_ROOT/sandboxes/$d/disk.raw" | cut -f1)" -le $((2048 * 1024 + 1024)) ]
+	[ "$(df -k --output=avail "$SPACE_ROOT" | tail -n 1)" -gt $((1024 * 1024)) ]
+	run space-exec "$A" -- echo other
+	[ "$output" = other ]
+	# The full guest still answers, and frees its space itself.
+	space-exec "$d" -- rm /fill
+	run space-exec "$d" -- sh -c 'echo fits > /small && cat /small'
+	[ "$output" = fits ]
+}
+
+@test "the disk's size holds across stop and start, a snapshot and rollback, a fork, a suspend and restore" {
+	local d f snap kib
+	d=$(cat "$BATS_FILE_TMPDIR/disk-id")
+	kib=$(root_kib "$d")
+	space-stop "$d" >/dev/null
+	space-start "$d" >/dev/null
+	[ "$(root_kib "$d")" -eq "$kib" ]
+	snap=$(space-snap --full "$d" | jq -r .snap)
+	space-rollback "$d" "$snap" >/dev/null
+	[ "$(root_kib "$d")" -eq "$kib" ]
+	f=$(space-fork "$d" | jq -r 'select(.ok) | .id')
+	[ -n "$f" ]
+	echo "$f" >> "$BATS_FILE_TMPDIR/ids"
+	[ "$(root_kib "$f")" -eq "$kib" ]
+	space-suspend "$d" >/dev/null
+	space-restore "$d" >/dev/null
+	[ "$(root_kib "$d")" -eq "$kib" ]
+	[ "$(stat -c %s "$SPACE_ROOT/sandboxes/$d/disk.raw")" -eq $((2 * 1024 * 1024 * 1024)) ]
+}
+
+@test "--disk-gb below the template's disk, over the limit or with --anywhere is refused, and nothing is made" {
+	local before
+	before=$(space-ls --pods | wc -l)
+	run space-create --template minimal --disk-gb 1
+	[ "$status" -eq 100 ]
+	[[ "$output" == *"the disk must be from the template's 2 GiB"* ]]
+	run space-create --template minimal --disk-gb 16385
+	[ "$status" -eq 100 ]
+	run space-create --template minimal --disk-gb 2x
+	[ "$status" -eq 100 ]
+	run space-create --anywhere --template minimal --disk-gb 4
+	[ "$status" -eq 100 ]
+	[[ "$output" == *"not with --anywhere"* ]]
+	[ "$(space-ls --pods | wc -l)" -eq "$before" ]
+}
