@@ -157,10 +157,11 @@ bench: all guest $(BENCH_C:bench/%.c=$(B)/bench/%) $(B)/bench/guest/spawn \
 # (every guest byte), egress rules (tenants' policies), the guest's DNS
 # (any program in the sandbox), the gateway's HTTP (a sandbox's requests),
 # what space-apid parses itself of a client's requests (routes, bodies,
-# Connect envelopes, paths), what an imported image's index and config say.
+# Connect envelopes, paths), what an imported image's index and config say,
+# and what a client of space-noded asks of the node manager.
 # `make fuzz` runs each for FUZZ_SECONDS from its seeds in tests/fuzz/seeds/;
 # `make fuzz-NAME` runs one.
-FUZZ = proto egress-rule dns http api image
+FUZZ = proto egress-rule dns http api image noded
 FUZZ_SECONDS ?= 30
 FUZZ_CC = clang -g -O1 -fsanitize=fuzzer,address,undefined -std=c11 \
     -D_GNU_SOURCE -Ilib -Iguest
@@ -191,6 +192,11 @@ $(B)/fuzz/fuzz-image: tests/fuzz/fuzz-image.c lib/sp_image.c lib/sp_layer.c \
 	@mkdir -p $(@D)
 	$(FUZZ_CC) $(shell pkg-config --cflags libxml-2.0 libpq) -o $@ \
 	    $(filter %.c,$^) -ljansson -lsodium -ldl
+$(B)/fuzz/fuzz-noded: tests/fuzz/fuzz-noded.c lib/sp_noded_parse.c \
+    lib/sp_err.c lib/sp_id.c lib/sp_io.c $(wildcard lib/*.h)
+	@mkdir -p $(@D)
+	$(FUZZ_CC) $(shell pkg-config --cflags libxml-2.0 libpq) -o $@ \
+	    $(filter %.c,$^) -ljansson
 $(FUZZ:%=fuzz-%): fuzz-%: $(B)/fuzz/fuzz-%
 	@mkdir -p $(B)/fuzz/corpus-$*
 	cp tests/fuzz/seeds/$*/* $(B)/fuzz/corpus-$*/

@@ -241,6 +241,12 @@ _space() {
 		COMPREPLY=($(compgen -W "--dry-run" -- "$cur")) ;;
 	space-gatewayd)
 		[ "$prev" = --scan-ms ] || COMPREPLY=($(compgen -W "--scan-ms" -- "$cur")) ;;
+	space-noded)
+		case $prev in
+		--socket) COMPREPLY=($(compgen -f -- "$cur")) ;;
+		--group) COMPREPLY=($(compgen -g -- "$cur")) ;;
+		*) COMPREPLY=($(compgen -W "--socket --group" -- "$cur")) ;;
+		esac ;;
 	space-backup)
 		COMPREPLY=($(compgen -W "$(_space_ids_in 'running|paused')" -- "$cur")) ;;
 	space-apid)
@@ -341,4 +347,4 @@ complete -F _space space-init space-template space-create space-exec space-ls sp
 	space-ps space-logs space-kill space-fs space-cp space-pool \
 	space-snap space-rollback space-fork space-gc \
 	space-suspend space-restore space-key space-egress space-cred space-gatewayd \
-	space-node space-schedule space-backup space-apid space-tenant
+	space-node space-schedule space-backup space-apid space-tenant space-noded

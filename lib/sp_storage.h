@@ -37,6 +37,31 @@ int sp_sandbox_lock(const struct sp_ctx *x, const char *id, int wait,
 void sp_sandbox_unlock(int fd);
 
 
+/* ---- noded: what space-noded, the node manager, takes (sp_noded*.c) ---- */
+#define SP_NODED_LINE_MAX	8192	/* a request line, without its \n */
+#define SP_NODED_PATH_MAX	512
+#define SP_NODED_DEPTH		4	/* parts of a path */
+#define SP_NODED_SOCK		"noded.sock"	/* in SPACE_RUN */
+enum sp_noded_op {
+	SP_NODED_PING, SP_NODED_CREATE, SP_NODED_SNAPSHOT, SP_NODED_DELETE,
+};
+struct sp_noded_req {
+	enum sp_noded_op op;
+	char path[SP_NODED_PATH_MAX + 1];	/* relative to SPACE_ROOT */
+	char src[SP_NODED_PATH_MAX + 1];	/* a snapshot's source */
+	int readonly;
+};
+/* bad-input unless line (n bytes, no newline) is a request space-noded
+ * takes, each path well-formed in an area its op may touch. */
+int sp_noded_parse(const char *line, size_t n, struct sp_noded_req *r,
+    struct sp_err *e);
+/* bad-input unless p is such a path: source 1 for a snapshot's source. */
+int sp_noded_path_check(const char *what, const char *p, int source,
+    struct sp_err *e);
+/* Carries out r beneath root_fd (SPACE_ROOT, open O_PATH): no component
+ * of a path may be a symlink or leave the root. */
+int sp_noded_do(int root_fd, const struct sp_noded_req *r, struct sp_err *e);
+
 /* ---- subvol: btrfs through libbtrfsutil ---- */
 int sp_subvol_is_btrfs(const char *path);			/* 1 or 0 */
 int sp_subvol_create(const char *path, struct sp_err *e);

@@ -1,0 +1,53 @@
+/*
+ * fuzz-noded: libFuzzer target for what a client of space-noded sends, the
+ * node manager's request line (lib/sp_noded_parse.c).  A request it takes
+ * must hold what sp_noded.c relies on: an op of the list, every path
+ * relative, of at least two parts, none "." or "..", in its op's area, and
+ * short enough.  Built and run by `make fuzz`.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sp_storage.h"
+
+static void
+check_path(const char *p)
+{
+	const char *c;
+
+	if (p[0] == '\0' || p[0] == '/' || strlen(p) > SP_NODED_PATH_MAX ||
+	    strchr(p, '/') == NULL || strstr(p, "//") != NULL ||
+	    p[strlen(p) - 1] == '/')
+		abort();
+	for (c = p; c != NULL; c = strchr(c, '/')) {
+		if (*c == '/')
+			c++;
+		if ((c[0] == '.' && (c[1] == '/' || c[1] == '\0')) ||
+		    (c[0] == '.' && c[1] == '.' && (c[2] == '/' || c[2] == '\0')))
+			abort();
+	}
+}
+
+int
+LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	struct sp_noded_req r;
+	struct sp_err e;
+
+	if (sp_noded_parse((const char *)data, size, &r, &e) == -1) {
+		if (e.code != SP_E_BAD_INPUT || e.msg[0] == '\0')
+			abort();
+		return 0;
+	}
+	if (r.op != SP_NODED_PING && r.op != SP_NODED_CREATE &&
+	    r.op != SP_NODED_SNAPSHOT && r.op != SP_NODED_DELETE)
+		abort();
+	if (r.op != SP_NODED_PING)
+		check_path(r.path);
+	if (r.op == SP_NODED_SNAPSHOT)
+		check_path(r.src);
+	else if (r.src[0] != '\0' || (r.readonly && r.op != SP_NODED_SNAPSHOT))
+		abort();
+	return 0;
+}
