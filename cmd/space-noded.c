@@ -137,15 +137,13 @@ serve(int root_fd, struct client *c)
 	struct sp_err e;
 	char *nl;
 	size_t len;
-	int rc;
+	int rc, parsed;
 
 	while (c->out == 0 && (nl = memchr(c->buf, '\n', c->n)) != NULL) {
 		len = (size_t)(nl - c->buf);
-		rc = sp_noded_parse(c->buf, len, &r, &e);
-		if (rc == 0)
-			rc = sp_noded_do(root_fd, &r, &e);
-		log_line(c, rc == 0 || e.code != SP_E_BAD_INPUT ? &r : NULL,
-		    rc == 0 ? NULL : &e);
+		parsed = sp_noded_parse(c->buf, len, &r, &e) == 0;
+		rc = parsed ? sp_noded_do(root_fd, &r, &e) : -1;
+		log_line(c, parsed ? &r : NULL, rc == 0 ? NULL : &e);
 		if (answer(c, rc == 0 ? NULL : &e) == -1)
 			return -1;
 		c->n -= len + 1;
