@@ -229,7 +229,7 @@ main(int argc, char *argv[])
 	struct pollfd pfd[MAX_CLIENTS + 1];
 	int idx[MAX_CLIENTS + 1];
 	char sock[SP_PATH_MAX];
-	const char *path = NULL, *group = "space";
+	const char *path = NULL, *group = SP_USER;
 	struct sp_conf conf;
 	struct sp_err e;
 	struct sigaction sa;

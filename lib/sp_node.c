@@ -7,6 +7,8 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
+#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -224,6 +226,29 @@ jail_dirs(const struct sp_conf *c, struct sp_err *e)
 	return 0;
 }
 
+/*
+ * The user and group the node's unprivileged side is to run as (the group
+ * is the one space-noded's socket lets in): made once, a system account
+ * with no home and no shell.  Only root can; anyone else has them made
+ * already or does without.
+ */
+static int
+space_account(struct sp_err *e)
+{
+	char *group[] = { "groupadd", "--system", SP_USER, NULL };
+	char *user[] = { "useradd", "--system", "--gid", SP_USER, "--home-dir",
+	    "/nonexistent", "--no-create-home", "--shell", "/usr/sbin/nologin",
+	    "--comment", "SPACE sandboxes", SP_USER, NULL };
+
+	if (geteuid() != 0)
+		return 0;
+	if (getgrnam(SP_USER) == NULL && sp_proc_run(group, e) == -1)
+		return -1;
+	if (getpwnam(SP_USER) == NULL && sp_proc_run(user, e) == -1)
+		return -1;
+	return 0;
+}
+
 int
 sp_node_init(const struct sp_conf *c, uint64_t loop_bytes,
     struct sp_node_info *info, struct sp_err *e)
@@ -258,7 +283,8 @@ sp_node_init(const struct sp_conf *c, uint64_t loop_bytes,
 		    sp_path_mkdirs(p, 0755, e) == -1)
 			goto out;
 	}
-	if (sp_path_mkdirs(c->run, 0755, e) == -1 || jail_dirs(c, e) == -1)
+	if (sp_path_mkdirs(c->run, 0755, e) == -1 || jail_dirs(c, e) == -1 ||
+	    space_account(e) == -1)
 		goto out;
 	if (sp_db_open(&db, c, e) == -1)
 		goto out;

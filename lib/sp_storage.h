@@ -42,6 +42,8 @@ void sp_sandbox_unlock(int fd);
 #define SP_NODED_PATH_MAX	512
 #define SP_NODED_DEPTH		4	/* parts of a path */
 #define SP_NODED_SOCK		"noded.sock"	/* in SPACE_RUN */
+#define SP_USER			"space"	/* the user and group of the node's
+					 * unprivileged side (space-init) */
 enum sp_noded_op {
 	SP_NODED_PING, SP_NODED_CREATE, SP_NODED_SNAPSHOT, SP_NODED_DELETE,
 };

@@ -164,3 +164,14 @@ EOF
 	[ "$(stat -c %u "$T/nd-flood")" = 0 ]
 	grep -q "\"uid\":$(id -u nobody),\"op\":\"subvol-snapshot\"" "$BATS_FILE_TMPDIR/log"
 }
+
+@test "space-init makes the system user and group space, once" {
+	space-init >/dev/null
+	run getent passwd space
+	[ "$status" -eq 0 ]
+	[[ "$output" == *":/nonexistent:/usr/sbin/nologin" ]]
+	[ "$(id -gn space)" = space ]
+	[ "$(id -u space)" -lt 1000 ]			# a system account
+	space-init >/dev/null
+	[ "$(getent passwd space | wc -l)" -eq 1 ]
+}
