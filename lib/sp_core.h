@@ -121,7 +121,7 @@ struct sp_conf {
 	char guest[SP_PATH_MAX];	/* SPACE_GUEST: the guest image's
 					 * vmlinuz, initrd.img, space-daemon;
 					 * default PREFIX/lib/space */
-	/* The jail and limits of each VM (sp_jail.c), checked where used. */
+	/* The jail and limits of each VM (sp_jail.c), checked at load. */
 	char jail[8];			/* SPACE_JAIL: on | off */
 	char jail_uids[32];		/* SPACE_JAIL_UIDS: FIRST-LAST */
 	char mem_overhead[16];		/* SPACE_MEM_OVERHEAD_MIB: auto | N | 0 */
