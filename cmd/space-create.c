@@ -25,7 +25,7 @@ usage(void)
 	    " [-n COUNT] [--timeout SECONDS] [--no-pool] [--cold]\n"
 	    "           [-- CMD [ARG...]]\n"
 	    "       space-create --anywhere [--wait [SECONDS]] --template NAME[@DIGEST]"
-	    " [--memory MiB]\n           [--vcpus N] [--label KEY=VALUE]..."
+	    " [--memory MiB]\n           [--vcpus N] [--disk-gb N] [--label KEY=VALUE]..."
 	    " [--env NAME=VALUE]... [-n COUNT]\n");
 	sp_usage_exit();
 }
@@ -284,12 +284,6 @@ main(int argc, char *argv[])
 	if (r.template == NULL || (argc > 0 && count != 1) ||
 	    (anywhere && argc > 0) || (waits && !anywhere))
 		usage();
-	/* A row placed elsewhere carries no disk size yet. */
-	if (anywhere && r.disk_gb != 0) {
-		sp_warn("--disk-gb: not with --anywhere (yet): create on the "
-		    "node itself");
-		return SP_EXIT_USAGE;
-	}
 	if (argc > 0) {
 		/* A reader that went away must not kill us mid-call. */
 		signal(SIGPIPE, SIG_IGN);

@@ -85,13 +85,16 @@ create(struct sp_api_call *c)
 	}
 	if (sp_api_body_json(c->body, c->body_len, &body, &e) == -1)
 		goto out;
-	if (json_unpack_ex(body, NULL, JSON_STRICT, "{s:s, s?i, s?i, s?o, s?o}",
-	    "template", &r.template, "memory_mib", &r.memory_mib, "vcpus",
-	    &r.vcpus, "labels", &v, "env", &env) == -1 || r.memory_mib < 64 ||
-	    r.memory_mib > 65536 || r.vcpus < 1 || r.vcpus > 64) {
+	if (json_unpack_ex(body, NULL, JSON_STRICT, "{s:s, s?i, s?i, s?i, s?o, "
+	    "s?o}", "template", &r.template, "memory_mib", &r.memory_mib,
+	    "vcpus", &r.vcpus, "disk_gb", &r.disk_gb, "labels", &v, "env",
+	    &env) == -1 || r.memory_mib < 64 || r.memory_mib > 65536 ||
+	    r.vcpus < 1 || r.vcpus > 64 || r.disk_gb < 0 ||
+	    r.disk_gb > SP_DISK_GB_MAX) {
 		sp_err_set(&e, SP_E_BAD_INPUT, 0, "want {\"template\":NAME, "
-		    "\"memory_mib\":64..65536, \"vcpus\":1..64, \"labels\":{}, "
-		    "\"env\":[\"NAME=VALUE\"]} and nothing else");
+		    "\"memory_mib\":64..65536, \"vcpus\":1..64, \"disk_gb\":"
+		    "0..16384, \"labels\":{}, \"env\":[\"NAME=VALUE\"]} and "
+		    "nothing else");
 		env = NULL;
 		goto out;
 	}

@@ -219,6 +219,7 @@ struct sp_sandbox_row {
 	char want_error[256];		/* why its node could not, or "" */
 	char *placed;			/* JSON: why the scheduler chose its node,
 					 * or NULL; owned like labels */
+	int disk_gb;			/* its disk in GiB, 0: its template's */
 };
 void sp_db_row_release(struct sp_sandbox_row *r);
 int sp_db_open(struct sp_db **db, const struct sp_conf *c, struct sp_err *e);

@@ -173,6 +173,10 @@ static const char *const migrations[] = {
 	"ALTER TABLE sandboxes ADD COLUMN access_token TEXT;"
 	"CREATE INDEX sandboxes_tenant ON sandboxes (tenant, state);"
 	"CREATE INDEX sandboxes_expires ON sandboxes (expires);",
+	/* 12: a sandbox's disk when it is not its template's (space-create
+	 * --disk-gb): GiB, 0 for the template's.  A tenant's disk quota
+	 * counts the larger of the two. */
+	"ALTER TABLE sandboxes ADD COLUMN disk_gb INTEGER NOT NULL DEFAULT 0;",
 };
 #define NMIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 
@@ -364,7 +368,8 @@ sp_db_row_release(struct sp_sandbox_row *r)
 
 #define SANDBOX_COLS "id, state, gen, template, node, created, memory_mib, " \
 	"vcpus, labels, CASE WHEN pool IS NULL THEN 0 ELSE 1 END, env, " \
-	"recovered, COALESCE(want, ''), COALESCE(want_error, ''), placed"
+	"recovered, COALESCE(want, ''), COALESCE(want_error, ''), placed, " \
+	"disk_gb"
 
 static int
 row_from(struct sp_db_q *q, struct sp_sandbox_row *r)
@@ -393,6 +398,7 @@ row_from(struct sp_db_q *q, struct sp_sandbox_row *r)
 	copy_col(r->want_error, sizeof r->want_error, q, 13);
 	if ((s = col_text(q, 14)) != NULL && (r->placed = strdup(s)) == NULL)
 		return -1;
+	r->disk_gb = (int)col_int(q, 15);
 	return r->labels == NULL || r->env == NULL ? -1 : 0;
 }
 
@@ -422,18 +428,23 @@ labels_tenant(const char *labels, char out[SP_NAME_MAX + 1])
 #define QUOTA_HELD "s.tenant = t.name AND s.pool IS NULL AND s.state IN" \
 	" ('creating', 'running', 'restoring', 'recovering', 'paused'," \
 	" 'suspending')"
-#define QUOTA_FITS(T, MEM, VCPUS, TPL) " NOT EXISTS (SELECT 1 FROM tenants t" \
+#define GIB_OF(X) "CAST(" X " AS BIGINT) * 1073741824"
+#define QUOTA_FITS(T, MEM, VCPUS, TPL, DISK) " NOT EXISTS (SELECT 1 FROM tenants t" \
 	" WHERE t.name = " T " AND ((t.max_running > 0 AND (SELECT COUNT(*)" \
 	" FROM sandboxes s WHERE " QUOTA_LIVE ") >= t.max_running) OR" \
 	" (t.max_vcpus > 0 AND (SELECT COALESCE(SUM(s.vcpus), 0) FROM" \
 	" sandboxes s WHERE " QUOTA_LIVE ") + " VCPUS " > t.max_vcpus) OR" \
 	" (t.max_memory_mib > 0 AND (SELECT COALESCE(SUM(s.memory_mib), 0)" \
 	" FROM sandboxes s WHERE " QUOTA_HELD ") + " MEM " > t.max_memory_mib)" \
-	" OR (t.max_disk_gb > 0 AND (SELECT COALESCE(SUM(d.disk_bytes), 0)" \
+	" OR (t.max_disk_gb > 0 AND (SELECT COALESCE(SUM(CASE WHEN " \
+	GIB_OF("s.disk_gb") " > d.disk_bytes THEN " GIB_OF("s.disk_gb") \
+	" ELSE d.disk_bytes END), 0)" \
 	" FROM sandboxes s JOIN templates d ON s.template = d.name || '@' ||" \
 	" d.digest WHERE s.tenant = t.name AND s.pool IS NULL) +" \
-	" COALESCE((SELECT disk_bytes FROM templates WHERE name || '@' ||" \
-	" digest = " TPL "), 0) > t.max_disk_gb * 1073741824)))"
+	" (SELECT CASE WHEN " GIB_OF(DISK) " > COALESCE(MAX(disk_bytes), 0)" \
+	" THEN " GIB_OF(DISK) " ELSE COALESCE(MAX(disk_bytes), 0) END FROM" \
+	" templates WHERE name || '@' || digest = " TPL ")" \
+	" > t.max_disk_gb * 1073741824)))"
 
 /*
  * A write that counts a tenant's quota must see every earlier one: SQLite
@@ -494,23 +505,25 @@ sp_db_sandbox_insert(struct sp_db *db, const struct sp_sandbox_row *r,
 	if (tenant[0] == '\0' || r->pod) {
 		n = write_sql(db, "insert sandbox", "INSERT INTO sandboxes"
 		    " (id, state, gen, template, node, created, memory_mib,"
-		    " vcpus, labels, updated, env, want) VALUES ($1, $2, $3,"
-		    " $4, $5, $6, $7, $8, $9, $6, $10, NULLIF($11, ''))", e, "ssIssIiisss",
+		    " vcpus, labels, updated, env, want, disk_gb) VALUES ($1,"
+		    " $2, $3, $4, $5, $6, $7, $8, $9, $6, $10, NULLIF($11, ''),"
+		    " $12)", e, "ssIssIiisssi",
 		    r->id, sp_state_name(r->state), r->gen, r->template,
 		    r->node, r->created, r->memory_mib, r->vcpus,
 		    r->labels ? r->labels : "{}", r->env ? r->env : "[]",
-		    r->want);
+		    r->want, r->disk_gb);
 	} else {
 		if (tenant_lock(db, tenant, &own, e) == -1)
 			return -1;
 		n = write_sql(db, "insert sandbox", "INSERT INTO sandboxes"
 		    " (id, state, gen, template, node, created, memory_mib,"
-		    " vcpus, labels, updated, env, want, tenant) SELECT $1, $2, $3, $4,"
-		    " $5, $6, $7, $8, $9, $6, $10, NULLIF($11, ''), $12 WHERE"
-		    QUOTA_FITS("$12", "$7", "$8", "$4"), e, "ssIssIiissss", r->id,
+		    " vcpus, labels, updated, env, want, tenant, disk_gb) SELECT"
+		    " $1, $2, $3, $4, $5, $6, $7, $8, $9, $6, $10, NULLIF($11,"
+		    " ''), $12, $13 WHERE" QUOTA_FITS("$12", "$7", "$8", "$4",
+		    "$13"), e, "ssIssIiissssi", r->id,
 		    sp_state_name(r->state), r->gen, r->template, r->node,
 		    r->created, r->memory_mib, r->vcpus, r->labels, r->env ?
-		    r->env : "[]", r->want, tenant);
+		    r->env : "[]", r->want, tenant, r->disk_gb);
 		if (n == 0)
 			quota_exceeded(db, tenant, e);
 		if (tenant_unlock(db, own, n > 0, e) == -1)
@@ -848,7 +861,8 @@ sp_db_pod_claim(struct sp_db *db, const char *node, const char *pool,
 	    " id FROM sandboxes WHERE pool = $1 AND template = $2 AND"
 	    " memory_mib = $3 AND vcpus = $4 AND state = 'paused' AND node = $8"
 	    " ORDER BY created LIMIT 1 FOR UPDATE SKIP LOCKED) AND pool = $1 AND"
-	    " state = 'paused' AND ($10 = 0 OR" QUOTA_FITS("$9", "$3", "$4", "$2")
+	    " state = 'paused' AND ($10 = 0 OR" QUOTA_FITS("$9", "$3", "$4", "$2",
+	    "0")
 	    ") RETURNING id", e, "ssiisIsssi", pool, template, memory_mib,
 	    vcpus, labels ? labels : "{}", (int64_t)time(NULL), env ? env :
 	    "[]", node, tenant, quota) == -1) {
@@ -866,7 +880,7 @@ sp_db_pod_claim(struct sp_db *db, const char *node, const char *pool,
 	 * refused too. */
 	if (rc == 0 && quota) {
 		if (q_start(db, &q, "check quota", "SELECT 1 WHERE"
-		    QUOTA_FITS("$1", "$2", "$3", "$4"), e, "siis", tenant,
+		    QUOTA_FITS("$1", "$2", "$3", "$4", "0"), e, "siis", tenant,
 		    memory_mib, vcpus, template) == -1) {
 			tenant_unlock(db, own, 0, e);
 			return -1;

@@ -176,8 +176,12 @@ sp_db_tenant_usage(struct sp_db *db, const char *name,
 		u->memory_mib = (int)sp_db_q_int(&q, 3);
 	}
 	sp_db_q_end(&q);
+	/* A sandbox's disk: its template's, or its own when larger (as the
+	 * quota counts it, sp_db.c). */
 	if (rc == -1 || sp_db_q_start(db, &q, "tenant disk", "SELECT"
-	    " COALESCE(SUM(d.disk_bytes), 0) FROM sandboxes s JOIN templates d"
+	    " COALESCE(SUM(CASE WHEN CAST(s.disk_gb AS BIGINT) * 1073741824 >"
+	    " d.disk_bytes THEN CAST(s.disk_gb AS BIGINT) * 1073741824 ELSE"
+	    " d.disk_bytes END), 0) FROM sandboxes s JOIN templates d"
 	    " ON s.template = d.name || '@' || d.digest WHERE s.tenant = $1 AND"
 	    " s.pool IS NULL", e, "s", name) == -1)
 		return -1;

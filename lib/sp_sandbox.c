@@ -47,6 +47,20 @@ template_here(struct sp_ctx *x, const struct sp_template_row *t,
 	return rc;
 }
 
+/* A disk asked for (--disk-gb) is no smaller than its template's. */
+static int
+disk_check(const struct sp_create_req *r, const struct sp_template_row *t,
+    struct sp_err *e)
+{
+	if (r->disk_gb != 0 && (r->disk_gb < 1 || r->disk_gb > SP_DISK_GB_MAX ||
+	    (int64_t)r->disk_gb * SP_GIB < (int64_t)t->disk_bytes))
+		return sp_err_set(e, SP_E_BAD_INPUT, 0, "the disk must be from "
+		    "the template's %lld GiB (%s's, rounded up) to %d GiB",
+		    (long long)((t->disk_bytes + SP_GIB - 1) / SP_GIB), t->name,
+		    SP_DISK_GB_MAX);
+	return 0;
+}
+
 int
 sp_sandbox_create(struct sp_ctx *x, const struct sp_create_req *r, json_t **out,
     struct sp_err *e)
@@ -69,12 +83,8 @@ sp_sandbox_create(struct sp_ctx *x, const struct sp_create_req *r, json_t **out,
 	if (sp_template_materialize(x, r->template, &t, &built, e) == -1 ||
 	    template_here(x, &t, e) == -1)
 		return -1;
-	if (r->disk_gb != 0 && (r->disk_gb < 1 || r->disk_gb > SP_DISK_GB_MAX ||
-	    (int64_t)r->disk_gb * SP_GIB < (int64_t)t.disk_bytes))
-		return sp_err_set(e, SP_E_BAD_INPUT, 0, "the disk must be from "
-		    "the template's %lld GiB (%s's, rounded up) to %d GiB",
-		    (long long)((t.disk_bytes + SP_GIB - 1) / SP_GIB), t.name,
-		    SP_DISK_GB_MAX);
+	if (disk_check(r, &t, e) == -1)
+		return -1;
 	/* A pod's disk is its template's. */
 	if (!r->pod && !r->no_pool && r->placed_id == NULL && r->disk_gb == 0) {
 		if ((rc = sp_pool_claim(x, r, &t, t0, out, e)) != 0)
@@ -238,6 +248,9 @@ sp_sandbox_describe(struct sp_ctx *x, const struct sp_sandbox_row *r,
 	    json_object(), "gen", (json_int_t)r->gen);
 	if (o != NULL && r->pod)
 		json_object_set_new(o, "pod", json_true());
+	/* A disk of its own size (--disk-gb), not its template's. */
+	if (o != NULL && r->disk_gb > 0)
+		json_object_set_new(o, "disk_gb", json_integer(r->disk_gb));
 	/* A wish its node has not carried out yet, or could not. */
 	if (o != NULL && r->want[0] != '\0')
 		json_object_set_new(o, "want", json_string(r->want));
@@ -320,7 +333,7 @@ sp_sandbox_request(struct sp_ctx *x, const struct sp_create_req *r,
 		return sp_err_set(e, SP_E_BAD_INPUT, 0, "vcpus must be 1 to 64");
 	/* Named to the digest now: the node it lands on makes that one. */
 	if (sp_db_template_get(x->db, r->template, &t, e) == -1 ||
-	    sp_id_new(row.id, e) == -1)
+	    disk_check(r, &t, e) == -1 || sp_id_new(row.id, e) == -1)
 		return -1;
 	labels = r->labels ? json_dumps(r->labels, JSON_COMPACT | JSON_SORT_KEYS) :
 	    NULL;
@@ -330,6 +343,7 @@ sp_sandbox_request(struct sp_ctx *x, const struct sp_create_req *r,
 	row.created = (int64_t)time(NULL);
 	row.memory_mib = r->memory_mib;
 	row.vcpus = r->vcpus;
+	row.disk_gb = r->disk_gb;
 	row.labels = labels;
 	row.env = env;
 	snprintf(row.want, sizeof row.want, "running");

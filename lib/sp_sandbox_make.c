@@ -417,6 +417,7 @@ sp_sandbox_make(struct sp_ctx *x, const struct sp_make *m,
 	row.created = (int64_t)time(NULL);
 	row.memory_mib = m->memory_mib;
 	row.vcpus = m->vcpus;
+	row.disk_gb = (int)(m->disk_bytes / SP_GIB);
 	row.labels = labels;
 	row.env = envtext;
 	if (sp_sandbox_lock(x, row.id, 1, &lock, e) == -1)
