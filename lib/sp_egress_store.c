@@ -88,14 +88,15 @@ sp_egress_policy_write(const char *root, enum sp_egress_scope scope,
 		    name, text, 1, e);
 		goto out;
 	}
-	if (sp_path_mkdirs(dir, 0755, e) == -1)
+	/* Root's alone: a VM's jail must not read another's policy. */
+	if (sp_path_mkdirs(dir, 0700, e) == -1)
 		goto out;
 	if ((fd = mkostemp(tmp, O_CLOEXEC)) == -1) {
 		sp_err_sys(e, SP_E_IO, "create %s", tmp);
 		tmp[0] = '\0';
 		goto out;
 	}
-	if (fchmod(fd, 0644) == -1 || sp_write_all(fd, text, strlen(text)) == -1 ||
+	if (fchmod(fd, 0600) == -1 || sp_write_all(fd, text, strlen(text)) == -1 ||
 	    sp_write_all(fd, "\n", 1) == -1 || fsync(fd) == -1) {
 		sp_err_sys(e, SP_E_IO, "write %s", tmp);
 		goto out;

@@ -22,6 +22,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -239,13 +240,45 @@ sp_jail_prepare(struct sp_ctx *x, const char *id, const char *dir,
 }
 
 int
+sp_vm_files(const char *dir, struct sp_vm_files *f, struct sp_err *e)
+{
+	return sp_path_fmt(f->disk, sizeof f->disk, e, "%s/disk.raw", dir) ==
+	    -1 || sp_path_fmt(f->kernel, sizeof f->kernel, e, "%s/vmlinuz",
+	    dir) == -1 || sp_path_fmt(f->initrd, sizeof f->initrd, e,
+	    "%s/initrd.img", dir) == -1 || sp_path_fmt(f->sav, sizeof f->sav,
+	    e, "%s/mem.sav", dir) == -1 ? -1 : 0;
+}
+
+/*
+ * A VM with no jail: its run dir holds the channel sockets QEMU creates as
+ * libvirt's unprivileged user, so that user's group may write there and
+ * nobody else; its directory and files are as before the jail.
+ */
+static int
+shared_run_dir(const char *dir, struct sp_err *e)
+{
+	struct group *g;
+
+	if (mkdir(dir, 0770) == -1 && errno != EEXIST)
+		return sp_err_sys(e, SP_E_IO, "mkdir %s", dir);
+	if ((g = getgrnam("libvirt-qemu")) != NULL && chown(dir, 0, g->gr_gid) == -1)
+		return sp_err_sys(e, SP_E_IO, "chown %s", dir);
+	if (chmod(dir, g != NULL ? 0770 : 0777) == -1)
+		return sp_err_sys(e, SP_E_IO, "chmod %s", dir);
+	return 0;
+}
+
+int
 sp_jail_dirs(const struct sp_jail *j, const char *dir, const char *run,
     struct sp_err *e)
 {
 	struct sp_vm_files f;
 
-	if (j->uid == 0)
-		return sp_sandbox_make_run_dir(run, e);
+	if (j->uid == 0) {
+		if (chown(dir, 0, 0) == -1 || chmod(dir, 0755) == -1)
+			return sp_err_sys(e, SP_E_IO, "chown %s", dir);
+		return shared_run_dir(run, e);
+	}
 	if (mkdir(run, 0700) == -1 && errno != EEXIST)
 		return sp_err_sys(e, SP_E_IO, "mkdir %s", run);
 	if (chown(run, j->uid, j->gid) == -1 || chmod(run, 0700) == -1)

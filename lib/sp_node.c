@@ -205,7 +205,7 @@ sp_node_beat(struct sp_ctx *x, int lease_s, struct sp_node_row *out,
  * domain's private directory (its master key) in its QEMU directory, owned
  * by that uid: the uid must be able to go through (not read) that
  * directory, which Debian makes libvirt-qemu's alone.  The uid
- * reservations are root's.
+ * reservations are root's, and so is what holds secrets or policies.
  */
 static int
 jail_dirs(const struct sp_conf *c, struct sp_err *e)
@@ -215,9 +215,19 @@ jail_dirs(const struct sp_conf *c, struct sp_err *e)
 
 	if (!sp_jail_on(c))
 		return 0;
+	static const char *const private[] = { "egress", "creds", "keys",
+	    "api" };
+	size_t i;
+
 	if (sp_path_fmt(p, sizeof p, e, "%s/jail", c->root) == -1 ||
 	    sp_path_mkdirs(p, 0700, e) == -1)
 		return -1;
+	/* What a VM's jail must not read, root's alone however an older
+	 * build made it (the egress policies were 0755). */
+	for (i = 0; i < sizeof private / sizeof private[0]; i++)
+		if (sp_path_fmt(p, sizeof p, e, "%s/%s", c->root, private[i]) ==
+		    -1 || (chmod(p, 0700) == -1 && errno != ENOENT))
+			return sp_err_sys(e, SP_E_IO, "chmod %s", p);
 	if (strcmp(c->libvirt_uri, "qemu:///system") != 0 ||
 	    stat(LIBVIRT_QEMU_DIR, &st) == -1 || (st.st_mode & 0001))
 		return 0;

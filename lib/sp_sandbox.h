@@ -101,7 +101,7 @@ struct sp_make {
 };
 int sp_sandbox_make(struct sp_ctx *x, const struct sp_make *m,
     char id[SP_ID_LEN + 1], struct sp_err *e);
-/* The files of a VM's directory (a sandbox's, a checkpoint's). */
+/* The files of a VM's directory (a sandbox's, a checkpoint's); sp_jail.c. */
 struct sp_vm_files {
 	char disk[SP_PATH_MAX], kernel[SP_PATH_MAX], initrd[SP_PATH_MAX];
 	char sav[SP_PATH_MAX];		/* its saved memory, when it has one */
@@ -244,7 +244,6 @@ int sp_sandbox_sync_clock(struct sp_ctx *x, const char *id, struct sp_err *e);
 int sp_sandbox_exec_quiet(struct sp_ctx *x, const char *id, char *argv[],
     int open_ms, int exec_ms, int *status, struct sp_err *e);
 /* The run dir QEMU makes the channel sockets in (its group may write). */
-int sp_sandbox_make_run_dir(const char *dir, struct sp_err *e);
 
 /* ---- jail: each VM's uid, directories and limits (sp_jail.c) ---- */
 struct sp_jail {
@@ -266,7 +265,7 @@ int sp_jail_of_vm(struct sp_ctx *x, const char *dom, struct sp_jail *j,
 int sp_jail_of_image(const char *path, struct sp_jail *j, struct sp_err *e);
 /* Before a VM of jail j starts: run (the sockets' directory) is made j's
  * alone, and only j's gid may go through dir to its 0600 VM files.  With
- * no jail, run is made as sp_sandbox_make_run_dir makes it. */
+ * no jail, run is libvirt-qemu's group's and dir 0755, as before it. */
 int sp_jail_dirs(const struct sp_jail *j, const char *dir, const char *run,
     struct sp_err *e);
 /* Before a new VM of id is defined: sp_jail_get, then sp_jail_dirs. */

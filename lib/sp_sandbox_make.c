@@ -18,24 +18,6 @@
 
 #include "sp_sandbox.h"
 
-/*
- * The run dir holds the channel sockets QEMU creates; QEMU runs as libvirt's
- * unprivileged user, so that user's group may write there and nobody else.
- */
-int
-sp_sandbox_make_run_dir(const char *dir, struct sp_err *e)
-{
-	struct group *g;
-
-	if (mkdir(dir, 0770) == -1 && errno != EEXIST)
-		return sp_err_sys(e, SP_E_IO, "mkdir %s", dir);
-	if ((g = getgrnam("libvirt-qemu")) != NULL && chown(dir, 0, g->gr_gid) == -1)
-		return sp_err_sys(e, SP_E_IO, "chown %s", dir);
-	if (chmod(dir, g != NULL ? 0770 : 0777) == -1)
-		return sp_err_sys(e, SP_E_IO, "chmod %s", dir);
-	return 0;
-}
-
 static int
 write_file(const char *path, const char *text, struct sp_err *e)
 {
@@ -343,16 +325,6 @@ sp_sandbox_make_new(struct sp_ctx *x, const struct sp_create_req *r,
 	return 0;
 }
 
-
-int
-sp_vm_files(const char *dir, struct sp_vm_files *f, struct sp_err *e)
-{
-	return sp_path_fmt(f->disk, sizeof f->disk, e, "%s/disk.raw", dir) ==
-	    -1 || sp_path_fmt(f->kernel, sizeof f->kernel, e, "%s/vmlinuz",
-	    dir) == -1 || sp_path_fmt(f->initrd, sizeof f->initrd, e,
-	    "%s/initrd.img", dir) == -1 || sp_path_fmt(f->sav, sizeof f->sav,
-	    e, "%s/mem.sav", dir) == -1 ? -1 : 0;
-}
 
 /*
  * A disk larger than its source's: QEMU grows the file (libvirt's block

@@ -34,7 +34,9 @@ decision() {
 	    .deny == ["bad.example.org"] and .updated > 0'
 	f=$SPACE_ROOT/egress/$ID.json
 	jq -e '.version == 1 and (.allow | length) == 4 and (.deny | length) == 1 and (.updated | type) == "number"' "$f"
-	[ "$(stat -c %a "$f")" = 644 ]
+	# Root's alone, its directory too: no VM's jail reads a policy.
+	[ "$(stat -c %a "$f")" = 600 ]
+	[ "$(stat -c %a "$SPACE_ROOT/egress")" = 700 ]
 	# Written through a temporary file and renamed: none is left.
 	[ -z "$(find "$SPACE_ROOT/egress" -name '.*' -type f)" ]
 }
