@@ -900,8 +900,8 @@ test_storage(void)
 	    "deny")) == 1 && json_is_integer(json_object_get(j, "updated")),
 	    "the file: {version, allow, deny, updated}");
 	json_decref(j);
-	tap_ok(stat(path, &st) == 0 && (st.st_mode & 0777) == 0644,
-	    "mode 0644: the gateway reads it");
+	tap_ok(stat(path, &st) == 0 && (st.st_mode & 0777) == 0600,
+	    "mode 0600: root's (the gateway's) alone, no VM's jail reads it");
 	tap_ok(read_as(SP_EGRESS_SANDBOX, other) == -1 &&
 	    e.code == SP_E_NOT_FOUND, "a policy not there is not-found");
 
