@@ -450,9 +450,10 @@ limit_v1(long pid, const char *dom, unsigned long long mem, long pids,
 		return -1;
 	if (pids == 0)
 		return 0;
+	/* A stale one of the same name (an ended VM's, not yet swept by
+	 * reconcile) is taken as it is. */
 	if (sp_path_fmt(p, sizeof p, e, "/pids%s", cg) == -1)
 		return -1;
-	sp_jail_pids_sweep();
 	if (sp_path_fmt(cg, sizeof cg, e, CGROUP "%s", p) == -1 ||
 	    sp_path_mkdirs(cg, 0755, e) == -1 ||
 	    cg_write(p, "pids.max", (unsigned long long)pids, e) == -1 ||

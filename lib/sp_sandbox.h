@@ -276,7 +276,7 @@ int sp_jail_spec(struct sp_ctx *x, const struct sp_jail *j,
     struct sp_vm_spec *s, struct sp_err *e);
 /* After VM dom started: its pids limit (SPACE_PIDS_MAX). */
 int sp_jail_started(struct sp_ctx *x, const char *dom, struct sp_err *e);
-/* Removes the v1 pids cgroups of ended VMs. */
+/* Removes the v1 pids cgroups of ended VMs (reconcile, each pass). */
 void sp_jail_pids_sweep(void);
 
 
