@@ -21,12 +21,13 @@ usage(void)
 {
 	fprintf(sp_usage_stream(),
 	    "usage: space-create --template NAME[@DIGEST] [--memory MiB]"
-	    " [--vcpus N] [--disk-gb N]\n           [--label KEY=VALUE]... [--env NAME=VALUE]..."
-	    " [-n COUNT] [--timeout SECONDS] [--no-pool] [--cold]\n"
+	    " [--vcpus N] [--disk-gb N]\n           [--cpu-quota CPUS]"
+	    " [--label KEY=VALUE]... [--env NAME=VALUE]...\n"
+	    "           [-n COUNT] [--timeout SECONDS] [--no-pool] [--cold]\n"
 	    "           [-- CMD [ARG...]]\n"
 	    "       space-create --anywhere [--wait [SECONDS]] --template NAME[@DIGEST]"
-	    " [--memory MiB]\n           [--vcpus N] [--disk-gb N] [--label KEY=VALUE]..."
-	    " [--env NAME=VALUE]... [-n COUNT]\n");
+	    " [--memory MiB]\n           [--vcpus N] [--disk-gb N] [--cpu-quota CPUS]"
+	    " [--label KEY=VALUE]...\n           [--env NAME=VALUE]... [-n COUNT]\n");
 	sp_usage_exit();
 }
 
@@ -195,6 +196,7 @@ main(int argc, char *argv[])
 		{ "memory", required_argument, NULL, 'm' },
 		{ "vcpus", required_argument, NULL, 'c' },
 		{ "disk-gb", required_argument, NULL, 'd' },
+		{ "cpu-quota", required_argument, NULL, 'q' },
 		{ "label", required_argument, NULL, 'l' },
 		{ "env", required_argument, NULL, 'e' },
 		{ "count", required_argument, NULL, 'n' },
@@ -235,6 +237,13 @@ main(int argc, char *argv[])
 			break;
 		case 'd':
 			r.disk_gb = number("--disk-gb", optarg, 1, SP_DISK_GB_MAX);
+			break;
+		case 'q':
+			if (sp_cpu_quota_parse("--cpu-quota", optarg, &r.cpu_pct,
+			    &e) == -1) {
+				sp_warn("%s", e.msg);
+				return SP_EXIT_USAGE;
+			}
 			break;
 		case 'l':
 			if (sp_label_check(optarg, &e) == -1) {

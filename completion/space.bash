@@ -123,8 +123,8 @@ _space() {
 	space-create)
 		case $prev in
 		--template) COMPREPLY=($(compgen -W "$(_space_templates)" -- "$cur")) ;;
-		--memory|--vcpus|--disk-gb|--label|--env|-n|--timeout|--wait) ;;
-		*) COMPREPLY=($(compgen -W "--template --memory --vcpus --disk-gb --label --env -n --timeout --no-pool --cold --anywhere --wait --" -- "$cur")) ;;
+		--memory|--vcpus|--disk-gb|--cpu-quota|--label|--env|-n|--timeout|--wait) ;;
+		*) COMPREPLY=($(compgen -W "--template --memory --vcpus --disk-gb --cpu-quota --label --env -n --timeout --no-pool --cold --anywhere --wait --" -- "$cur")) ;;
 		esac ;;
 	space-exec)
 		if [ "$COMP_CWORD" -eq 1 ]; then

@@ -75,6 +75,7 @@ create(struct sp_api_call *c)
 	const char *k;
 	char kv[1024];
 	struct sp_err e;
+	double cpus = 0;
 	size_t i;
 
 	sp_err_clear(&e);
@@ -85,19 +86,21 @@ create(struct sp_api_call *c)
 	}
 	if (sp_api_body_json(c->body, c->body_len, &body, &e) == -1)
 		goto out;
-	if (json_unpack_ex(body, NULL, JSON_STRICT, "{s:s, s?i, s?i, s?i, s?o, "
-	    "s?o}", "template", &r.template, "memory_mib", &r.memory_mib,
-	    "vcpus", &r.vcpus, "disk_gb", &r.disk_gb, "labels", &v, "env",
-	    &env) == -1 || r.memory_mib < 64 || r.memory_mib > 65536 ||
-	    r.vcpus < 1 || r.vcpus > 64 || r.disk_gb < 0 ||
-	    r.disk_gb > SP_DISK_GB_MAX) {
+	if (json_unpack_ex(body, NULL, JSON_STRICT, "{s:s, s?i, s?i, s?i, s?F, "
+	    "s?o, s?o}", "template", &r.template, "memory_mib", &r.memory_mib,
+	    "vcpus", &r.vcpus, "disk_gb", &r.disk_gb, "cpu_quota", &cpus,
+	    "labels", &v, "env", &env) == -1 || r.memory_mib < 64 ||
+	    r.memory_mib > 65536 || r.vcpus < 1 || r.vcpus > 64 ||
+	    r.disk_gb < 0 || r.disk_gb > SP_DISK_GB_MAX || !(cpus == 0 ||
+	    (cpus >= 0.01 && cpus <= SP_CPU_QUOTA_MAX))) {
 		sp_err_set(&e, SP_E_BAD_INPUT, 0, "want {\"template\":NAME, "
 		    "\"memory_mib\":64..65536, \"vcpus\":1..64, \"disk_gb\":"
-		    "0..16384, \"labels\":{}, \"env\":[\"NAME=VALUE\"]} and "
-		    "nothing else");
+		    "0..16384, \"cpu_quota\":0.01..1024, \"labels\":{}, "
+		    "\"env\":[\"NAME=VALUE\"]} and nothing else");
 		env = NULL;
 		goto out;
 	}
+	r.cpu_pct = (int)(cpus * 100 + 0.5);
 	labels = json_pack("{s:s}", "tenant", c->tenant);
 	v = json_object_get(body, "labels");
 	if (v != NULL && (!json_is_object(v) || json_object_size(v) > 64)) {

@@ -444,7 +444,8 @@ answer(struct req *r)
 		    MHD_RESPMEM_MUST_FREE);
 		c->raw = NULL;
 	} else {
-		if ((text = json_dumps(c->json, JSON_COMPACT)) == NULL)
+		if ((text = json_dumps(c->json, JSON_COMPACT |
+		    JSON_REAL_PRECISION(12))) == NULL)
 			return MHD_NO;
 		resp = MHD_create_response_from_buffer(strlen(text), text,
 		    MHD_RESPMEM_MUST_FREE);

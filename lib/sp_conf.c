@@ -177,8 +177,8 @@ static int
 check_jail(struct sp_conf *c, struct sp_err *e)
 {
 	unsigned long a, b;
-	char tail, *end;
-	double v;
+	char tail;
+	int pct = 0;
 
 	if (strcmp(c->jail, "on") != 0 && strcmp(c->jail, "off") != 0)
 		return sp_err_set(e, SP_E_BAD_INPUT, 0, "SPACE_JAIL must be on or off");
@@ -203,15 +203,27 @@ check_jail(struct sp_conf *c, struct sp_err *e)
 	    &c->lim.io_weight, e) == -1)
 		return -1;
 	c->lim.cpu_quota_pct = 0;
-	if (c->cpu_quota[0] != '\0') {
-		errno = 0;
-		v = strtod(c->cpu_quota, &end);
-		if (errno != 0 || *end != '\0' || !(v >= 0.01 && v <= 1024))
-			return sp_err_set(e, SP_E_BAD_INPUT, 0, "SPACE_CPU_QUOTA "
-			    "must be CPUs from 0.01 to 1024 (is '%.15s')",
-			    c->cpu_quota);
-		c->lim.cpu_quota_pct = (long)(v * 100 + 0.5);
-	}
+	if (c->cpu_quota[0] != '\0' && sp_cpu_quota_parse("SPACE_CPU_QUOTA",
+	    c->cpu_quota, &pct, e) == -1)
+		return -1;
+	c->lim.cpu_quota_pct = pct;
+	return 0;
+}
+
+int
+sp_cpu_quota_parse(const char *what, const char *s, int *pct,
+    struct sp_err *e)
+{
+	char *end;
+	double v;
+
+	errno = 0;
+	v = strtod(s, &end);
+	if (errno != 0 || end == s || *end != '\0' ||
+	    !(v >= 0.01 && v <= SP_CPU_QUOTA_MAX))
+		return sp_err_set(e, SP_E_BAD_INPUT, 0, "%s must be CPUs from "
+		    "0.01 to %d (is '%.15s')", what, SP_CPU_QUOTA_MAX, s);
+	*pct = (int)(v * 100 + 0.5);
 	return 0;
 }
 

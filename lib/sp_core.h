@@ -142,6 +142,11 @@ struct sp_conf {
 /* Reads SPACE_CONF (default /etc/space/space.conf) when it exists, then the
  * environment; every value is validated. */
 int sp_conf_load(struct sp_conf *c, struct sp_err *e);
+/* A CPU quota given in CPUs ("0.5", "2"): *pct gets hundredths of a CPU;
+ * bad-input naming what it is for anything but 0.01 to SP_CPU_QUOTA_MAX. */
+#define SP_CPU_QUOTA_MAX 1024
+int sp_cpu_quota_parse(const char *what, const char *s, int *pct,
+    struct sp_err *e);
 
 /* ---- retain: which snapshots the retention tiers keep (design.md) ---- */
 /* KIND:PERIOD:KEEP, separated by spaces or commas: in each of the KEEP
@@ -220,6 +225,8 @@ struct sp_sandbox_row {
 	char *placed;			/* JSON: why the scheduler chose its node,
 					 * or NULL; owned like labels */
 	int disk_gb;			/* its disk in GiB, 0: its template's */
+	int cpu_pct;			/* its CPU quota in hundredths of a
+					 * CPU, 0: the node's */
 };
 void sp_db_row_release(struct sp_sandbox_row *r);
 int sp_db_open(struct sp_db **db, const struct sp_conf *c, struct sp_err *e);

@@ -177,8 +177,10 @@ static const char *const migrations[] = {
 	 * --disk-gb): GiB, 0 for the template's.  A tenant's disk quota
 	 * counts the larger of the two. */
 	"ALTER TABLE sandboxes ADD COLUMN disk_gb INTEGER NOT NULL DEFAULT 0;",
+	/* 13: a sandbox's CPU quota when it is not the node's (space-create
+	 * --cpu-quota): hundredths of a CPU, 0 for the node's. */
+	"ALTER TABLE sandboxes ADD COLUMN cpu_pct INTEGER NOT NULL DEFAULT 0;",
 };
-#define NMIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 
 #define NMIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 
@@ -369,7 +371,7 @@ sp_db_row_release(struct sp_sandbox_row *r)
 #define SANDBOX_COLS "id, state, gen, template, node, created, memory_mib, " \
 	"vcpus, labels, CASE WHEN pool IS NULL THEN 0 ELSE 1 END, env, " \
 	"recovered, COALESCE(want, ''), COALESCE(want_error, ''), placed, " \
-	"disk_gb"
+	"disk_gb, cpu_pct"
 
 static int
 row_from(struct sp_db_q *q, struct sp_sandbox_row *r)
@@ -399,6 +401,7 @@ row_from(struct sp_db_q *q, struct sp_sandbox_row *r)
 	if ((s = col_text(q, 14)) != NULL && (r->placed = strdup(s)) == NULL)
 		return -1;
 	r->disk_gb = (int)col_int(q, 15);
+	r->cpu_pct = (int)col_int(q, 16);
 	return r->labels == NULL || r->env == NULL ? -1 : 0;
 }
 
@@ -505,25 +508,26 @@ sp_db_sandbox_insert(struct sp_db *db, const struct sp_sandbox_row *r,
 	if (tenant[0] == '\0' || r->pod) {
 		n = write_sql(db, "insert sandbox", "INSERT INTO sandboxes"
 		    " (id, state, gen, template, node, created, memory_mib,"
-		    " vcpus, labels, updated, env, want, disk_gb) VALUES ($1,"
-		    " $2, $3, $4, $5, $6, $7, $8, $9, $6, $10, NULLIF($11, ''),"
-		    " $12)", e, "ssIssIiisssi",
+		    " vcpus, labels, updated, env, want, disk_gb, cpu_pct)"
+		    " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $6, $10,"
+		    " NULLIF($11, ''), $12, $13)", e, "ssIssIiisssii",
 		    r->id, sp_state_name(r->state), r->gen, r->template,
 		    r->node, r->created, r->memory_mib, r->vcpus,
 		    r->labels ? r->labels : "{}", r->env ? r->env : "[]",
-		    r->want, r->disk_gb);
+		    r->want, r->disk_gb, r->cpu_pct);
 	} else {
 		if (tenant_lock(db, tenant, &own, e) == -1)
 			return -1;
 		n = write_sql(db, "insert sandbox", "INSERT INTO sandboxes"
 		    " (id, state, gen, template, node, created, memory_mib,"
-		    " vcpus, labels, updated, env, want, tenant, disk_gb) SELECT"
-		    " $1, $2, $3, $4, $5, $6, $7, $8, $9, $6, $10, NULLIF($11,"
-		    " ''), $12, $13 WHERE" QUOTA_FITS("$12", "$7", "$8", "$4",
-		    "$13"), e, "ssIssIiissssi", r->id,
+		    " vcpus, labels, updated, env, want, tenant, disk_gb,"
+		    " cpu_pct) SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $6,"
+		    " $10, NULLIF($11, ''), $12, $13, $14 WHERE"
+		    QUOTA_FITS("$12", "$7", "$8", "$4", "$13"), e,
+		    "ssIssIiissssii", r->id,
 		    sp_state_name(r->state), r->gen, r->template, r->node,
 		    r->created, r->memory_mib, r->vcpus, r->labels, r->env ?
-		    r->env : "[]", r->want, tenant, r->disk_gb);
+		    r->env : "[]", r->want, tenant, r->disk_gb, r->cpu_pct);
 		if (n == 0)
 			quota_exceeded(db, tenant, e);
 		if (tenant_unlock(db, own, n > 0, e) == -1)

@@ -57,7 +57,10 @@ sp_out_json(json_t *obj)
 	char *s;
 	int rc = 0;
 
-	s = json_dumps(obj, JSON_COMPACT | JSON_PRESERVE_ORDER);
+	/* Twelve digits: a quota of 0.3 CPUs prints as 0.3, not as
+	 * 0.29999999999999999. */
+	s = json_dumps(obj, JSON_COMPACT | JSON_PRESERVE_ORDER |
+	    JSON_REAL_PRECISION(12));
 	json_decref(obj);
 	if (s == NULL)
 		return -1;

@@ -583,6 +583,7 @@ create_placed(struct sp_ctx *x, const char *id, struct sp_err *e)
 	req.memory_mib = r.memory_mib;
 	req.vcpus = r.vcpus;
 	req.disk_gb = r.disk_gb;
+	req.cpu_pct = r.cpu_pct;
 	req.labels = json_loads(r.labels ? r.labels : "{}", 0, NULL);
 	req.env = json_loads(r.env ? r.env : "[]", 0, NULL);
 	if (json_array_size(req.env) == 0) {

@@ -85,8 +85,9 @@ sp_sandbox_create(struct sp_ctx *x, const struct sp_create_req *r, json_t **out,
 		return -1;
 	if (disk_check(r, &t, e) == -1)
 		return -1;
-	/* A pod's disk is its template's. */
-	if (!r->pod && !r->no_pool && r->placed_id == NULL && r->disk_gb == 0) {
+	/* A pod's disk is its template's, its CPU quota the node's. */
+	if (!r->pod && !r->no_pool && r->placed_id == NULL && r->disk_gb == 0 &&
+	    r->cpu_pct == 0) {
 		if ((rc = sp_pool_claim(x, r, &t, t0, out, e)) != 0)
 			return rc == 1 ? 0 : -1;
 	}
@@ -251,6 +252,9 @@ sp_sandbox_describe(struct sp_ctx *x, const struct sp_sandbox_row *r,
 	/* A disk of its own size (--disk-gb), not its template's. */
 	if (o != NULL && r->disk_gb > 0)
 		json_object_set_new(o, "disk_gb", json_integer(r->disk_gb));
+	/* A CPU quota of its own (--cpu-quota), in CPUs. */
+	if (o != NULL && r->cpu_pct > 0)
+		json_object_set_new(o, "cpu_quota", json_real(r->cpu_pct / 100.0));
 	/* A wish its node has not carried out yet, or could not. */
 	if (o != NULL && r->want[0] != '\0')
 		json_object_set_new(o, "want", json_string(r->want));
@@ -344,6 +348,7 @@ sp_sandbox_request(struct sp_ctx *x, const struct sp_create_req *r,
 	row.memory_mib = r->memory_mib;
 	row.vcpus = r->vcpus;
 	row.disk_gb = r->disk_gb;
+	row.cpu_pct = r->cpu_pct;
 	row.labels = labels;
 	row.env = env;
 	snprintf(row.want, sizeof row.want, "running");

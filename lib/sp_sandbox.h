@@ -50,6 +50,9 @@ struct sp_create_req {
 	int disk_gb;		/* 0: the template's disk; else its size in
 				 * GiB, the guest's root grown to it (no
 				 * pod: pods have the template's) */
+	int cpu_pct;		/* 0: the node's CPU quota (SPACE_CPU_QUOTA);
+				 * else its own, in hundredths of a CPU (no
+				 * pod: pods have the node's) */
 	json_t *labels;		/* object of strings, borrowed; may be NULL */
 	json_t *env;		/* array of "K=V" the guest gives calls, or NULL */
 	int ready_timeout_ms;	/* boot until the daemon says hello */
@@ -90,6 +93,7 @@ struct sp_make {
 	const char *template;	/* name@digest, for the row */
 	int memory_mib, vcpus;
 	int64_t disk_bytes;	/* 0: the source's disk; else grown to it */
+	int cpu_pct;		/* 0: the node's CPU quota; else its own */
 	json_t *labels, *env;	/* borrowed; may be NULL */
 	const char *pool;	/* a pod of this pool, or NULL */
 	int ready_timeout_ms;
@@ -271,7 +275,8 @@ int sp_jail_dirs(const struct sp_jail *j, const char *dir, const char *run,
 /* Before a new VM of id is defined: sp_jail_get, then sp_jail_dirs. */
 int sp_jail_prepare(struct sp_ctx *x, const char *id, const char *dir,
     const char *run, struct sp_jail *j, struct sp_err *e);
-/* Puts j's uid and the configured limits in s (after s->memory_mib). */
+/* Puts j's uid and the configured limits in s (after s->memory_mib); a CPU
+ * quota s has already (the sandbox's own) stays. */
 int sp_jail_spec(struct sp_ctx *x, const struct sp_jail *j,
     struct sp_vm_spec *s, struct sp_err *e);
 /* After VM dom started: its pids limit (SPACE_PIDS_MAX). */

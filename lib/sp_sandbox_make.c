@@ -309,6 +309,7 @@ sp_sandbox_make_new(struct sp_ctx *x, const struct sp_create_req *r,
 		.src = warm ? ckpt : tpath, .saved = warm ? &ci : NULL,
 		.template = ref, .memory_mib = r->memory_mib, .vcpus = r->vcpus,
 		.disk_bytes = (int64_t)r->disk_gb * SP_GIB,
+		.cpu_pct = r->cpu_pct,
 		.labels = r->labels, .env = r->env,
 		.pool = r->pod ? t->name : NULL,
 		.ready_timeout_ms = r->ready_timeout_ms,
@@ -389,6 +390,7 @@ sp_sandbox_make(struct sp_ctx *x, const struct sp_make *m,
 	row.memory_mib = m->memory_mib;
 	row.vcpus = m->vcpus;
 	row.disk_gb = (int)(m->disk_bytes / SP_GIB);
+	row.cpu_pct = m->cpu_pct;
 	row.labels = labels;
 	row.env = envtext;
 	if (sp_sandbox_lock(x, row.id, 1, &lock, e) == -1)
@@ -419,7 +421,7 @@ sp_sandbox_make(struct sp_ctx *x, const struct sp_make *m,
 		.kernel = f.kernel, .initrd = f.initrd, .cmdline = NULL,
 		.disk = f.disk, .chan_dir = run, .nports = l.nports,
 		.virt_type = x->virt_type, .shared_vectors = l.shared_vectors,
-		.no_egress = !l.egress,
+		.no_egress = !l.egress, .cpu_quota_pct = m->cpu_pct,
 	};
 	if (sp_jail_spec(x, &jail, &spec, e) == -1 ||
 	    sp_virt_domain_xml(&spec, &xml, e) == -1)

@@ -130,8 +130,9 @@ locality(const struct cand *c, const struct sp_sandbox_row *r)
 	size_t i;
 
 	pod_key(r->template, r->memory_mib, r->vcpus, key, sizeof key);
-	/* A pod has its template's disk: not one for a larger disk. */
-	if (r->state == SP_ST_CREATING && r->disk_gb == 0 &&
+	/* A pod has its template's disk and the node's CPU quota: not one
+	 * for a larger disk or a quota of its own. */
+	if (r->state == SP_ST_CREATING && r->disk_gb == 0 && r->cpu_pct == 0 &&
 	    json_integer_value(json_object_get(c->pods, key)) > 0)
 		return 2;
 	for (i = 0; i < json_array_size(c->templates); i++)

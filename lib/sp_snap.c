@@ -606,7 +606,7 @@ sp_snap_fork(struct sp_ctx *x, const char *id, const char *snap, int count,
 	m = (struct sp_make){
 		.src = src, .saved = full ? &ci : NULL, .template = sb.template,
 		.memory_mib = sb.memory_mib, .vcpus = sb.vcpus,
-		.labels = labels, .env = env,
+		.cpu_pct = sb.cpu_pct, .labels = labels, .env = env,
 		.ready_timeout_ms = full ? RESTORE_READY_MS : BOOT_READY_MS,
 	};
 	rc = 0;

@@ -443,10 +443,11 @@ read_manifest(struct sp_ctx *x, struct sp_store *s, const char *id,
 	return 0;
 }
 
-/* The domain of a restored sandbox, with this node's paths. */
+/* The domain of a restored sandbox, with this node's paths and its own
+ * CPU quota (cpu_pct, 0 for the node's). */
 static int
 define_here(struct sp_ctx *x, const char *id, const char *dir,
-    const struct sp_ckpt_info *ci, char **xml, struct sp_err *e)
+    const struct sp_ckpt_info *ci, int cpu_pct, char **xml, struct sp_err *e)
 {
 	char run[SP_PATH_MAX], disk[SP_PATH_MAX], kernel[SP_PATH_MAX];
 	char initrd[SP_PATH_MAX], dom[SP_ID_LEN + 4], p[SP_PATH_MAX];
@@ -471,6 +472,7 @@ define_here(struct sp_ctx *x, const char *id, const char *dir,
 		.cmdline = NULL, .disk = disk, .chan_dir = run,
 		.nports = l.nports, .virt_type = x->virt_type,
 		.shared_vectors = l.shared_vectors, .no_egress = !l.egress,
+		.cpu_quota_pct = cpu_pct,
 	};
 	if (sp_jail_spec(x, &jail, &spec, e) == -1 ||
 	    sp_virt_domain_xml(&spec, xml, e) == -1)
@@ -587,7 +589,7 @@ restore_locked_store(struct sp_ctx *x, struct sp_store *s, const char *id,
 	    sp_subvol_delete(dir, e) == -1 ||
 	    sp_subvol_snapshot(sdir, dir, 0, e) == -1 ||
 	    write_base(dir, base, e) == -1 ||
-	    define_here(x, id, dir, &ci, &xml, e) == -1 ||
+	    define_here(x, id, dir, &ci, sb.cpu_pct, &xml, e) == -1 ||
 	    sp_virt_restore(x->virt, sav, xml, dom, e) == -1 ||
 	    sp_jail_started(x, dom, e) == -1)
 		goto back;

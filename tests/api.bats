@@ -94,6 +94,20 @@ teardown_file() {
 	[ "$status" -ne 0 ]
 }
 
+@test "native API: a disk and a CPU quota of its own" {
+	run api -H "Authorization: Bearer $KEY_A" -d '{"template":"minimal","disk_gb":3,"cpu_quota":0.5}' "$URL/v1/sandboxes"
+	[ "$output" = 201 ]
+	id=$(jq -r .id "$T/body")
+	echo "$id" >>"$T/ids"
+	run api -H "Authorization: Bearer $KEY_A" "$URL/v1/sandboxes/$id"
+	[ "$output" = 200 ]
+	jq -e '.disk_gb == 3 and .cpu_quota == 0.5' "$T/body"
+	[ "$(stat -c %s "$SPACE_ROOT/sandboxes/$id/disk.raw")" -eq $((3 * 1024 * 1024 * 1024)) ]
+	virsh -c qemu:///system schedinfo "sp-$id" | grep -q 'global_quota *: 50000$'
+	run api -X DELETE -H "Authorization: Bearer $KEY_A" "$URL/v1/sandboxes/$id"
+	[ "$output" = 200 ]
+}
+
 @test "native API: files in and out, a directory, a tar stream" {
 	run api -H "Authorization: Bearer $KEY_A" -d '{"template":"minimal"}' "$URL/v1/sandboxes"
 	id=$(jq -r .id "$T/body")
@@ -243,7 +257,10 @@ teardown_file() {
 @test "malformed JSON is 400, a body over the bound is 413, and nothing is made" {
 	before=$(space-ls | jq -s 'length')
 	for body in '{' '[]' '{"template":"minimal","vcpus":"x"}' '{"template":"minimal","extra":1}' \
-	    '{"template":"minimal","labels":{"tenant":"other"}}' '{"template":"minimal","env":["1X=y"]}'; do
+	    '{"template":"minimal","labels":{"tenant":"other"}}' '{"template":"minimal","env":["1X=y"]}' \
+	    '{"template":"minimal","cpu_quota":-1}' '{"template":"minimal","cpu_quota":1025}' \
+	    '{"template":"minimal","cpu_quota":0.001}' '{"template":"minimal","cpu_quota":"1"}' \
+	    '{"template":"minimal","disk_gb":-1}' '{"template":"minimal","disk_gb":1.5}'; do
 		run api -H "X-API-KEY: $KEY_A" -d "$body" "$URL/v1/sandboxes"
 		[ "$output" = 400 ] || { echo "$body: $output"; false; }
 		jq -e '.error == "bad-input"' "$T/body"

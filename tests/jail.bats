@@ -249,12 +249,19 @@ EOF
 	[ "$(space-ls --pods | wc -l)" -eq "$before" ]
 }
 
+# The CPU quota of sandbox $1's domain, in microseconds a 100 ms period
+# (-1: none), as libvirt says it.
+cpu_quota_us() {
+	virsh -c qemu:///system schedinfo "sp-$1" |
+		awk '$1 == "global_quota" { print $3 }'
+}
+
 @test "SPACE_CPU_QUOTA caps a VM's CPU: the domain's cgroup gets the quota" {
 	local id pid cg
 	id=$(SPACE_CPU_QUOTA=0.5 create --no-pool)
 	[ -n "$id" ]
 	echo "$id" >> "$BATS_FILE_TMPDIR/ids"
-	virsh -c qemu:///system schedinfo "sp-$id" | grep -q 'global_quota *: 50000'
+	[ "$(cpu_quota_us "$id")" -eq 50000 ]
 	pid=$(qemu_pid "$id")
 	if [ "$(stat -f -c %T /sys/fs/cgroup)" != cgroup2fs ]; then
 		cg=$(sed -n 's/^[0-9]*:cpu\(,cpuacct\)\{0,1\}://p' "/proc/$pid/cgroup")
@@ -262,6 +269,27 @@ EOF
 		[ "$(cat "/sys/fs/cgroup/cpu$cg/cpu.cfs_quota_us")" -eq 50000 ]
 	fi
 	space-rm "$id" >/dev/null
+	# Without it, a VM has no quota.
+	[ "$(cpu_quota_us "$A")" -le 0 ]
+}
+
+@test "--cpu-quota: a sandbox's own quota, over the node's; bad ones refused, nothing made" {
+	local id before
+	id=$(SPACE_CPU_QUOTA=0.5 space-create --template minimal --cpu-quota 1.25 | jq -r 'select(.ok) | .id')
+	[ -n "$id" ]
+	echo "$id" >> "$BATS_FILE_TMPDIR/ids"
+	[ "$(cpu_quota_us "$id")" -eq 125000 ]
+	[ "$(space-ls "$id" | jq -r .cpu_quota)" = 1.25 ]
+	# Not a pod: a pod has the node's quota.
+	[ "$(space-ls "$id" | jq -r .pod)" = null ]
+	space-rm "$id" >/dev/null
+	before=$(space-ls --pods | wc -l)
+	for q in 0 -1 0.001 1025 nan inf 1x ""; do
+		run space-create --template minimal --cpu-quota "$q"
+		[ "$status" -eq 100 ]
+		[[ "$output" == *"--cpu-quota must be CPUs from 0.01 to 1024"* ]]
+	done
+	[ "$(space-ls --pods | wc -l)" -eq "$before" ]
 }
 
 # The root filesystem's size, in KiB, as the guest sees it.
@@ -271,7 +299,7 @@ root_kib() {
 
 @test "--disk-gb: the guest's root is that size, writing past it is ENOSPC in the guest, the host and the others go on" {
 	local d
-	d=$(create --no-pool --disk-gb 2)
+	d=$(create --no-pool --disk-gb 2 --cpu-quota 0.3)
 	[ -n "$d" ]
 	echo "$d" >> "$BATS_FILE_TMPDIR/ids"
 	echo "$d" > "$BATS_FILE_TMPDIR/disk-id"
@@ -294,23 +322,29 @@ root_kib() {
 	[ "$output" = fits ]
 }
 
-@test "the disk's size holds across stop and start, a snapshot and rollback, a fork, a suspend and restore" {
+@test "the disk's size and CPU quota hold across stop and start, a snapshot and rollback, a fork, a suspend and restore" {
 	local d f snap kib
 	d=$(cat "$BATS_FILE_TMPDIR/disk-id")
 	kib=$(root_kib "$d")
+	[ "$(cpu_quota_us "$d")" -eq 30000 ]
 	space-stop "$d" >/dev/null
 	space-start "$d" >/dev/null
 	[ "$(root_kib "$d")" -eq "$kib" ]
+	[ "$(cpu_quota_us "$d")" -eq 30000 ]
 	snap=$(space-snap --full "$d" | jq -r .snap)
 	space-rollback "$d" "$snap" >/dev/null
 	[ "$(root_kib "$d")" -eq "$kib" ]
+	[ "$(cpu_quota_us "$d")" -eq 30000 ]
 	f=$(space-fork "$d" | jq -r 'select(.ok) | .id')
 	[ -n "$f" ]
 	echo "$f" >> "$BATS_FILE_TMPDIR/ids"
 	[ "$(root_kib "$f")" -eq "$kib" ]
+	[ "$(cpu_quota_us "$f")" -eq 30000 ]
+	[ "$(space-ls "$f" | jq -r .cpu_quota)" = 0.3 ]
 	space-suspend "$d" >/dev/null
 	space-restore "$d" >/dev/null
 	[ "$(root_kib "$d")" -eq "$kib" ]
+	[ "$(cpu_quota_us "$d")" -eq 30000 ]
 	[ "$(stat -c %s "$SPACE_ROOT/sandboxes/$d/disk.raw")" -eq $((2 * 1024 * 1024 * 1024)) ]
 }
 
@@ -330,12 +364,13 @@ root_kib() {
 	[ "$(space-ls --pods | wc -l)" -eq "$before" ]
 }
 
-@test "--anywhere --disk-gb: the row carries the size to the node the scheduler picks, which makes it so" {
+@test "--anywhere --disk-gb --cpu-quota: the row carries them to the node the scheduler picks, which makes it so" {
 	local id
-	id=$(space-create --anywhere --template minimal --disk-gb 3 | jq -r 'select(.ok) | .id')
+	id=$(space-create --anywhere --template minimal --disk-gb 3 --cpu-quota 2 | jq -r 'select(.ok) | .id')
 	[ -n "$id" ]
 	echo "$id" >> "$BATS_FILE_TMPDIR/ids"
 	[ "$(space-ls "$id" | jq -r .disk_gb)" = 3 ]
+	[ "$(space-ls "$id" | jq -r .cpu_quota)" = 2 ]
 	space-init >/dev/null		# this node's lease, fresh: a candidate
 	space-schedule >/dev/null
 	[ "$(space-ls "$id" | jq -r .node)" = "$SPACE_NODE" ]
@@ -343,6 +378,7 @@ root_kib() {
 	[ "$(space-ls "$id" | jq -r .state)" = running ]
 	[ "$(root_kib "$id")" -gt $((2900 * 1024)) ]
 	[ "$(stat -c %s "$SPACE_ROOT/sandboxes/$id/disk.raw")" -eq $((3 * 1024 * 1024 * 1024)) ]
+	[ "$(cpu_quota_us "$id")" -eq 200000 ]
 }
 
 @test "a tenant's disk quota counts a sandbox's own disk when it is larger than its template's" {
