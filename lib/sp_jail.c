@@ -313,6 +313,22 @@ io_weight_supported(void)
 }
 
 int
+sp_jail_disk_limit(const char *dir, int64_t disk_bytes, struct sp_err *e)
+{
+	char disk[SP_PATH_MAX];
+	struct stat st;
+
+	if (sp_path_fmt(disk, sizeof disk, e, "%s/disk.raw", dir) == -1)
+		return -1;
+	if (stat(disk, &st) == -1)
+		return sp_err_sys(e, SP_E_IO, "%s", disk);
+	if (disk_bytes < st.st_size)
+		disk_bytes = st.st_size;
+	return sp_subvol_limit(dir, 2 * (uint64_t)disk_bytes +
+	    SP_DISK_LIMIT_SLACK, e);
+}
+
+int
 sp_jail_spec(struct sp_ctx *x, const struct sp_jail *j, struct sp_vm_spec *s,
     struct sp_err *e)
 {

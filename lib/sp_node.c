@@ -283,6 +283,10 @@ sp_node_init(const struct sp_conf *c, uint64_t loop_bytes,
 		info->loop = 1;
 	}
 	strcpy(info->fs, "btrfs");
+	/* Simple quotas, for the backstop under each sandbox's disk
+	 * (sp_jail_disk_limit). */
+	if (sp_subvol_quota_enable(c->root, info->quota, e) == -1)
+		goto out;
 	/* QEMU runs as an unprivileged user and must reach the sandbox disks. */
 	if (chmod(c->root, 0755) == -1) {
 		sp_err_sys(e, SP_E_IO, "chmod %s", c->root);

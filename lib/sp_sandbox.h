@@ -15,6 +15,7 @@ struct sp_node_info {
 	int kvm;		/* 1 when VMs use KVM */
 	char virt_type[16];
 	char libvirt[64];	/* libvirt version, or "" when it does not answer */
+	char quota[8];		/* the btrfs's quotas: "simple", "full", "" */
 };
 /* Makes root a btrfs filesystem (a loop-backed image of loop_bytes when it is
  * not and loop_bytes > 0), creates the layout, migrates the DB, checks that
@@ -275,6 +276,14 @@ int sp_jail_dirs(const struct sp_jail *j, const char *dir, const char *run,
 /* Before a new VM of id is defined: sp_jail_get, then sp_jail_dirs. */
 int sp_jail_prepare(struct sp_ctx *x, const char *id, const char *dir,
     const char *run, struct sp_jail *j, struct sp_err *e);
+/* The host's backstop under a sandbox's disk quota (its filesystem's size,
+ * which the guest meets first): the subvolume at dir may hold of its own
+ * twice its disk (the larger of disk_bytes and disk.raw's size: btrfs keeps
+ * a partly overwritten extent whole) and SP_DISK_LIMIT_SLACK for the rest.
+ * Set on each new subvolume of a sandbox (create, fork, rollback, restore);
+ * nothing when the filesystem has no quotas. */
+#define SP_DISK_LIMIT_SLACK (256ull << 20)
+int sp_jail_disk_limit(const char *dir, int64_t disk_bytes, struct sp_err *e);
 /* Puts j's uid and the configured limits in s (after s->memory_mib); a CPU
  * quota s has already (the sandbox's own) stays. */
 int sp_jail_spec(struct sp_ctx *x, const struct sp_jail *j,

@@ -83,6 +83,14 @@ int sp_subvol_exclusive_bytes(const char *path, uint64_t *out,
  * when it was received (*received 1), else its own UUID. */
 int sp_subvol_lineage(const char *path, char out[37], int *received,
     struct sp_err *e);
+/* Turns on btrfs's simple quotas on the filesystem at path unless it has
+ * quotas already; mode gets "simple", "full" or "" (this kernel has no
+ * simple quotas: left off). */
+int sp_subvol_quota_enable(const char *path, char mode[8], struct sp_err *e);
+/* Caps what the subvolume at path may hold of its own (its qgroup's
+ * exclusive bytes): past it a write there fails with EDQUOT.  Nothing is
+ * done, and 0 returned, when the filesystem has no quotas. */
+int sp_subvol_limit(const char *path, uint64_t bytes, struct sp_err *e);
 
 /* ---- digest: a file's SHA-256 (sp_digest.c) ---- */
 /* SHA-256 (hex) and size of a file. */

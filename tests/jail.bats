@@ -292,6 +292,46 @@ cpu_quota_us() {
 	[ "$(space-ls --pods | wc -l)" -eq "$before" ]
 }
 
+# The qgroup limit of sandbox $1's subvolume (its exclusive bytes), as
+# btrfs-progs shows it.
+disk_limit() {
+	btrfs qgroup show -re --raw "$SPACE_ROOT" |
+		awk -v p="sandboxes/$1" '$NF == p { print $5 }'
+}
+
+# What that limit should be: twice the disk, and 256 MiB.
+disk_limit_of() {
+	echo $((2 * $(stat -c %s "$SPACE_ROOT/sandboxes/$1/disk.raw") + 268435456))
+}
+
+@test "a sandbox's subvolume has a qgroup limit under its disk: past it a write there fails, the host and others go on" {
+	local lim other dir=$SPACE_ROOT/sandboxes/$A
+	[ "$(space-init | jq -r .quota)" = simple ]
+	lim=$(disk_limit "$A")
+	[ "$lim" = "$(disk_limit_of "$A")" ]
+	# The host's side of what a guest could pin (extents kept whole when
+	# partly overwritten): taken in the sandbox's subvolume, refused.
+	run fallocate -l $((lim + 1048576)) "$dir/pinned"
+	[ "$status" -ne 0 ]
+	[[ "$output" == *"Disk quota exceeded"* ]]
+	run fallocate -l $((lim / 2)) "$dir/pinned"
+	[ "$status" -eq 0 ]
+	run fallocate -l $((lim / 2 + 268435456)) "$dir/more"
+	[ "$status" -ne 0 ]
+	[[ "$output" == *"Disk quota exceeded"* ]]
+	# The host and another sandbox go on.
+	[ "$(df -k --output=avail "$SPACE_ROOT" | tail -n 1)" -gt $((1024 * 1024)) ]
+	other=$(create --no-pool)
+	[ -n "$other" ]
+	echo "$other" >> "$BATS_FILE_TMPDIR/ids"
+	run space-exec "$other" -- sh -c 'dd if=/dev/zero of=/b bs=1M count=8 2>/dev/null && sync && rm /b && echo written'
+	[ "$output" = written ]
+	space-rm "$other" >/dev/null
+	rm -f "$dir/pinned" "$dir/more"
+	run space-exec "$A" -- sh -c 'dd if=/dev/zero of=/a bs=1M count=8 2>/dev/null && sync && rm /a && echo written'
+	[ "$output" = written ]
+}
+
 # The root filesystem's size, in KiB, as the guest sees it.
 root_kib() {
 	space-exec "$1" -- df -k / | awk 'NR == 2 { print $2 }'
@@ -322,11 +362,12 @@ root_kib() {
 	[ "$output" = fits ]
 }
 
-@test "the disk's size and CPU quota hold across stop and start, a snapshot and rollback, a fork, a suspend and restore" {
+@test "the disk's size, its qgroup limit and the CPU quota hold across stop and start, a snapshot and rollback, a fork, a suspend and restore" {
 	local d f snap kib
 	d=$(cat "$BATS_FILE_TMPDIR/disk-id")
 	kib=$(root_kib "$d")
 	[ "$(cpu_quota_us "$d")" -eq 30000 ]
+	[ "$(disk_limit "$d")" = $((4 * 1024 * 1024 * 1024 + 268435456)) ]
 	space-stop "$d" >/dev/null
 	space-start "$d" >/dev/null
 	[ "$(root_kib "$d")" -eq "$kib" ]
@@ -335,16 +376,19 @@ root_kib() {
 	space-rollback "$d" "$snap" >/dev/null
 	[ "$(root_kib "$d")" -eq "$kib" ]
 	[ "$(cpu_quota_us "$d")" -eq 30000 ]
+	[ "$(disk_limit "$d")" = $((4 * 1024 * 1024 * 1024 + 268435456)) ]
 	f=$(space-fork "$d" | jq -r 'select(.ok) | .id')
 	[ -n "$f" ]
 	echo "$f" >> "$BATS_FILE_TMPDIR/ids"
 	[ "$(root_kib "$f")" -eq "$kib" ]
 	[ "$(cpu_quota_us "$f")" -eq 30000 ]
+	[ "$(disk_limit "$f")" = $((4 * 1024 * 1024 * 1024 + 268435456)) ]
 	[ "$(space-ls "$f" | jq -r .cpu_quota)" = 0.3 ]
 	space-suspend "$d" >/dev/null
 	space-restore "$d" >/dev/null
 	[ "$(root_kib "$d")" -eq "$kib" ]
 	[ "$(cpu_quota_us "$d")" -eq 30000 ]
+	[ "$(disk_limit "$d")" = $((4 * 1024 * 1024 * 1024 + 268435456)) ]
 	[ "$(stat -c %s "$SPACE_ROOT/sandboxes/$d/disk.raw")" -eq $((2 * 1024 * 1024 * 1024)) ]
 }
 
