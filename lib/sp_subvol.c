@@ -440,7 +440,8 @@ sp_subvol_readonly(const char *path)
 }
 
 /* The quota mode of the btrfs at path, as its sysfs says: "simple", "full"
- * or "" for none (or a kernel that does not say). */
+ * (also a kernel before 6.7, which has a qgroups directory but no mode) or
+ * "" for none. */
 static void
 quota_mode(const char *path, char mode[8])
 {
@@ -458,12 +459,16 @@ quota_mode(const char *path, char mode[8])
 	}
 	close(fd);
 	uuid_text(fi.fsid, uuid);
+	snprintf(p, sizeof p, "/sys/fs/btrfs/%s/qgroups", uuid);
+	if (access(p, F_OK) == -1)
+		return;		/* no qgroups directory: quotas are off */
+	snprintf(mode, 8, "full");
 	snprintf(p, sizeof p, "/sys/fs/btrfs/%s/qgroups/mode", uuid);
 	if ((f = fopen(p, "re")) == NULL)
-		return;		/* no qgroups directory: quotas are off */
-	if (fgets(text, sizeof text, f) != NULL)
-		snprintf(mode, 8, "%s", strncmp(text, "squota", 6) == 0 ?
-		    "simple" : "full");
+		return;
+	if (fgets(text, sizeof text, f) != NULL &&
+	    strncmp(text, "squota", 6) == 0)
+		snprintf(mode, 8, "simple");
 	fclose(f);
 }
 
