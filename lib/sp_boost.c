@@ -7,8 +7,9 @@
  * the hang-up of the claim's channel).
  *
  * The weight is the cgroup's that libvirt made for the VM (cpu.shares under
- * cgroup v1, cpu.weight under v2), found from its vCPU thread: the topmost
- * directory of that thread's cgroup whose name holds the domain's name.
+ * cgroup v1, cpu.weight under v2), found from its vCPU thread (sp_cgroup.c):
+ * the topmost directory of that thread's cgroup whose name holds the
+ * domain's name.
  * While boosted, run/ID/boost holds the file and the weight to put back,
  * locked by the booster: space-reconcile puts back what a booster that was
  * killed left (sp_boost_repair), and removes a mark its booster did not get
@@ -30,173 +31,34 @@
 #define BOOST_FACTOR	10
 #define MARK		"boost"
 
-#define PROC_TEXT_MAX	(1 << 20)	/* /proc/self/mountinfo of a busy host */
-
-/* The next line of *text (NUL-terminated in place), or NULL at the end. */
-static char *
-next_line(char **text)
-{
-	char *line = *text, *nl;
-
-	if (line == NULL || *line == '\0')
-		return NULL;
-	if ((nl = strchr(line, '\n')) != NULL) {
-		*nl = '\0';
-		*text = nl + 1;
-	} else
-		*text = line + strlen(line);
-	return line;
-}
-
-/* The mount points, from mountinfo's text (changed in place), of the cgroup
- * v1 hierarchy with the cpu controller (super options holding "cpu") and of
- * cgroup v2: "" for none. */
-static void
-cpu_mounts(char *text, char *v1, char *v2, size_t n)
-{
-	char *line, *sep, *f[6], *opt, *save;
-	int i;
-
-	v1[0] = v2[0] = '\0';
-	while ((line = next_line(&text)) != NULL) {
-		/* ID PARENT MAJ:MIN ROOT MOUNTPOINT ... - FSTYPE SRC OPTS */
-		if ((sep = strstr(line, " - ")) == NULL)
-			continue;
-		*sep = '\0';
-		f[0] = strtok_r(line, " ", &save);
-		for (i = 1; i < 5; i++)
-			f[i] = f[i - 1] != NULL ? strtok_r(NULL, " ", &save) :
-			    NULL;
-		if (f[0] == NULL || f[4] == NULL || strcmp(f[3], "/") != 0)
-			continue;
-		f[5] = strtok_r(sep + 3, " ", &save);	/* fstype */
-		(void)strtok_r(NULL, " ", &save);	/* source */
-		opt = strtok_r(NULL, " ", &save);
-		if (f[5] != NULL && strcmp(f[5], "cgroup2") == 0 && v2[0] == '\0')
-			snprintf(v2, n, "%s", f[4]);
-		if (f[5] == NULL || strcmp(f[5], "cgroup") != 0 || opt == NULL)
-			continue;
-		for (opt = strtok_r(opt, ",", &save); opt != NULL;
-		    opt = strtok_r(NULL, ",", &save))
-			if (strcmp(opt, "cpu") == 0)
-				snprintf(v1, n, "%s", f[4]);
-	}
-}
-
-/* Does the path's last component name the domain (libvirt writes "sp-ID"
- * as is under v1, as "sp\x2dID" in a systemd scope's name)? */
+/* The weight file of the VM's cgroup cg. */
 static int
-names_domain(const char *path, const char *id)
+weight_file(const struct sp_cgroup *cg, char *out, size_t n)
 {
-	const char *last = strrchr(path, '/');
-	char a[SP_ID_LEN + 8], b[SP_ID_LEN + 8];
-
-	last = last != NULL ? last + 1 : path;
-	snprintf(a, sizeof a, "sp-%s", id);
-	snprintf(b, sizeof b, "sp\\x2d%s", id);
-	return strstr(last, a) != NULL || strstr(last, b) != NULL;
+	return (size_t)snprintf(out, n, "%s%s/%s", cg->mount, cg->path,
+	    cg->v2 ? "cpu.weight" : "cpu.shares") >= n ? -1 : 0;
 }
 
 int
 sp_boost_weight_path(char *cgroup, char *mountinfo, const char *id,
     char *out, size_t n)
 {
-	char m1[SP_PATH_MAX], m2[SP_PATH_MAX], v1[SP_PATH_MAX] = "";
-	char v2[SP_PATH_MAX] = "", up[SP_PATH_MAX], *line, *c, *p, *tok, *save;
+	struct sp_cgroup cg;
 
-	/* HIERARCHY:CONTROLLERS:PATH */
-	while ((line = next_line(&cgroup)) != NULL) {
-		if ((c = strchr(line, ':')) == NULL ||
-		    (p = strchr(c + 1, ':')) == NULL)
-			continue;
-		*c++ = '\0';	/* line: the hierarchy's number */
-		*p++ = '\0';	/* c: its controllers, p: the path */
-		if (strcmp(line, "0") == 0 && *c == '\0')
-			snprintf(v2, sizeof v2, "%s", p);
-		for (tok = strtok_r(c, ",", &save); tok != NULL;
-		    tok = strtok_r(NULL, ",", &save))
-			if (strcmp(tok, "cpu") == 0)
-				snprintf(v1, sizeof v1, "%s", p);
-	}
-	cpu_mounts(mountinfo, m1, m2, sizeof m1);
-	if (v1[0] != '\0' && m1[0] != '\0')
-		p = v1, c = m1;
-	else if (v2[0] != '\0' && m2[0] != '\0')
-		p = v2, c = m2;
-	else
+	if (sp_cgroup_parse(cgroup, mountinfo, "cpu", id, &cg) == -1)
 		return -1;
-	if (p[0] != '/' || strstr(p, "/..") != NULL)
-		return -1;
-	/* Up to the topmost directory that names the domain. */
-	while (strlen(p) > 1 && !names_domain(p, id))
-		*strrchr(p, '/') = '\0';
-	if (strlen(p) <= 1)
-		return -1;
-	for (;;) {
-		snprintf(up, sizeof up, "%s", p);
-		*strrchr(up, '/') = '\0';
-		if (strlen(up) <= 1 || !names_domain(up, id))
-			break;
-		*strrchr(p, '/') = '\0';
-	}
-	if ((size_t)snprintf(out, n, "%s%s/%s", c, p, c == m1 ? "cpu.shares" :
-	    "cpu.weight") >= n)
-		return -1;
-	return 0;
-}
-
-/* The whole of a /proc file, NUL-terminated, or NULL: free() it. */
-static char *
-proc_text(const char *path)
-{
-	size_t len = 0, room = 4096;
-	char *buf, *bigger;
-	ssize_t r;
-	int fd;
-
-	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) == -1)
-		return NULL;
-	if ((buf = malloc(room)) == NULL)
-		goto fail;
-	while ((r = read(fd, buf + len, room - len - 1)) != 0) {
-		if (r < 0) {
-			if (errno == EINTR)
-				continue;
-			goto fail;
-		}
-		len += (size_t)r;
-		if (len + 1 == room) {
-			if (room * 2 > PROC_TEXT_MAX ||
-			    (bigger = realloc(buf, room * 2)) == NULL)
-				goto fail;
-			buf = bigger;
-			room *= 2;
-		}
-	}
-	buf[len] = '\0';
-	close(fd);
-	return buf;
-fail:
-	free(buf);
-	close(fd);
-	return NULL;
+	return weight_file(&cg, out, n);
 }
 
 int
 sp_boost_weight_file(pid_t tid, const char *id, char *out, size_t n)
 {
-	char path[64], *cgroup, *mountinfo;
-	int rc = -1;
+	struct sp_cgroup cg;
 
-	snprintf(path, sizeof path, "/proc/%d/cgroup", (int)tid);
-	cgroup = proc_text(path);
-	mountinfo = proc_text("/proc/self/mountinfo");
-	if (cgroup != NULL && mountinfo != NULL &&
-	    sp_boost_weight_path(cgroup, mountinfo, id, out, n) == 0)
-		rc = access(out, W_OK);
-	free(cgroup);
-	free(mountinfo);
-	return rc;
+	if (sp_cgroup_of(tid, "cpu", id, &cg) == -1 ||
+	    weight_file(&cg, out, n) == -1)
+		return -1;
+	return access(out, W_OK);
 }
 
 void

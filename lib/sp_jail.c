@@ -28,7 +28,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/statfs.h>
 #include <sys/xattr.h>
 #include <time.h>
 #include <unistd.h>
@@ -37,8 +36,6 @@
 
 #define LIBVIRT_XATTR	"trusted.libvirt.security."
 #define JAIL_GRACE_S	60	/* a reservation's age before gc may take it */
-#define CGROUP		"/sys/fs/cgroup"
-#define CGROUP2_MAGIC	0x63677270
 #define SP_MEM_OVERHEAD_KVM	256	/* MiB over the guest's memory */
 #define SP_MEM_OVERHEAD_TCG	1280
 
@@ -299,15 +296,23 @@ sp_jail_dirs(const struct sp_jail *j, const char *dir, const char *run,
 static int
 io_weight_supported(void)
 {
-	static const char *const files[] = {
-		CGROUP "/blkio/blkio.weight", CGROUP "/blkio/blkio.bfq.weight",
-		CGROUP "/machine.slice/io.weight",
-		CGROUP "/machine.slice/io.bfq.weight",
+	static const char *const v1[] = { "blkio.weight", "blkio.bfq.weight" };
+	static const char *const v2[] = {
+		"machine.slice/io.weight", "machine.slice/io.bfq.weight",
+		"machine/io.weight", "machine/io.bfq.weight",
 	};
-	size_t i;
+	char mount[SP_PATH_MAX], p[SP_PATH_MAX];
+	const char *const *files;
+	size_t i, n;
+	int is_v2;
 
-	for (i = 0; i < sizeof files / sizeof files[0]; i++)
-		if (access(files[i], F_OK) == 0)
+	if (sp_cgroup_mount("blkio", mount, sizeof mount, &is_v2) == -1)
+		return 0;
+	files = is_v2 ? v2 : v1;
+	n = is_v2 ? sizeof v2 / sizeof v2[0] : sizeof v1 / sizeof v1[0];
+	for (i = 0; i < n; i++)
+		if (snprintf(p, sizeof p, "%s/%s", mount, files[i]) <
+		    (int)sizeof p && access(p, F_OK) == 0)
 			return 1;
 	return 0;
 }
@@ -393,35 +398,7 @@ qemu_pid(const char *dom)
 	return pid > 1 ? pid : 0;
 }
 
-/* The cgroup path of pid under controller ("memory", or "" for v2's). */
-static int
-cgroup_of(long pid, const char *controller, char *out, size_t n)
-{
-	char p[64], line[SP_PATH_MAX + 64], *c, *path;
-	size_t cl = strlen(controller);
-	FILE *f;
-	int found = 0;
-
-	snprintf(p, sizeof p, "/proc/%ld/cgroup", pid);
-	if ((f = fopen(p, "re")) == NULL)
-		return -1;
-	while (!found && fgets(line, sizeof line, f) != NULL) {
-		line[strcspn(line, "\n")] = '\0';
-		if ((c = strchr(line, ':')) == NULL ||
-		    (path = strchr(c + 1, ':')) == NULL)
-			continue;
-		*path++ = '\0';
-		c++;
-		if ((cl == 0 && *c == '\0') || (cl > 0 && strcmp(c, controller)
-		    == 0) || (cl > 0 && strncmp(c, controller, cl) == 0 &&
-		    c[cl] == ','))
-			found = snprintf(out, n, "%s", path) < (int)n;
-	}
-	fclose(f);
-	return found ? 0 : -1;
-}
-
-/* Writes value to file of the cgroup at dir (under CGROUP). */
+/* Writes value to file in the cgroup directory dir. */
 static int
 cg_write(const char *dir, const char *file, unsigned long long value,
     struct sp_err *e)
@@ -429,53 +406,38 @@ cg_write(const char *dir, const char *file, unsigned long long value,
 	char p[SP_PATH_MAX], num[32];
 
 	snprintf(num, sizeof num, "%llu", value);
-	if (sp_path_fmt(p, sizeof p, e, CGROUP "%s/%s", dir, file) == -1)
+	if (sp_path_fmt(p, sizeof p, e, "%s/%s", dir, file) == -1)
 		return -1;
 	return write_text(p, num, e);
 }
 
-/* cgroup v2: the domain's cgroup is the parent of QEMU's own (emulator),
- * and holds the vCPU threads' as well. */
+/* Limits the VM whose QEMU is pid, in its memory cgroup cg: under v2 one
+ * directory holds both limits; under v1 libvirt leaves the pids controller
+ * alone, so QEMU gets a pids cgroup of the same path. */
 static int
-limit_v2(long pid, const char *dom, unsigned long long mem, long pids,
-    struct sp_err *e)
+limit(long pid, const struct sp_cgroup *cg, unsigned long long mem,
+    long pids, struct sp_err *e)
 {
-	char cg[SP_PATH_MAX], *slash;
+	char dir[SP_PATH_MAX], mount[SP_PATH_MAX];
+	int v2;
 
-	if (cgroup_of(pid, "", cg, sizeof cg) == -1)
-		return sp_err_set(e, SP_E_IO, 0, "no cgroup of %s", dom);
-	if ((slash = strrchr(cg, '/')) != NULL && strcmp(slash, "/emulator") == 0)
-		*slash = '\0';
-	if ((mem > 0 && cg_write(cg, "memory.max", mem, e) == -1) ||
-	    (pids > 0 && cg_write(cg, "pids.max", (unsigned long long)pids, e)
-	    == -1))
-		return -1;
-	return 0;
-}
-
-/* cgroup v1: libvirt's memory cgroup of the domain; pids it leaves alone,
- * so QEMU gets one of the same name. */
-static int
-limit_v1(long pid, const char *dom, unsigned long long mem, long pids,
-    struct sp_err *e)
-{
-	char cg[SP_PATH_MAX], p[SP_PATH_MAX];
-
-	if (cgroup_of(pid, "memory", cg, sizeof cg) == -1 || strcmp(cg, "/") == 0)
-		return sp_err_set(e, SP_E_IO, 0, "no memory cgroup of %s", dom);
-	if (sp_path_fmt(p, sizeof p, e, "/memory%s", cg) == -1 ||
-	    (mem > 0 && cg_write(p, "memory.limit_in_bytes", mem, e) == -1))
+	if (sp_path_fmt(dir, sizeof dir, e, "%s%s", cg->mount, cg->path) == -1 ||
+	    (mem > 0 && cg_write(dir, cg->v2 ? "memory.max" :
+	    "memory.limit_in_bytes", mem, e) == -1))
 		return -1;
 	if (pids == 0)
 		return 0;
+	if (cg->v2)
+		return cg_write(dir, "pids.max", (unsigned long long)pids, e);
 	/* A stale one of the same name (an ended VM's, not yet swept by
 	 * reconcile) is taken as it is. */
-	if (sp_path_fmt(p, sizeof p, e, "/pids%s", cg) == -1)
-		return -1;
-	if (sp_path_fmt(cg, sizeof cg, e, CGROUP "%s", p) == -1 ||
-	    sp_path_mkdirs(cg, 0755, e) == -1 ||
-	    cg_write(p, "pids.max", (unsigned long long)pids, e) == -1 ||
-	    cg_write(p, "cgroup.procs", (unsigned long long)pid, e) == -1)
+	if (sp_cgroup_mount("pids", mount, sizeof mount, &v2) == -1 || v2)
+		return sp_err_set(e, SP_E_IO, 0, "no pids cgroup hierarchy "
+		    "for %s", cg->path);
+	if (sp_path_fmt(dir, sizeof dir, e, "%s%s", mount, cg->path) == -1 ||
+	    sp_path_mkdirs(dir, 0755, e) == -1 ||
+	    cg_write(dir, "pids.max", (unsigned long long)pids, e) == -1 ||
+	    cg_write(dir, "cgroup.procs", (unsigned long long)pid, e) == -1)
 		return -1;
 	return 0;
 }
@@ -484,7 +446,7 @@ int
 sp_jail_started(struct sp_ctx *x, const char *dom, struct sp_err *e)
 {
 	unsigned long long kib, mem = 0;
-	struct statfs fs;
+	struct sp_cgroup cg;
 	long pids, overhead, pid;
 
 	if (!sp_jail_on(&x->conf))
@@ -501,24 +463,28 @@ sp_jail_started(struct sp_ctx *x, const char *dom, struct sp_err *e)
 	if ((pid = qemu_pid(dom)) == 0)
 		return sp_err_set(e, SP_E_NOT_RUNNING, 1, "%s has no QEMU to "
 		    "limit (no /run/libvirt/qemu/%s.pid)", dom, dom);
-	if (statfs(CGROUP, &fs) == 0 && fs.f_type == CGROUP2_MAGIC)
-		return limit_v2(pid, dom, mem, pids, e);
-	return limit_v1(pid, dom, mem, pids, e);
+	/* dom is sp-ID. */
+	if (sp_cgroup_of((pid_t)pid, "memory", dom + 3, &cg) == -1)
+		return sp_err_set(e, SP_E_IO, 0, "no memory cgroup of %s", dom);
+	return limit(pid, &cg, mem, pids, e);
 }
 
 void
 sp_jail_pids_sweep(void)
 {
-	char p[SP_PATH_MAX];
+	char mount[SP_PATH_MAX], dir[SP_PATH_MAX], p[SP_PATH_MAX];
 	struct dirent *d;
 	DIR *dp;
+	int v2;
 
 	/* The v1 pids cgroups of VMs that ended: rmdir fails on one in use. */
-	if ((dp = opendir(CGROUP "/pids/machine")) == NULL)
+	if (sp_cgroup_mount("pids", mount, sizeof mount, &v2) == -1 || v2 ||
+	    snprintf(dir, sizeof dir, "%s/machine", mount) >= (int)sizeof dir ||
+	    (dp = opendir(dir)) == NULL)
 		return;
 	while ((d = readdir(dp)) != NULL)
 		if (strncmp(d->d_name, "qemu-", 5) == 0 &&
-		    snprintf(p, sizeof p, CGROUP "/pids/machine/%s", d->d_name) <
+		    snprintf(p, sizeof p, "%s/%s", dir, d->d_name) <
 		    (int)sizeof p)
 			rmdir(p);
 	closedir(dp);

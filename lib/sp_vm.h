@@ -497,6 +497,27 @@ int sp_boost_repair(const char *run_dir, const char *id, struct sp_err *e);
 int sp_boost_weight_path(char *cgroup, char *mountinfo, const char *id,
     char *out, size_t n);
 
+/* ---- cgroup: where a VM's cgroup is (sp_cgroup.c) ---- */
+struct sp_cgroup {
+	char mount[SP_PATH_MAX];	/* its hierarchy's mount point */
+	char path[SP_PATH_MAX];		/* the domain's directory in it */
+	int v2;				/* 1: cgroup v2's hierarchy */
+};
+/* Sandbox id's VM cgroup under controller ("cpu", "memory"): the v1
+ * hierarchy that has it, else v2's; the topmost directory of the task's
+ * cgroup whose name holds the domain's.  From the texts of the task's
+ * /proc/TID/cgroup and of /proc/self/mountinfo, both changed in place; -1
+ * when none is found (another domain's task, no such controller, a path
+ * with "..", one too long). */
+int sp_cgroup_parse(char *cgroup, char *mountinfo, const char *controller,
+    const char *id, struct sp_cgroup *cg);
+/* The same from the live /proc files of task tid. */
+int sp_cgroup_of(pid_t tid, const char *controller, const char *id,
+    struct sp_cgroup *cg);
+/* The mount point of the v1 hierarchy with controller, else (*v2 1) of
+ * cgroup v2; -1 when neither is mounted. */
+int sp_cgroup_mount(const char *controller, char *out, size_t n, int *v2);
+
 /* ---- tar: packing a tree, on both sides (sp_tar.c) ---- */
 struct archive;
 #define SP_TAR_ONE_FS	1	/* do not cross into other mounts */

@@ -200,9 +200,18 @@ EOF
 	# One a crash left: its sandbox gone, older than a minute.
 	ln -s aaaaaaaaaaaa "$SPACE_ROOT/jail/1900065535"
 	touch -h -d '2 minutes ago' "$SPACE_ROOT/jail/1900065535"
+	# Under cgroup v1, the pids cgroup an ended VM left, swept too.
+	local cg stale=/sys/fs/cgroup/pids/machine/qemu-0-sp-aaaaaaaaaaaa.libvirt-qemu
+	[ ! -d /sys/fs/cgroup/pids/machine ] || mkdir -p "$stale"
 	run space-reconcile --once
 	[[ "$output" == *'"jail-uids-freed"'* ]]
 	[ ! -e "$SPACE_ROOT/jail/1900065535" ]
+	[ ! -e "$stale" ]
+	# A running VM's is left.
+	if [ -d /sys/fs/cgroup/pids/machine ]; then
+		cg=$(sed -n 's/^[0-9]*:memory://p' "/proc/$(qemu_pid "$A")/cgroup")
+		[ "$(cat "/sys/fs/cgroup/pids$cg/pids.max")" = 512 ]
+	fi
 }
 
 @test "SPACE_JAIL=off: VMs run as libvirt's user, as before the jail, and stay so with it on" {
