@@ -1,6 +1,7 @@
 /*
  * test-boost: which cgroup file a claim's boost writes, found from a vCPU
- * thread's /proc/TID/cgroup and /proc/self/mountinfo (sp_boost_weight_path).
+ * thread's /proc/TID/cgroup and /proc/self/mountinfo (sp_boost_weight_path),
+ * and the jail's memory cgroup found the same way (sp_cgroup_parse).
  * tests/pool.bats boosts real VMs, on this machine's cgroup v1 cpu
  * controller; these are the layouts it cannot show: libvirt's under cgroup
  * v2, with and without systemd, and the texts a parser must not trip on.
@@ -129,6 +130,41 @@ main(void)
 		free(longline);
 	} else
 		tap_ok(0, "a mount line of 8 KiB (out of memory)");
+
+	/* The jail's lookup: QEMU's memory cgroup, by the same rules. */
+	{
+		char c[] = "12:pids:/\n7:memory:/machine/qemu-157-sp-" ID
+		    ".libvirt-qemu\n10:cpu,cpuacct:/machine/qemu-157-sp-" ID
+		    ".libvirt-qemu/emulator\n0::/\n";
+		char m[sizeof v1_mounts];
+		struct sp_cgroup cg;
+
+		memcpy(m, v1_mounts, sizeof m);
+		tap_ok(sp_cgroup_parse(c, m, "memory", ID, &cg) == 0 &&
+		    strcmp(cg.mount, "/sys/fs/cgroup/memory") == 0 &&
+		    strcmp(cg.path, "/machine/qemu-157-sp-" ID
+		    ".libvirt-qemu") == 0 && !cg.v2,
+		    "v1 memory: its own hierarchy, the domain's directory");
+	}
+	{
+		char c[] = "0::/machine/qemu-3-sp-" ID ".libvirt-qemu/emulator\n";
+		char m[sizeof v2_mounts];
+		struct sp_cgroup cg;
+
+		memcpy(m, v2_mounts, sizeof m);
+		tap_ok(sp_cgroup_parse(c, m, "memory", ID, &cg) == 0 &&
+		    strcmp(cg.mount, "/sys/fs/cgroup") == 0 &&
+		    strcmp(cg.path, "/machine/qemu-3-sp-" ID ".libvirt-qemu") ==
+		    0 && cg.v2,
+		    "v2 memory: QEMU's emulator cgroup's domain directory");
+	}
+	/* Controllers mounted together (cpu,cpuacct): found by either. */
+	tap_ok(found("4:cpu,cpuacct:/machine/qemu-1-sp-" ID ".libvirt-qemu/"
+	    "vcpu0\n", "30 23 0:27 / /sys/fs/cgroup/cpu,cpuacct rw - cgroup "
+	    "cgroup rw,cpu,cpuacct\n", ID, out, sizeof out) == 0 &&
+	    strcmp(out, "/sys/fs/cgroup/cpu,cpuacct/machine/qemu-1-sp-" ID
+	    ".libvirt-qemu/cpu.shares") == 0,
+	    "cpu and cpuacct on one hierarchy: the cpu controller's");
 
 	/* An out buffer too small for the path: refused, not cut. */
 	tap_ok(found(v1_cgroup, v1_mounts, ID, out, 20) == -1,
