@@ -91,8 +91,8 @@ create(struct sp_api_call *c)
 	    "vcpus", &r.vcpus, "disk_gb", &r.disk_gb, "cpu_quota", &cpus,
 	    "labels", &v, "env", &env) == -1 || r.memory_mib < 64 ||
 	    r.memory_mib > 65536 || r.vcpus < 1 || r.vcpus > 64 ||
-	    r.disk_gb < 0 || r.disk_gb > SP_DISK_GB_MAX || !(cpus == 0 ||
-	    (cpus >= 0.01 && cpus <= SP_CPU_QUOTA_MAX))) {
+	    r.disk_gb < 0 || r.disk_gb > SP_DISK_GB_MAX || (cpus != 0 &&
+	    (r.cpu_pct = sp_cpu_quota_pct(cpus)) == -1)) {
 		sp_err_set(&e, SP_E_BAD_INPUT, 0, "want {\"template\":NAME, "
 		    "\"memory_mib\":64..65536, \"vcpus\":1..64, \"disk_gb\":"
 		    "0..16384, \"cpu_quota\":0.01..1024, \"labels\":{}, "
@@ -100,7 +100,6 @@ create(struct sp_api_call *c)
 		env = NULL;
 		goto out;
 	}
-	r.cpu_pct = (int)(cpus * 100 + 0.5);
 	labels = json_pack("{s:s}", "tenant", c->tenant);
 	v = json_object_get(body, "labels");
 	if (v != NULL && (!json_is_object(v) || json_object_size(v) > 64)) {

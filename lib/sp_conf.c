@@ -220,11 +220,17 @@ sp_cpu_quota_parse(const char *what, const char *s, int *pct,
 	errno = 0;
 	v = strtod(s, &end);
 	if (errno != 0 || end == s || *end != '\0' ||
-	    !(v >= 0.01 && v <= SP_CPU_QUOTA_MAX))
+	    (*pct = sp_cpu_quota_pct(v)) == -1)
 		return sp_err_set(e, SP_E_BAD_INPUT, 0, "%s must be CPUs from "
 		    "0.01 to %d (is '%.15s')", what, SP_CPU_QUOTA_MAX, s);
-	*pct = (int)(v * 100 + 0.5);
 	return 0;
+}
+
+int
+sp_cpu_quota_pct(double cpus)
+{
+	return cpus >= 0.01 && cpus <= SP_CPU_QUOTA_MAX ?
+	    (int)(cpus * 100 + 0.5) : -1;
 }
 
 static int

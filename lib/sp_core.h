@@ -147,6 +147,9 @@ int sp_conf_load(struct sp_conf *c, struct sp_err *e);
 #define SP_CPU_QUOTA_MAX 1024
 int sp_cpu_quota_parse(const char *what, const char *s, int *pct,
     struct sp_err *e);
+/* CPUs as hundredths of a CPU, or -1 outside 0.01..SP_CPU_QUOTA_MAX (NaN
+ * included). */
+int sp_cpu_quota_pct(double cpus);
 
 /* ---- retain: which snapshots the retention tiers keep (design.md) ---- */
 /* KIND:PERIOD:KEEP, separated by spaces or commas: in each of the KEEP

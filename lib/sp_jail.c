@@ -344,7 +344,9 @@ sp_jail_spec(struct sp_ctx *x, const struct sp_jail *j, struct sp_vm_spec *s,
 	/* A sandbox's own quota (--cpu-quota), else the node's. */
 	if (s->cpu_quota_pct == 0)
 		s->cpu_quota_pct = (int)x->conf.lim.cpu_quota_pct;
-	s->io_weight = io_weight_supported() ? (int)x->conf.lim.io_weight : 0;
+	/* The probe reads mountinfo: only when a weight is asked for. */
+	s->io_weight = x->conf.lim.io_weight > 0 && io_weight_supported() ?
+	    (int)x->conf.lim.io_weight : 0;
 	(void)e;
 	return 0;
 }
