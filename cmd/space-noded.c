@@ -5,11 +5,15 @@
  * --group): a request is a line of JSON, its answer a line of JSON
  * ({"ok":true} or {"ok":false,"error":TOKEN,"msg":...}).  Every request is
  * checked whole (sp_noded_parse) and its paths opened beneath SPACE_ROOT
- * (sp_noded.c) before anything changes.  One thread, poll(): at most
- * MAX_CLIENTS connections, each idle at most IDLE_MS, each answer sent
- * without blocking (a client is not read while its last answer waits to
- * be sent, so one that does not read only stalls itself).  Every request
- * is logged, a JSON line on stdout with the peer's uid.  SIGTERM and SIGINT stop it.
+ * (sp_noded.c), a domain's XML and files checked (sp_noded_virt.c), before
+ * anything changes.  One thread polls: at most MAX_CLIENTS connections,
+ * each idle at most IDLE_MS, each answer sent without blocking (a client is
+ * not read while its request is carried out or its answer waits to be sent,
+ * so one that does not read only stalls itself).  Each request is carried
+ * out on a thread of its own, as a libvirt call may take seconds (a restore
+ * under TCG): one client's save does not hold up another's start.  Every
+ * request is logged, a JSON line on stdout with the peer's uid.  SIGTERM
+ * and SIGINT stop it.
  */
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -20,6 +24,7 @@
 #include <getopt.h>
 #include <grp.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,20 +36,29 @@
 #define MAX_CLIENTS	64
 #define IDLE_MS		10000
 
-#define OUT_MAX		2048	/* an answer: an error's message is < 512 */
-
 struct client {
 	int fd;
 	uid_t uid;
 	int64_t last;			/* ms of its last byte either way */
 	size_t n;			/* bytes of requests in buf */
-	size_t out, sent;		/* an answer not yet all sent */
+	int busy;			/* a request on a worker */
+	int done;			/* its answer is in obuf (under lock) */
+	char *obuf;			/* an answer line */
+	size_t out, sent;		/* of it, not yet all sent */
 	char buf[SP_NODED_LINE_MAX + 1];
-	char obuf[OUT_MAX];
+};
+
+/* What a worker carries out for a client. */
+struct job {
+	struct client *c;
+	struct sp_noded_req r;
 };
 
 static volatile sig_atomic_t stop;
 static struct client *clients[MAX_CLIENTS];
+static struct sp_noded_vm vm;
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static int wake[2];			/* a worker is done: a byte */
 
 static void
 on_signal(int sig)
@@ -65,6 +79,7 @@ static void
 drop(int i)
 {
 	close(clients[i]->fd);
+	free(clients[i]->obuf);
 	free(clients[i]);
 	clients[i] = NULL;
 }
@@ -83,31 +98,46 @@ flush(struct client *c)
 		c->sent += (size_t)w;
 	}
 	c->out = c->sent = 0;
+	free(c->obuf);
+	c->obuf = NULL;
 	return 0;
 }
 
-/* Puts one answer line out; what the socket does not take now waits for
- * poll, and the client's next request with it. */
-static int
-answer(struct client *c, const struct sp_err *e)
+/* The answer line to a request: ok with value (taken; may be NULL), or e's
+ * error; NULL when out of memory. */
+static char *
+answer_line(const struct sp_err *e, json_t *value)
 {
 	json_t *o;
-	char *s;
+	char *s, *line = NULL;
 	size_t len;
 
 	o = e == NULL ? json_pack("{s:b}", "ok", 1) : json_pack("{s:b, s:s, "
-	    "s:s}", "ok", 0, "error", sp_code_name(e->code), "msg", e->msg);
+	    "s:s, s:b}", "ok", 0, "error", sp_code_name(e->code), "msg", e->msg,
+	    "temp", e->temp);
+	if (o != NULL && value != NULL)
+		json_object_set(o, "value", value);
+	json_decref(value);
 	s = o != NULL ? json_dumps(o, JSON_COMPACT) : NULL;
 	json_decref(o);
-	if (s == NULL || (len = strlen(s)) + 1 > sizeof c->obuf) {
-		free(s);
-		return -1;
+	if (s != NULL && (line = malloc((len = strlen(s)) + 2)) != NULL) {
+		memcpy(line, s, len);
+		memcpy(line + len, "\n", 2);
 	}
-	memcpy(c->obuf, s, len);
-	c->obuf[len] = '\n';
-	c->out = len + 1;
-	c->sent = 0;
 	free(s);
+	return line;
+}
+
+/* Puts an answer line out (taken); what the socket does not take now waits
+ * for poll, and the client's next request with it. */
+static int
+answer(struct client *c, char *line)
+{
+	if (line == NULL)
+		return -1;
+	c->obuf = line;
+	c->out = strlen(line);
+	c->sent = 0;
 	return flush(c);
 }
 
@@ -118,45 +148,116 @@ log_line(const struct client *c, const struct sp_noded_req *r,
 	json_t *o;
 
 	o = json_pack("{s:I, s:s, s:s, s:b}", "uid", (json_int_t)c->uid, "op",
-	    r == NULL ? "" : r->op == SP_NODED_PING ? "ping" :
-	    r->op == SP_NODED_CREATE ? "subvol-create" :
-	    r->op == SP_NODED_SNAPSHOT ? "subvol-snapshot" : "subvol-delete",
-	    "path", r == NULL ? "" : r->path, "ok", e == NULL);
+	    r == NULL ? "" : sp_noded_op_name(r->op), "path", r == NULL ? "" :
+	    r->name[0] ? r->name : r->path, "ok", e == NULL);
 	if (o == NULL)
 		return;
 	if (e != NULL)
 		json_object_set_new(o, "error", json_string(sp_code_name(e->code)));
+	pthread_mutex_lock(&lock);
 	sp_out_json(o);
+	pthread_mutex_unlock(&lock);
 }
 
-/* Each whole line in c's buffer is a request; -1 when c must go. */
-static int
-serve(int root_fd, struct client *c)
+static void *
+work(void *arg)
 {
-	struct sp_noded_req r;
+	struct job *j = arg;
 	struct sp_err e;
+	json_t *value = NULL;
+	char *line;
+	int rc;
+
+	rc = j->r.op >= SP_NODED_VM_DEFINE ? sp_noded_vm_do(&vm, &j->r, &value,
+	    &e) : sp_noded_do(vm.root_fd, &j->r, &e);
+	log_line(j->c, &j->r, rc == 0 ? NULL : &e);
+	line = answer_line(rc == 0 ? NULL : &e, value);
+	pthread_mutex_lock(&lock);
+	j->c->obuf = line;
+	j->c->done = 1;
+	pthread_mutex_unlock(&lock);
+	(void)!write(wake[1], "", 1);
+	sp_noded_req_free(&j->r);
+	free(j);
+	return NULL;
+}
+
+/* The next whole line in c's buffer: a bad one answered here, a good one
+ * handed to a worker.  -1 when c must go. */
+static int
+serve(struct client *c)
+{
+	struct sp_err e;
+	pthread_attr_t attr;
+	pthread_t t;
+	struct job *j;
 	char *nl;
 	size_t len;
-	int rc, parsed;
 
-	while (c->out == 0 && (nl = memchr(c->buf, '\n', c->n)) != NULL) {
+	while (!c->busy && c->out == 0 &&
+	    (nl = memchr(c->buf, '\n', c->n)) != NULL) {
 		len = (size_t)(nl - c->buf);
-		parsed = sp_noded_parse(c->buf, len, &r, &e) == 0;
-		rc = parsed ? sp_noded_do(root_fd, &r, &e) : -1;
-		log_line(c, parsed ? &r : NULL, rc == 0 ? NULL : &e);
-		if (answer(c, rc == 0 ? NULL : &e) == -1)
+		if ((j = calloc(1, sizeof *j)) == NULL)
 			return -1;
+		j->c = c;
+		if (sp_noded_parse(c->buf, len, &j->r, &e) == -1) {
+			free(j);
+			log_line(c, NULL, &e);
+			if (answer(c, answer_line(&e, NULL)) == -1)
+				return -1;
+		} else {
+			pthread_attr_init(&attr);
+			pthread_attr_setdetachstate(&attr,
+			    PTHREAD_CREATE_DETACHED);
+			c->busy = 1;
+			if (pthread_create(&t, &attr, work, j) != 0) {
+				c->busy = 0;
+				sp_noded_req_free(&j->r);
+				free(j);
+				pthread_attr_destroy(&attr);
+				return -1;
+			}
+			pthread_attr_destroy(&attr);
+		}
 		c->n -= len + 1;
 		memmove(c->buf, nl + 1, c->n);
 	}
-	if (c->out == 0 && c->n > SP_NODED_LINE_MAX) {
+	if (!c->busy && c->out == 0 && c->n > SP_NODED_LINE_MAX) {
 		sp_err_set(&e, SP_E_BAD_INPUT, 0, "a request is at most %d bytes",
 		    SP_NODED_LINE_MAX);
 		log_line(c, NULL, &e);
-		answer(c, &e);
+		answer(c, answer_line(&e, NULL));
 		return -1;		/* no line to go on from */
 	}
 	return 0;
+}
+
+/* The answers workers finished: each goes out, then what its client sent
+ * after. */
+static void
+collect(void)
+{
+	char buf[64];
+	int i, done;
+
+	while (read(wake[0], buf, sizeof buf) > 0)
+		;
+	for (i = 0; i < MAX_CLIENTS; i++) {
+		if (clients[i] == NULL || !clients[i]->busy)
+			continue;
+		pthread_mutex_lock(&lock);
+		done = clients[i]->done;
+		clients[i]->done = 0;
+		pthread_mutex_unlock(&lock);
+		if (!done)
+			continue;
+		clients[i]->busy = 0;
+		clients[i]->last = sp_clock_ms();
+		if (clients[i]->obuf == NULL ||
+		    answer(clients[i], clients[i]->obuf) == -1 ||
+		    serve(clients[i]) == -1)
+			drop(i);
+	}
 }
 
 static int
@@ -226,8 +327,8 @@ main(int argc, char *argv[])
 		{ "group", required_argument, NULL, 'g' },
 		{ NULL, 0, NULL, 0 },
 	};
-	struct pollfd pfd[MAX_CLIENTS + 1];
-	int idx[MAX_CLIENTS + 1];
+	struct pollfd pfd[MAX_CLIENTS + 2];
+	int idx[MAX_CLIENTS + 2];
 	char sock[SP_PATH_MAX];
 	const char *path = NULL, *group = SP_USER;
 	struct sp_conf conf;
@@ -260,6 +361,17 @@ main(int argc, char *argv[])
 		sp_err_sys(&e, SP_E_NOT_INITIALIZED, "%s", conf.root);
 		return sp_out_fail(NULL, &e);
 	}
+	vm.root_fd = root_fd;
+	vm.conf = &conf;
+	/* Its clients may be told to go through it ("noded"): it goes to
+	 * libvirt. */
+	vm.uri = strcmp(conf.libvirt_uri, "noded") == 0 ? "qemu:///system" :
+	    conf.libvirt_uri;
+	pthread_mutex_init(&vm.lock, NULL);
+	if (pipe2(wake, O_CLOEXEC | O_NONBLOCK) == -1) {
+		sp_err_sys(&e, SP_E_IO, "pipe");
+		return sp_out_fail(NULL, &e);
+	}
 	if ((lfd = listen_on(path, group, &e)) == -1)
 		return sp_out_fail(NULL, &e);
 	memset(&sa, 0, sizeof sa);
@@ -270,10 +382,12 @@ main(int argc, char *argv[])
 	sp_warn("serving %s on %s", conf.root, path);
 	while (!stop) {
 		pfd[0] = (struct pollfd){ .fd = lfd, .events = POLLIN };
-		/* A client with an answer pending is not read: it must read
-		 * first (a flood backs up in its own socket). */
-		for (n = 1, i = 0; i < MAX_CLIENTS; i++)
-			if (clients[i] != NULL) {
+		pfd[1] = (struct pollfd){ .fd = wake[0], .events = POLLIN };
+		/* A client whose request is on a worker is not polled; one
+		 * with an answer pending is not read: it must read first (a
+		 * flood backs up in its own socket). */
+		for (n = 2, i = 0; i < MAX_CLIENTS; i++)
+			if (clients[i] != NULL && !clients[i]->busy) {
 				pfd[n] = (struct pollfd){ .fd = clients[i]->fd,
 				    .events = clients[i]->out > 0 ? POLLOUT :
 				    POLLIN };
@@ -282,7 +396,7 @@ main(int argc, char *argv[])
 		if (poll(pfd, (nfds_t)n, 1000) == -1 && errno != EINTR)
 			break;
 		now = sp_clock_ms();
-		for (k = 1; k < n; k++) {
+		for (k = 2; k < n; k++) {
 			struct client *c = clients[idx[k]];
 
 			if (pfd[k].revents == 0) {
@@ -294,7 +408,7 @@ main(int argc, char *argv[])
 				/* Its answer went on: then what it sent after. */
 				c->last = now;
 				if ((pfd[k].revents & (POLLERR | POLLHUP)) ||
-				    flush(c) == -1 || serve(root_fd, c) == -1)
+				    flush(c) == -1 || serve(c) == -1)
 					drop(idx[k]);
 				continue;
 			}
@@ -308,14 +422,17 @@ main(int argc, char *argv[])
 			}
 			c->n += (size_t)got;
 			c->last = now;
-			if (serve(root_fd, c) == -1)
+			if (serve(c) == -1)
 				drop(idx[k]);
 		}
+		if (pfd[1].revents & POLLIN)
+			collect();
 		if (pfd[0].revents & POLLIN)
 			accept_one(lfd);
 	}
+	/* Workers still in a call are cut short by the exit. */
 	for (i = 0; i < MAX_CLIENTS; i++)
-		if (clients[i] != NULL)
+		if (clients[i] != NULL && !clients[i]->busy)
 			drop(i);
 	close(lfd);
 	unlink(path);

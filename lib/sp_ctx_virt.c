@@ -1,8 +1,29 @@
 /*
  * sp_ctx_virt: a command's context with libvirt, opened when the command
- * first needs it.
+ * first needs it.  libvirt's system daemon lets only root in, and root
+ * there is root anywhere (a domain XML opens any file as any uid): a
+ * process of the user space goes through space-noded, which takes only
+ * space's own XML (sp_noded_virt.c); so does any process when
+ * SPACE_LIBVIRT_URI is "noded".
  */
+#include <string.h>
+#include <unistd.h>
+
 #include "sp_vm.h"
+
+int
+sp_virt_connect(const struct sp_conf *c, struct sp_virt **v,
+    struct sp_err *e)
+{
+	char sock[SP_PATH_MAX];
+
+	if (strcmp(c->libvirt_uri, "noded") != 0 && (geteuid() == 0 ||
+	    strcmp(c->libvirt_uri, "qemu:///system") != 0))
+		return sp_virt_open(v, c->libvirt_uri, e);
+	if (sp_path_fmt(sock, sizeof sock, e, "%s/" SP_NODED_SOCK, c->run) == -1)
+		return -1;
+	return sp_virt_open_noded(v, sock, e);
+}
 
 int
 sp_ctx_open(struct sp_ctx *x, int with_virt, struct sp_err *e)
@@ -21,7 +42,7 @@ sp_ctx_virt(struct sp_ctx *x, struct sp_err *e)
 {
 	if (x->virt != NULL)
 		return 0;
-	if (sp_virt_open(&x->virt, x->conf.libvirt_uri, e) == -1)
+	if (sp_virt_connect(&x->conf, &x->virt, e) == -1)
 		return -1;
 	x->virt_close = sp_virt_close;
 	return sp_virt_pick_type(x->virt, x->conf.virt_type, x->virt_type, e);

@@ -7,6 +7,7 @@
  * touch.  Whether a path exists, and that no component of it is a symlink,
  * is sp_noded.c's to find out, beneath the root.
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "sp_storage.h"
@@ -14,17 +15,66 @@
 /* A part of a path: the longest is a template's NAME@DIGEST. */
 #define PART_MAX	(2 * SP_NAME_MAX + 1)
 
+/* The fields of a request. */
+enum {
+	K_PATH = 1, K_SRC = 2, K_READONLY = 4, K_NAME = 8, K_FILE = 16,
+	K_XML = 32, K_WANT = 64, K_DISK = 128, K_BYTES = 256,
+};
+
 static const struct {
 	const char *name;
 	enum sp_noded_op op;
-	int src;		/* takes "src" */
-	int readonly;		/* takes "readonly" */
+	unsigned need;		/* the fields it must have */
+	unsigned may;		/* and those it may */
 } ops[] = {
 	{ "ping", SP_NODED_PING, 0, 0 },
-	{ "subvol-create", SP_NODED_CREATE, 0, 0 },
-	{ "subvol-snapshot", SP_NODED_SNAPSHOT, 1, 1 },
-	{ "subvol-delete", SP_NODED_DELETE, 0, 0 },
+	{ "subvol-create", SP_NODED_CREATE, K_PATH, 0 },
+	{ "subvol-snapshot", SP_NODED_SNAPSHOT, K_PATH | K_SRC, K_READONLY },
+	{ "subvol-delete", SP_NODED_DELETE, K_PATH, 0 },
+	{ "vm-define", SP_NODED_VM_DEFINE, K_XML, 0 },
+	{ "vm-start", SP_NODED_VM_START, K_NAME, 0 },
+	{ "vm-destroy", SP_NODED_VM_DESTROY, K_NAME, 0 },
+	{ "vm-undefine", SP_NODED_VM_UNDEFINE, K_NAME, 0 },
+	{ "vm-pause", SP_NODED_VM_PAUSE, K_NAME, 0 },
+	{ "vm-resume", SP_NODED_VM_RESUME, K_NAME, 0 },
+	{ "vm-save", SP_NODED_VM_SAVE, K_NAME | K_FILE, 0 },
+	{ "vm-save-memory", SP_NODED_VM_SAVE_MEMORY, K_NAME | K_FILE, 0 },
+	{ "vm-restore", SP_NODED_VM_RESTORE, K_FILE | K_XML, K_NAME },
+	{ "vm-resize", SP_NODED_VM_RESIZE, K_NAME | K_DISK | K_BYTES, 0 },
+	{ "vm-state", SP_NODED_VM_STATE, K_NAME, 0 },
+	{ "vm-xml", SP_NODED_VM_XML, K_NAME, 0 },
+	{ "vm-uuid", SP_NODED_VM_UUID, K_NAME, 0 },
+	{ "vm-memory", SP_NODED_VM_MEMORY, K_NAME, 0 },
+	{ "vm-list", SP_NODED_VM_LIST, 0, 0 },
+	{ "virt-type", SP_NODED_VIRT_TYPE, K_WANT, 0 },
+	{ "virt-version", SP_NODED_VIRT_VERSION, 0, 0 },
 };
+
+static const char *const keys[] = {
+	"path", "src", "readonly", "name", "file", "xml", "want", "disk",
+	"bytes",
+};
+
+/* A disk's size at most: 16 TiB. */
+#define BYTES_MAX	(16ULL << 40)
+
+const char *
+sp_noded_op_name(enum sp_noded_op op)
+{
+	size_t i;
+
+	for (i = 0; i < sizeof ops / sizeof ops[0]; i++)
+		if (ops[i].op == op)
+			return ops[i].name;
+	return "";
+}
+
+void
+sp_noded_req_free(struct sp_noded_req *r)
+{
+	free(r->xml);
+	r->xml = NULL;
+}
 
 /* The areas of SPACE_ROOT a path may name: where subvolumes are made and
  * taken apart, and where they are snapshotted from. */
@@ -106,6 +156,84 @@ copy_path(json_t *req, const char *key, int source, char *out,
 	return 0;
 }
 
+/* A string field: no NUL in it, 1 to max bytes. */
+static const char *
+string_of(json_t *req, const char *key, size_t max, struct sp_err *e)
+{
+	json_t *v = json_object_get(req, key);
+	const char *s;
+
+	if (!json_is_string(v)) {
+		sp_err_set(e, SP_E_BAD_INPUT, 0, "%s must be a string", key);
+		return NULL;
+	}
+	s = json_string_value(v);
+	if (strlen(s) != json_string_length(v) || *s == '\0' ||
+	    strlen(s) > max) {
+		sp_err_set(e, SP_E_BAD_INPUT, 0, "%s must be 1 to %zu bytes, no "
+		    "NUL", key, max);
+		return NULL;
+	}
+	return s;
+}
+
+/* The fields of a VM op, their form only: what they name, and whether it
+ * may be touched, is sp_noded_virt.c's to find out. */
+static int
+vm_fields(json_t *req, unsigned have, struct sp_noded_req *r,
+    struct sp_err *e)
+{
+	const char *s;
+	json_t *v;
+
+	if (have & K_NAME) {
+		if ((s = string_of(req, "name", SP_NAME_MAX, e)) == NULL)
+			return -1;
+		if (strncmp(s, "sp-", 3) != 0 || !sp_id_valid(s + 3))
+			return sp_err_set(e, SP_E_BAD_INPUT, 0, "name '%.64s' is "
+			    "not sp-<id>", s);
+		strcpy(r->name, s);
+	}
+	if (have & K_FILE) {
+		if ((s = string_of(req, "file", SP_NODED_PATH_MAX, e)) == NULL)
+			return -1;
+		if (*s != '/')
+			return sp_err_set(e, SP_E_BAD_INPUT, 0, "file '%.64s' is "
+			    "not an absolute path", s);
+		strcpy(r->file, s);
+	}
+	if (have & K_XML) {
+		if ((s = string_of(req, "xml", SP_NODED_XML_MAX, e)) == NULL)
+			return -1;
+		if ((r->xml = strdup(s)) == NULL)
+			return sp_err_sys(e, SP_E_NOMEM, "xml");
+	}
+	if (have & K_WANT) {
+		if ((s = string_of(req, "want", sizeof r->want - 1, e)) == NULL)
+			return -1;
+		if (strcmp(s, "auto") != 0 && strcmp(s, "kvm") != 0 &&
+		    strcmp(s, "qemu") != 0)
+			return sp_err_set(e, SP_E_BAD_INPUT, 0, "want is auto, "
+			    "kvm or qemu");
+		strcpy(r->want, s);
+	}
+	if (have & K_DISK) {
+		if ((s = string_of(req, "disk", 8, e)) == NULL)
+			return -1;
+		if (strcmp(s, "vda") != 0)
+			return sp_err_set(e, SP_E_BAD_INPUT, 0, "disk is vda");
+	}
+	if (have & K_BYTES) {
+		v = json_object_get(req, "bytes");
+		if (!json_is_integer(v) || json_integer_value(v) < 1 ||
+		    (uint64_t)json_integer_value(v) > BYTES_MAX)
+			return sp_err_set(e, SP_E_BAD_INPUT, 0, "bytes is 1 to "
+			    "%llu", BYTES_MAX);
+		r->bytes = (uint64_t)json_integer_value(v);
+	}
+	return 0;
+}
+
 int
 sp_noded_parse(const char *line, size_t n, struct sp_noded_req *r,
     struct sp_err *e)
@@ -113,7 +241,8 @@ sp_noded_parse(const char *line, size_t n, struct sp_noded_req *r,
 	json_error_t je;
 	json_t *req, *v;
 	const char *key, *op;
-	size_t i;
+	unsigned have = 0, bit;
+	size_t i, k;
 	int rc = -1;
 
 	memset(r, 0, sizeof *r);
@@ -140,21 +269,30 @@ sp_noded_parse(const char *line, size_t n, struct sp_noded_req *r,
 		goto out;
 	}
 	r->op = ops[i].op;
-	/* Nothing the op does not take. */
+	/* Nothing the op does not take, all it needs. */
 	json_object_foreach(req, key, v) {
-		if (strcmp(key, "op") != 0 && !(strcmp(key, "path") == 0 &&
-		    r->op != SP_NODED_PING) && !(strcmp(key, "src") == 0 &&
-		    ops[i].src) && !(strcmp(key, "readonly") == 0 &&
-		    ops[i].readonly)) {
+		if (strcmp(key, "op") == 0)
+			continue;
+		for (k = 0; k < sizeof keys / sizeof keys[0]; k++)
+			if (strcmp(keys[k], key) == 0)
+				break;
+		bit = k < sizeof keys / sizeof keys[0] ? 1U << k : 0;
+		if (!(bit & (ops[i].need | ops[i].may))) {
 			sp_err_set(e, SP_E_BAD_INPUT, 0, "%s takes no '%.32s'",
 			    op, key);
 			goto out;
 		}
+		have |= bit;
 	}
-	if (r->op != SP_NODED_PING &&
-	    copy_path(req, "path", 0, r->path, e) == -1)
+	if ((have & ops[i].need) != ops[i].need) {
+		for (k = 0; !(ops[i].need & ~have & (1U << k)); k++)
+			;
+		sp_err_set(e, SP_E_BAD_INPUT, 0, "%s needs '%s'", op, keys[k]);
 		goto out;
-	if (ops[i].src && copy_path(req, "src", 1, r->src, e) == -1)
+	}
+	if ((have & K_PATH) && copy_path(req, "path", 0, r->path, e) == -1)
+		goto out;
+	if ((have & K_SRC) && copy_path(req, "src", 1, r->src, e) == -1)
 		goto out;
 	if ((v = json_object_get(req, "readonly")) != NULL) {
 		if (!json_is_boolean(v)) {
@@ -163,8 +301,12 @@ sp_noded_parse(const char *line, size_t n, struct sp_noded_req *r,
 		}
 		r->readonly = json_is_true(v);
 	}
+	if (vm_fields(req, have, r, e) == -1)
+		goto out;
 	rc = 0;
 out:
+	if (rc == -1)
+		sp_noded_req_free(r);
 	json_decref(req);
 	return rc;
 }

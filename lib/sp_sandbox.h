@@ -288,6 +288,13 @@ int sp_jail_disk_limit(const char *dir, int64_t disk_bytes, struct sp_err *e);
  * quota s has already (the sandbox's own) stays. */
 int sp_jail_spec(struct sp_ctx *x, const struct sp_jail *j,
     struct sp_vm_spec *s, struct sp_err *e);
+/* The domain XML a sandbox's VM saved in dir/mem.sav comes back with here:
+ * this node's paths, ci's uuid and size, the layout it was saved with, its
+ * own CPU quota (cpu_pct, 0 for the node's) and jail j.  The caller frees
+ * *xml. */
+int sp_sandbox_restore_xml(struct sp_ctx *x, const char *id, const char *dir,
+    const struct sp_ckpt_info *ci, int cpu_pct, const struct sp_jail *j,
+    char **xml, struct sp_err *e);
 /* After VM dom started: its pids limit (SPACE_PIDS_MAX). */
 int sp_jail_started(struct sp_ctx *x, const char *dom, struct sp_err *e);
 /* Removes the v1 pids cgroups of ended VMs (reconcile, each pass). */

@@ -388,8 +388,22 @@ finish_recovery(struct sp_ctx *x, const struct sp_sandbox_row *sb,
 	    sp_jail_dirs(&jail, dir, run, e) == -1)
 		return -1;
 	if (full) {
-		/* The image's own XML is this sandbox's: same name, same paths. */
-		if (sp_virt_restore(x->virt, sav, NULL, dom, e) == -1)
+		/* The image's own XML is this sandbox's (same name, same
+		 * paths), written again: space-noded takes only ours, and
+		 * the sandbox's CPU quota is what its row says now.  A
+		 * snapshot without ckpt.json (before 2026-11-30) goes back
+		 * with the image's. */
+		struct sp_ckpt_info ci;
+		struct sp_err old;
+		char *xml = NULL;
+
+		if (sp_ckpt_read(dir, &ci, &old) == 0 &&
+		    sp_sandbox_restore_xml(x, sb->id, dir, &ci, sb->cpu_pct,
+		    &jail, &xml, e) == -1)
+			return -1;
+		rc = sp_virt_restore(x->virt, sav, xml, dom, e);
+		free(xml);
+		if (rc == -1)
 			return -1;
 		unlink(sav);
 	} else {

@@ -38,7 +38,7 @@ void sp_sandbox_unlock(int fd);
 
 
 /* ---- noded: what space-noded, the node manager, takes (sp_noded*.c) ---- */
-#define SP_NODED_LINE_MAX	8192	/* a request line, without its \n */
+#define SP_NODED_LINE_MAX	24576	/* a request line, without its \n */
 #define SP_NODED_PATH_MAX	512
 #define SP_NODED_DEPTH		4	/* parts of a path */
 #define SP_NODED_SOCK		"noded.sock"	/* in SPACE_RUN */
@@ -46,13 +46,31 @@ void sp_sandbox_unlock(int fd);
 					 * unprivileged side (space-init) */
 enum sp_noded_op {
 	SP_NODED_PING, SP_NODED_CREATE, SP_NODED_SNAPSHOT, SP_NODED_DELETE,
+	/* libvirt's, on the domain sp-<id> of name (sp_noded_virt.c) */
+	SP_NODED_VM_DEFINE, SP_NODED_VM_START, SP_NODED_VM_DESTROY,
+	SP_NODED_VM_UNDEFINE, SP_NODED_VM_PAUSE, SP_NODED_VM_RESUME,
+	SP_NODED_VM_SAVE, SP_NODED_VM_SAVE_MEMORY, SP_NODED_VM_RESTORE,
+	SP_NODED_VM_RESIZE, SP_NODED_VM_STATE, SP_NODED_VM_XML,
+	SP_NODED_VM_UUID, SP_NODED_VM_MEMORY, SP_NODED_VM_LIST,
+	SP_NODED_VIRT_TYPE, SP_NODED_VIRT_VERSION,
+	SP_NODED__COUNT
 };
+#define SP_NODED_XML_MAX	16384	/* a domain XML in a request */
 struct sp_noded_req {
 	enum sp_noded_op op;
 	char path[SP_NODED_PATH_MAX + 1];	/* relative to SPACE_ROOT */
 	char src[SP_NODED_PATH_MAX + 1];	/* a snapshot's source */
 	int readonly;
+	char name[SP_NAME_MAX + 1];		/* a domain: sp-<id> */
+	char file[SP_NODED_PATH_MAX + 1];	/* a VM's mem.sav, absolute */
+	char want[8];				/* a virt type */
+	uint64_t bytes;				/* a disk's new size */
+	char *xml;				/* a domain XML: freed by
+						 * sp_noded_req_free */
 };
+/* The op's name in requests. */
+const char *sp_noded_op_name(enum sp_noded_op op);
+void sp_noded_req_free(struct sp_noded_req *r);
 /* bad-input unless line (n bytes, no newline) is a request space-noded
  * takes, each path well-formed in an area its op may touch. */
 int sp_noded_parse(const char *line, size_t n, struct sp_noded_req *r,

@@ -17,7 +17,43 @@
 
 struct sp_virt {
 	virConnectPtr conn;
+	char *noded;		/* or space-noded's socket (sp_virt_noded.c) */
 };
+
+/* A request to space-noded: op, and name when not NULL. */
+static json_t *
+nd_req(const char *op, const char *name)
+{
+	json_t *r = json_pack("{s:s}", "op", op);
+
+	if (r != NULL && name != NULL)
+		json_object_set_new(r, "name", json_string(name));
+	return r;
+}
+
+static int
+nd_call(struct sp_virt *v, json_t *req, json_t **value, struct sp_err *e)
+{
+	return sp_virt_noded_call(v->noded, req, value, e);
+}
+
+/* A call that answers a string, copied to out (n bytes). */
+static int
+nd_string(struct sp_virt *v, json_t *req, char *out, size_t n,
+    struct sp_err *e)
+{
+	json_t *val;
+	int rc = 0;
+
+	if (nd_call(v, req, &val, e) == -1)
+		return -1;
+	if (!json_is_string(val) || json_string_length(val) >= n)
+		rc = sp_err_set(e, SP_E_PROTOCOL, 0, "space-noded: an odd answer");
+	else
+		memcpy(out, json_string_value(val), json_string_length(val) + 1);
+	json_decref(val);
+	return rc;
+}
 
 /*
  * libvirt is loaded when a command first connects, not when it starts: with
@@ -185,11 +221,24 @@ out:
 	return rc;
 }
 
+int
+sp_virt_open_noded(struct sp_virt **v, const char *sock, struct sp_err *e)
+{
+	if ((*v = calloc(1, sizeof **v)) == NULL ||
+	    ((*v)->noded = strdup(sock)) == NULL) {
+		free(*v);
+		*v = NULL;
+		return sp_err_sys(e, SP_E_NOMEM, "space-noded at %s", sock);
+	}
+	return 0;
+}
+
 void
 sp_virt_close(struct sp_virt *v)
 {
 	if (v == NULL)
 		return;
+	free(v->noded);
 	if (v->conn != NULL)
 		lv.virConnectClose(v->conn);
 	free(v);
@@ -215,6 +264,12 @@ sp_virt_pick_type(struct sp_virt *v, const char *want, char out[16],
 		snprintf(out, 16, "kvm");
 	} else if (want != NULL && strcmp(want, "qemu") == 0) {
 		snprintf(out, 16, "qemu");
+	} else if ((want == NULL || strcmp(want, "auto") == 0) && v != NULL &&
+	    v->noded != NULL) {
+		json_t *req = json_pack("{s:s, s:s}", "op", "virt-type", "want",
+		    "auto");
+
+		return nd_string(v, req, out, 16, e);
 	} else if (want == NULL || strcmp(want, "auto") == 0) {
 		/*
 		 * /dev/kvm alone is not enough: it must be backed by the CPU's
@@ -569,6 +624,110 @@ out:
 	return rc;
 }
 
+/* The text of xml between the first open and the close after it, into out
+ * (cap bytes); 0 when found and it fits, else -1. */
+static int
+between(const char *xml, const char *open, const char *close, char *out,
+    size_t cap)
+{
+	const char *p, *q;
+
+	if ((p = strstr(xml, open)) == NULL)
+		return -1;
+	p += strlen(open);
+	if ((q = strstr(p, close)) == NULL || (size_t)(q - p) >= cap)
+		return -1;
+	memcpy(out, p, (size_t)(q - p));
+	out[q - p] = '\0';
+	return 0;
+}
+
+static int
+between_int(const char *xml, const char *open, int *out)
+{
+	char buf[16], *end;
+	long v;
+
+	if (between(xml, open, "<", buf, sizeof buf) == -1)
+		return -1;
+	v = strtol(buf, &end, 10);
+	if (end == buf || *end != '\0' || v < 0 || v > 1 << 30)
+		return -1;
+	*out = (int)v;
+	return 0;
+}
+
+static int
+count(const char *s, const char *what)
+{
+	int n = 0;
+
+	while ((s = strstr(s, what)) != NULL) {
+		n++;
+		s += strlen(what);
+	}
+	return n;
+}
+
+int
+sp_virt_xml_spec(const char *xml, struct sp_vm_spec *s,
+    struct sp_vm_spec_text *t, struct sp_err *e)
+{
+	char *again = NULL;
+	int rc = -1, quota = 0;
+
+	memset(s, 0, sizeof *s);
+	memset(t, 0, sizeof *t);
+	if (between(xml, "<domain type='", "'", t->virt_type,
+	    sizeof t->virt_type) == -1 ||
+	    between(xml, "<name>", "</name>", t->name, sizeof t->name) == -1 ||
+	    between_int(xml, "<memory unit='MiB'>", &s->memory_mib) == -1 ||
+	    between_int(xml, "<vcpu placement='static'>", &s->vcpus) == -1 ||
+	    between(xml, "<kernel>", "</kernel>", t->kernel,
+	    sizeof t->kernel) == -1 ||
+	    between(xml, "<initrd>", "</initrd>", t->initrd,
+	    sizeof t->initrd) == -1 ||
+	    between(xml, "<cmdline>", "</cmdline>", t->cmdline,
+	    sizeof t->cmdline) == -1 ||
+	    between(xml, "<source file='", "'", t->disk, sizeof t->disk) == -1 ||
+	    between(xml, "<log file='", "/console.log'", t->chan_dir,
+	    sizeof t->chan_dir) == -1)
+		return sp_err_set(e, SP_E_BAD_INPUT, 0, "not a domain XML of "
+		    "space's: a part is missing");
+	if (between(xml, "<uuid>", "</uuid>", t->uuid, sizeof t->uuid) == 0)
+		s->uuid = t->uuid;
+	if (between_int(xml, "<global_quota>", &quota) == 0)
+		s->cpu_quota_pct = quota / 1000;
+	(void)between_int(xml, "<weight>", &s->io_weight);
+	if (strstr(xml, "<label>+") != NULL && sscanf(strstr(xml,
+	    "<label>+"), "<label>+%u:+%u<", &s->jail_uid, &s->jail_gid) != 2)
+		return sp_err_set(e, SP_E_BAD_INPUT, 0, "not a domain XML of "
+		    "space's: its label");
+	s->no_egress = strstr(xml, "/" SP_EGRESS_SOCK "'") == NULL;
+	s->nports = count(xml, "<target type='virtio' name='space.") -
+	    !s->no_egress;
+	s->shared_vectors = strstr(xml,
+	    "<controller type='virtio-serial' index='0'/>") != NULL;
+	s->name = t->name;
+	s->virt_type = t->virt_type;
+	s->kernel = t->kernel;
+	s->initrd = t->initrd;
+	s->cmdline = t->cmdline;
+	s->disk = t->disk;
+	s->chan_dir = t->chan_dir;
+	/* Whatever the parts, only the very text our writer makes of them
+	 * passes: an element more, an attribute or an escape is refused. */
+	if (sp_virt_domain_xml(s, &again, e) == -1)
+		return -1;
+	if (strcmp(again, xml) != 0)
+		sp_err_set(e, SP_E_BAD_INPUT, 0, "not a domain XML of space's: "
+		    "it is not what space writes of its parts");
+	else
+		rc = 0;
+	free(again);
+	return rc;
+}
+
 /* The text between the first <tag> and </tag> of a domain XML, or NULL. */
 static char *
 xml_elem(const char *xml, const char *tag)
@@ -601,6 +760,12 @@ sp_virt_define(struct sp_virt *v, const char *xml, struct sp_err *e)
 	const char *p;
 	int rc = -1;
 
+	if (v->noded != NULL) {
+		json_t *req = nd_req("vm-define", NULL);
+
+		json_object_set_new(req, "xml", json_string(xml));
+		return nd_call(v, req, NULL, e);
+	}
 	name = xml_elem(xml, "name");
 	p = strstr(xml, "</name>");
 	if (name != NULL && p != NULL && strstr(xml, "<uuid>") == NULL &&
@@ -703,6 +868,8 @@ start_op(virDomainPtr dom, const char *what, const char *name, void *arg,
 int
 sp_virt_start(struct sp_virt *v, const char *name, struct sp_err *e)
 {
+	if (v->noded != NULL)
+		return nd_call(v, nd_req("vm-start", name), NULL, e);
 	return on_domain(v, "start", name, start_op, NULL, e);
 }
 
@@ -712,6 +879,8 @@ sp_virt_destroy(struct sp_virt *v, const char *name, struct sp_err *e)
 	virDomainPtr dom = NULL;
 	int rc = -1, found, active;
 
+	if (v->noded != NULL)
+		return nd_call(v, nd_req("vm-destroy", name), NULL, e);
 	if ((found = lookup_maybe(v, "destroy", name, &dom, e)) <= 0) {
 		rc = found;
 		goto out;
@@ -743,6 +912,8 @@ sp_virt_undefine(struct sp_virt *v, const char *name, struct sp_err *e)
 	int rc = -1, found, persistent;
 	unsigned int flags;
 
+	if (v->noded != NULL)
+		return nd_call(v, nd_req("vm-undefine", name), NULL, e);
 	if ((found = lookup_maybe(v, "undefine", name, &dom, e)) <= 0) {
 		rc = found;
 		goto out;
@@ -820,6 +991,8 @@ sp_virt_pause(struct sp_virt *v, const char *name, struct sp_err *e)
 {
 	int run = 0;
 
+	if (v->noded != NULL)
+		return nd_call(v, nd_req("vm-pause", name), NULL, e);
 	return on_domain(v, "pause", name, set_running, &run, e);
 }
 
@@ -828,6 +1001,8 @@ sp_virt_resume(struct sp_virt *v, const char *name, struct sp_err *e)
 {
 	int run = 1;
 
+	if (v->noded != NULL)
+		return nd_call(v, nd_req("vm-resume", name), NULL, e);
 	return on_domain(v, "resume", name, set_running, &run, e);
 }
 
@@ -847,6 +1022,12 @@ int
 sp_virt_save(struct sp_virt *v, const char *name, const char *path,
     struct sp_err *e)
 {
+	if (v->noded != NULL) {
+		json_t *req = nd_req("vm-save", name);
+
+		json_object_set_new(req, "file", json_string(path));
+		return nd_call(v, req, NULL, e);
+	}
 	return on_domain(v, "save", name, save_op, (void *)path, e);
 }
 
@@ -867,6 +1048,12 @@ sp_virt_save_memory(struct sp_virt *v, const char *name, const char *path,
 	FILE *f;
 	int rc = -1;
 
+	if (v->noded != NULL) {
+		json_t *req = nd_req("vm-save-memory", name);
+
+		json_object_set_new(req, "file", json_string(path));
+		return nd_call(v, req, NULL, e);
+	}
 	if (lookup(v, "save memory", name, &dom, e) == -1)
 		goto out;
 	if ((f = open_memstream(&xml, &n)) == NULL) {
@@ -915,6 +1102,8 @@ int
 sp_virt_uuid(struct sp_virt *v, const char *name, char out[37],
     struct sp_err *e)
 {
+	if (v->noded != NULL)
+		return nd_string(v, nd_req("vm-uuid", name), out, 37, e);
 	return on_domain(v, "uuid", name, uuid_op, out, e);
 }
 
@@ -941,6 +1130,13 @@ sp_virt_block_resize(struct sp_virt *v, const char *name, const char *disk,
 {
 	struct resize r = { disk, bytes };
 
+	if (v->noded != NULL) {
+		json_t *req = nd_req("vm-resize", name);
+
+		json_object_set_new(req, "disk", json_string(disk));
+		json_object_set_new(req, "bytes", json_integer((json_int_t)bytes));
+		return nd_call(v, req, NULL, e);
+	}
 	return on_domain(v, "block resize", name, resize_op, &r, e);
 }
 
@@ -960,6 +1156,17 @@ int
 sp_virt_memory_kib(struct sp_virt *v, const char *name,
     unsigned long long *kib, struct sp_err *e)
 {
+	if (v->noded != NULL) {
+		json_t *val;
+
+		if (nd_call(v, nd_req("vm-memory", name), &val, e) == -1)
+			return -1;
+		*kib = json_is_integer(val) ? (unsigned long long)
+		    json_integer_value(val) : 0;
+		json_decref(val);
+		return *kib > 0 ? 0 : sp_err_set(e, SP_E_PROTOCOL, 0,
+		    "space-noded: an odd answer");
+	}
 	return on_domain(v, "memory", name, memory_op, kib, e);
 }
 
@@ -972,6 +1179,19 @@ sp_virt_restore(struct sp_virt *v, const char *path, const char *xml,
 	virDomainPtr dom;
 	int st, reason, rc = 0;
 
+	if (v->noded != NULL) {
+		json_t *req = nd_req("vm-restore", name);
+
+		/* noded restores only with an XML it can check. */
+		if (xml == NULL) {
+			json_decref(req);
+			return sp_err_set(e, SP_E_INTERNAL, 0, "restore '%s': "
+			    "space-noded needs its domain XML", path);
+		}
+		json_object_set_new(req, "file", json_string(path));
+		json_object_set_new(req, "xml", json_string(xml));
+		return nd_call(v, req, NULL, e);
+	}
 	if (lv.virDomainRestoreFlags(v->conn, path, xml, 0) == -1)
 		return virt_err(e, "restore", path);
 	if (name == NULL)
@@ -1004,6 +1224,8 @@ sp_virt_version(struct sp_virt *v, char *out, size_t n, struct sp_err *e)
 	unsigned long libver = 0, hvver = 0;
 	const char *type;
 
+	if (v->noded != NULL)
+		return nd_string(v, nd_req("virt-version", NULL), out, n, e);
 	if (lv.virGetVersion(&libver, NULL, NULL) == -1)
 		return virt_err(e, "version", "libvirt");
 	if ((type = lv.virConnectGetType(v->conn)) == NULL)
@@ -1026,6 +1248,8 @@ sp_virt_state(struct sp_virt *v, const char *name, char out[16],
 	const char *s;
 	int rc = -1, found, st, reason;
 
+	if (v->noded != NULL)
+		return nd_string(v, nd_req("vm-state", name), out, 16, e);
 	snprintf(out, 16, "absent");
 	if ((found = lookup_maybe(v, "state", name, &dom, e)) <= 0) {
 		rc = found;
@@ -1086,6 +1310,19 @@ sp_virt_list(struct sp_virt *v, int (*fn)(const char *, void *), void *arg,
 	virDomainPtr *doms = NULL;
 	int i, n, rc = 0;
 
+	if (v->noded != NULL) {
+		json_t *val, *one;
+		size_t k;
+
+		if (nd_call(v, nd_req("vm-list", NULL), &val, e) == -1)
+			return -1;
+		json_array_foreach(val, k, one)
+			if (json_is_string(one) && fn(json_string_value(one),
+			    arg) != 0)
+				break;
+		json_decref(val);
+		return 0;
+	}
 	if ((n = lv.virConnectListAllDomains(v->conn, &doms, 0)) == -1)
 		return virt_err(e, "list", "domains");
 	for (i = 0; i < n; i++) {
@@ -1110,6 +1347,21 @@ xml_op(virDomainPtr dom, const char *what, const char *name, void *xml,
 int
 sp_virt_xml(struct sp_virt *v, const char *name, char **xml, struct sp_err *e)
 {
+	if (v->noded != NULL) {
+		json_t *val;
+
+		*xml = NULL;
+		if (nd_call(v, nd_req("vm-xml", name), &val, e) == -1)
+			return -1;
+		if (!json_is_string(val) || (*xml = strdup(json_string_value(val)))
+		    == NULL) {
+			json_decref(val);
+			return sp_err_set(e, SP_E_PROTOCOL, 0, "space-noded: an "
+			    "odd answer");
+		}
+		json_decref(val);
+		return 0;
+	}
 	*xml = NULL;
 	return on_domain(v, "dumpxml", name, xml_op, xml, e);
 }

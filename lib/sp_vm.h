@@ -6,6 +6,8 @@
 #ifndef SP_VM_H
 #define SP_VM_H
 
+#include <pthread.h>
+
 #include "sp_storage.h"
 
 struct sp_ctx;
@@ -108,6 +110,42 @@ int sp_virt_pick_type(struct sp_virt *v, const char *want, char out[16],
     struct sp_err *e);
 /* The domain XML of a spec; the caller frees *xml. */
 int sp_virt_domain_xml(const struct sp_vm_spec *s, char **xml, struct sp_err *e);
+/* space-noded's libvirt side (sp_noded_virt.c): its connection to libvirt
+ * (uri), opened at the first VM op, shared by the threads that serve. */
+struct sp_noded_vm {
+	int root_fd;			/* SPACE_ROOT, O_PATH */
+	const struct sp_conf *conf;
+	const char *uri;
+	pthread_mutex_t lock;
+	struct sp_virt *virt;
+};
+/* Carries out a VM op r (sp_noded_parse took it), its XML and files checked
+ * first; *value (NULL when none) is what it answers. */
+int sp_noded_vm_do(struct sp_noded_vm *c, const struct sp_noded_req *r,
+    json_t **value, struct sp_err *e);
+/* A connection that asks space-noded at sock (sp_virt_noded.c): every
+ * sp_virt_* call on it goes there as one request. */
+int sp_virt_open_noded(struct sp_virt **v, const char *sock, struct sp_err *e);
+/* What c says: libvirt itself, or space-noded at $SPACE_RUN/noded.sock
+ * when SPACE_LIBVIRT_URI is "noded", or for a process not root when it is
+ * qemu:///system (sp_ctx_virt.c). */
+int sp_virt_connect(const struct sp_conf *c, struct sp_virt **v,
+    struct sp_err *e);
+/* One request to space-noded (req taken, even on error); *value (may be
+ * NULL) takes what it answered, or NULL. */
+int sp_virt_noded_call(const char *sock, json_t *req, json_t **value,
+    struct sp_err *e);
+/* The strings of a spec read back from its XML. */
+struct sp_vm_spec_text {
+	char name[64], uuid[37], virt_type[8], cmdline[1024];
+	char kernel[SP_PATH_MAX], initrd[SP_PATH_MAX], disk[SP_PATH_MAX];
+	char chan_dir[SP_PATH_MAX];
+};
+/* The spec xml was written of (its strings in t), when xml is exactly what
+ * sp_virt_domain_xml writes of it; bad-input for any other text.  What
+ * space-noded lets through to libvirt. */
+int sp_virt_xml_spec(const char *xml, struct sp_vm_spec *s,
+    struct sp_vm_spec_text *t, struct sp_err *e);
 int sp_virt_define(struct sp_virt *v, const char *xml, struct sp_err *e);
 int sp_virt_start(struct sp_virt *v, const char *name, struct sp_err *e);
 /* destroy and undefine: absent (or not running) is not an error. */

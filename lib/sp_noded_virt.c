@@ -1,0 +1,311 @@
+/*
+ * sp_noded_virt: space-noded's libvirt operations.  libvirt runs QEMU as any
+ * uid and opens, as root, every file a domain XML names: a client that could
+ * hand libvirt an XML of its own would hold the node.  So space-noded takes
+ * only the very XML space writes (sp_virt_xml_spec reads its parts back and
+ * writes them again: any other text is refused), and of those parts only
+ * what a sandbox of this node may have:
+ *   - the domain sp-<id>, its channel directory $SPACE_RUN/<id>;
+ *   - its disk.raw, vmlinuz and initrd.img side by side in one directory
+ *     beneath SPACE_ROOT, each a regular file with one link, reached with
+ *     no symlink on the way (openat2 RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS);
+ *   - a jail uid from SPACE_JAIL_UIDS that $SPACE_ROOT/jail/<uid> gives to
+ *     that id, or none (libvirt's own user for QEMU).
+ * A save image (mem.sav) is written and read in such a directory too.
+ */
+#include <sys/stat.h>
+#include <sys/syscall.h>
+
+#include <linux/openat2.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "sp_vm.h"
+
+static int
+open_beneath(int root_fd, const char *path, int flags)
+{
+	struct open_how how = {
+		.flags = (uint64_t)(flags | O_CLOEXEC),
+		.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
+		    RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV,
+	};
+
+	return (int)syscall(SYS_openat2, root_fd, path, &how, sizeof how);
+}
+
+/* The part of abs beneath the root, when abs is a well-formed path there
+ * (sp_noded_path_check) whose last part is base; else NULL with e set. */
+static const char *
+beneath(const struct sp_noded_vm *c, const char *what, const char *abs,
+    const char *base, struct sp_err *e)
+{
+	size_t n = strlen(c->conf->root);
+	const char *rel, *slash;
+
+	if (strncmp(abs, c->conf->root, n) != 0 || abs[n] != '/') {
+		sp_err_set(e, SP_E_BAD_INPUT, 0, "%s '%.64s' is not beneath %s",
+		    what, abs, c->conf->root);
+		return NULL;
+	}
+	rel = abs + n + 1;
+	if (sp_noded_path_check(what, rel, 0, e) == -1)
+		return NULL;
+	/* AREA/NAME/base at least: the file of a subvolume, not an area's. */
+	if ((slash = strrchr(rel, '/')) == NULL || strcmp(slash + 1, base) != 0 ||
+	    strchr(rel, '/') == slash) {
+		sp_err_set(e, SP_E_BAD_INPUT, 0, "%s '%.64s' is not a sandbox's "
+		    "%s", what, abs, base);
+		return NULL;
+	}
+	return rel;
+}
+
+/*
+ * A VM file at abs (named base) as libvirt will find it: beneath the root
+ * with no symlink on the way, a regular file of the root's filesystem with
+ * one link (not another file's hard link).  must 0: absent is fine too.
+ */
+static int
+vm_file(const struct sp_noded_vm *c, const char *what, const char *abs,
+    const char *base, int must, struct sp_err *e)
+{
+	char dir[SP_NODED_PATH_MAX + 1];
+	const char *rel;
+	struct stat st, rst;
+	int fd;
+
+	if ((rel = beneath(c, what, abs, base, e)) == NULL)
+		return -1;
+	snprintf(dir, sizeof dir, "%.*s", (int)(strrchr(rel, '/') - rel), rel);
+	if ((fd = open_beneath(c->root_fd, dir, O_PATH | O_DIRECTORY)) == -1)
+		return sp_err_sys(e, errno == ENOENT ? SP_E_NOT_FOUND :
+		    SP_E_BAD_INPUT, "%s: the directory of '%.64s'", what, abs);
+	if (fstatat(fd, base, &st, AT_SYMLINK_NOFOLLOW) == -1) {
+		close(fd);
+		if (errno == ENOENT && !must)
+			return 0;
+		return sp_err_sys(e, errno == ENOENT ? SP_E_NOT_FOUND : SP_E_IO,
+		    "%s '%.64s'", what, abs);
+	}
+	close(fd);
+	if (fstat(c->root_fd, &rst) == -1)
+		return sp_err_sys(e, SP_E_IO, "%s", c->conf->root);
+	if (!S_ISREG(st.st_mode) || st.st_nlink != 1)
+		return sp_err_set(e, SP_E_BAD_INPUT, 0, "%s '%.64s' is not a "
+		    "regular file of one link", what, abs);
+	return 0;
+}
+
+/* 1 when uid is id's jail: in the node's range and reserved for it. */
+static int
+jail_of(const struct sp_noded_vm *c, unsigned uid, const char *id)
+{
+	char slot[32], to[SP_NAME_MAX + 1];
+	ssize_t n;
+	int fd;
+
+	if (uid < c->conf->lim.first || uid - c->conf->lim.first >=
+	    c->conf->lim.count)
+		return 0;
+	if ((fd = open_beneath(c->root_fd, "jail", O_PATH | O_DIRECTORY)) == -1)
+		return 0;
+	snprintf(slot, sizeof slot, "%u", uid);
+	n = readlinkat(fd, slot, to, sizeof to - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	to[n] = '\0';
+	return strcmp(to, id) == 0;
+}
+
+/* xml is space's, for a sandbox of this node (the file's comment). */
+static int
+check_xml(const struct sp_noded_vm *c, const char *xml, const char *name,
+    struct sp_err *e)
+{
+	struct sp_vm_spec_text *t;
+	struct sp_vm_spec s;
+	char run[SP_PATH_MAX], dir[SP_PATH_MAX];
+	const char *id;
+	int rc = -1;
+
+	if ((t = malloc(sizeof *t)) == NULL)
+		return sp_err_sys(e, SP_E_NOMEM, "xml");
+	if (sp_virt_xml_spec(xml, &s, t, e) == -1)
+		goto out;
+	id = s.name + 3;
+	if (strncmp(s.name, "sp-", 3) != 0 || !sp_id_valid(id)) {
+		sp_err_set(e, SP_E_BAD_INPUT, 0, "domain '%.64s' is not sp-<id>",
+		    s.name);
+		goto out;
+	}
+	if (name != NULL && strcmp(name, s.name) != 0) {
+		sp_err_set(e, SP_E_BAD_INPUT, 0, "the XML is %s's, not %s's",
+		    s.name, name);
+		goto out;
+	}
+	if (sp_path_fmt(run, sizeof run, e, "%s/%s", c->conf->run, id) == -1)
+		goto out;
+	if (strcmp(s.chan_dir, run) != 0) {
+		sp_err_set(e, SP_E_BAD_INPUT, 0, "%s's channels are in %s, not "
+		    "'%.64s'", s.name, run, s.chan_dir);
+		goto out;
+	}
+	snprintf(dir, sizeof dir, "%.*s", (int)(strrchr(s.disk, '/') - s.disk),
+	    s.disk);
+	if (vm_file(c, "disk", s.disk, "disk.raw", 1, e) == -1 ||
+	    vm_file(c, "kernel", s.kernel, "vmlinuz", 1, e) == -1 ||
+	    vm_file(c, "initrd", s.initrd, "initrd.img", 1, e) == -1)
+		goto out;
+	if (strncmp(s.kernel, dir, strlen(dir)) != 0 ||
+	    strcmp(s.kernel + strlen(dir), "/vmlinuz") != 0 ||
+	    strncmp(s.initrd, dir, strlen(dir)) != 0 ||
+	    strcmp(s.initrd + strlen(dir), "/initrd.img") != 0) {
+		sp_err_set(e, SP_E_BAD_INPUT, 0, "%s's disk, kernel and initrd "
+		    "are not side by side", s.name);
+		goto out;
+	}
+	if (s.jail_uid != 0 && (s.jail_gid != s.jail_uid ||
+	    !jail_of(c, s.jail_uid, id))) {
+		sp_err_set(e, SP_E_BAD_INPUT, 0, "uid %u is not %s's jail",
+		    s.jail_uid, s.name);
+		goto out;
+	}
+	rc = 0;
+out:
+	free(t);
+	return rc;
+}
+
+/* noded's own connection: opened at the first VM op, and again after one
+ * that lost it. */
+static int
+virt(struct sp_noded_vm *c, struct sp_virt **v, struct sp_err *e)
+{
+	int rc = 0;
+
+	pthread_mutex_lock(&c->lock);
+	if (c->virt == NULL)
+		rc = sp_virt_open(&c->virt, c->uri, e);
+	*v = c->virt;
+	pthread_mutex_unlock(&c->lock);
+	return rc;
+}
+
+static int
+collect(const char *name, void *arg)
+{
+	json_array_append_new(arg, json_string(name));
+	return 0;
+}
+
+static int
+run_op(struct sp_noded_vm *c, struct sp_virt *v, const struct sp_noded_req *r,
+    json_t **value, struct sp_err *e)
+{
+	char buf[64], *xml = NULL;
+	unsigned long long kib;
+	json_t *list;
+
+	switch (r->op) {
+	case SP_NODED_VM_DEFINE:
+		return check_xml(c, r->xml, NULL, e) == -1 ? -1 :
+		    sp_virt_define(v, r->xml, e);
+	case SP_NODED_VM_START:
+		return sp_virt_start(v, r->name, e);
+	case SP_NODED_VM_DESTROY:
+		return sp_virt_destroy(v, r->name, e);
+	case SP_NODED_VM_UNDEFINE:
+		return sp_virt_undefine(v, r->name, e);
+	case SP_NODED_VM_PAUSE:
+		return sp_virt_pause(v, r->name, e);
+	case SP_NODED_VM_RESUME:
+		return sp_virt_resume(v, r->name, e);
+	case SP_NODED_VM_SAVE:
+		return vm_file(c, "file", r->file, "mem.sav", 0, e) == -1 ? -1 :
+		    sp_virt_save(v, r->name, r->file, e);
+	case SP_NODED_VM_SAVE_MEMORY:
+		return vm_file(c, "file", r->file, "mem.sav", 0, e) == -1 ? -1 :
+		    sp_virt_save_memory(v, r->name, r->file, e);
+	case SP_NODED_VM_RESTORE:
+		if (vm_file(c, "file", r->file, "mem.sav", 1, e) == -1 ||
+		    check_xml(c, r->xml, r->name[0] ? r->name : NULL, e) == -1)
+			return -1;
+		return sp_virt_restore(v, r->file, r->xml, r->name[0] ?
+		    r->name : NULL, e);
+	case SP_NODED_VM_RESIZE:
+		return sp_virt_block_resize(v, r->name, "vda", r->bytes, e);
+	case SP_NODED_VM_STATE:
+		if (sp_virt_state(v, r->name, buf, e) == -1)
+			return -1;
+		*value = json_string(buf);
+		return 0;
+	case SP_NODED_VM_UUID:
+		if (sp_virt_uuid(v, r->name, buf, e) == -1)
+			return -1;
+		*value = json_string(buf);
+		return 0;
+	case SP_NODED_VM_XML:
+		if (sp_virt_xml(v, r->name, &xml, e) == -1)
+			return -1;
+		*value = json_string(xml);
+		free(xml);
+		return 0;
+	case SP_NODED_VM_MEMORY:
+		if (sp_virt_memory_kib(v, r->name, &kib, e) == -1)
+			return -1;
+		*value = json_integer((json_int_t)kib);
+		return 0;
+	case SP_NODED_VM_LIST:
+		if ((list = json_array()) == NULL ||
+		    sp_virt_list(v, collect, list, e) == -1) {
+			json_decref(list);
+			return -1;
+		}
+		*value = list;
+		return 0;
+	case SP_NODED_VIRT_TYPE:
+		if (sp_virt_pick_type(v, r->want, buf, e) == -1)
+			return -1;
+		*value = json_string(buf);
+		return 0;
+	case SP_NODED_VIRT_VERSION:
+		if (sp_virt_version(v, buf, sizeof buf, e) == -1)
+			return -1;
+		*value = json_string(buf);
+		return 0;
+	default:
+		return sp_err_set(e, SP_E_INTERNAL, 0, "op %d", (int)r->op);
+	}
+}
+
+int
+sp_noded_vm_do(struct sp_noded_vm *c, const struct sp_noded_req *r,
+    json_t **value, struct sp_err *e)
+{
+	struct sp_virt *v;
+	int rc;
+
+	*value = NULL;
+	if (virt(c, &v, e) == -1)
+		return -1;
+	rc = run_op(c, v, r, value, e);
+	if (rc == -1 && e->temp) {
+		/*
+		 * The connection may be gone: the next op opens another.
+		 * The old one is left open, not closed: another thread may
+		 * be in a call on it (a libvirtd restart is rare). */
+		pthread_mutex_lock(&c->lock);
+		if (c->virt == v)
+			c->virt = NULL;
+		pthread_mutex_unlock(&c->lock);
+	}
+	return rc;
+}

@@ -1,0 +1,138 @@
+/*
+ * sp_virt_noded: a libvirt call made through space-noded, for a process that
+ * may not reach libvirt itself (it runs as the user space, or
+ * SPACE_LIBVIRT_URI says "noded").  One connection a call: a request line
+ * out, an answer line back ({"ok":true,"value":...} or the error's token,
+ * message and whether it is worth a retry).  A call waits as long as
+ * libvirt does: a restore under TCG takes seconds.
+ */
+#include <sys/socket.h>
+#include <sys/un.h>
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "sp_vm.h"
+
+#define ANSWER_MAX	(4 << 20)	/* a domain's XML is ~10 KiB */
+
+/* noded went away or never came: worth a retry. */
+static int
+gone(struct sp_err *e, const char *sock, const char *what)
+{
+	sp_err_sys(e, SP_E_LIBVIRT, "space-noded at %s%s", sock, what);
+	if (e != NULL)
+		e->temp = 1;
+	return -1;
+}
+
+static int
+connect_to(const char *sock, struct sp_err *e)
+{
+	struct sockaddr_un sun = { .sun_family = AF_UNIX };
+	int fd;
+
+	if (strlen(sock) >= sizeof sun.sun_path)
+		return sp_err_set(e, SP_E_BAD_INPUT, 0, "socket path too long: "
+		    "%s", sock);
+	strcpy(sun.sun_path, sock);
+	if ((fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) == -1)
+		return sp_err_sys(e, SP_E_IO, "socket");
+	if (connect(fd, (struct sockaddr *)&sun, sizeof sun) == -1) {
+		gone(e, sock, "");
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/* The answer's line, NUL-terminated in *out (the caller frees it). */
+static int
+read_answer(int fd, const char *sock, char **out, struct sp_err *e)
+{
+	size_t n = 0, cap = 4096;
+	char *buf = malloc(cap), *grown;
+	ssize_t got;
+
+	while (buf != NULL) {
+		if (n + 1 == cap) {
+			if (cap >= ANSWER_MAX ||
+			    (grown = realloc(buf, cap * 2)) == NULL)
+				break;
+			buf = grown;
+			cap *= 2;
+		}
+		got = read(fd, buf + n, cap - 1 - n);
+		if (got == -1 && errno == EINTR)
+			continue;
+		if (got <= 0) {
+			free(buf);
+			return gone(e, sock, ": no answer");
+		}
+		n += (size_t)got;
+		if (memchr(buf + n - (size_t)got, '\n', (size_t)got) != NULL) {
+			buf[n] = '\0';
+			*out = buf;
+			return 0;
+		}
+	}
+	free(buf);
+	return sp_err_set(e, SP_E_PROTOCOL, 0, "space-noded at %s: an answer "
+	    "over %d bytes", sock, ANSWER_MAX);
+}
+
+int
+sp_virt_noded_call(const char *sock, json_t *req, json_t **value,
+    struct sp_err *e)
+{
+	char *line = NULL, *ans = NULL;
+	const char *token = NULL, *msg = "";
+	enum sp_code code;
+	json_t *a = NULL, *v;
+	int fd = -1, rc = -1, temp = 0;
+	size_t len;
+
+	if (value != NULL)
+		*value = NULL;
+	if (req == NULL || (line = json_dumps(req, JSON_COMPACT)) == NULL) {
+		sp_err_sys(e, SP_E_NOMEM, "space-noded request");
+		goto out;
+	}
+	len = strlen(line);
+	line[len] = '\n';		/* over the NUL: sent by length */
+	if ((fd = connect_to(sock, e)) == -1)
+		goto out;
+	if (sp_write_all(fd, line, len + 1) == -1) {
+		gone(e, sock, "");
+		goto out;
+	}
+	if (read_answer(fd, sock, &ans, e) == -1)
+		goto out;
+	if ((a = json_loads(ans, 0, NULL)) == NULL || !json_is_object(a) ||
+	    !json_is_boolean(json_object_get(a, "ok"))) {
+		sp_err_set(e, SP_E_PROTOCOL, 0, "space-noded at %s: not an answer",
+		    sock);
+		goto out;
+	}
+	if (json_is_false(json_object_get(a, "ok"))) {
+		json_unpack(a, "{s?s, s?s, s?b}", "error", &token, "msg", &msg,
+		    "temp", &temp);
+		if (token == NULL || sp_code_of(token, &code) == -1)
+			code = SP_E_INTERNAL;
+		sp_err_set(e, code, temp, "%s", msg);
+		goto out;
+	}
+	if (value != NULL && (v = json_object_get(a, "value")) != NULL)
+		*value = json_incref(v);
+	rc = 0;
+out:
+	if (fd != -1)
+		close(fd);
+	json_decref(req);
+	json_decref(a);
+	free(line);
+	free(ans);
+	return rc;
+}
