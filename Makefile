@@ -158,10 +158,11 @@ bench: all guest $(BENCH_C:bench/%.c=$(B)/bench/%) $(B)/bench/guest/spawn \
 # (any program in the sandbox), the gateway's HTTP (a sandbox's requests),
 # what space-apid parses itself of a client's requests (routes, bodies,
 # Connect envelopes, paths), what an imported image's index and config say,
-# and what a client of space-noded asks of the node manager.
+# what a client of space-noded asks of the node manager, and the domain XML
+# it hands it to define.
 # `make fuzz` runs each for FUZZ_SECONDS from its seeds in tests/fuzz/seeds/;
 # `make fuzz-NAME` runs one.
-FUZZ = proto egress-rule dns http api image noded
+FUZZ = proto egress-rule dns http api image noded domain-xml
 FUZZ_SECONDS ?= 30
 FUZZ_CC = clang -g -O1 -fsanitize=fuzzer,address,undefined -std=c11 \
     -D_GNU_SOURCE -Ilib -Iguest
@@ -197,6 +198,12 @@ $(B)/fuzz/fuzz-noded: tests/fuzz/fuzz-noded.c lib/sp_noded_parse.c \
 	@mkdir -p $(@D)
 	$(FUZZ_CC) $(shell pkg-config --cflags libxml-2.0 libpq) -o $@ \
 	    $(filter %.c,$^) -ljansson
+$(B)/fuzz/fuzz-domain-xml: tests/fuzz/fuzz-domain-xml.c lib/sp_virt.c \
+    lib/sp_virt_noded.c lib/sp_err.c lib/sp_dl.c lib/sp_io.c lib/sp_path.c \
+    $(wildcard lib/*.h)
+	@mkdir -p $(@D)
+	$(FUZZ_CC) $(shell pkg-config --cflags libxml-2.0 libpq) -o $@ \
+	    $(filter %.c,$^) -ljansson -ldl
 $(FUZZ:%=fuzz-%): fuzz-%: $(B)/fuzz/fuzz-%
 	@mkdir -p $(B)/fuzz/corpus-$*
 	cp tests/fuzz/seeds/$*/* $(B)/fuzz/corpus-$*/

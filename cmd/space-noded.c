@@ -365,7 +365,7 @@ main(int argc, char *argv[])
 	vm.conf = &conf;
 	/* Its clients may be told to go through it ("noded"): it goes to
 	 * libvirt. */
-	vm.uri = strcmp(conf.libvirt_uri, "noded") == 0 ? "qemu:///system" :
+	vm.uri = sp_virt_uri_noded(conf.libvirt_uri) ? "qemu:///system" :
 	    conf.libvirt_uri;
 	pthread_mutex_init(&vm.lock, NULL);
 	if (pipe2(wake, O_CLOEXEC | O_NONBLOCK) == -1) {

@@ -4,7 +4,8 @@
  * there is root anywhere (a domain XML opens any file as any uid): a
  * process of the user space goes through space-noded, which takes only
  * space's own XML (sp_noded_virt.c); so does any process when
- * SPACE_LIBVIRT_URI is "noded".
+ * SPACE_LIBVIRT_URI is "noded" (or "noded:SOCKET", a socket of another
+ * path).
  */
 #include <string.h>
 #include <unistd.h>
@@ -12,12 +13,20 @@
 #include "sp_vm.h"
 
 int
+sp_virt_uri_noded(const char *uri)
+{
+	return strcmp(uri, "noded") == 0 || strncmp(uri, "noded:", 6) == 0;
+}
+
+int
 sp_virt_connect(const struct sp_conf *c, struct sp_virt **v,
     struct sp_err *e)
 {
 	char sock[SP_PATH_MAX];
 
-	if (strcmp(c->libvirt_uri, "noded") != 0 && (geteuid() == 0 ||
+	if (strncmp(c->libvirt_uri, "noded:", 6) == 0)
+		return sp_virt_open_noded(v, c->libvirt_uri + 6, e);
+	if (!sp_virt_uri_noded(c->libvirt_uri) && (geteuid() == 0 ||
 	    strcmp(c->libvirt_uri, "qemu:///system") != 0))
 		return sp_virt_open(v, c->libvirt_uri, e);
 	if (sp_path_fmt(sock, sizeof sock, e, "%s/" SP_NODED_SOCK, c->run) == -1)

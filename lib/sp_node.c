@@ -229,7 +229,7 @@ jail_dirs(const struct sp_conf *c, struct sp_err *e)
 		    -1 || (chmod(p, 0700) == -1 && errno != ENOENT))
 			return sp_err_sys(e, SP_E_IO, "chmod %s", p);
 	if ((strcmp(c->libvirt_uri, "qemu:///system") != 0 &&
-	    strcmp(c->libvirt_uri, "noded") != 0) ||
+	    !sp_virt_uri_noded(c->libvirt_uri)) ||
 	    stat(LIBVIRT_QEMU_DIR, &st) == -1 || (st.st_mode & 0001))
 		return 0;
 	if (chmod(LIBVIRT_QEMU_DIR, (st.st_mode & 07777) | 0001) == -1)
@@ -304,7 +304,7 @@ sp_node_init(const struct sp_conf *c, uint64_t loop_bytes,
 	if (sp_db_open(&db, c, e) == -1)
 		goto out;
 	/* Root's, before space-noded can serve: libvirt itself. */
-	if (sp_virt_open(&v, strcmp(c->libvirt_uri, "noded") == 0 ?
+	if (sp_virt_open(&v, sp_virt_uri_noded(c->libvirt_uri) ?
 	    "qemu:///system" : c->libvirt_uri, e) == -1 ||
 	    sp_virt_pick_type(v, c->virt_type, info->virt_type, e) == -1 ||
 	    sp_virt_version(v, info->libvirt, sizeof info->libvirt, e) == -1)

@@ -128,7 +128,8 @@ int sp_noded_vm_do(struct sp_noded_vm *c, const struct sp_noded_req *r,
 int sp_virt_open_noded(struct sp_virt **v, const char *sock, struct sp_err *e);
 /* What c says: libvirt itself, or space-noded at $SPACE_RUN/noded.sock
  * when SPACE_LIBVIRT_URI is "noded", or for a process not root when it is
- * qemu:///system (sp_ctx_virt.c). */
+ * qemu:///system; at SOCKET when it is "noded:SOCKET" (sp_ctx_virt.c). */
+int sp_virt_uri_noded(const char *uri);		/* 1 or 0 */
 int sp_virt_connect(const struct sp_conf *c, struct sp_virt **v,
     struct sp_err *e);
 /* One request to space-noded (req taken, even on error); *value (may be

@@ -14,11 +14,37 @@ setup_file() {
 }
 
 teardown_file() {
+	[ -f "$BATS_FILE_TMPDIR/proxy.pid" ] && kill "$(cat "$BATS_FILE_TMPDIR/proxy.pid")" 2>/dev/null
+	remove_listed "$BATS_FILE_TMPDIR/ids"
 	kill "$(cat "$BATS_FILE_TMPDIR/pid")" 2>/dev/null || true
 	for s in nd-a nd-b nd-c nd-flood; do
 		btrfs subvolume delete "$T/$s" >/dev/null 2>&1 || true
 	done
-	rm -rf "$T/nd-dir" "$T/nd-link"
+	rm -rf "$T/nd-dir" "$T/nd-link" "$T/nd-vm" "$T/nd-hl"
+}
+
+# A proxy in front of space-noded at $PROXY: it writes each request line it
+# passes on to $BATS_FILE_TMPDIR/requests.
+proxy() {
+	export PROXY=$BATS_FILE_TMPDIR/proxy.sock
+	[ -S "$PROXY" ] && return 0
+	python3 - "$PROXY" "$SOCK" "$BATS_FILE_TMPDIR/requests" <<'EOF' &
+import socket, sys, threading
+path, to, log = sys.argv[1:4]
+srv = socket.socket(socket.AF_UNIX); srv.bind(path); srv.listen(16)
+lock = threading.Lock()
+def one(c):
+    req = c.makefile("rb").readline()
+    with lock, open(log, "ab") as f:
+        f.write(req)
+    n = socket.socket(socket.AF_UNIX); n.connect(to); n.sendall(req)
+    c.sendall(n.makefile("rb").readline()); c.close(); n.close()
+while True:
+    threading.Thread(target=one, args=(srv.accept()[0],), daemon=True).start()
+EOF
+	echo $! > "$BATS_FILE_TMPDIR/proxy.pid"
+	for _ in $(seq 50); do [ -S "$PROXY" ] && break; sleep 0.1; done
+	[ -S "$PROXY" ]
 }
 
 # Sends each argument as a request line on one connection; prints each
@@ -101,7 +127,7 @@ alive() {
 	run python3 - "$SOCK" <<'EOF'
 import socket, sys
 s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])
-s.sendall(b'{"op":"ping","x":"' + b"a" * 20000)
+s.sendall(b'{"op":"ping","x":"' + b"a" * 30000)
 print(s.makefile("rb").readline().decode().strip())
 try:					# then closed (reset: it left bytes unread)
     print("closed" if s.recv(10) == b"" else "open")
@@ -109,7 +135,7 @@ except ConnectionResetError:
     print("closed")
 EOF
 	echo "$output" | sed 's/^/# /' >&3
-	[[ "${lines[0]}" == *'"error":"bad-input"'*"at most 8192 bytes"* ]]
+	[[ "${lines[0]}" == *'"error":"bad-input"'*"at most 24576 bytes"* ]]
 	[ "${lines[1]}" = closed ]
 	# Half a request, then gone; and 100 connections at once (64 served).
 	python3 - "$SOCK" <<'EOF'
@@ -163,6 +189,116 @@ EOF
 	[[ "${lines[1]}" == *'"error":"bad-input"'*"unknown op"* ]]
 	[ "$(stat -c %u "$T/nd-flood")" = 0 ]
 	grep -q "\"uid\":$(id -u nobody),\"op\":\"subvol-snapshot\"" "$BATS_FILE_TMPDIR/log"
+	# libvirt itself is closed to it, even read-only; its VMs are
+	# listed through the socket.
+	run setpriv --reuid=nobody --regid=nogroup --groups="$GROUP" virsh -c qemu:///system list --all
+	[ "$status" -ne 0 ]
+	run setpriv --reuid=nobody --regid=nogroup --groups="$GROUP" virsh -r -c qemu:///system list --all
+	[ "$status" -ne 0 ]
+	run setpriv --reuid=nobody --regid=nogroup --groups="$GROUP" bash -c "$(declare -f call); SOCK=$SOCK; call "'"$@"' _ '{"op":"vm-list"}'
+	[ "$(command jq -r '.ok, (.value | type)' <<<"$output")" = $'true\narray' ]
+}
+
+@test "a sandbox's life through space-noded: made, run, stopped, started, checkpointed, rolled back and removed; each libvirt call one of its ops" {
+	space-template ls | jq -e 'select(.template == "minimal")' >/dev/null || import_minimal
+	proxy
+	: > "$BATS_FILE_TMPDIR/requests"
+	export SPACE_LIBVIRT_URI=noded:$PROXY
+	id=$(create --no-pool)
+	[ -n "$id" ]
+	echo "$id" >> "$BATS_FILE_TMPDIR/ids"
+	space-exec "$id" -- sh -c 'echo before > /root/mark; sync'
+	space-stop "$id" >/dev/null
+	space-start "$id" >/dev/null
+	snap=$(space-snap --full "$id" | jq -r .snap)
+	space-exec "$id" -- sh -c 'echo after > /root/mark; sync'
+	space-rollback "$id" "$snap" >/dev/null
+	[ "$(space-exec "$id" -- cat /root/mark)" = before ]
+	space-rm "$id" >/dev/null
+	[ "$(virsh -c qemu:///system domstate "sp-$id" 2>&1)" != running ]
+	echo "# ops: $(command jq -r .op "$BATS_FILE_TMPDIR/requests" | sort -u | tr '\n' ' ')" >&3
+	for op in vm-define vm-start vm-destroy vm-undefine vm-save-memory vm-restore vm-state; do
+		command jq -se --arg op "$op" 'any(.[]; .op == $op)' "$BATS_FILE_TMPDIR/requests" >/dev/null
+	done
+	grep -q "\"op\":\"vm-restore\",\"path\":\"sp-$id\",\"ok\":true" "$BATS_FILE_TMPDIR/log"
+}
+
+@test "space-noded defines only space's own domain XML, for a sandbox of this node: forged ones are refused, nothing changed" {
+	space-template ls | jq -e 'select(.template == "minimal")' >/dev/null || import_minimal
+	proxy
+	: > "$BATS_FILE_TMPDIR/requests"
+	id=$(SPACE_LIBVIRT_URI=noded:$PROXY create --no-pool)
+	[ -n "$id" ]
+	echo "$id" >> "$BATS_FILE_TMPDIR/ids"
+	# Files that are not a VM's, where a VM's would be.
+	mkdir -p "$T/nd-vm" "$T/nd-hl"
+	ln -sfn /etc/shadow "$T/nd-vm/disk.raw"
+	ln -sfn /etc/passwd "$T/nd-vm/mem.sav"
+	ln -f "$SPACE_ROOT/ca/ca.key" "$T/nd-hl/disk.raw"
+	for d in nd-vm nd-hl; do
+		cp "$SPACE_ROOT/sandboxes/$id/vmlinuz" "$SPACE_ROOT/sandboxes/$id/initrd.img" "$T/$d/"
+	done
+	local shadow key doms
+	shadow=$(stat -c '%u %g %a' /etc/shadow)
+	key=$(stat -c '%u %g %a' "$SPACE_ROOT/ca/ca.key")
+	doms=$(virsh -c qemu:///system list --all --name | sort)
+	run python3 - "$SOCK" "$BATS_FILE_TMPDIR/requests" "$SPACE_ROOT" "$SPACE_RUN" <<'EOF'
+import json, re, socket, sys
+sock, reqs, root, run = sys.argv[1:5]
+xml = next(r["xml"] for r in map(json.loads, open(reqs)) if r["op"] == "vm-define")
+name = re.search("<name>(.*)</name>", xml).group(1); id = name[3:]
+disk = re.search("<source file='([^']*)'", xml).group(1)
+d = disk.rsplit("/", 1)[0]
+label = r"<label>\+\d+:\+\d+</label>"
+forged = [
+    ("a host device", xml.replace("<devices>\n", "<devices>\n    <hostdev mode='subsystem' type='pci'/>\n")),
+    ("a comment", xml.replace("</domain>", "<!-- -->\n</domain>")),
+    ("another QEMU argument", xml.replace("ioeventfd=off'/>", "ioeventfd=off'/>\n    <qemu:arg value='-S'/>")),
+    ("an escaped disk path", xml.replace("disk.raw'", "disk&#46;raw'")),
+    ("/etc/shadow as its disk", xml.replace(disk, "/etc/shadow")),
+    ("a disk through ..", xml.replace(disk, d + "/../" + id + "/disk.raw")),
+    ("a disk outside any area", xml.replace(d, root + "/ca")),
+    ("a symlink as its disk", xml.replace(d, root + "/tmp/nd-vm")),
+    ("a hard link as its disk", xml.replace(d, root + "/tmp/nd-hl")),
+    ("root's uid", re.sub(label, "<label>+0:+0</label>", xml)),
+    ("an unreserved jail uid", re.sub(label, "<label>+1900000001:+1900000001</label>", xml)),
+    ("another's channel directory", xml.replace(run + "/" + id, run + "/x")),
+    ("another name", xml.replace("<name>" + name, "<name>sp-aaaaaaaaaaaa")),
+    ("a name not sp-<id>", xml.replace("<name>" + name, "<name>evil")),
+]
+def ask(req):
+    s = socket.socket(socket.AF_UNIX); s.connect(sock)
+    s.sendall(json.dumps(req).encode() + b"\n")
+    return json.loads(s.makefile("rb").readline())
+for what, x in forged:
+    assert x != xml, what
+    a = ask({"op": "vm-define", "xml": x})
+    print(json.dumps({"what": what, "error": a.get("error"), "msg": a.get("msg")}))
+for what, req in [
+    ("restore of /etc/passwd", {"op": "vm-restore", "file": "/etc/passwd", "xml": xml}),
+    ("restore of a symlink", {"op": "vm-restore", "file": root + "/tmp/nd-vm/mem.sav", "xml": xml}),
+    ("save to /etc", {"op": "vm-save", "name": name, "file": "/etc/mem.sav"}),
+    ("save to ca", {"op": "vm-save-memory", "name": name, "file": root + "/ca/x/mem.sav"}),
+    ("a name with ..", {"op": "vm-start", "name": "../x"}),
+    ("a disk not vda", {"op": "vm-resize", "name": name, "disk": "sda", "bytes": 1}),
+]:
+    a = ask(req)
+    print(json.dumps({"what": what, "error": a.get("error"), "msg": a.get("msg")}))
+# The very XML it was made with is taken again; an absent domain is absent.
+print(json.dumps(ask({"op": "vm-define", "xml": xml})))
+print(json.dumps(ask({"op": "vm-state", "name": "sp-aaaaaaaaaaaa"})))
+EOF
+	echo "$output" | sed 's/^/# /' >&3
+	[ "$status" -eq 0 ]
+	[ "${#lines[@]}" -eq 22 ]
+	[ "$(printf '%s\n' "${lines[@]:0:20}" | command jq -s 'map(select(.error == "bad-input")) | length')" -eq 20 ]
+	[ "${lines[20]}" = '{"ok": true}' ]
+	[ "${lines[21]}" = '{"ok": true, "value": "absent"}' ]
+	[ "$(stat -c '%u %g %a' /etc/shadow)" = "$shadow" ]
+	[ "$(stat -c '%u %g %a' "$SPACE_ROOT/ca/ca.key")" = "$key" ]
+	[ "$(virsh -c qemu:///system list --all --name | sort)" = "$doms" ]
+	[ "$(space-exec "$id" -- echo still)" = still ]
+	alive
 }
 
 @test "space-init makes the system user and group space, once" {

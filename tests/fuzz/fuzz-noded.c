@@ -1,9 +1,11 @@
 /*
  * fuzz-noded: libFuzzer target for what a client of space-noded sends, the
  * node manager's request line (lib/sp_noded_parse.c).  A request it takes
- * must hold what sp_noded.c relies on: an op of the list, every path
- * relative, of at least two parts, none "." or "..", in its op's area, and
- * short enough.  Built and run by `make fuzz`.
+ * must hold what sp_noded.c and sp_noded_virt.c rely on: an op of the list,
+ * every path relative, of at least two parts, none "." or "..", in its op's
+ * area, and short enough; a domain named sp-<id>; a VM's file absolute; a
+ * domain XML where its op needs one, and none elsewhere.  Built and run by
+ * `make fuzz`.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -40,14 +42,32 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			abort();
 		return 0;
 	}
-	if (r.op != SP_NODED_PING && r.op != SP_NODED_CREATE &&
-	    r.op != SP_NODED_SNAPSHOT && r.op != SP_NODED_DELETE)
+	if ((unsigned)r.op >= SP_NODED__COUNT)
 		abort();
-	if (r.op != SP_NODED_PING)
+	if (r.op == SP_NODED_CREATE || r.op == SP_NODED_SNAPSHOT ||
+	    r.op == SP_NODED_DELETE)
 		check_path(r.path);
+	else if (r.path[0] != '\0')
+		abort();
 	if (r.op == SP_NODED_SNAPSHOT)
 		check_path(r.src);
-	else if (r.src[0] != '\0' || (r.readonly && r.op != SP_NODED_SNAPSHOT))
+	else if (r.src[0] != '\0' || r.readonly)
 		abort();
+	if (r.name[0] != '\0' && (strncmp(r.name, "sp-", 3) != 0 ||
+	    !sp_id_valid(r.name + 3)))
+		abort();
+	if (r.file[0] != '\0' && r.file[0] != '/')
+		abort();
+	if ((r.xml != NULL) != (r.op == SP_NODED_VM_DEFINE ||
+	    r.op == SP_NODED_VM_RESTORE) || (r.xml != NULL &&
+	    (r.xml[0] == '\0' || strlen(r.xml) > SP_NODED_XML_MAX)))
+		abort();
+	if ((r.op == SP_NODED_VM_START || r.op == SP_NODED_VM_SAVE) &&
+	    r.name[0] == '\0')
+		abort();
+	if (r.op == SP_NODED_VM_RESIZE && (r.bytes == 0 ||
+	    r.bytes > (16ULL << 40)))
+		abort();
+	sp_noded_req_free(&r);
 	return 0;
 }

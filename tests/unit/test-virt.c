@@ -258,6 +258,96 @@ test_xml_jail(void)
 	refused(&s, "an I/O weight over 1000");
 }
 
+/* Whether sp_virt_xml_spec takes xml back as the spec it was written of. */
+static int
+round_trip(const struct sp_vm_spec *s)
+{
+	struct sp_vm_spec_text t;
+	struct sp_vm_spec back;
+	char *xml = NULL, *again = NULL;
+	int rc;
+
+	rc = sp_virt_domain_xml(s, &xml, &e) == 0 &&
+	    sp_virt_xml_spec(xml, &back, &t, &e) == 0 &&
+	    sp_virt_domain_xml(&back, &again, &e) == 0 &&
+	    strcmp(xml, again) == 0 && back.memory_mib == s->memory_mib &&
+	    back.vcpus == s->vcpus && back.nports == s->nports &&
+	    back.jail_uid == s->jail_uid && back.cpu_quota_pct ==
+	    s->cpu_quota_pct && back.io_weight == s->io_weight &&
+	    back.no_egress == s->no_egress && back.shared_vectors ==
+	    s->shared_vectors && strcmp(back.disk, s->disk) == 0 &&
+	    strcmp(back.chan_dir, s->chan_dir) == 0;
+	free(xml);
+	free(again);
+	return rc;
+}
+
+/* Expects sp_virt_xml_spec to refuse the XML of s with from replaced by to. */
+static void
+forged(const struct sp_vm_spec *s, const char *from, const char *to,
+    const char *why)
+{
+	struct sp_vm_spec_text t;
+	struct sp_vm_spec back;
+	char *xml = NULL, *bad = NULL, *at;
+	int rc = -2;
+
+	if (sp_virt_domain_xml(s, &xml, &e) == 0 &&
+	    (at = strstr(xml, from)) != NULL &&
+	    asprintf(&bad, "%.*s%s%s", (int)(at - xml), xml, to,
+	    at + strlen(from)) != -1) {
+		sp_err_clear(&e);
+		rc = sp_virt_xml_spec(bad, &back, &t, &e);
+	} else
+		bad = NULL;
+	ok(rc == -1 && e.code == SP_E_BAD_INPUT, "xml spec refuses %s", why);
+	free(xml);
+	free(bad);
+}
+
+static void
+test_xml_spec(void)
+{
+	struct sp_vm_spec s = spec("sp-abcdefghijkl");
+	struct sp_vm_spec_text t;
+	struct sp_vm_spec back;
+
+	ok(round_trip(&s), "xml spec: a plain VM's XML reads back as its spec");
+	s.uuid = "0123abcd-0123-4567-89ab-0123456789ab";
+	s.jail_uid = s.jail_gid = 1900000042;
+	s.cpu_quota_pct = 150;
+	s.io_weight = 300;
+	s.cmdline = "console=ttyS0 quiet";
+	ok(round_trip(&s), "xml spec: uuid, jail, CPU quota, I/O weight and "
+	    "a command line read back");
+	s = spec("sp-abcdefghijkl");
+	s.shared_vectors = 1;
+	s.no_egress = 1;
+	s.nports = 3;
+	ok(round_trip(&s), "xml spec: an older layout (shared vectors, no "
+	    "egress, 3 ports) reads back");
+	s = spec("sp-abcdefghijkl");
+	s.jail_uid = s.jail_gid = 1900000042;
+	forged(&s, "<devices>\n", "<devices>\n    <hostdev mode='subsystem' "
+	    "type='pci'/>\n", "a device more");
+	forged(&s, "+1900000042:+1900000042", "+0:+0", "root's uid");
+	forged(&s, "<seclabel type='static' model='dac' relabel='yes'>",
+	    "<seclabel type='none'>", "another seclabel");
+	forged(&s, "disk.raw'", "disk&#46;raw'", "an escape");
+	forged(&s, "</domain>\n", "</domain>\n<domain/>\n", "a second domain");
+	forged(&s, "ioeventfd=off'/>", "ioeventfd=off'/>\n    <qemu:arg "
+	    "value='-S'/>", "a QEMU argument more");
+	forged(&s, "<name>", "<name>a<!-- -->", "a comment");
+	forged(&s, "<memory unit='MiB'>256", "<memory unit='KiB'>256",
+	    "another unit");
+	sp_err_clear(&e);
+	ok(sp_virt_xml_spec("<domain type='qemu'/>", &back, &t, &e) == -1 &&
+	    e.code == SP_E_BAD_INPUT, "xml spec refuses a domain without its "
+	    "parts");
+	ok(sp_virt_xml_spec("", &back, &t, &e) == -1 && e.code ==
+	    SP_E_BAD_INPUT, "xml spec refuses nothing");
+}
+
 /* A libvirt save image's header (libvirt 9's layout) holding xml. */
 static void
 fake_image(const char *path, const char *xml)
@@ -674,6 +764,7 @@ main(void)
 {
 	test_xml();
 	test_xml_jail();
+	test_xml_spec();
 	test_saved_layout();
 	test_ckpt_cmdline();
 	test_domain();
