@@ -149,7 +149,7 @@ log_line(const struct client *c, const struct sp_noded_req *r,
 
 	o = json_pack("{s:I, s:s, s:s, s:b}", "uid", (json_int_t)c->uid, "op",
 	    r == NULL ? "" : sp_noded_op_name(r->op), "path", r == NULL ? "" :
-	    r->name[0] ? r->name : r->path, "ok", e == NULL);
+	    r->name[0] ? r->name : r->dir[0] ? r->dir : r->path, "ok", e == NULL);
 	if (o == NULL)
 		return;
 	if (e != NULL)

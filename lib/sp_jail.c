@@ -182,25 +182,44 @@ sp_jail_gc(struct sp_ctx *x, int (*in_use)(struct sp_ctx *, const char *),
  * trusted.libvirt.security.* attributes it counts users in).  A snapshot
  * copies them from a VM still running (a fork): libvirt would take the copy
  * as in use by that VM and refuse this one's uid.  No VM uses the file when
- * its sandbox is prepared for a start.
+ * its sandbox is prepared for a start.  Opened without following a symlink,
+ * and only a regular file is changed.
  */
 static int
-private_file(const char *path, struct sp_err *e)
+private_file(int dfd, const char *name, struct sp_err *e)
 {
 	char names[4096], *n;
+	struct stat st;
 	ssize_t len;
+	int fd, rc = -1;
 
-	if (chmod(path, 0600) == -1)
-		return errno == ENOENT ? 0 : sp_err_sys(e, SP_E_IO, "chmod %s",
-		    path);
-	if ((len = llistxattr(path, names, sizeof names)) == -1)
-		return errno == ENOTSUP ? 0 : sp_err_sys(e, SP_E_IO,
-		    "listxattr %s", path);
+	if ((fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK |
+	    O_CLOEXEC)) == -1)
+		return errno == ENOENT ? 0 : sp_err_sys(e, errno == ELOOP ?
+		    SP_E_BAD_INPUT : SP_E_IO, "open %s", name);
+	if (fstat(fd, &st) == -1 || !S_ISREG(st.st_mode)) {
+		sp_err_set(e, SP_E_BAD_INPUT, 0, "%s is not a regular file", name);
+		goto out;
+	}
+	if (fchmod(fd, 0600) == -1) {
+		sp_err_sys(e, SP_E_IO, "chmod %s", name);
+		goto out;
+	}
+	if ((len = flistxattr(fd, names, sizeof names)) == -1) {
+		rc = errno == ENOTSUP ? 0 : sp_err_sys(e, SP_E_IO,
+		    "listxattr %s", name);
+		goto out;
+	}
 	for (n = names; n < names + len; n += strlen(n) + 1)
 		if (strncmp(n, LIBVIRT_XATTR, strlen(LIBVIRT_XATTR)) == 0 &&
-		    lremovexattr(path, n) == -1 && errno != ENODATA)
-			return sp_err_sys(e, SP_E_IO, "removexattr %s %s", path, n);
-	return 0;
+		    fremovexattr(fd, n) == -1 && errno != ENODATA) {
+			sp_err_sys(e, SP_E_IO, "removexattr %s %s", name, n);
+			goto out;
+		}
+	rc = 0;
+out:
+	close(fd);
+	return rc;
 }
 
 int
@@ -233,7 +252,7 @@ sp_jail_prepare(struct sp_ctx *x, const char *id, const char *dir,
 {
 	if (sp_jail_get(x, id, j, e) == -1)
 		return -1;
-	return sp_jail_dirs(j, dir, run, e);
+	return sp_jail_dirs(x, j, dir, run, e);
 }
 
 int
@@ -246,49 +265,110 @@ sp_vm_files(const char *dir, struct sp_vm_files *f, struct sp_err *e)
 	    e, "%s/mem.sav", dir) == -1 ? -1 : 0;
 }
 
-/*
- * A VM with no jail: its run dir holds the channel sockets QEMU creates as
- * libvirt's unprivileged user, so that user's group may write there and
- * nobody else; its directory and files are as before the jail.
- */
+/* run_name made in run_parent (if not there) and opened, never through a
+ * symlink. */
 static int
-shared_run_dir(const char *dir, struct sp_err *e)
+run_dir(int run_parent, const char *run_name, mode_t mode, struct sp_err *e)
 {
-	struct group *g;
+	int fd;
 
-	if (mkdir(dir, 0770) == -1 && errno != EEXIST)
-		return sp_err_sys(e, SP_E_IO, "mkdir %s", dir);
-	if ((g = getgrnam("libvirt-qemu")) != NULL && chown(dir, 0, g->gr_gid) == -1)
-		return sp_err_sys(e, SP_E_IO, "chown %s", dir);
-	if (chmod(dir, g != NULL ? 0770 : 0777) == -1)
-		return sp_err_sys(e, SP_E_IO, "chmod %s", dir);
-	return 0;
+	if (mkdirat(run_parent, run_name, mode) == -1 && errno != EEXIST)
+		return sp_err_sys(e, SP_E_IO, "mkdir %s", run_name);
+	if ((fd = openat(run_parent, run_name, O_RDONLY | O_DIRECTORY |
+	    O_NOFOLLOW | O_CLOEXEC)) == -1)
+		return sp_err_sys(e, errno == ELOOP || errno == ENOTDIR ?
+		    SP_E_BAD_INPUT : SP_E_IO, "open %s", run_name);
+	return fd;
 }
 
 int
-sp_jail_dirs(const struct sp_jail *j, const char *dir, const char *run,
-    struct sp_err *e)
+sp_jail_dirs_at(const struct sp_jail *j, int dfd, int run_parent,
+    const char *run_name, struct sp_err *e)
 {
-	struct sp_vm_files f;
+	static const char *const files[] = {
+		"disk.raw", "vmlinuz", "initrd.img", "mem.sav",
+	};
+	struct group *g;
+	size_t i;
+	int rfd, rc = -1;
 
 	if (j->uid == 0) {
-		if (chown(dir, 0, 0) == -1 || chmod(dir, 0755) == -1)
-			return sp_err_sys(e, SP_E_IO, "chown %s", dir);
-		return shared_run_dir(run, e);
+		/*
+		 * No jail: the run dir holds the channel sockets QEMU creates
+		 * as libvirt's unprivileged user, so that user's group may
+		 * write there and nobody else; the directory and files are
+		 * as before the jail.
+		 */
+		if ((rfd = run_dir(run_parent, run_name, 0770, e)) == -1)
+			return -1;
+		g = getgrnam("libvirt-qemu");
+		if ((g != NULL && fchown(rfd, 0, g->gr_gid) == -1) ||
+		    fchmod(rfd, g != NULL ? 0770 : 0777) == -1)
+			sp_err_sys(e, SP_E_IO, "chown %s", run_name);
+		else if (fchown(dfd, 0, 0) == -1 || fchmod(dfd, 0755) == -1)
+			sp_err_sys(e, SP_E_IO, "chown the sandbox's directory");
+		else
+			rc = 0;
+		close(rfd);
+		return rc;
 	}
-	if (mkdir(run, 0700) == -1 && errno != EEXIST)
-		return sp_err_sys(e, SP_E_IO, "mkdir %s", run);
-	if (chown(run, j->uid, j->gid) == -1 || chmod(run, 0700) == -1)
-		return sp_err_sys(e, SP_E_IO, "chown %s", run);
+	if ((rfd = run_dir(run_parent, run_name, 0700, e)) == -1)
+		return -1;
+	if (fchown(rfd, j->uid, j->gid) == -1 || fchmod(rfd, 0700) == -1) {
+		sp_err_sys(e, SP_E_IO, "chown %s", run_name);
+		close(rfd);
+		return -1;
+	}
+	close(rfd);
 	/* QEMU opens its files by path: its gid goes through the
 	 * directory, nobody else's (no listing: 0710). */
-	if (chown(dir, 0, j->gid) == -1 || chmod(dir, 0710) == -1)
-		return sp_err_sys(e, SP_E_IO, "chown %s", dir);
-	if (sp_vm_files(dir, &f, e) == -1 || private_file(f.disk, e) == -1 ||
-	    private_file(f.kernel, e) == -1 || private_file(f.initrd, e) == -1 ||
-	    private_file(f.sav, e) == -1)
-		return -1;
+	if (fchown(dfd, 0, j->gid) == -1 || fchmod(dfd, 0710) == -1)
+		return sp_err_sys(e, SP_E_IO, "chown the sandbox's directory");
+	for (i = 0; i < sizeof files / sizeof files[0]; i++)
+		if (private_file(dfd, files[i], e) == -1)
+			return -1;
 	return 0;
+}
+
+/* The socket of space-noded when x reaches libvirt through it, else NULL. */
+static const char *
+via_noded(struct sp_ctx *x)
+{
+	struct sp_err ignored;
+
+	if (sp_ctx_virt(x, &ignored) == -1)
+		return NULL;
+	return sp_virt_noded_sock(x->virt);
+}
+
+int
+sp_jail_dirs(struct sp_ctx *x, const struct sp_jail *j, const char *dir,
+    const char *run, struct sp_err *e)
+{
+	char parent[SP_PATH_MAX];
+	const char *sock, *name = strrchr(run, '/');
+	json_t *req;
+	int dfd, pfd, rc;
+
+	if (name == NULL || name == run)
+		return sp_err_set(e, SP_E_INTERNAL, 0, "run dir '%s'", run);
+	if ((sock = via_noded(x)) != NULL) {
+		req = json_pack("{s:s, s:s+, s:s, s:I}", "op", "vm-prepare",
+		    "name", "sp-", name + 1, "dir", dir, "uid",
+		    (json_int_t)j->uid);
+		return sp_virt_noded_call(sock, req, NULL, e);
+	}
+	snprintf(parent, sizeof parent, "%.*s", (int)(name - run), run);
+	if ((dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) == -1)
+		return sp_err_sys(e, SP_E_IO, "open %s", dir);
+	if ((pfd = open(parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) == -1) {
+		close(dfd);
+		return sp_err_sys(e, SP_E_IO, "open %s", parent);
+	}
+	rc = sp_jail_dirs_at(j, dfd, pfd, name + 1, e);
+	close(dfd);
+	close(pfd);
+	return rc;
 }
 
 /* 1 when this host's block cgroup takes a weight (it needs the BFQ
@@ -318,10 +398,13 @@ io_weight_supported(void)
 }
 
 int
-sp_jail_disk_limit(const char *dir, int64_t disk_bytes, struct sp_err *e)
+sp_jail_disk_limit(struct sp_ctx *x, const char *dir, int64_t disk_bytes,
+    struct sp_err *e)
 {
 	char disk[SP_PATH_MAX];
 	struct stat st;
+	const char *sock;
+	uint64_t bytes;
 
 	if (sp_path_fmt(disk, sizeof disk, e, "%s/disk.raw", dir) == -1)
 		return -1;
@@ -329,8 +412,12 @@ sp_jail_disk_limit(const char *dir, int64_t disk_bytes, struct sp_err *e)
 		return sp_err_sys(e, SP_E_IO, "%s", disk);
 	if (disk_bytes < st.st_size)
 		disk_bytes = st.st_size;
-	return sp_subvol_limit(dir, 2 * (uint64_t)disk_bytes +
-	    SP_DISK_LIMIT_SLACK, e);
+	bytes = 2 * (uint64_t)disk_bytes + SP_DISK_LIMIT_SLACK;
+	if ((sock = via_noded(x)) != NULL)
+		return sp_virt_noded_call(sock, json_pack("{s:s, s:s, s:I}",
+		    "op", "disk-limit", "dir", dir, "bytes", (json_int_t)bytes),
+		    NULL, e);
+	return sp_subvol_limit(dir, bytes, e);
 }
 
 int
@@ -448,8 +535,8 @@ int
 sp_jail_started(struct sp_ctx *x, const char *dom, struct sp_err *e)
 {
 	unsigned long long kib, mem = 0;
-	struct sp_cgroup cg;
-	long pids, overhead, pid;
+	const char *sock;
+	long pids, overhead;
 
 	if (!sp_jail_on(&x->conf))
 		return 0;
@@ -462,6 +549,20 @@ sp_jail_started(struct sp_ctx *x, const char *dom, struct sp_err *e)
 	}
 	if (mem == 0 && pids == 0)
 		return 0;
+	if ((sock = via_noded(x)) != NULL)
+		return sp_virt_noded_call(sock, json_pack("{s:s, s:s, s:I, s:I}",
+		    "op", "vm-limit", "name", dom, "bytes", (json_int_t)mem,
+		    "pids", (json_int_t)pids), NULL, e);
+	return sp_jail_limit(dom, mem, pids, e);
+}
+
+int
+sp_jail_limit(const char *dom, unsigned long long mem, long pids,
+    struct sp_err *e)
+{
+	struct sp_cgroup cg;
+	long pid;
+
 	if ((pid = qemu_pid(dom)) == 0)
 		return sp_err_set(e, SP_E_NOT_RUNNING, 1, "%s has no QEMU to "
 		    "limit (no /run/libvirt/qemu/%s.pid)", dom, dom);

@@ -213,7 +213,7 @@ start_locked(struct sp_ctx *x, const char *id, struct verb *v,
 	if (sp_sandbox_run_dir(x, id, run, sizeof run, e) == -1 ||
 	    sp_sandbox_dir(x, id, dir, sizeof dir, e) == -1 ||
 	    sp_jail_of_vm(x, dom, &jail, e) == -1 ||
-	    sp_jail_dirs(&jail, dir, run, e) == -1 ||
+	    sp_jail_dirs(x, &jail, dir, run, e) == -1 ||
 	    sp_virt_start(x->virt, dom, e) == -1 ||
 	    sp_jail_started(x, dom, e) == -1 ||
 	    sp_chan_wait_ready(x->conf.run, id, v->timeout_ms, e) == -1 ||

@@ -19,8 +19,8 @@
 
 #include "sp_storage.h"
 
-static int
-open_beneath(int root_fd, const char *path, int flags)
+int
+sp_noded_open_beneath(int root_fd, const char *path, int flags)
 {
 	struct open_how how = {
 		.flags = (uint64_t)(flags | O_CLOEXEC),
@@ -68,7 +68,7 @@ open_parent(int root_fd, const char *path, const char **name,
 	memcpy(parent, path, (size_t)(slash - path));
 	parent[slash - path] = '\0';
 	*name = slash + 1;
-	if ((fd = open_beneath(root_fd, parent, O_RDONLY | O_DIRECTORY)) == -1)
+	if ((fd = sp_noded_open_beneath(root_fd, parent, O_RDONLY | O_DIRECTORY)) == -1)
 		return sys_err(e, "the directory of", path);
 	return fd;
 }
@@ -81,7 +81,7 @@ open_subvol(int root_fd, const char *what, const char *path, struct sp_err *e)
 	enum btrfs_util_error err;
 	int fd;
 
-	if ((fd = open_beneath(root_fd, path, O_RDONLY | O_DIRECTORY)) == -1)
+	if ((fd = sp_noded_open_beneath(root_fd, path, O_RDONLY | O_DIRECTORY)) == -1)
 		return sys_err(e, what, path);
 	if ((err = btrfs_util_is_subvolume_fd(fd)) != BTRFS_UTIL_OK) {
 		close(fd);

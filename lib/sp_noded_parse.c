@@ -18,7 +18,8 @@
 /* The fields of a request. */
 enum {
 	K_PATH = 1, K_SRC = 2, K_READONLY = 4, K_NAME = 8, K_FILE = 16,
-	K_XML = 32, K_WANT = 64, K_DISK = 128, K_BYTES = 256,
+	K_XML = 32, K_WANT = 64, K_DISK = 128, K_BYTES = 256, K_DIR = 512,
+	K_UID = 1024, K_PIDS = 2048,
 };
 
 static const struct {
@@ -48,15 +49,20 @@ static const struct {
 	{ "vm-list", SP_NODED_VM_LIST, 0, 0 },
 	{ "virt-type", SP_NODED_VIRT_TYPE, K_WANT, 0 },
 	{ "virt-version", SP_NODED_VIRT_VERSION, 0, 0 },
+	{ "vm-prepare", SP_NODED_VM_PREPARE, K_NAME | K_DIR | K_UID, 0 },
+	{ "vm-limit", SP_NODED_VM_LIMIT, K_NAME | K_BYTES | K_PIDS, 0 },
+	{ "disk-limit", SP_NODED_DISK_LIMIT, K_DIR | K_BYTES, 0 },
 };
 
 static const char *const keys[] = {
 	"path", "src", "readonly", "name", "file", "xml", "want", "disk",
-	"bytes",
+	"bytes", "dir", "uid", "pids",
 };
 
-/* A disk's size at most: 16 TiB. */
+/* A disk's size or a limit at most: 16 TiB. */
 #define BYTES_MAX	(16ULL << 40)
+#define PIDS_MAX	4194304		/* Linux's PID_MAX_LIMIT */
+#define UID_MAX		4294967294UL	/* (uid_t)-1 is no uid */
 
 const char *
 sp_noded_op_name(enum sp_noded_op op)
@@ -179,12 +185,42 @@ string_of(json_t *req, const char *key, size_t max, struct sp_err *e)
 
 /* The fields of a VM op, their form only: what they name, and whether it
  * may be touched, is sp_noded_virt.c's to find out. */
+/* An integer field of lo..hi. */
+static int
+int_of(json_t *req, const char *key, json_int_t lo, json_int_t hi,
+    json_int_t *out, struct sp_err *e)
+{
+	json_t *v = json_object_get(req, key);
+
+	if (!json_is_integer(v) || json_integer_value(v) < lo ||
+	    json_integer_value(v) > hi)
+		return sp_err_set(e, SP_E_BAD_INPUT, 0, "%s is an integer of "
+		    "%lld to %lld", key, (long long)lo, (long long)hi);
+	*out = json_integer_value(v);
+	return 0;
+}
+
+/* An absolute path field, into out (SP_NODED_PATH_MAX + 1 bytes). */
+static int
+abs_of(json_t *req, const char *key, char *out, struct sp_err *e)
+{
+	const char *s;
+
+	if ((s = string_of(req, key, SP_NODED_PATH_MAX, e)) == NULL)
+		return -1;
+	if (*s != '/')
+		return sp_err_set(e, SP_E_BAD_INPUT, 0, "%s '%.64s' is not an "
+		    "absolute path", key, s);
+	strcpy(out, s);
+	return 0;
+}
+
 static int
 vm_fields(json_t *req, unsigned have, struct sp_noded_req *r,
     struct sp_err *e)
 {
 	const char *s;
-	json_t *v;
+	json_int_t n;
 
 	if (have & K_NAME) {
 		if ((s = string_of(req, "name", SP_NAME_MAX, e)) == NULL)
@@ -194,14 +230,9 @@ vm_fields(json_t *req, unsigned have, struct sp_noded_req *r,
 			    "not sp-<id>", s);
 		strcpy(r->name, s);
 	}
-	if (have & K_FILE) {
-		if ((s = string_of(req, "file", SP_NODED_PATH_MAX, e)) == NULL)
-			return -1;
-		if (*s != '/')
-			return sp_err_set(e, SP_E_BAD_INPUT, 0, "file '%.64s' is "
-			    "not an absolute path", s);
-		strcpy(r->file, s);
-	}
+	if (((have & K_FILE) && abs_of(req, "file", r->file, e) == -1) ||
+	    ((have & K_DIR) && abs_of(req, "dir", r->dir, e) == -1))
+		return -1;
 	if (have & K_XML) {
 		if ((s = string_of(req, "xml", SP_NODED_XML_MAX, e)) == NULL)
 			return -1;
@@ -223,13 +254,25 @@ vm_fields(json_t *req, unsigned have, struct sp_noded_req *r,
 		if (strcmp(s, "vda") != 0)
 			return sp_err_set(e, SP_E_BAD_INPUT, 0, "disk is vda");
 	}
+	/* A memory limit may be none (0); a size or a disk's limit not. */
 	if (have & K_BYTES) {
-		v = json_object_get(req, "bytes");
-		if (!json_is_integer(v) || json_integer_value(v) < 1 ||
-		    (uint64_t)json_integer_value(v) > BYTES_MAX)
-			return sp_err_set(e, SP_E_BAD_INPUT, 0, "bytes is 1 to "
-			    "%llu", BYTES_MAX);
-		r->bytes = (uint64_t)json_integer_value(v);
+		if (int_of(req, "bytes", r->op == SP_NODED_VM_LIMIT ? 0 : 1,
+		    (json_int_t)BYTES_MAX, &n, e) == -1)
+			return -1;
+		r->bytes = (uint64_t)n;
+	}
+	if (have & K_PIDS) {
+		if (int_of(req, "pids", 0, PIDS_MAX, &n, e) == -1)
+			return -1;
+		r->pids = (long)n;
+	}
+	if (have & K_UID) {
+		if (int_of(req, "uid", 0, (json_int_t)UID_MAX, &n, e) == -1)
+			return -1;
+		if (n != 0 && n < 1000)
+			return sp_err_set(e, SP_E_BAD_INPUT, 0, "uid is 0 (no jail) "
+			    "or a jail's, from 1000");
+		r->uid = (unsigned)n;
 	}
 	return 0;
 }

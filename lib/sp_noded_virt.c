@@ -11,12 +11,14 @@
  *     no symlink on the way (openat2 RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS);
  *   - a jail uid from SPACE_JAIL_UIDS that $SPACE_ROOT/jail/<uid> gives to
  *     that id, or none (libvirt's own user for QEMU).
- * A save image (mem.sav) is written and read in such a directory too.
+ * A save image (mem.sav) is written and read in such a directory too.  A
+ * VM's host side is set up the same way: its directory (beneath the root)
+ * and run directory ($SPACE_RUN/<id>, made here) owned by its jail, each
+ * reached with no symlink; its cgroup's limits; its subvolume's qgroup
+ * limit.  What space-noded guards is the host: the unprivileged manager
+ * runs every sandbox, and may ask for any of them what it could do itself.
  */
 #include <sys/stat.h>
-#include <sys/syscall.h>
-
-#include <linux/openat2.h>
 
 #include <errno.h>
 #include <fcntl.h>
@@ -26,19 +28,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "sp_vm.h"
-
-static int
-open_beneath(int root_fd, const char *path, int flags)
-{
-	struct open_how how = {
-		.flags = (uint64_t)(flags | O_CLOEXEC),
-		.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
-		    RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV,
-	};
-
-	return (int)syscall(SYS_openat2, root_fd, path, &how, sizeof how);
-}
+#include "sp_sandbox.h"
 
 /* The part of abs beneath the root, when abs is a well-formed path there
  * (sp_noded_path_check) whose last part is base; else NULL with e set. */
@@ -84,7 +74,8 @@ vm_file(const struct sp_noded_vm *c, const char *what, const char *abs,
 	if ((rel = beneath(c, what, abs, base, e)) == NULL)
 		return -1;
 	snprintf(dir, sizeof dir, "%.*s", (int)(strrchr(rel, '/') - rel), rel);
-	if ((fd = open_beneath(c->root_fd, dir, O_PATH | O_DIRECTORY)) == -1)
+	if ((fd = sp_noded_open_beneath(c->root_fd, dir, O_PATH | O_DIRECTORY)) ==
+	    -1)
 		return sp_err_sys(e, errno == ENOENT ? SP_E_NOT_FOUND :
 		    SP_E_BAD_INPUT, "%s: the directory of '%.64s'", what, abs);
 	if (fstatat(fd, base, &st, AT_SYMLINK_NOFOLLOW) == -1) {
@@ -114,7 +105,8 @@ jail_of(const struct sp_noded_vm *c, unsigned uid, const char *id)
 	if (uid < c->conf->lim.first || uid - c->conf->lim.first >=
 	    c->conf->lim.count)
 		return 0;
-	if ((fd = open_beneath(c->root_fd, "jail", O_PATH | O_DIRECTORY)) == -1)
+	if ((fd = sp_noded_open_beneath(c->root_fd, "jail", O_PATH |
+	    O_DIRECTORY)) == -1)
 		return 0;
 	snprintf(slot, sizeof slot, "%u", uid);
 	n = readlinkat(fd, slot, to, sizeof to - 1);
@@ -181,6 +173,68 @@ check_xml(const struct sp_noded_vm *c, const char *xml, const char *name,
 	rc = 0;
 out:
 	free(t);
+	return rc;
+}
+
+/* A sandbox's directory at abs, opened beneath the root (AREA/NAME at
+ * least, no symlink on the way). */
+static int
+vm_dir(const struct sp_noded_vm *c, const char *abs, struct sp_err *e)
+{
+	size_t n = strlen(c->conf->root);
+	const char *rel = abs + n + 1;
+	int fd;
+
+	if (strncmp(abs, c->conf->root, n) != 0 || abs[n] != '/')
+		return sp_err_set(e, SP_E_BAD_INPUT, 0, "dir '%.64s' is not "
+		    "beneath %s", abs, c->conf->root);
+	if (sp_noded_path_check("dir", rel, 0, e) == -1)
+		return -1;
+	if ((fd = sp_noded_open_beneath(c->root_fd, rel, O_RDONLY |
+	    O_DIRECTORY)) == -1)
+		return sp_err_sys(e, errno == ENOENT ? SP_E_NOT_FOUND :
+		    SP_E_BAD_INPUT, "dir '%.64s'", abs);
+	return fd;
+}
+
+/* The jail directories of r's VM (sp_jail_dirs_at). */
+static int
+prepare(const struct sp_noded_vm *c, const struct sp_noded_req *r,
+    struct sp_err *e)
+{
+	struct sp_jail j = { .uid = r->uid, .gid = r->uid };
+	const char *id = r->name + 3;
+	int dfd, rfd, rc;
+
+	if (r->uid != 0 && !jail_of(c, r->uid, id))
+		return sp_err_set(e, SP_E_BAD_INPUT, 0, "uid %u is not %s's "
+		    "jail", r->uid, r->name);
+	if ((dfd = vm_dir(c, r->dir, e)) == -1)
+		return -1;
+	if ((rfd = open(c->conf->run, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) ==
+	    -1) {
+		close(dfd);
+		return sp_err_sys(e, SP_E_IO, "%s", c->conf->run);
+	}
+	rc = sp_jail_dirs_at(&j, dfd, rfd, id, e);
+	close(rfd);
+	close(dfd);
+	return rc;
+}
+
+/* The qgroup limit of the subvolume at r->dir. */
+static int
+disk_limit(const struct sp_noded_vm *c, const struct sp_noded_req *r,
+    struct sp_err *e)
+{
+	char self[64];
+	int fd, rc;
+
+	if ((fd = vm_dir(c, r->dir, e)) == -1)
+		return -1;
+	snprintf(self, sizeof self, "/proc/self/fd/%d", fd);
+	rc = sp_subvol_limit(self, r->bytes, e);
+	close(fd);
 	return rc;
 }
 
@@ -276,6 +330,12 @@ run_op(struct sp_noded_vm *c, struct sp_virt *v, const struct sp_noded_req *r,
 			return -1;
 		*value = json_string(buf);
 		return 0;
+	case SP_NODED_VM_PREPARE:
+		return prepare(c, r, e);
+	case SP_NODED_VM_LIMIT:
+		return sp_jail_limit(r->name, r->bytes, r->pids, e);
+	case SP_NODED_DISK_LIMIT:
+		return disk_limit(c, r, e);
 	case SP_NODED_VIRT_VERSION:
 		if (sp_virt_version(v, buf, sizeof buf, e) == -1)
 			return -1;

@@ -271,8 +271,12 @@ int sp_jail_of_image(const char *path, struct sp_jail *j, struct sp_err *e);
 /* Before a VM of jail j starts: run (the sockets' directory) is made j's
  * alone, and only j's gid may go through dir to its 0600 VM files.  With
  * no jail, run is libvirt-qemu's group's and dir 0755, as before it. */
-int sp_jail_dirs(const struct sp_jail *j, const char *dir, const char *run,
-    struct sp_err *e);
+int sp_jail_dirs(struct sp_ctx *x, const struct sp_jail *j, const char *dir,
+    const char *run, struct sp_err *e);
+/* The same on the sandbox's directory dfd and run_name in run_parent (made
+ * if not there), neither reached through a symlink: space-noded's. */
+int sp_jail_dirs_at(const struct sp_jail *j, int dfd, int run_parent,
+    const char *run_name, struct sp_err *e);
 /* Before a new VM of id is defined: sp_jail_get, then sp_jail_dirs. */
 int sp_jail_prepare(struct sp_ctx *x, const char *id, const char *dir,
     const char *run, struct sp_jail *j, struct sp_err *e);
@@ -283,7 +287,8 @@ int sp_jail_prepare(struct sp_ctx *x, const char *id, const char *dir,
  * Set on each new subvolume of a sandbox (create, fork, rollback, restore);
  * nothing when the filesystem has no quotas. */
 #define SP_DISK_LIMIT_SLACK (256ull << 20)
-int sp_jail_disk_limit(const char *dir, int64_t disk_bytes, struct sp_err *e);
+int sp_jail_disk_limit(struct sp_ctx *x, const char *dir, int64_t disk_bytes,
+    struct sp_err *e);
 /* Puts j's uid and the configured limits in s (after s->memory_mib); a CPU
  * quota s has already (the sandbox's own) stays. */
 int sp_jail_spec(struct sp_ctx *x, const struct sp_jail *j,
@@ -295,8 +300,13 @@ int sp_jail_spec(struct sp_ctx *x, const struct sp_jail *j,
 int sp_sandbox_restore_xml(struct sp_ctx *x, const char *id, const char *dir,
     const struct sp_ckpt_info *ci, int cpu_pct, const struct sp_jail *j,
     char **xml, struct sp_err *e);
-/* After VM dom started: its pids limit (SPACE_PIDS_MAX). */
+/* After VM dom started: its memory (guest memory and SPACE_MEM_OVERHEAD_MIB)
+ * and pids (SPACE_PIDS_MAX) limits. */
 int sp_jail_started(struct sp_ctx *x, const char *dom, struct sp_err *e);
+/* Writes them, mem bytes and pids (0: none), in the cgroups of dom's QEMU:
+ * sp_jail_started's, or space-noded's for it. */
+int sp_jail_limit(const char *dom, unsigned long long mem, long pids,
+    struct sp_err *e);
 /* Removes the v1 pids cgroups of ended VMs (reconcile, each pass). */
 void sp_jail_pids_sweep(void);
 

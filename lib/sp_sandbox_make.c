@@ -403,7 +403,7 @@ sp_sandbox_make(struct sp_ctx *x, const struct sp_make *m,
 		goto out;
 	sp_crashpoint("create-after-row");
 	if (sp_subvol_snapshot(m->src, dir, 0, e) == -1 ||
-	    sp_jail_disk_limit(dir, m->disk_bytes, e) == -1)
+	    sp_jail_disk_limit(x, dir, m->disk_bytes, e) == -1)
 		goto out;
 	sp_crashpoint("create-after-snapshot");
 	sp_sandbox_domain(row.id, dom);

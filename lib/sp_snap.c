@@ -378,14 +378,14 @@ finish_recovery(struct sp_ctx *x, const struct sp_sandbox_row *sb,
 	if (rename(tmp, dir) == -1)
 		return sp_err_sys(e, SP_E_IO, "rename %s", tmp);
 	sp_crashpoint("rollback-after-swap");
-	if (sp_jail_disk_limit(dir, 0, e) == -1)
+	if (sp_jail_disk_limit(x, dir, 0, e) == -1)
 		return -1;
 	/* The snapshot's files get the jail the VM comes back in: the saved
 	 * image's (its XML goes on), or the domain's. */
 	if (sp_sandbox_run_dir(x, sb->id, run, sizeof run, e) == -1 ||
 	    (full ? sp_jail_of_image(sav, &jail, e) :
 	    sp_jail_of_vm(x, dom, &jail, e)) == -1 ||
-	    sp_jail_dirs(&jail, dir, run, e) == -1)
+	    sp_jail_dirs(x, &jail, dir, run, e) == -1)
 		return -1;
 	if (full) {
 		/* The image's own XML is this sandbox's (same name, same

@@ -53,6 +53,9 @@ enum sp_noded_op {
 	SP_NODED_VM_RESIZE, SP_NODED_VM_STATE, SP_NODED_VM_XML,
 	SP_NODED_VM_UUID, SP_NODED_VM_MEMORY, SP_NODED_VM_LIST,
 	SP_NODED_VIRT_TYPE, SP_NODED_VIRT_VERSION,
+	/* a VM's host side: its directories' owners, its cgroup's limits,
+	 * its subvolume's qgroup limit */
+	SP_NODED_VM_PREPARE, SP_NODED_VM_LIMIT, SP_NODED_DISK_LIMIT,
 	SP_NODED__COUNT
 };
 #define SP_NODED_XML_MAX	16384	/* a domain XML in a request */
@@ -63,8 +66,11 @@ struct sp_noded_req {
 	int readonly;
 	char name[SP_NAME_MAX + 1];		/* a domain: sp-<id> */
 	char file[SP_NODED_PATH_MAX + 1];	/* a VM's mem.sav, absolute */
+	char dir[SP_NODED_PATH_MAX + 1];	/* a VM's directory, absolute */
 	char want[8];				/* a virt type */
-	uint64_t bytes;				/* a disk's new size */
+	uint64_t bytes;				/* a disk's size, a limit */
+	unsigned uid;				/* a jail's, or 0 */
+	long pids;				/* a pids limit, or 0 */
 	char *xml;				/* a domain XML: freed by
 						 * sp_noded_req_free */
 };
@@ -81,6 +87,9 @@ int sp_noded_path_check(const char *what, const char *p, int source,
 /* Carries out r beneath root_fd (SPACE_ROOT, open O_PATH): no component
  * of a path may be a symlink or leave the root. */
 int sp_noded_do(int root_fd, const struct sp_noded_req *r, struct sp_err *e);
+/* path (relative) opened beneath root_fd with openat2: nothing outside it,
+ * no symlink, no magic link, no other mount; -1 with errno. */
+int sp_noded_open_beneath(int root_fd, const char *path, int flags);
 
 /* ---- subvol: btrfs through libbtrfsutil ---- */
 int sp_subvol_is_btrfs(const char *path);			/* 1 or 0 */

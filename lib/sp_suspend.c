@@ -598,7 +598,7 @@ restore_locked_store(struct sp_ctx *x, struct sp_store *s, const char *id,
 	if (sp_virt_destroy(x->virt, dom, e) == -1 ||
 	    sp_subvol_delete(dir, e) == -1 ||
 	    sp_subvol_snapshot(sdir, dir, 0, e) == -1 ||
-	    sp_jail_disk_limit(dir, 0, e) == -1 ||
+	    sp_jail_disk_limit(x, dir, 0, e) == -1 ||
 	    write_base(dir, base, e) == -1 ||
 	    define_here(x, id, dir, &ci, sb.cpu_pct, &xml, e) == -1 ||
 	    sp_virt_restore(x->virt, sav, xml, dom, e) == -1 ||

@@ -233,6 +233,12 @@ sp_virt_open_noded(struct sp_virt **v, const char *sock, struct sp_err *e)
 	return 0;
 }
 
+const char *
+sp_virt_noded_sock(const struct sp_virt *v)
+{
+	return v != NULL ? v->noded : NULL;
+}
+
 void
 sp_virt_close(struct sp_virt *v)
 {

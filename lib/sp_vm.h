@@ -126,6 +126,8 @@ int sp_noded_vm_do(struct sp_noded_vm *c, const struct sp_noded_req *r,
 /* A connection that asks space-noded at sock (sp_virt_noded.c): every
  * sp_virt_* call on it goes there as one request. */
 int sp_virt_open_noded(struct sp_virt **v, const char *sock, struct sp_err *e);
+/* Its socket when v goes through space-noded, else NULL. */
+const char *sp_virt_noded_sock(const struct sp_virt *v);
 /* What c says: libvirt itself, or space-noded at $SPACE_RUN/noded.sock
  * when SPACE_LIBVIRT_URI is "noded", or for a process not root when it is
  * qemu:///system; at SOCKET when it is "noded:SOCKET" (sp_ctx_virt.c). */

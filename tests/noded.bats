@@ -301,6 +301,30 @@ EOF
 	alive
 }
 
+@test "a VM's host side through space-noded: its directories, cgroup and qgroup limits only for a sandbox's own paths; symlinks and others' uids refused" {
+	mkdir -p "$T/nd-dir"
+	ln -sfn /etc "$T/nd-link"
+	ln -sfn /etc "$SPACE_RUN/bbbbbbbbbbbb"
+	local etc
+	etc=$(stat -c '%u %g %a' /etc)
+	run call '{"op":"vm-prepare","name":"sp-aaaaaaaaaaaa","dir":"/etc","uid":0}' \
+		'{"op":"vm-prepare","name":"sp-aaaaaaaaaaaa","dir":"'"$T"'/nd-link","uid":0}' \
+		'{"op":"vm-prepare","name":"sp-aaaaaaaaaaaa","dir":"'"$T"'/nd-dir","uid":1900000001}' \
+		'{"op":"vm-prepare","name":"sp-aaaaaaaaaaaa","dir":"'"$T"'/nd-dir","uid":500}' \
+		'{"op":"vm-prepare","name":"sp-bbbbbbbbbbbb","dir":"'"$T"'/nd-dir","uid":0}' \
+		'{"op":"disk-limit","dir":"/etc","bytes":1048576}' \
+		'{"op":"disk-limit","dir":"'"$T"'/nd-link","bytes":1048576}' \
+		'{"op":"disk-limit","dir":"'"$T"'/nd-dir","bytes":0}' \
+		'{"op":"vm-limit","name":"sp-aaaaaaaaaaaa","bytes":0,"pids":99999999}' \
+		'{"op":"vm-limit","name":"sp-aaaaaaaaaaaa","bytes":0,"pids":64}'
+	echo "$output" | sed 's/^/# /' >&3
+	rm -f "$SPACE_RUN/bbbbbbbbbbbb"
+	[ "$(command jq -s 'map(select(.error == "bad-input")) | length' <<<"$output")" -eq 9 ]
+	[ "$(sed -n 10p <<<"$output" | command jq -r .error)" = not-running ]
+	[ "$(stat -c '%u %g %a' /etc)" = "$etc" ]
+	alive
+}
+
 @test "space-init makes the system user and group space, once" {
 	space-init >/dev/null
 	run getent passwd space

@@ -56,7 +56,13 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (r.name[0] != '\0' && (strncmp(r.name, "sp-", 3) != 0 ||
 	    !sp_id_valid(r.name + 3)))
 		abort();
-	if (r.file[0] != '\0' && r.file[0] != '/')
+	if ((r.file[0] != '\0' && r.file[0] != '/') ||
+	    (r.dir[0] != '\0' && r.dir[0] != '/'))
+		abort();
+	if (r.uid != 0 && (r.uid < 1000 || r.op != SP_NODED_VM_PREPARE))
+		abort();
+	if (r.pids < 0 || r.pids > 4194304 || (r.op == SP_NODED_DISK_LIMIT &&
+	    r.bytes == 0))
 		abort();
 	if ((r.xml != NULL) != (r.op == SP_NODED_VM_DEFINE ||
 	    r.op == SP_NODED_VM_RESTORE) || (r.xml != NULL &&
