@@ -421,6 +421,35 @@ sp_jail_disk_limit(struct sp_ctx *x, const char *dir, int64_t disk_bytes,
 }
 
 int
+sp_sandbox_restore_xml(struct sp_ctx *x, const char *id, const char *dir,
+    const struct sp_ckpt_info *ci, int cpu_pct, const struct sp_jail *jail,
+    char **xml, struct sp_err *e)
+{
+	char run[SP_PATH_MAX], dom[SP_ID_LEN + 4], sav[SP_PATH_MAX];
+	struct sp_vm_files f;
+	struct sp_vm_spec spec;
+	struct sp_vm_layout l;
+
+	sp_sandbox_domain(id, dom);
+	if (sp_sandbox_run_dir(x, id, run, sizeof run, e) == -1 ||
+	    sp_vm_files(dir, &f, e) == -1 ||
+	    sp_path_fmt(sav, sizeof sav, e, "%s/mem.sav", dir) == -1 ||
+	    sp_ckpt_layout(sav, &l, e) == -1)
+		return -1;
+	spec = (struct sp_vm_spec){
+		.name = dom, .uuid = ci->uuid, .memory_mib = ci->memory_mib,
+		.vcpus = ci->vcpus, .kernel = f.kernel, .initrd = f.initrd,
+		.cmdline = NULL, .disk = f.disk, .chan_dir = run,
+		.nports = l.nports, .virt_type = x->virt_type,
+		.shared_vectors = l.shared_vectors, .no_egress = !l.egress,
+		.cpu_quota_pct = cpu_pct,
+	};
+	if (sp_jail_spec(x, jail, &spec, e) == -1)
+		return -1;
+	return sp_virt_domain_xml(&spec, xml, e);
+}
+
+int
 sp_jail_spec(struct sp_ctx *x, const struct sp_jail *j, struct sp_vm_spec *s,
     struct sp_err *e)
 {
