@@ -631,13 +631,15 @@ void sp_crashpoint(const char *name);
 /* Runs argv[0] (PATH search) and waits; a non-zero exit is an error whose
  * message carries the tail of its stderr. */
 int sp_proc_run(char *const argv[], struct sp_err *e);
-/* argv with stdin from in, stdout to out (-1: /dev/null), stderr appended
- * to err_path (NULL: /dev/null); then sp_proc_wait, whose error carries the
- * tail of err_path. */
-int sp_proc_spawn(char *const argv[], int in, int out, const char *err_path,
-    pid_t *pid, struct sp_err *e);
-int sp_proc_wait(pid_t pid, const char *what, const char *err_path,
+/* A memory file for programs' stderr (close-on-exec): never full, one a
+ * call. */
+int sp_proc_errfd(struct sp_err *e);
+/* argv with stdin from in, stdout to out (-1: /dev/null), stderr to err
+ * (sp_proc_errfd; -1: /dev/null); then sp_proc_wait, whose error carries the
+ * tail of err. */
+int sp_proc_spawn(char *const argv[], int in, int out, int err, pid_t *pid,
     struct sp_err *e);
+int sp_proc_wait(pid_t pid, const char *what, int err, struct sp_err *e);
 /*
  * Runs argv in a process group of its own: in (inlen bytes) on its stdin,
  * its stdout into out (at most max bytes, *outn of them; more is the error

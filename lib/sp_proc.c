@@ -10,6 +10,7 @@
 #include <spawn.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -104,13 +105,29 @@ sp_crashpoint(const char *name)
 }
 
 /*
- * Starts argv with stdin from in and stdout to out (-1: /dev/null) and its
- * stderr to err_path (for the reason when it fails); *pid for
- * sp_proc_wait.  The caller closes its own copies of in and out.
+ * A place for programs' stderr that is never full: memory of our own (a
+ * file on the node's filesystem would lose the very message that says the
+ * filesystem is full), one per call, so concurrent calls keep theirs apart.
  */
 int
-sp_proc_spawn(char *const argv[], int in, int out, const char *err_path,
-    pid_t *pid, struct sp_err *e)
+sp_proc_errfd(struct sp_err *e)
+{
+	int fd = memfd_create("stderr", MFD_CLOEXEC);
+
+	if (fd == -1)
+		return sp_err_sys(e, SP_E_INTERNAL, "memfd_create");
+	return fd;
+}
+
+/*
+ * Starts argv with stdin from in and stdout to out (-1: /dev/null) and its
+ * stderr to err (sp_proc_errfd; -1: /dev/null), for the reason when it
+ * fails; *pid for sp_proc_wait.  The caller closes its own copies of in,
+ * out and err.
+ */
+int
+sp_proc_spawn(char *const argv[], int in, int out, int err, pid_t *pid,
+    struct sp_err *e)
 {
 	posix_spawn_file_actions_t fa;
 
@@ -123,8 +140,10 @@ sp_proc_spawn(char *const argv[], int in, int out, const char *err_path,
 		posix_spawn_file_actions_adddup2(&fa, out, 1);
 	else
 		posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
-	posix_spawn_file_actions_addopen(&fa, 2, err_path ? err_path :
-	    "/dev/null", O_WRONLY | O_CREAT | O_APPEND, 0600);
+	if (err >= 0)
+		posix_spawn_file_actions_adddup2(&fa, err, 2);
+	else
+		posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
 	errno = posix_spawnp(pid, argv[0], &fa, NULL, argv, environ);
 	posix_spawn_file_actions_destroy(&fa);
 	if (errno != 0)
@@ -132,33 +151,25 @@ sp_proc_spawn(char *const argv[], int in, int out, const char *err_path,
 	return 0;
 }
 
-/* Waits for pid; an error names what and the tail of err_path (may be NULL). */
+/* Waits for pid; an error names what and the tail of err (may be -1). */
 int
-sp_proc_wait(pid_t pid, const char *what, const char *err_path,
-    struct sp_err *e)
+sp_proc_wait(pid_t pid, const char *what, int err, struct sp_err *e)
 {
 	char tail[TAIL + 1] = "";
-	ssize_t n;
+	ssize_t n = 0;
 	off_t end;
-	int status, fd;
+	int status;
 
 	while (waitpid(pid, &status, 0) == -1)
 		if (errno != EINTR)
 			return sp_err_sys(e, SP_E_INTERNAL, "wait %s", what);
 	if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
 		return 0;
-	if (err_path != NULL && (fd = open(err_path, O_RDONLY | O_CLOEXEC)) >= 0) {
-		end = lseek(fd, 0, SEEK_END);
-		if (end > TAIL)
-			lseek(fd, end - TAIL, SEEK_SET);
-		else
-			lseek(fd, 0, SEEK_SET);
-		if ((n = read(fd, tail, TAIL)) > 0)
-			tail[n] = '\0';
-		close(fd);
-		while (n > 0 && (tail[n - 1] == '\n' || tail[n - 1] == ' '))
-			tail[--n] = '\0';
-	}
+	if (err >= 0 && (end = lseek(err, 0, SEEK_END)) > 0 &&
+	    (n = pread(err, tail, TAIL, end > TAIL ? end - TAIL : 0)) > 0)
+		tail[n] = '\0';
+	while (n > 0 && (tail[n - 1] == '\n' || tail[n - 1] == ' '))
+		tail[--n] = '\0';
 	if (WIFEXITED(status))
 		return sp_err_set(e, SP_E_IO, 0, "%s exited %d: %s", what,
 		    WEXITSTATUS(status), tail);

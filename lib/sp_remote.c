@@ -58,6 +58,24 @@ sp_remote_tmp(const struct sp_ctx *x, const char *name, char *out, size_t n,
 	return sp_path_fmt(out, n, e, "%s/%s", dir, name);
 }
 
+int
+sp_remote_tmpfile(const struct sp_ctx *x, int *fd, char *path, size_t n,
+    struct sp_err *e)
+{
+	char dir[SP_PATH_MAX];
+
+	if (sp_remote_tmp(x, "", dir, sizeof dir, e) == -1)
+		return -1;
+	if ((*fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600)) == -1)
+		return sp_err_sys(e, SP_E_IO, "a file without a name in %s", dir);
+	if (sp_path_fmt(path, n, e, "/proc/self/fd/%d", *fd) == -1) {
+		close(*fd);
+		*fd = -1;
+		return -1;
+	}
+	return 0;
+}
+
 /* Puts the JSON object j (stolen) at key. */
 int
 sp_remote_put_json(struct sp_store *s, const struct sp_ctx *x, const char *key,
@@ -178,22 +196,22 @@ sp_remote_send(const struct sp_ctx *x, const char *parent, const char *subvol,
     const unsigned char *key, const char *out_path, struct sp_err *e)
 {
 	struct sigaction old_pipe;
-	char errs[SP_PATH_MAX];
 	char *send_p[] = { "btrfs", "-q", "send", "-p", (char *)parent,
 	    (char *)subvol, NULL };
 	char *send_full[] = { "btrfs", "-q", "send", (char *)subvol, NULL };
 	char *zstd[] = { "zstd", "-q", "-c", "-3", "-T0", NULL };
-	int a[2] = { -1, -1 }, b[2] = { -1, -1 }, out = -1, rc = -1;
+	int a[2] = { -1, -1 }, b[2] = { -1, -1 }, out = -1, rc = -1, errs;
 	pid_t ps = -1, pz = -1;
 	struct sp_err we;
 	uint64_t n;
 
-	if (sp_remote_tmp(x, "send.err", errs, sizeof errs, e) == -1)
+	if ((errs = sp_proc_errfd(e)) == -1)
 		return -1;
-	unlink(errs);
 	if ((out = open(out_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
-	    0600)) == -1)
+	    0600)) == -1) {
+		close(errs);
 		return sp_err_sys(e, SP_E_IO, "%s", out_path);
+	}
 	/* A stage that dies must be an error here, not our death. */
 	sigaction(SIGPIPE, &(struct sigaction){ .sa_handler = SIG_IGN }, &old_pipe);
 	if (pipe2(a, O_CLOEXEC) == -1 || (key != NULL && pipe2(b, O_CLOEXEC) == -1)) {
@@ -227,7 +245,7 @@ out:
 	if (rc == 0 && fsync(out) == -1)
 		rc = sp_err_sys(e, SP_E_IO, "fsync %s", out_path);
 	close(out);
-	unlink(errs);
+	close(errs);
 	sigaction(SIGPIPE, &old_pipe, NULL);
 	return rc;
 }
@@ -239,20 +257,20 @@ sp_remote_receive(const struct sp_ctx *x, const char *in_path,
     const unsigned char *key, const char *dir, struct sp_err *e)
 {
 	struct sigaction old_pipe;
-	char errs[SP_PATH_MAX];
 	char *recv[] = { "btrfs", "-q", "receive", (char *)dir, NULL };
 	char *unzstd[] = { "zstd", "-q", "-d", "-c", NULL };
-	int a[2] = { -1, -1 }, b[2] = { -1, -1 }, in = -1, rc = -1;
+	int a[2] = { -1, -1 }, b[2] = { -1, -1 }, in = -1, rc = -1, errs;
 	pid_t pr = -1, pz = -1;
 	struct sp_err de = { 0 }, ez, er;
 	uint64_t n;
 	int rz, rr;
 
-	if (sp_remote_tmp(x, "receive.err", errs, sizeof errs, e) == -1)
+	if ((errs = sp_proc_errfd(e)) == -1)
 		return -1;
-	unlink(errs);
-	if ((in = open(in_path, O_RDONLY | O_CLOEXEC)) == -1)
+	if ((in = open(in_path, O_RDONLY | O_CLOEXEC)) == -1) {
+		close(errs);
 		return sp_err_sys(e, SP_E_IO, "%s", in_path);
+	}
 	/* A stage that dies must be an error here, not our death. */
 	sigaction(SIGPIPE, &(struct sigaction){ .sa_handler = SIG_IGN }, &old_pipe);
 	if (pipe2(b, O_CLOEXEC) == -1 || (key != NULL && pipe2(a, O_CLOEXEC) == -1)) {
@@ -296,7 +314,7 @@ out:
 	if (rr == -1 || rz == -1)
 		rc = -1;
 	close(in);
-	unlink(errs);
+	close(errs);
 	sigaction(SIGPIPE, &old_pipe, NULL);
 	return rc;
 }
@@ -438,7 +456,7 @@ sp_template_push(struct sp_ctx *x, struct sp_store *s, const char *ref,
 	struct sp_err ge;
 	uint64_t size, msize;
 	int64_t t0 = sp_clock_ms();
-	int rc, received;
+	int rc, received, tfd;
 
 	*out = NULL;
 	if (sp_db_template_get(x->db, ref, &t, e) == -1 ||
@@ -463,12 +481,12 @@ sp_template_push(struct sp_ctx *x, struct sp_store *s, const char *ref,
 		*e = ge;
 		return -1;
 	}
-	if (sp_remote_tmp(x, "template.stream.zst", tmp, sizeof tmp, e) == -1)
+	if (sp_remote_tmpfile(x, &tfd, tmp, sizeof tmp, e) == -1)
 		return -1;
 	rc = sp_remote_send(x, NULL, tpath, NULL, tmp, e);
 	if (rc == 0)
 		rc = sp_remote_upload(s, tmp, key, &size, hex, e);
-	unlink(tmp);
+	close(tfd);
 	if (rc == -1)
 		return -1;
 	if (sp_remote_put_json(s, x, mkey, json_pack("{s:i, s:s, s:s, s:s, s:I, s:s, s:I}",
@@ -502,7 +520,7 @@ sp_remote_lineage(struct sp_ctx *x, struct sp_store *s,
 	const char *hex;
 	json_int_t size;
 	json_t *m = NULL;
-	int rc = -1, own, received = 0;
+	int rc = -1, own, received = 0, tfd;
 
 	*pulled = 0;
 	*bytes = 0;
@@ -551,15 +569,15 @@ sp_remote_lineage(struct sp_ctx *x, struct sp_store *s,
 		goto out;
 	if (sp_path_fmt(got, sizeof got, e, "%s/%s@%s", dir, t->name,
 	    t->digest) == -1 || sp_path_mkdirs(dir, 0755, e) == -1 ||
-	    sp_remote_tmp(x, "pull.stream.zst", tmp, sizeof tmp, e) == -1)
+	    sp_remote_tmpfile(x, &tfd, tmp, sizeof tmp, e) == -1)
 		goto out;
 	if (sp_remote_download(s, key, tmp, (uint64_t)size, hex, e) == -1 ||
 	    sp_remote_receive(x, tmp, NULL, dir, e) == -1) {
 		sp_subvol_delete(got, &ignored);
-		unlink(tmp);
+		close(tfd);
 		goto out;
 	}
-	unlink(tmp);
+	close(tfd);
 	*bytes = (uint64_t)size;
 	*pulled = 1;
 	/* The DB may know it already (a shared DB): the insert is idempotent. */

@@ -205,6 +205,11 @@ struct sp_store;
 /* $SPACE_ROOT/tmp/name (the directory made). */
 int sp_remote_tmp(const struct sp_ctx *x, const char *name, char *out,
     size_t n, struct sp_err *e);
+/* A file of no name in $SPACE_ROOT/tmp (O_TMPFILE), *fd open read-write;
+ * path (/proc/self/fd/N) opens it again in this process.  Closing *fd is
+ * all it leaves: nothing of a call killed on the way, none two calls share. */
+int sp_remote_tmpfile(const struct sp_ctx *x, int *fd, char *path, size_t n,
+    struct sp_err *e);
 /* A JSON object to key (stolen) / from key (bounded to 64 KiB, "corrupt"
  * when it is not one). */
 int sp_remote_put_json(struct sp_store *s, const struct sp_ctx *x,

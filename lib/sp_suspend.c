@@ -181,7 +181,7 @@ send_up(struct sp_ctx *x, struct sp_store *s, const struct sp_sandbox_row *sb,
 	const char *id = sb->id;
 	unsigned char dk[32];
 	struct sp_template_row t;
-	int rc = -1, received;
+	int rc = -1, received, tfd;
 
 	/* The template's lineage, which the delta is sent against. */
 	if (sp_db_template_get(x->db, sb->template, &t, e) == -1 ||
@@ -201,15 +201,17 @@ send_up(struct sp_ctx *x, struct sp_store *s, const struct sp_sandbox_row *sb,
 	sp_crypt_data_key(dk);
 	if (sp_crypt_wrap(keyref, dk, wrapped, sizeof wrapped, e) == -1)
 		goto wipe;
-	if (sp_remote_tmp(x, "suspend.delta", tmp, sizeof tmp, e) == -1 ||
-	    snap_key(id, r->snap, "delta.zst.enc", key, sizeof key, e) == -1 ||
-	    snap_key(id, r->snap, "manifest.json", mkey, sizeof mkey, e) == -1)
+	if (snap_key(id, r->snap, "delta.zst.enc", key, sizeof key, e) == -1 ||
+	    snap_key(id, r->snap, "manifest.json", mkey, sizeof mkey, e) == -1 ||
+	    sp_remote_tmpfile(x, &tfd, tmp, sizeof tmp, e) == -1)
 		goto wipe;
-	if (sp_remote_send(x, parent, sdir, dk, tmp, e) == -1)
+	if (sp_remote_send(x, parent, sdir, dk, tmp, e) == -1) {
+		close(tfd);
 		goto wipe;
+	}
 	crash(crash_at, "before-upload");
 	rc = sp_remote_upload(s, tmp, key, size, hex, e);
-	unlink(tmp);
+	close(tfd);
 	if (rc == -1)
 		goto wipe;
 	rc = -1;
@@ -483,7 +485,7 @@ restore_locked_store(struct sp_ctx *x, struct sp_store *s, const char *id,
 	int64_t t0 = sp_clock_ms();
 	uint64_t tbytes = 0;
 	char *xml = NULL;
-	int rc = -1, have, pulled, local;
+	int rc = -1, have, pulled, local, tfd;
 
 	if (sp_db_sandbox_get(x->db, id, &sb, e) == -1)
 		return -1;
@@ -542,19 +544,22 @@ restore_locked_store(struct sp_ctx *x, struct sp_store *s, const char *id,
 	    x->conf.root, id) == -1 ||
 	    sp_path_fmt(sdir, sizeof sdir, e, "%s/%s", parent, r.snap) == -1 ||
 	    sp_sandbox_dir(x, id, dir, sizeof dir, e) == -1 ||
-	    sp_path_fmt(sav, sizeof sav, e, "%s/mem.sav", dir) == -1 ||
-	    sp_remote_tmp(x, "restore.delta", tmp, sizeof tmp, e) == -1)
+	    sp_path_fmt(sav, sizeof sav, e, "%s/mem.sav", dir) == -1)
 		goto back;
 	/* Kept here by suspend --keep-local: nothing to download. */
 	local = sp_subvol_exists(sdir) && sp_ckpt_read(sdir, &ci, &lost) == 0;
 	if (!local) {
 		if (sp_subvol_delete(sdir, e) == -1 ||
 		    sp_path_mkdirs(parent, 0700, e) == -1 ||
-		    sp_remote_download(s, akey, tmp, (uint64_t)bytes, hex, e) == -1)
+		    sp_remote_tmpfile(x, &tfd, tmp, sizeof tmp, e) == -1)
 			goto back;
+		if (sp_remote_download(s, akey, tmp, (uint64_t)bytes, hex, e) == -1) {
+			close(tfd);
+			goto back;
+		}
 		sp_crashpoint("restore-after-download");
 		rc = sp_remote_receive(x, tmp, dk, parent, e);
-		unlink(tmp);
+		close(tfd);
 		if (rc == -1) {
 			sp_subvol_delete(sdir, &lost);
 			goto back;

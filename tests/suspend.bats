@@ -221,6 +221,9 @@ objects() {
 }
 
 @test "kill -9 of space-suspend at each of 8 points: never restorable-but-corrupt; a rerun finishes" {
+	local files
+	# The delta is a file of no name: a killed suspend leaves none behind.
+	files=$(find "$SPACE_ROOT/tmp" -maxdepth 1 -type f | wc -l)
 	for point in suspend-after-claim suspend-after-checkpoint \
 	    suspend-after-template suspend-before-upload suspend-after-upload \
 	    suspend-after-manifest suspend-after-restorable suspend-after-suspended; do
@@ -228,6 +231,7 @@ objects() {
 		space-exec "$id" -- sh -c "echo $point > /root/p; sync"
 		run env SPACE_CRASH_AT=$point space-suspend "$id"
 		[ "$status" -eq 137 ]
+		[ "$(find "$SPACE_ROOT/tmp" -maxdepth 1 -type f | wc -l)" -eq "$files" ]
 		st=$(space-ls "$id" | jq -r .state)
 		# Restorable only when it really is: a restore now either works
 		# or refuses without harm.
@@ -250,6 +254,28 @@ objects() {
 		[ "$(space-exec "$id" -- cat /root/p)" = "$point" ]
 		space-rm "$id" >/dev/null
 	done
+}
+
+@test "two sandboxes suspended at once, then restored at once: each gets its own files back" {
+	local a b pa pb
+	a=$(own)
+	b=$(own)
+	space-exec "$a" -- sh -c 'head -c 4194304 /dev/urandom > /root/r; md5sum /root/r > /root/sum; sync'
+	space-exec "$b" -- sh -c 'head -c 4194304 /dev/urandom > /root/r; md5sum /root/r > /root/sum; sync'
+	space-suspend "$a" >"$BATS_TEST_TMPDIR/a" & pa=$!
+	space-suspend "$b" >"$BATS_TEST_TMPDIR/b" & pb=$!
+	wait "$pa"
+	wait "$pb"
+	space-restore "$a" >"$BATS_TEST_TMPDIR/a" & pa=$!
+	space-restore "$b" >"$BATS_TEST_TMPDIR/b" & pb=$!
+	wait "$pa"
+	wait "$pb"
+	run space-exec "$a" -- md5sum -c /root/sum
+	assert_success
+	run space-exec "$b" -- md5sum -c /root/sum
+	assert_success
+	[ "$(space-exec "$a" -- cat /root/sum)" != "$(space-exec "$b" -- cat /root/sum)" ]
+	space-rm "$a" "$b" >/dev/null
 }
 
 @test "a corrupted or truncated artifact is refused before anything is applied" {

@@ -1,7 +1,9 @@
-/* test-core: error tokens, ids, names, UTF-8, configuration and the stdin
- * input loop. */
+/* test-core: error tokens, ids, names, UTF-8, configuration, the stdin
+ * input loop and the external programs' stderr. */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/statfs.h>
+#include <sys/types.h>
 #include <unistd.h>
 
 #include "sp.h"
@@ -297,9 +299,50 @@ test_codes(void)
 	tap_ok(sp_err_exit(&e) == SP_EXIT_FAIL, "not-found exits 1");
 }
 
+/* A program's reason reaches the error: each call's stderr its own, in
+ * memory (not on a filesystem that may be the full one), its tail kept. */
+static void
+test_proc_stderr(void)
+{
+	char *a[] = { "sh", "-c", "echo reason-a >&2; exit 3", NULL };
+	char *b[] = { "sh", "-c", "echo reason-b >&2; exit 4", NULL };
+	char *big[] = { "sh", "-c", "seq 1 5000 >&2; echo the-end >&2; exit 1",
+	    NULL };
+	char *quiet[] = { "sh", "-c", "exit 2", NULL };
+	struct sp_err ea, eb, e;
+	struct statfs fs;
+	pid_t pa, pb, p;
+	int fa, fb, f;
+
+	fa = sp_proc_errfd(&e);
+	fb = sp_proc_errfd(&e);
+	tap_ok(fa >= 0 && fb >= 0 && fa != fb, "each call gets a stderr of its own");
+	tap_ok(fstatfs(fa, &fs) == 0 && fs.f_type == 0x01021994,
+	    "it is memory (tmpfs), not a file on the node's filesystem");
+	tap_ok(sp_proc_spawn(a, -1, -1, fa, &pa, &e) == 0 &&
+	    sp_proc_spawn(b, -1, -1, fb, &pb, &e) == 0, "two programs at once");
+	tap_ok(sp_proc_wait(pb, "b", fb, &eb) == -1 &&
+	    strcmp(eb.msg, "b exited 4: reason-b") == 0, "b's error is b's reason");
+	tap_ok(sp_proc_wait(pa, "a", fa, &ea) == -1 &&
+	    strcmp(ea.msg, "a exited 3: reason-a") == 0, "a's error is a's reason");
+	close(fa);
+	close(fb);
+	f = sp_proc_errfd(&e);
+	tap_ok(sp_proc_spawn(big, -1, -1, f, &p, &e) == 0 &&
+	    sp_proc_wait(p, "big", f, &e) == -1 &&
+	    strstr(e.msg, "4999\n5000\nthe-end") != NULL &&
+	    strstr(e.msg, "\n1\n2\n") == NULL && strlen(e.msg) < 450,
+	    "a long stderr: its last lines, bounded");
+	close(f);
+	tap_ok(sp_proc_spawn(quiet, -1, -1, -1, &p, &e) == 0 &&
+	    sp_proc_wait(p, "quiet", -1, &e) == -1 &&
+	    strcmp(e.msg, "quiet exited 2: ") == 0, "no stderr asked for: the exit alone");
+}
+
 int
 main(void)
 {
+	test_proc_stderr();
 	test_codes();
 	test_ids();
 	test_names();
