@@ -141,15 +141,34 @@ answer(struct client *c, char *line)
 	return flush(c);
 }
 
+/* The domain a request's XML names, for the log: as sent, when it is a
+ * plain name (the XML itself is checked before it is used, not here). */
+static void
+xml_name(const char *xml, char *out, size_t n)
+{
+	const char *p, *q;
+
+	out[0] = '\0';
+	if (xml == NULL || (p = strstr(xml, "<name>")) == NULL ||
+	    (q = strstr(p += 6, "</name>")) == NULL || (size_t)(q - p) >= n ||
+	    strspn(p, "abcdefghijklmnopqrstuvwxyz0123456789-") != (size_t)(q - p))
+		return;
+	snprintf(out, n, "%.*s", (int)(q - p), p);
+}
+
 static void
 log_line(const struct client *c, const struct sp_noded_req *r,
     const struct sp_err *e)
 {
+	char dom[SP_NAME_MAX + 1];
 	json_t *o;
 
+	if (r != NULL)
+		xml_name(r->xml, dom, sizeof dom);
 	o = json_pack("{s:I, s:s, s:s, s:b}", "uid", (json_int_t)c->uid, "op",
 	    r == NULL ? "" : sp_noded_op_name(r->op), "path", r == NULL ? "" :
-	    r->name[0] ? r->name : r->dir[0] ? r->dir : r->path, "ok", e == NULL);
+	    r->name[0] ? r->name : dom[0] ? dom : r->dir[0] ? r->dir : r->path,
+	    "ok", e == NULL);
 	if (o == NULL)
 		return;
 	if (e != NULL)

@@ -31,49 +31,93 @@
 #include "sp_sandbox.h"
 
 /* The part of abs beneath the root, when abs is a well-formed path there
- * (sp_noded_path_check) whose last part is base; else NULL with e set. */
+ * (sp_noded_path_check); else NULL with e set. */
 static const char *
-beneath(const struct sp_noded_vm *c, const char *what, const char *abs,
-    const char *base, struct sp_err *e)
+rel_of(const struct sp_noded_vm *c, const char *what, const char *abs,
+    struct sp_err *e)
 {
 	size_t n = strlen(c->conf->root);
-	const char *rel, *slash;
 
 	if (strncmp(abs, c->conf->root, n) != 0 || abs[n] != '/') {
 		sp_err_set(e, SP_E_BAD_INPUT, 0, "%s '%.64s' is not beneath %s",
 		    what, abs, c->conf->root);
 		return NULL;
 	}
-	rel = abs + n + 1;
-	if (sp_noded_path_check(what, rel, 0, e) == -1)
-		return NULL;
-	/* AREA/NAME/base at least: the file of a subvolume, not an area's. */
-	if ((slash = strrchr(rel, '/')) == NULL || strcmp(slash + 1, base) != 0 ||
-	    strchr(rel, '/') == slash) {
-		sp_err_set(e, SP_E_BAD_INPUT, 0, "%s '%.64s' is not a sandbox's "
-		    "%s", what, abs, base);
-		return NULL;
-	}
-	return rel;
+	return sp_noded_path_check(what, abs + n + 1, 0, e) == -1 ? NULL :
+	    abs + n + 1;
+}
+
+/* 1 when only root may change what the directory at fd holds. */
+static int
+root_only(int fd)
+{
+	struct stat st;
+
+	return fstat(fd, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == 0 &&
+	    (st.st_mode & 022) == 0;
 }
 
 /*
- * A VM file at abs (named base) as libvirt will find it: beneath the root
- * with no symlink on the way, a regular file of the root's filesystem with
- * one link (not another file's hard link).  must 0: absent is fine too.
+ * libvirt opens a VM's files by path after space-noded has checked them:
+ * nobody but root may be able to swap a file, or a directory on the way,
+ * in between.  So the root and every directory from it down to dir (rel)
+ * must be root's and writable by root alone.
+ */
+static int
+path_root_only(const struct sp_noded_vm *c, const char *what, const char *abs,
+    const char *dir, struct sp_err *e)
+{
+	char part[SP_NODED_PATH_MAX + 1];
+	const char *p = dir;
+	int fd, ok;
+
+	if (!root_only(c->root_fd))
+		return sp_err_set(e, SP_E_BAD_INPUT, 0, "%s: %s may be changed "
+		    "by others than root", what, c->conf->root);
+	do {
+		p = strchr(p, '/');
+		snprintf(part, sizeof part, "%.*s", p != NULL ?
+		    (int)(p - dir) : (int)strlen(dir), dir);
+		if ((fd = sp_noded_open_beneath(c->root_fd, part, O_PATH |
+		    O_DIRECTORY)) == -1)
+			return sp_err_sys(e, errno == ENOENT ? SP_E_NOT_FOUND :
+			    SP_E_BAD_INPUT, "%s: the directory of '%.64s'", what,
+			    abs);
+		ok = root_only(fd);
+		close(fd);
+		if (!ok)
+			return sp_err_set(e, SP_E_BAD_INPUT, 0, "%s '%.64s': "
+			    "%s/%s may be changed by others than root", what,
+			    abs, c->conf->root, part);
+	} while (p++ != NULL);
+	return 0;
+}
+
+/*
+ * A VM file at abs (named base) as libvirt will find it: AREA/NAME/base
+ * beneath the root (the file of a subvolume, not an area's), with no
+ * symlink on the way and only root able to change the directories there
+ * (path_root_only), a regular file with one link (not another file's hard
+ * link).  must 0: absent is fine too.
  */
 static int
 vm_file(const struct sp_noded_vm *c, const char *what, const char *abs,
     const char *base, int must, struct sp_err *e)
 {
 	char dir[SP_NODED_PATH_MAX + 1];
-	const char *rel;
-	struct stat st, rst;
+	const char *rel, *slash;
+	struct stat st;
 	int fd;
 
-	if ((rel = beneath(c, what, abs, base, e)) == NULL)
+	if ((rel = rel_of(c, what, abs, e)) == NULL)
 		return -1;
-	snprintf(dir, sizeof dir, "%.*s", (int)(strrchr(rel, '/') - rel), rel);
+	if ((slash = strrchr(rel, '/')) == NULL || strcmp(slash + 1, base) != 0 ||
+	    strchr(rel, '/') == slash)
+		return sp_err_set(e, SP_E_BAD_INPUT, 0, "%s '%.64s' is not a "
+		    "sandbox's %s", what, abs, base);
+	snprintf(dir, sizeof dir, "%.*s", (int)(slash - rel), rel);
+	if (path_root_only(c, what, abs, dir, e) == -1)
+		return -1;
 	if ((fd = sp_noded_open_beneath(c->root_fd, dir, O_PATH | O_DIRECTORY)) ==
 	    -1)
 		return sp_err_sys(e, errno == ENOENT ? SP_E_NOT_FOUND :
@@ -86,8 +130,6 @@ vm_file(const struct sp_noded_vm *c, const char *what, const char *abs,
 		    "%s '%.64s'", what, abs);
 	}
 	close(fd);
-	if (fstat(c->root_fd, &rst) == -1)
-		return sp_err_sys(e, SP_E_IO, "%s", c->conf->root);
 	if (!S_ISREG(st.st_mode) || st.st_nlink != 1)
 		return sp_err_set(e, SP_E_BAD_INPUT, 0, "%s '%.64s' is not a "
 		    "regular file of one link", what, abs);
@@ -176,19 +218,15 @@ out:
 	return rc;
 }
 
-/* A sandbox's directory at abs, opened beneath the root (AREA/NAME at
- * least, no symlink on the way). */
+/* A sandbox's directory at abs, opened beneath the root (no symlink on
+ * the way). */
 static int
 vm_dir(const struct sp_noded_vm *c, const char *abs, struct sp_err *e)
 {
-	size_t n = strlen(c->conf->root);
-	const char *rel = abs + n + 1;
+	const char *rel;
 	int fd;
 
-	if (strncmp(abs, c->conf->root, n) != 0 || abs[n] != '/')
-		return sp_err_set(e, SP_E_BAD_INPUT, 0, "dir '%.64s' is not "
-		    "beneath %s", abs, c->conf->root);
-	if (sp_noded_path_check("dir", rel, 0, e) == -1)
+	if ((rel = rel_of(c, "dir", abs, e)) == NULL)
 		return -1;
 	if ((fd = sp_noded_open_beneath(c->root_fd, rel, O_RDONLY |
 	    O_DIRECTORY)) == -1)
@@ -330,12 +368,6 @@ run_op(struct sp_noded_vm *c, struct sp_virt *v, const struct sp_noded_req *r,
 			return -1;
 		*value = json_string(buf);
 		return 0;
-	case SP_NODED_VM_PREPARE:
-		return prepare(c, r, e);
-	case SP_NODED_VM_LIMIT:
-		return sp_jail_limit(r->name, r->bytes, r->pids, e);
-	case SP_NODED_DISK_LIMIT:
-		return disk_limit(c, r, e);
 	case SP_NODED_VIRT_VERSION:
 		if (sp_virt_version(v, buf, sizeof buf, e) == -1)
 			return -1;
@@ -354,6 +386,17 @@ sp_noded_vm_do(struct sp_noded_vm *c, const struct sp_noded_req *r,
 	int rc;
 
 	*value = NULL;
+	/* A VM's host side: no libvirt. */
+	switch (r->op) {
+	case SP_NODED_VM_PREPARE:
+		return prepare(c, r, e);
+	case SP_NODED_VM_LIMIT:
+		return sp_jail_limit(r->name, r->bytes, r->pids, e);
+	case SP_NODED_DISK_LIMIT:
+		return disk_limit(c, r, e);
+	default:
+		break;
+	}
 	if (virt(c, &v, e) == -1)
 		return -1;
 	rc = run_op(c, v, r, value, e);

@@ -20,7 +20,7 @@ teardown_file() {
 	for s in nd-a nd-b nd-c nd-flood; do
 		btrfs subvolume delete "$T/$s" >/dev/null 2>&1 || true
 	done
-	rm -rf "$T/nd-dir" "$T/nd-link" "$T/nd-vm" "$T/nd-hl"
+	rm -rf "$T/nd-dir" "$T/nd-link" "$T/nd-vm" "$T/nd-hl" "$T/nd-gw" "$T/nd-own"
 }
 
 # A proxy in front of space-noded at $PROXY: it writes each request line it
@@ -221,6 +221,8 @@ EOF
 		command jq -se --arg op "$op" 'any(.[]; .op == $op)' "$BATS_FILE_TMPDIR/requests" >/dev/null
 	done
 	grep -q "\"op\":\"vm-restore\",\"path\":\"sp-$id\",\"ok\":true" "$BATS_FILE_TMPDIR/log"
+	# A define names its domain in the log too (taken from its XML).
+	grep -q "\"op\":\"vm-define\",\"path\":\"sp-$id\",\"ok\":true" "$BATS_FILE_TMPDIR/log"
 }
 
 @test "space-noded defines only space's own domain XML, for a sandbox of this node: forged ones are refused, nothing changed" {
@@ -231,11 +233,19 @@ EOF
 	[ -n "$id" ]
 	echo "$id" >> "$BATS_FILE_TMPDIR/ids"
 	# Files that are not a VM's, where a VM's would be.
-	mkdir -p "$T/nd-vm" "$T/nd-hl"
+	mkdir -p "$T/nd-vm" "$T/nd-hl" "$T/nd-gw" "$T/nd-own"
 	ln -sfn /etc/shadow "$T/nd-vm/disk.raw"
 	ln -sfn /etc/passwd "$T/nd-vm/mem.sav"
 	ln -f "$SPACE_ROOT/ca/ca.key" "$T/nd-hl/disk.raw"
-	for d in nd-vm nd-hl; do
+	# A VM's very files, in directories where others than root could swap
+	# them between the check and libvirt's open.
+	for d in nd-gw nd-own; do
+		head -c 1048576 /dev/zero > "$T/$d/disk.raw"
+		head -c 4096 /dev/zero > "$T/$d/mem.sav"
+	done
+	chmod 0775 "$T/nd-gw"
+	chown nobody "$T/nd-own"
+	for d in nd-vm nd-hl nd-gw nd-own; do
 		cp "$SPACE_ROOT/sandboxes/$id/vmlinuz" "$SPACE_ROOT/sandboxes/$id/initrd.img" "$T/$d/"
 	done
 	local shadow key doms
@@ -260,6 +270,8 @@ forged = [
     ("a disk outside any area", xml.replace(d, root + "/ca")),
     ("a symlink as its disk", xml.replace(d, root + "/tmp/nd-vm")),
     ("a hard link as its disk", xml.replace(d, root + "/tmp/nd-hl")),
+    ("a directory others may write", xml.replace(d, root + "/tmp/nd-gw")),
+    ("a directory not root's", xml.replace(d, root + "/tmp/nd-own")),
     ("root's uid", re.sub(label, "<label>+0:+0</label>", xml)),
     ("an unreserved jail uid", re.sub(label, "<label>+1900000001:+1900000001</label>", xml)),
     ("another's channel directory", xml.replace(run + "/" + id, run + "/x")),
@@ -277,6 +289,7 @@ for what, x in forged:
 for what, req in [
     ("restore of /etc/passwd", {"op": "vm-restore", "file": "/etc/passwd", "xml": xml}),
     ("restore of a symlink", {"op": "vm-restore", "file": root + "/tmp/nd-vm/mem.sav", "xml": xml}),
+    ("restore from a directory others may write", {"op": "vm-restore", "file": root + "/tmp/nd-gw/mem.sav", "xml": xml}),
     ("save to /etc", {"op": "vm-save", "name": name, "file": "/etc/mem.sav"}),
     ("save to ca", {"op": "vm-save-memory", "name": name, "file": root + "/ca/x/mem.sav"}),
     ("a name with ..", {"op": "vm-start", "name": "../x"}),
@@ -290,10 +303,11 @@ print(json.dumps(ask({"op": "vm-state", "name": "sp-aaaaaaaaaaaa"})))
 EOF
 	echo "$output" | sed 's/^/# /' >&3
 	[ "$status" -eq 0 ]
-	[ "${#lines[@]}" -eq 22 ]
-	[ "$(printf '%s\n' "${lines[@]:0:20}" | command jq -s 'map(select(.error == "bad-input")) | length')" -eq 20 ]
-	[ "${lines[20]}" = '{"ok": true}' ]
-	[ "${lines[21]}" = '{"ok": true, "value": "absent"}' ]
+	[ "${#lines[@]}" -eq 25 ]
+	[ "$(printf '%s\n' "${lines[@]:0:23}" | command jq -s 'map(select(.error == "bad-input")) | length')" -eq 23 ]
+	[ "$(printf '%s\n' "${lines[@]:0:23}" | command jq -s 'map(select(.msg | test("may be changed by others than root$"))) | length')" -eq 3 ]
+	[ "${lines[23]}" = '{"ok": true}' ]
+	[ "${lines[24]}" = '{"ok": true, "value": "absent"}' ]
 	[ "$(stat -c '%u %g %a' /etc/shadow)" = "$shadow" ]
 	[ "$(stat -c '%u %g %a' "$SPACE_ROOT/ca/ca.key")" = "$key" ]
 	[ "$(virsh -c qemu:///system list --all --name | sort)" = "$doms" ]
@@ -323,6 +337,21 @@ EOF
 	[ "$(sed -n 10p <<<"$output" | command jq -r .error)" = not-running ]
 	[ "$(stat -c '%u %g %a' /etc)" = "$etc" ]
 	alive
+	# A VM's host side needs no libvirt: with none to reach, a VM op fails
+	# and vm-prepare still does its work.
+	local nolv=$SPACE_RUN/noded-nolv.sock pid
+	SPACE_LIBVIRT_URI='qemu+unix:///system?socket=/nonexistent' \
+		space-noded --socket "$nolv" >/dev/null 2>&1 &
+	pid=$!
+	for _ in $(seq 50); do [ -S "$nolv" ] && break; sleep 0.1; done
+	run env SOCK="$nolv" bash -c "$(declare -f call); call '{\"op\":\"vm-state\",\"name\":\"sp-cccccccccccc\"}' \
+		'{\"op\":\"vm-prepare\",\"name\":\"sp-cccccccccccc\",\"dir\":\"$T/nd-dir\",\"uid\":0}'"
+	kill "$pid"
+	echo "$output" | sed 's/^/# /' >&3
+	[ "$(sed -n 1p <<<"$output" | command jq -r .ok)" = false ]
+	[ "$(sed -n 2p <<<"$output")" = '{"ok":true}' ]
+	[ -d "$SPACE_RUN/cccccccccccc" ]
+	rm -rf "$SPACE_RUN/cccccccccccc"
 }
 
 @test "space-init makes the system user and group space, once" {
