@@ -19,7 +19,11 @@
  * VM defined before the jail (or with it off) keeps running as libvirt's
  * user: what its XML says decides (sp_jail_of_vm, sp_jail_of_image).
  */
+#include <linux/posix_acl.h>
+#include <linux/posix_acl_xattr.h>
+
 #include <dirent.h>
+#include <endian.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
@@ -281,6 +285,58 @@ run_dir(int run_parent, const char *run_name, mode_t mode, struct sp_err *e)
 	return fd;
 }
 
+/* One entry of an ACL in the kernel's xattr format. */
+static void
+acl_entry(struct posix_acl_xattr_entry *a, int tag, int perm, unsigned id)
+{
+	a->e_tag = htole16(tag);
+	a->e_perm = htole16(perm);
+	a->e_id = htole32(id);
+}
+
+/*
+ * A VM's run directory as the group space (the unprivileged manager's)
+ * needs it, when there is such a group: space may reach a socket there by
+ * its name (search only: no listing, no creating, so it cannot plant a
+ * path where libvirt, as root, makes and labels a socket), and each socket
+ * made there is space's to connect to (the default ACL, which the socket
+ * keeps when libvirt chowns it to the VM's uid).  Nobody else but the
+ * owner and owner_group (its perms).  On a filesystem without ACLs it is
+ * left to its owner (and root) as before.  Written in the kernel's own ACL
+ * format (uapi posix_acl_xattr.h) rather than with libacl, so a short
+ * command loads no library more (tests/linking.bats).
+ */
+static int
+space_acl(int rfd, int owner_group, struct sp_err *e)
+{
+	struct {
+		struct posix_acl_xattr_header h;
+		struct posix_acl_xattr_entry a[5];
+	} acl;
+	struct group *g;
+	int i, mask;
+
+	if ((g = getgrnam("space")) == NULL)
+		return 0;
+	for (i = 0; i < 2; i++) {
+		/* Access: search for space; default: read and write. */
+		mask = owner_group | (i == 0 ? ACL_EXECUTE : ACL_READ | ACL_WRITE);
+		acl.h.a_version = htole32(POSIX_ACL_XATTR_VERSION);
+		acl_entry(&acl.a[0], ACL_USER_OBJ, 07, ACL_UNDEFINED_ID);
+		acl_entry(&acl.a[1], ACL_GROUP_OBJ, owner_group, ACL_UNDEFINED_ID);
+		acl_entry(&acl.a[2], ACL_GROUP, i == 0 ? ACL_EXECUTE :
+		    ACL_READ | ACL_WRITE, g->gr_gid);
+		acl_entry(&acl.a[3], ACL_MASK, mask, ACL_UNDEFINED_ID);
+		acl_entry(&acl.a[4], ACL_OTHER, 0, ACL_UNDEFINED_ID);
+		/* A filesystem without ACLs: as before, root's alone. */
+		if (fsetxattr(rfd, i == 0 ? "system.posix_acl_access" :
+		    "system.posix_acl_default", &acl, sizeof acl, 0) == -1)
+			return errno == EOPNOTSUPP ? 0 : sp_err_sys(e, SP_E_IO,
+			    "the ACL of a VM's run directory");
+	}
+	return 0;
+}
+
 int
 sp_jail_dirs_at(const struct sp_jail *j, int dfd, int run_parent,
     const char *run_name, struct sp_err *e)
@@ -305,6 +361,8 @@ sp_jail_dirs_at(const struct sp_jail *j, int dfd, int run_parent,
 		if ((g != NULL && fchown(rfd, 0, g->gr_gid) == -1) ||
 		    fchmod(rfd, g != NULL ? 0770 : 0777) == -1)
 			sp_err_sys(e, SP_E_IO, "chown %s", run_name);
+		else if (g != NULL && space_acl(rfd, 07, e) == -1)
+			;
 		else if (fchown(dfd, 0, 0) == -1 || fchmod(dfd, 0755) == -1)
 			sp_err_sys(e, SP_E_IO, "chown the sandbox's directory");
 		else
@@ -319,7 +377,11 @@ sp_jail_dirs_at(const struct sp_jail *j, int dfd, int run_parent,
 		close(rfd);
 		return -1;
 	}
+	rc = space_acl(rfd, 0, e);
 	close(rfd);
+	if (rc == -1)
+		return -1;
+	rc = -1;
 	/* QEMU opens its files by path: its gid goes through the
 	 * directory, nobody else's (no listing: 0710). */
 	if (fchown(dfd, 0, j->gid) == -1 || fchmod(dfd, 0710) == -1)

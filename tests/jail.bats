@@ -25,6 +25,24 @@ qemu_uid() {
 	stat -c %u "/proc/$(qemu_pid "$1")"
 }
 
+# As user $1: connects to the socket $2 and prints "ok" or the error's
+# name; then lists $3 and makes a file in it, printing the same for each.
+as_user() {
+	runuser -u "$1" -- python3 - "$2" "$3" <<'EOF'
+import errno, os, socket, sys
+def step(f):
+    try:
+        f(); print("ok")
+    except OSError as e:
+        print(errno.errorcode.get(e.errno, str(e.errno)))
+s = socket.socket(socket.AF_UNIX)
+step(lambda: s.connect(sys.argv[1]))
+s.close()
+step(lambda: os.listdir(sys.argv[2]))
+step(lambda: os.close(os.open(os.path.join(sys.argv[2], "planted"), os.O_CREAT | os.O_WRONLY, 0o600)))
+EOF
+}
+
 # Sends each QMP command (a JSON text) to the monitor at $1 and prints the
 # answer of each, one line apiece.
 qmp() {
@@ -78,8 +96,18 @@ EOF
 	[ "$(stat -c '%u %a' "$dir/vmlinuz")" = "$ua 600" ]
 	[ "$(stat -c '%u %a' "$dir/initrd.img")" = "$ua 600" ]
 	[ "$(stat -c '%u %g %a' "$dir")" = "0 $ua 710" ]
-	[ "$(stat -c '%u %g %a' "$run")" = "$ua $ua 700" ]
+	# 0710: the group bits show the ACL's mask, the search space has.
+	[ "$(stat -c '%u %g %a' "$run")" = "$ua $ua 710" ]
 	[ "$(stat -c %u "$run/space.0.sock")" = "$ua" ]
+	# The manager's user space reaches a socket by name, and can neither
+	# list the directory nor plant a file in it; nobody else reaches it.
+	run as_user space "$run/space.7.sock" "$run"
+	[ "$output" = $'ok\nEACCES\nEACCES' ]
+	run as_user nobody "$run/space.7.sock" "$run"
+	[ "$output" = $'EACCES\nEACCES\nEACCES' ]
+	[ ! -e "$run/planted" ]
+	run space-exec "$A" -- echo still
+	[ "$output" = still ]
 	[ -L "$SPACE_ROOT/jail/$ua" ]
 	[ "$(readlink "$SPACE_ROOT/jail/$ua")" = "$A" ]
 }
@@ -229,6 +257,8 @@ EOF
 	space-start "$id" >/dev/null
 	[ "$(stat -c %U "/proc/$(qemu_pid "$id")")" = libvirt-qemu ]
 	[ "$(stat -c %G "$SPACE_RUN/$id")" = libvirt-qemu ]
+	run as_user space "$SPACE_RUN/$id/space.7.sock" "$SPACE_RUN/$id"
+	[ "$output" = $'ok\nEACCES\nEACCES' ]
 	snap=$(space-snap --full "$id" | jq -r .snap)
 	space-rollback "$id" "$snap" >/dev/null
 	[ "$(stat -c %U "/proc/$(qemu_pid "$id")")" = libvirt-qemu ]
