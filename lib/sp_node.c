@@ -26,13 +26,19 @@ static const char *const layout[] = {
 	"templates", "sandboxes", "snapshots", "pool", "objects", "tmp", "locks",
 };
 
-/* Makes <root>.img a btrfs image of the given size and mounts it on root. */
+/*
+ * Makes <root>.img a btrfs image of the given size and mounts it on root,
+ * nosuid and nodev: what root's programs write there (a layer unpacked, a
+ * stream received) may hold a setuid-root file or a device node, and
+ * neither may give anyone anything.
+ */
 static int
 loop_btrfs(const char *root, uint64_t bytes, struct sp_err *e)
 {
 	char img[SP_PATH_MAX];
 	char *mkfs[] = { "mkfs.btrfs", "-q", img, NULL };
-	char *mnt[] = { "mount", "-o", "loop", img, (char *)root, NULL };
+	char *mnt[] = { "mount", "-o", "loop,nosuid,nodev", img, (char *)root,
+	    NULL };
 	struct stat st;
 	int fd;
 

@@ -479,3 +479,26 @@ root_kib() {
 	[[ "$output" == *quota* ]]
 	space-rm "$id" >/dev/null
 }
+
+@test "SPACE_ROOT is mounted nosuid,nodev: a setuid-root program or a device node there gives no one anything" {
+	local dir=$SPACE_ROOT/jail-suid-test
+	[[ ",$(findmnt -no OPTIONS "$SPACE_ROOT")," == *,nosuid,* ]]
+	[[ ",$(findmnt -no OPTIONS "$SPACE_ROOT")," == *,nodev,* ]]
+	mkdir -p "$dir"
+	chmod 0755 "$dir"
+	# What an unpacked layer or a received stream could leave there.
+	cp /usr/bin/id "$dir/id"
+	chmod 4755 "$dir/id"
+	mknod "$dir/mem" c 1 1
+	chmod 0666 "$dir/mem"
+	run runuser -u nobody -- "$dir/id" -u
+	local out=$output st=$status
+	run cat "$dir/mem" < /dev/null
+	local mem=$status memout=$output
+	rm -rf "$dir"
+	[ "$st" -eq 0 ]
+	[ "$out" = "$(id -u nobody)" ]
+	# Not even root opens the device: /dev/mem's numbers, refused.
+	[ "$mem" -ne 0 ]
+	[[ "$memout" == *"Permission denied"* ]]
+}
