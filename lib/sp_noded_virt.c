@@ -74,7 +74,7 @@ path_root_only(const struct sp_noded_vm *c, const char *what, const char *abs,
 	if (!root_only(c->root_fd))
 		return sp_err_set(e, SP_E_BAD_INPUT, 0, "%s: %s may be changed "
 		    "by others than root", what, c->conf->root);
-	do {
+	for (;;) {
 		p = strchr(p, '/');
 		snprintf(part, sizeof part, "%.*s", p != NULL ?
 		    (int)(p - dir) : (int)strlen(dir), dir);
@@ -89,8 +89,10 @@ path_root_only(const struct sp_noded_vm *c, const char *what, const char *abs,
 			return sp_err_set(e, SP_E_BAD_INPUT, 0, "%s '%.64s': "
 			    "%s/%s may be changed by others than root", what,
 			    abs, c->conf->root, part);
-	} while (p++ != NULL);
-	return 0;
+		if (p == NULL)
+			return 0;
+		p++;
+	}
 }
 
 /*
