@@ -22,7 +22,7 @@ counter() {
 }
 
 @test "pause stops the guest: a counter does not advance while paused" {
-	space-exec "$ID" -- sh -c 'i=0; while :; do i=$((i+1)); echo $i > /tmp/counter; sleep 0.2; done >/dev/null 2>&1 </dev/null & echo $! > /tmp/counter.pid'
+	space-exec "$ID" -- sh -c 'i=0; while :; do i=$((i+1)); echo $i > /tmp/counter.new; mv /tmp/counter.new /tmp/counter; sleep 0.2; done >/dev/null 2>&1 </dev/null & echo $! > /tmp/counter.pid'
 	sleep 2
 	c1=$(counter)
 	run space-pause "$ID"

@@ -55,7 +55,7 @@ own() {
 }
 
 count() {
-	space-exec "$1" -d -- sh -c 'i=0; while :; do i=$((i+1)); echo $i > /tmp/counter; sleep 0.2; done' >/dev/null
+	space-exec "$1" -d -- sh -c 'i=0; while :; do i=$((i+1)); echo $i > /tmp/counter.new; mv /tmp/counter.new /tmp/counter; sleep 0.2; done' >/dev/null
 	sleep 1
 }
 
