@@ -22,12 +22,14 @@ usage(void)
 	fprintf(sp_usage_stream(),
 	    "usage: space-create --template NAME[@DIGEST] [--memory MiB]"
 	    " [--vcpus N] [--disk-gb N]\n           [--cpu-quota CPUS]"
-	    " [--label KEY=VALUE]... [--env NAME=VALUE]...\n"
+	    " [--ttl DURATION [--on-expiry kill|pause|suspend]]\n"
+	    "           [--label KEY=VALUE]... [--env NAME=VALUE]...\n"
 	    "           [-n COUNT] [--timeout SECONDS] [--no-pool] [--cold]\n"
 	    "           [-- CMD [ARG...]]\n"
 	    "       space-create --anywhere [--wait [SECONDS]] --template NAME[@DIGEST]"
 	    " [--memory MiB]\n           [--vcpus N] [--disk-gb N] [--cpu-quota CPUS]"
-	    " [--label KEY=VALUE]...\n           [--env NAME=VALUE]... [-n COUNT]\n");
+	    " [--ttl DURATION [--on-expiry kill|pause|suspend]]\n"
+	    "           [--label KEY=VALUE]... [--env NAME=VALUE]... [-n COUNT]\n");
 	sp_usage_exit();
 }
 
@@ -175,6 +177,12 @@ anywhere_create(const struct sp_create_req *r, int count, int wait_ms)
 		    sp_state_name(row.state), "template", row.template, "node",
 		    row.node[0] ? json_string(row.node) : json_null(), "placed",
 		    row.placed ? json_loads(row.placed, 0, NULL) : json_null());
+		if (row.expires > 0) {
+			json_object_set_new(o, "expires",
+			    json_integer(row.expires));
+			json_object_set_new(o, "on_expiry",
+			    json_string(row.on_expiry));
+		}
 		if (wait_ms < 0)
 			json_object_set_new(o, "queued", json_true());
 		else
@@ -197,6 +205,8 @@ main(int argc, char *argv[])
 		{ "vcpus", required_argument, NULL, 'c' },
 		{ "disk-gb", required_argument, NULL, 'd' },
 		{ "cpu-quota", required_argument, NULL, 'q' },
+		{ "ttl", required_argument, NULL, 'L' },
+		{ "on-expiry", required_argument, NULL, 'X' },
 		{ "label", required_argument, NULL, 'l' },
 		{ "env", required_argument, NULL, 'e' },
 		{ "count", required_argument, NULL, 'n' },
@@ -245,6 +255,21 @@ main(int argc, char *argv[])
 				return SP_EXIT_USAGE;
 			}
 			break;
+		case 'L':
+			if (sp_period_parse(optarg, &r.ttl_s) == -1) {
+				sp_warn("--ttl: a duration such as 90s, 30m, "
+				    "12h or 7d, not '%.32s'", optarg);
+				return SP_EXIT_USAGE;
+			}
+			break;
+		case 'X':
+			if (!sp_on_expiry_ok(optarg)) {
+				sp_warn("--on-expiry: kill, pause or suspend, "
+				    "not '%.16s'", optarg);
+				return SP_EXIT_USAGE;
+			}
+			r.on_expiry = optarg;
+			break;
 		case 'l':
 			if (sp_label_check(optarg, &e) == -1) {
 				sp_warn("--label: %s", e.msg);
@@ -290,6 +315,10 @@ main(int argc, char *argv[])
 	argv += optind;
 	if (waits && sp_cli_wait_opt(wait, &argc, argv, &wait_ms) == -1)
 		usage();
+	if (r.on_expiry != NULL && r.ttl_s == 0) {
+		sp_warn("--on-expiry: only with --ttl");
+		return SP_EXIT_USAGE;
+	}
 	if (r.template == NULL || (argc > 0 && count != 1) ||
 	    (anywhere && argc > 0) || (waits && !anywhere))
 		usage();

@@ -1,8 +1,9 @@
 /*
  * space-reconcile: bring this node's sandboxes to legal states: finish or roll
  * back what a dead command left halfway, drive each VM to its record, remove
- * orphans, carry out the wishes other nodes recorded for this node's
- * sandboxes.  Each pass first renews this node's lease (space-node beat).
+ * orphans, carry out the lifetimes that ran out (--ttl, space-ttl) and the
+ * wishes other nodes recorded for this node's sandboxes.  Each pass first
+ * renews this node's lease (space-node beat).
  * --once makes one pass (what a timer runs); without it, a pass every
  * --interval seconds; with --listen, wishes are also carried out the moment
  * they are recorded (the DB wakes it: LISTEN/NOTIFY on PostgreSQL).

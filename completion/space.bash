@@ -123,8 +123,9 @@ _space() {
 	space-create)
 		case $prev in
 		--template) COMPREPLY=($(compgen -W "$(_space_templates)" -- "$cur")) ;;
-		--memory|--vcpus|--disk-gb|--cpu-quota|--label|--env|-n|--timeout|--wait) ;;
-		*) COMPREPLY=($(compgen -W "--template --memory --vcpus --disk-gb --cpu-quota --label --env -n --timeout --no-pool --cold --anywhere --wait --" -- "$cur")) ;;
+		--memory|--vcpus|--disk-gb|--cpu-quota|--label|--env|-n|--timeout|--wait|--ttl) ;;
+		--on-expiry) COMPREPLY=($(compgen -W "kill pause suspend" -- "$cur")) ;;
+		*) COMPREPLY=($(compgen -W "--template --memory --vcpus --disk-gb --cpu-quota --ttl --on-expiry --label --env -n --timeout --no-pool --cold --anywhere --wait --" -- "$cur")) ;;
 		esac ;;
 	space-exec)
 		if [ "$COMP_CWORD" -eq 1 ]; then
@@ -277,6 +278,11 @@ _space() {
 			add) [[ $prev == --max-* ]] || COMPREPLY=($(compgen -W "$quotas" -- "$cur")) ;;
 			esac
 		fi ;;
+	space-ttl)
+		case $prev in
+		--on-expiry) COMPREPLY=($(compgen -W "kill pause suspend" -- "$cur")) ;;
+		*) COMPREPLY=($(compgen -W "--on-expiry none +30m +1h 1h 1d $(_space_ids)" -- "$cur")) ;;
+		esac ;;
 	space-suspend)
 		case $prev in
 		--wait) ;;
@@ -347,4 +353,4 @@ complete -F _space space-init space-template space-create space-exec space-ls sp
 	space-ps space-logs space-kill space-fs space-cp space-pool \
 	space-snap space-rollback space-fork space-gc \
 	space-suspend space-restore space-key space-egress space-cred space-gatewayd \
-	space-node space-schedule space-backup space-apid space-tenant space-noded
+	space-node space-schedule space-backup space-apid space-tenant space-noded space-ttl

@@ -75,6 +75,7 @@ create(struct sp_api_call *c)
 	const char *k;
 	char kv[1024];
 	struct sp_err e;
+	const char *ttl = NULL;
 	double cpus = 0;
 	size_t i;
 
@@ -87,16 +88,21 @@ create(struct sp_api_call *c)
 	if (sp_api_body_json(c->body, c->body_len, &body, &e) == -1)
 		goto out;
 	if (json_unpack_ex(body, NULL, JSON_STRICT, "{s:s, s?i, s?i, s?i, s?F, "
-	    "s?o, s?o}", "template", &r.template, "memory_mib", &r.memory_mib,
-	    "vcpus", &r.vcpus, "disk_gb", &r.disk_gb, "cpu_quota", &cpus,
+	    "s?s, s?s, s?o, s?o}", "template", &r.template, "memory_mib",
+	    &r.memory_mib, "vcpus", &r.vcpus, "disk_gb", &r.disk_gb,
+	    "cpu_quota", &cpus, "ttl", &ttl, "on_expiry", &r.on_expiry,
 	    "labels", &v, "env", &env) == -1 || r.memory_mib < 64 ||
 	    r.memory_mib > 65536 || r.vcpus < 1 || r.vcpus > 64 ||
 	    r.disk_gb < 0 || r.disk_gb > SP_DISK_GB_MAX || (cpus != 0 &&
-	    (r.cpu_pct = sp_cpu_quota_pct(cpus)) == -1)) {
+	    (r.cpu_pct = sp_cpu_quota_pct(cpus)) == -1) ||
+	    (ttl != NULL && sp_period_parse(ttl, &r.ttl_s) == -1) ||
+	    (r.on_expiry != NULL && (ttl == NULL ||
+	    !sp_on_expiry_ok(r.on_expiry)))) {
 		sp_err_set(&e, SP_E_BAD_INPUT, 0, "want {\"template\":NAME, "
 		    "\"memory_mib\":64..65536, \"vcpus\":1..64, \"disk_gb\":"
-		    "0..16384, \"cpu_quota\":0.01..1024, \"labels\":{}, "
-		    "\"env\":[\"NAME=VALUE\"]} and nothing else");
+		    "0..16384, \"cpu_quota\":0.01..1024, \"ttl\":DURATION, "
+		    "\"on_expiry\":\"kill|pause|suspend\" (with ttl), "
+		    "\"labels\":{}, \"env\":[\"NAME=VALUE\"]} and nothing else");
 		env = NULL;
 		goto out;
 	}

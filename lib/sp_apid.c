@@ -647,26 +647,26 @@ access_cb(void *cls, struct MHD_Connection *conn, const char *url,
 
 /* ---- expiry: what a sandbox's timeout says, carried out here ---- */
 
+static int
+told(json_t *o, void *arg)
+{
+	(void)arg;
+	json_decref(o);
+	return 0;
+}
+
 static void *
 expire(void *arg)
 {
 	volatile int *stop = arg;
-	char id[SP_ID_LEN + 1], action[16];
 	struct sp_ctx *x;
 	struct sp_err e;
-	int changed, existed;
 
 	while (!*stop) {
 		usleep(EXPIRY_TICK_MS * 1000);
 		if ((x = ctx_take(&e)) == NULL)
 			continue;
-		while (!*stop && sp_db_sandbox_expiry_take(x->db, x->conf.node,
-		    time(NULL), id, action, &e) == 1) {
-			if (strcmp(action, "pause") == 0)
-				sp_sandbox_pause(x, id, &changed, &e);
-			else
-				sp_sandbox_remove(x, id, &existed, &e);
-		}
+		(void)sp_expiry_run(x, told, NULL, &e);
 		ctx_give(x);
 	}
 	return NULL;

@@ -163,6 +163,15 @@ struct sp_tier {
 	int keep;
 };
 /* Parses spec into t[0..max) (*n of them); t may be NULL to only check. */
+/* A period: a positive count (at most 100000) and a unit, s, m, h, d or w,
+ * as "90s", "30m", "7d"; in seconds.  -1 when it is not one. */
+int sp_period_parse(const char *s, int64_t *out);
+/* A lifetime's spec: DURATION from now, +DURATION from the expiry cur
+ * (from now when cur is 0 or past), or none (0). */
+int sp_expiry_parse(const char *spec, int64_t now, int64_t cur, int64_t *out,
+    struct sp_err *e);
+/* kill, pause or suspend: what a sandbox's expiry may do. */
+int sp_on_expiry_ok(const char *action);
 int sp_retain_parse(const char *spec, struct sp_tier *t, int max, int *n,
     struct sp_err *e);
 struct sp_retain_item {
@@ -230,6 +239,8 @@ struct sp_sandbox_row {
 	int disk_gb;			/* its disk in GiB, 0: its template's */
 	int cpu_pct;			/* its CPU quota in hundredths of a
 					 * CPU, 0: the node's */
+	int64_t expires;		/* unix seconds, 0: never */
+	char on_expiry[16];		/* kill, pause, suspend; "" (kill) */
 };
 void sp_db_row_release(struct sp_sandbox_row *r);
 int sp_db_open(struct sp_db **db, const struct sp_conf *c, struct sp_err *e);
@@ -353,11 +364,19 @@ int sp_db_sandbox_api_get(struct sp_db *db, const char *id,
 /* Sets expires, on_expiry and token (tenant is the label's). */
 int sp_db_sandbox_api_set(struct sp_db *db, const char *id,
     const struct sp_sandbox_api *a, struct sp_err *e);
-/* Takes one sandbox of node whose expiry is at or before now: 1 with its id
- * and action (its expiry cleared in the same statement, so it is taken
- * once), 0 when none is. */
-int sp_db_sandbox_expiry_take(struct sp_db *db, const char *node, int64_t now,
-    char id[SP_ID_LEN + 1], char action[16], struct sp_err *e);
+/* A sandbox's lifetime: expires (unix seconds, 0: never) and on_expiry
+ * ("" keeps the one it has).  Not-found for a pod or no such sandbox. */
+int sp_db_sandbox_expiry_set(struct sp_db *db, const char *id,
+    int64_t expires, const char *on_expiry, struct sp_err *e);
+/* The sandboxes of node whose expiry is at or before now, soonest first,
+ * at most max of them: fn(id, expires, action) for each. */
+int sp_db_sandbox_expiry_due(struct sp_db *db, const char *node, int64_t now,
+    int max, int (*fn)(const char *id, int64_t expires, const char *action,
+    void *arg), void *arg, struct sp_err *e);
+/* Clears id's expiry once its action is done: 1 when it was still
+ * expires (not moved by space-ttl meanwhile), else 0. */
+int sp_db_sandbox_expiry_clear(struct sp_db *db, const char *id,
+    int64_t expires, struct sp_err *e);
 /* A sandbox's snapshots (all when id is NULL; only those of sandboxes of
  * node when it is not NULL), oldest first. */
 int sp_db_snap_each(struct sp_db *db, const char *id, const char *node,
@@ -619,6 +638,9 @@ int sp_flock(int fd, int wait, struct sp_err *e);
 /* A size like 512, 64K, 256M, 8G or 1T (powers of 1024). */
 int sp_size_parse(const char *s, uint64_t *out, struct sp_err *e);
 
+/* Unix seconds: SPACE_NOW when set (tests of lifetimes and retention),
+ * else the real clock. */
+int sp_now(int64_t *out, struct sp_err *e);
 /* Milliseconds of CLOCK_MONOTONIC: for deadlines and durations. */
 int64_t sp_clock_ms(void);
 

@@ -371,7 +371,7 @@ sp_db_row_release(struct sp_sandbox_row *r)
 #define SANDBOX_COLS "id, state, gen, template, node, created, memory_mib, " \
 	"vcpus, labels, CASE WHEN pool IS NULL THEN 0 ELSE 1 END, env, " \
 	"recovered, COALESCE(want, ''), COALESCE(want_error, ''), placed, " \
-	"disk_gb, cpu_pct"
+	"disk_gb, cpu_pct, COALESCE(expires, 0), COALESCE(on_expiry, '')"
 
 static int
 row_from(struct sp_db_q *q, struct sp_sandbox_row *r)
@@ -402,6 +402,8 @@ row_from(struct sp_db_q *q, struct sp_sandbox_row *r)
 		return -1;
 	r->disk_gb = (int)col_int(q, 15);
 	r->cpu_pct = (int)col_int(q, 16);
+	r->expires = col_int(q, 17);
+	copy_col(r->on_expiry, sizeof r->on_expiry, q, 18);
 	return r->labels == NULL || r->env == NULL ? -1 : 0;
 }
 

@@ -321,24 +321,52 @@ sp_db_sandbox_api_set(struct sp_db *db, const char *id,
 }
 
 int
-sp_db_sandbox_expiry_take(struct sp_db *db, const char *node, int64_t now,
-    char id[SP_ID_LEN + 1], char action[16], struct sp_err *e)
+sp_db_sandbox_expiry_set(struct sp_db *db, const char *id, int64_t expires,
+    const char *on_expiry, struct sp_err *e)
+{
+	int64_t n;
+
+	n = sp_db_q_write(db, "set sandbox's expiry", "UPDATE sandboxes SET"
+	    " expires = NULLIF($2, 0), on_expiry = COALESCE(NULLIF($3, ''),"
+	    " on_expiry) WHERE id = $1 AND pool IS NULL", e, "sIs", id, expires,
+	    on_expiry);
+	if (n == 0)
+		return sp_err_set(e, SP_E_NOT_FOUND, 0, "no such sandbox");
+	return n < 0 ? -1 : 0;
+}
+
+int
+sp_db_sandbox_expiry_due(struct sp_db *db, const char *node, int64_t now,
+    int max, int (*fn)(const char *, int64_t, const char *, void *),
+    void *arg, struct sp_err *e)
 {
 	struct sp_db_q q;
+	char id[SP_ID_LEN + 1], action[16];
 	int rc;
 
-	/* One statement: of many takers, one gets each expired sandbox, and
-	 * it is no longer expired for the others. */
-	if (sp_db_q_start(db, &q, "take expired", "UPDATE sandboxes SET expires"
-	    " = NULL WHERE id = (SELECT id FROM sandboxes WHERE node = $1 AND"
-	    " expires IS NOT NULL AND expires <= $2 ORDER BY expires LIMIT 1"
-	    " FOR UPDATE SKIP LOCKED) AND expires IS NOT NULL RETURNING id,"
-	    " COALESCE(on_expiry, 'kill')", e, "sI", node, now) == -1)
+	if (sp_db_q_start(db, &q, "list expired", "SELECT id, expires,"
+	    " COALESCE(on_expiry, 'kill') FROM sandboxes WHERE node = $1 AND"
+	    " pool IS NULL AND expires IS NOT NULL AND expires <= $2 ORDER BY"
+	    " expires LIMIT $3", e, "sII", node, now, (int64_t)max) == -1)
 		return -1;
-	if ((rc = sp_db_q_step(&q, "take expired", e)) == 1) {
-		sp_db_q_copy(id, SP_ID_LEN + 1, &q, 0);
-		sp_db_q_copy(action, 16, &q, 1);
+	while ((rc = sp_db_q_step(&q, "list expired", e)) == 1) {
+		sp_db_q_copy(id, sizeof id, &q, 0);
+		sp_db_q_copy(action, sizeof action, &q, 2);
+		if ((rc = fn(id, sp_db_q_int(&q, 1), action, arg)) != 0)
+			break;
 	}
 	sp_db_q_end(&q);
-	return rc;
+	return rc == -1 ? -1 : 0;
+}
+
+int
+sp_db_sandbox_expiry_clear(struct sp_db *db, const char *id, int64_t expires,
+    struct sp_err *e)
+{
+	int64_t n;
+
+	n = sp_db_q_write(db, "clear sandbox's expiry", "UPDATE sandboxes SET"
+	    " expires = NULL WHERE id = $1 AND expires = $2", e, "sI", id,
+	    expires);
+	return n < 0 ? -1 : n > 0;
 }

@@ -91,6 +91,26 @@ sp_clock_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+int
+sp_now(int64_t *out, struct sp_err *e)
+{
+	const char *v = getenv("SPACE_NOW");
+	char *end;
+	long long t;
+
+	if (v == NULL || *v == '\0') {
+		*out = (int64_t)time(NULL);
+		return 0;
+	}
+	errno = 0;
+	t = strtoll(v, &end, 10);
+	if (errno != 0 || end == v || *end != '\0' || t < 0)
+		return sp_err_set(e, SP_E_BAD_INPUT, 0, "SPACE_NOW must be unix "
+		    "seconds");
+	*out = t;
+	return 0;
+}
+
 void
 sp_crashpoint(const char *name)
 {

@@ -5,9 +5,9 @@
  * state, or its VM where the row does not say: this pass finishes or rolls
  * back the one and drives the other to the row.  It never touches a sandbox
  * whose lock a live command holds, nor anything outside this node's root.
- * Then it carries out the wishes other nodes recorded for this node's
- * sandboxes (sp_reconcile_wishes), which space-reconcile --listen also does
- * the moment one is recorded.
+ * Then it carries out the lifetimes that ran out (sp_expiry) and the wishes
+ * other nodes recorded for this node's sandboxes (sp_reconcile_wishes),
+ * which space-reconcile --listen also does the moment one is recorded.
  */
 #include <dirent.h>
 #include <fcntl.h>
@@ -525,6 +525,9 @@ sp_reconcile_once(struct sp_ctx *x, int (*fn)(json_t *, void *), void *arg,
 		tell(&p, "", "jail-gc", "", -1, e);
 	else if (freed > 0)
 		tell(&p, "", "jail-uids-freed", "", 0, e);
+	/* Lifetimes that ran out: kill, pause or suspend (sp_expiry). */
+	if (sp_expiry_run(x, fn, arg, e) == -1)
+		p.failed = 1;
 	if (sp_reconcile_wishes(x, 1, fn, arg, e) == -1)
 		p.failed = 1;
 	if (p.failed)

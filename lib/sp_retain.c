@@ -4,6 +4,8 @@
  * that hold one; a snapshot that any tier keeps, or that has a tag, stays.
  * Periods count only where snapshots exist, so a sandbox that sat idle for a
  * week still has its last ones.  Pure: space-gc and the tests give the times.
+ * Also the lifetimes of sandboxes (space-create --ttl, space-ttl): their
+ * specs parsed to times.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -12,13 +14,15 @@
 
 #include "sp_core.h"
 
-static int
-parse_period(const char *s, int64_t *out)
+int
+sp_period_parse(const char *s, int64_t *out)
 {
 	char *end;
 	long long v;
 	int64_t unit;
 
+	if (*s < '0' || *s > '9')
+		return -1;	/* strtoll would take spaces and signs */
 	errno = 0;
 	v = strtoll(s, &end, 10);
 	if (errno != 0 || end == s || v <= 0 || v > 100000)
@@ -63,7 +67,7 @@ sp_retain_parse(const char *spec, struct sp_tier *t, int max, int *n,
 		errno = 0;
 		k = strtol(keep, &end, 10);
 		if (errno != 0 || end == keep || *end != '\0' || k < 1 ||
-		    k > 100000 || parse_period(period, &one.period_s) == -1)
+		    k > 100000 || sp_period_parse(period, &one.period_s) == -1)
 			goto bad;
 		if (count == SP_TIERS_MAX)
 			return sp_err_set(e, SP_E_BAD_INPUT, 0, "SPACE_RETAIN: at "
@@ -139,4 +143,31 @@ sp_retain_select(const struct sp_tier *t, int nt,
 		}
 	}
 	free(by);
+}
+
+int
+sp_on_expiry_ok(const char *action)
+{
+	return strcmp(action, "kill") == 0 || strcmp(action, "pause") == 0 ||
+	    strcmp(action, "suspend") == 0;
+}
+
+int
+sp_expiry_parse(const char *spec, int64_t now, int64_t cur, int64_t *out,
+    struct sp_err *e)
+{
+	int64_t d;
+	int extend = spec[0] == '+';
+
+	if (strcmp(spec, "none") == 0) {
+		*out = 0;
+		return 0;
+	}
+	if (sp_period_parse(spec + extend, &d) == -1)
+		return sp_err_set(e, SP_E_BAD_INPUT, 0, "'%.32s' is not a "
+		    "lifetime: DURATION (such as 90s, 30m, 12h, 7d), +DURATION "
+		    "or none", spec);
+	/* +D: from the expiry it has, or from now when it has none. */
+	*out = (extend && cur > now ? cur : now) + d;
+	return 0;
 }

@@ -61,8 +61,8 @@ disk_check(const struct sp_create_req *r, const struct sp_template_row *t,
 	return 0;
 }
 
-int
-sp_sandbox_create(struct sp_ctx *x, const struct sp_create_req *r, json_t **out,
+static int
+create_one(struct sp_ctx *x, const struct sp_create_req *r, json_t **out,
     struct sp_err *e)
 {
 	struct sp_template_row t;
@@ -93,6 +93,64 @@ sp_sandbox_create(struct sp_ctx *x, const struct sp_create_req *r, json_t **out,
 	}
 	/* No pod: this one is made here, through libvirt. */
 	return sp_sandbox_make_new(x, r, &t, t0, sp_pool_prepare, out, e);
+}
+
+static int
+lifetime_check(const struct sp_create_req *r, struct sp_err *e)
+{
+	if (r->ttl_s < 0 || (r->on_expiry != NULL &&
+	    !sp_on_expiry_ok(r->on_expiry)))
+		return sp_err_set(e, SP_E_BAD_INPUT, 0, "a lifetime of seconds, "
+		    "and on expiry kill, pause or suspend");
+	return 0;
+}
+
+/* r's lifetime on id's row, counted from now; *expires when it has one. */
+static int
+lifetime_set(struct sp_ctx *x, const struct sp_create_req *r, const char *id,
+    int64_t *expires, struct sp_err *e)
+{
+	int64_t now;
+
+	*expires = 0;
+	if (r->ttl_s <= 0)
+		return 0;
+	if (sp_now(&now, e) == -1)
+		return -1;
+	*expires = now + r->ttl_s;
+	return sp_db_sandbox_expiry_set(x->db, id, *expires, r->on_expiry ?
+	    r->on_expiry : "kill", e);
+}
+
+int
+sp_sandbox_create(struct sp_ctx *x, const struct sp_create_req *r, json_t **out,
+    struct sp_err *e)
+{
+	const char *id;
+	int64_t expires;
+	int existed;
+	struct sp_err ignored;
+
+	if (lifetime_check(r, e) == -1)
+		return -1;
+	if (create_one(x, r, out, e) == -1)
+		return -1;
+	if (r->ttl_s <= 0)
+		return 0;
+	id = json_string_value(json_object_get(*out, "id"));
+	/* A sandbox whose lifetime could not be recorded is not left to
+	 * live for ever. */
+	if (id == NULL || lifetime_set(x, r, id, &expires, e) == -1) {
+		if (id != NULL)
+			(void)sp_sandbox_remove(x, id, &existed, &ignored);
+		json_decref(*out);
+		*out = NULL;
+		return -1;
+	}
+	json_object_set_new(*out, "expires", json_integer((json_int_t)expires));
+	json_object_set_new(*out, "on_expiry", json_string(r->on_expiry ?
+	    r->on_expiry : "kill"));
+	return 0;
 }
 
 int
@@ -255,6 +313,12 @@ sp_sandbox_describe(struct sp_ctx *x, const struct sp_sandbox_row *r,
 	/* A CPU quota of its own (--cpu-quota), in CPUs. */
 	if (o != NULL && r->cpu_pct > 0)
 		json_object_set_new(o, "cpu_quota", json_real(r->cpu_pct / 100.0));
+	/* A lifetime (--ttl, space-ttl): when, and what then. */
+	if (o != NULL && r->expires > 0) {
+		json_object_set_new(o, "expires", json_integer(r->expires));
+		json_object_set_new(o, "on_expiry", json_string(r->on_expiry[0] ?
+		    r->on_expiry : "kill"));
+	}
 	/* A wish its node has not carried out yet, or could not. */
 	if (o != NULL && r->want[0] != '\0')
 		json_object_set_new(o, "want", json_string(r->want));
@@ -328,13 +392,17 @@ sp_sandbox_request(struct sp_ctx *x, const struct sp_create_req *r,
 {
 	struct sp_sandbox_row row = { 0 };
 	struct sp_template_row t;
+	struct sp_err ignored;
 	char *labels, *env;
+	int64_t expires;
 	int rc;
 
 	if (r->memory_mib < 64 || r->memory_mib > 65536)
 		return sp_err_set(e, SP_E_BAD_INPUT, 0, "memory must be 64 to 65536 MiB");
 	if (r->vcpus < 1 || r->vcpus > 64)
 		return sp_err_set(e, SP_E_BAD_INPUT, 0, "vcpus must be 1 to 64");
+	if (lifetime_check(r, e) == -1)
+		return -1;
 	/* Named to the digest now: the node it lands on makes that one. */
 	if (sp_db_template_get(x->db, r->template, &t, e) == -1 ||
 	    disk_check(r, &t, e) == -1 || sp_id_new(row.id, e) == -1)
@@ -355,6 +423,10 @@ sp_sandbox_request(struct sp_ctx *x, const struct sp_create_req *r,
 	rc = sp_db_sandbox_insert(x->db, &row, e);
 	free(labels);
 	free(env);
+	if (rc == 0 && lifetime_set(x, r, row.id, &expires, e) == -1) {
+		(void)sp_db_sandbox_delete(x->db, row.id, &ignored);
+		rc = -1;
+	}
 	if (rc == 0)
 		memcpy(id, row.id, SP_ID_LEN + 1);
 	return rc;

@@ -69,6 +69,9 @@ struct sp_create_req {
 				 * retried on another path */
 	struct sp_boost *boost;	/* non-NULL: a claim boosts its VM here, for
 				 * the caller to end (sp_boost_end) */
+	int64_t ttl_s;		/* > 0: it expires this long after it is
+				 * made (space-create --ttl) */
+	const char *on_expiry;	/* with ttl_s: kill (NULL), pause, suspend */
 	const char *placed_id;	/* non-NULL: the row of this id is there
 				 * already, placed on this node by the
 				 * scheduler (no pod is claimed for it) */
@@ -347,6 +350,12 @@ int sp_snap_drop_unfinished(struct sp_ctx *x, int (*fn)(json_t *, void *),
     void *arg, struct sp_err *e);
 /* Deletes snapshots/<id>/ and every snapshot in it. */
 int sp_snap_remove_all(struct sp_ctx *x, const char *id, struct sp_err *e);
+
+/* ---- expiry: a sandbox's lifetime (sp_expiry.c) ---- */
+/* Carries out every expiry of this node that is due: one JSON line each
+ * to fn ({"id","ok","action":"expired","on_expiry","expires","changed"}). */
+int sp_expiry_run(struct sp_ctx *x, int (*fn)(json_t *, void *), void *arg,
+    struct sp_err *e);
 
 /* ---- suspend: sandboxes to the object store and back (design.md) ---- */
 int sp_suspend(struct sp_ctx *x, const char *id, int keep_local, json_t **out,

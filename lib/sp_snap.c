@@ -42,27 +42,6 @@ snap_dir(const struct sp_ctx *x, const char *id, const char *snap, char *out,
 	    snap);
 }
 
-/* The clock for `taken`: SPACE_NOW (unix seconds) when set, for tests of
- * retention; else the real one. */
-static int
-now_s(int64_t *out, struct sp_err *e)
-{
-	const char *v = getenv("SPACE_NOW");
-	char *end;
-	long long t;
-
-	if (v == NULL || *v == '\0') {
-		*out = (int64_t)time(NULL);
-		return 0;
-	}
-	errno = 0;
-	t = strtoll(v, &end, 10);
-	if (errno != 0 || end == v || *end != '\0' || t < 0)
-		return sp_err_set(e, SP_E_BAD_INPUT, 0, "SPACE_NOW must be unix "
-		    "seconds");
-	*out = t;
-	return 0;
-}
 
 static json_t *
 describe(const struct sp_snap_row *r, const char *dir)
@@ -182,7 +161,7 @@ take_locked(struct sp_ctx *x, const char *id, int full, const char *tag,
 	snprintf(r->tag, sizeof r->tag, "%s", tag != NULL ? tag : "");
 	snprintf(r->state, sizeof r->state, "taking");
 	r->paused_ms = -1;
-	if (sp_id_new(r->snap, e) == -1 || now_s(&r->taken, e) == -1 ||
+	if (sp_id_new(r->snap, e) == -1 || sp_now(&r->taken, e) == -1 ||
 	    sp_sandbox_dir(x, id, src, sizeof src, e) == -1 ||
 	    snap_dir(x, id, NULL, parent, sizeof parent, e) == -1 ||
 	    snap_dir(x, id, r->snap, dst, sizeof dst, e) == -1 ||

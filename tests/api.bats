@@ -94,14 +94,17 @@ teardown_file() {
 	[ "$status" -ne 0 ]
 }
 
-@test "native API: a disk and a CPU quota of its own" {
-	run api -H "Authorization: Bearer $KEY_A" -d '{"template":"minimal","disk_gb":3,"cpu_quota":0.5}' "$URL/v1/sandboxes"
+@test "native API: a disk, a CPU quota and a lifetime of its own" {
+	t0=$(date +%s)
+	run api -H "Authorization: Bearer $KEY_A" -d '{"template":"minimal","disk_gb":3,"cpu_quota":0.5,"ttl":"2h","on_expiry":"pause"}' "$URL/v1/sandboxes"
 	[ "$output" = 201 ]
 	id=$(jq -r .id "$T/body")
 	echo "$id" >>"$T/ids"
 	run api -H "Authorization: Bearer $KEY_A" "$URL/v1/sandboxes/$id"
 	[ "$output" = 200 ]
-	jq -e '.disk_gb == 3 and .cpu_quota == 0.5' "$T/body"
+	jq -e '.disk_gb == 3 and .cpu_quota == 0.5 and .on_expiry == "pause"' "$T/body"
+	expires=$(jq .expires "$T/body")
+	[ "$expires" -ge $((t0 + 7200)) ] && [ "$expires" -le $(($(date +%s) + 7200)) ]
 	[ "$(stat -c %s "$SPACE_ROOT/sandboxes/$id/disk.raw")" -eq $((3 * 1024 * 1024 * 1024)) ]
 	virsh -c qemu:///system schedinfo "sp-$id" | grep -q 'global_quota *: 50000$'
 	run api -X DELETE -H "Authorization: Bearer $KEY_A" "$URL/v1/sandboxes/$id"
@@ -260,7 +263,10 @@ teardown_file() {
 	    '{"template":"minimal","labels":{"tenant":"other"}}' '{"template":"minimal","env":["1X=y"]}' \
 	    '{"template":"minimal","cpu_quota":-1}' '{"template":"minimal","cpu_quota":1025}' \
 	    '{"template":"minimal","cpu_quota":0.001}' '{"template":"minimal","cpu_quota":"1"}' \
-	    '{"template":"minimal","disk_gb":-1}' '{"template":"minimal","disk_gb":1.5}'; do
+	    '{"template":"minimal","disk_gb":-1}' '{"template":"minimal","disk_gb":1.5}' \
+	    '{"template":"minimal","ttl":"soon"}' '{"template":"minimal","ttl":60}' \
+	    '{"template":"minimal","ttl":"0s"}' '{"template":"minimal","on_expiry":"pause"}' \
+	    '{"template":"minimal","ttl":"1h","on_expiry":"explode"}'; do
 		run api -H "X-API-KEY: $KEY_A" -d "$body" "$URL/v1/sandboxes"
 		[ "$output" = 400 ] || { echo "$body: $output"; false; }
 		jq -e '.error == "bad-input"' "$T/body"

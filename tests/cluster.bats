@@ -74,13 +74,6 @@ stop_agents() {
 	rm -f "$BATS_FILE_TMPDIR/agents"
 }
 
-own() {
-	local id
-	id=$(create "$@")
-	echo "$id" >> "$BATS_FILE_TMPDIR/ids"
-	echo "$id"
-}
-
 @test "three nodes register in one PostgreSQL, and each sees all three" {
 	run on c space-node ls
 	assert_success

@@ -36,6 +36,26 @@ remove_listed() {
 	[ -f "$1" ] && space-rm <"$1" >/dev/null 2>&1 || true
 }
 
+# A suite's own sandboxes: one made for the whole file (setup_file calls
+# suite_sandbox; its id is $ID), more with own (create's arguments; the id
+# on stdout), all removed by suite_sandboxes_removed in teardown_file.
+suite_sandbox() {
+	import_minimal
+	create > "$BATS_FILE_TMPDIR/ids"
+	export ID=$(head -n 1 "$BATS_FILE_TMPDIR/ids")
+}
+
+own() {
+	local id
+	id=$(create "$@")
+	echo "$id" >> "$BATS_FILE_TMPDIR/ids"
+	echo "$id"
+}
+
+suite_sandboxes_removed() {
+	remove_listed "$BATS_FILE_TMPDIR/ids"
+}
+
 # jq over the JSON lines of $output (run merges stderr, which holds the
 # human messages, into it).
 jout() {

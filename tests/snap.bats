@@ -18,14 +18,6 @@ state() {
 	space-ls "$1" | jq -r '"\(.state)/\(.vm)"'
 }
 
-# A sandbox of this suite's own (removed at the end), its id on stdout.
-own() {
-	local id
-	id=$(create)
-	echo "$id" >> "$BATS_FILE_TMPDIR/ids"
-	echo "$id"
-}
-
 # Starts a counter in the guest: /tmp/counter goes up 5 times a second.
 count() {
 	space-exec "$1" -d -- sh -c 'i=0; while :; do i=$((i+1)); echo $i > /tmp/counter.new; mv /tmp/counter.new /tmp/counter; sleep 0.2; done' >/dev/null

@@ -47,13 +47,6 @@ on_b() {
 	SPACE_ROOT=$ROOT_B SPACE_RUN=$RUN_B SPACE_NODE=$NODE_B "$@"
 }
 
-own() {
-	local id
-	id=$(create "$@")
-	echo "$id" >> "$BATS_FILE_TMPDIR/ids"
-	echo "$id"
-}
-
 count() {
 	space-exec "$1" -d -- sh -c 'i=0; while :; do i=$((i+1)); echo $i > /tmp/counter.new; mv /tmp/counter.new /tmp/counter; sleep 0.2; done' >/dev/null
 	sleep 1

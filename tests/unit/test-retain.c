@@ -542,6 +542,48 @@ test_select_empty(void)
 	tap_ok(one.keep == 1, "n == 1: the only one is kept");
 }
 
+/* A lifetime's spec (space-ttl, space-create --ttl): from now, from the
+ * expiry it has, or none. */
+static void
+test_lifetime(void)
+{
+	const char *bad[] = { "", "+", "0s", "+0m", "-5m", "5", "5x", "5m5",
+	    "++5m", " 5m", "5m ", "100001s", "99999999999999999999s", "nonE" };
+	int64_t out, p;
+	size_t i;
+	int all = 1;
+
+	tap_ok(sp_expiry_parse("30m", NOW, 0, &out, &e) == 0 &&
+	    out == NOW + 30 * MIN, "30m: from now");
+	tap_ok(sp_expiry_parse("30m", NOW, NOW + DAY, &out, &e) == 0 &&
+	    out == NOW + 30 * MIN, "30m: from now even with a later expiry");
+	tap_ok(sp_expiry_parse("+1h", NOW, NOW + 10 * MIN, &out, &e) == 0 &&
+	    out == NOW + 70 * MIN, "+1h: from the expiry it has");
+	tap_ok(sp_expiry_parse("+1h", NOW, 0, &out, &e) == 0 &&
+	    out == NOW + HOUR, "+1h with none: from now");
+	tap_ok(sp_expiry_parse("+1h", NOW, NOW - DAY, &out, &e) == 0 &&
+	    out == NOW + HOUR, "+1h with one past: from now");
+	tap_ok(sp_expiry_parse("none", NOW, NOW + 5, &out, &e) == 0 &&
+	    out == 0, "none: 0");
+	tap_ok(sp_expiry_parse("2w", NOW, 0, &out, &e) == 0 &&
+	    out == NOW + 14 * DAY, "2w");
+	for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		out = -7;
+		memset(&e, 0, sizeof e);
+		if (sp_expiry_parse(bad[i], NOW, NOW + 5, &out, &e) != -1 ||
+		    e.code != SP_E_BAD_INPUT || out != -7)
+			all = 0;
+	}
+	tap_ok(all, "14 bad lifetimes are bad-input, and out is untouched");
+	tap_ok(sp_period_parse("100000s", &p) == 0 && p == 100000 &&
+	    sp_period_parse("100001s", &p) == -1, "a period's count is at most "
+	    "100000");
+	tap_ok(sp_on_expiry_ok("kill") && sp_on_expiry_ok("pause") &&
+	    sp_on_expiry_ok("suspend") && !sp_on_expiry_ok("stop") &&
+	    !sp_on_expiry_ok("") && !sp_on_expiry_ok("Kill"),
+	    "on expiry: kill, pause, suspend and nothing else");
+}
+
 int
 main(void)
 {
@@ -558,5 +600,6 @@ main(void)
 	test_select_kind_without_tier();
 	test_select_idle();
 	test_select_empty();
+	test_lifetime();
 	return tap_done();
 }
