@@ -23,13 +23,14 @@ usage(void)
 	    "usage: space-create --template NAME[@DIGEST] [--memory MiB]"
 	    " [--vcpus N] [--disk-gb N]\n           [--cpu-quota CPUS]"
 	    " [--ttl DURATION [--on-expiry kill|pause|suspend]]\n"
-	    "           [--label KEY=VALUE]... [--env NAME=VALUE]...\n"
+	    "           [--idle TIERS] [--label KEY=VALUE]... [--env NAME=VALUE]...\n"
 	    "           [-n COUNT] [--timeout SECONDS] [--no-pool] [--cold]\n"
 	    "           [-- CMD [ARG...]]\n"
 	    "       space-create --anywhere [--wait [SECONDS]] --template NAME[@DIGEST]"
 	    " [--memory MiB]\n           [--vcpus N] [--disk-gb N] [--cpu-quota CPUS]"
 	    " [--ttl DURATION [--on-expiry kill|pause|suspend]]\n"
-	    "           [--label KEY=VALUE]... [--env NAME=VALUE]... [-n COUNT]\n");
+	    "           [--idle TIERS] [--label KEY=VALUE]... [--env NAME=VALUE]...\n"
+	    "           [-n COUNT]\n");
 	sp_usage_exit();
 }
 
@@ -207,6 +208,7 @@ main(int argc, char *argv[])
 		{ "cpu-quota", required_argument, NULL, 'q' },
 		{ "ttl", required_argument, NULL, 'L' },
 		{ "on-expiry", required_argument, NULL, 'X' },
+		{ "idle", required_argument, NULL, 'I' },
 		{ "label", required_argument, NULL, 'l' },
 		{ "env", required_argument, NULL, 'e' },
 		{ "count", required_argument, NULL, 'n' },
@@ -226,6 +228,7 @@ main(int argc, char *argv[])
 	char id[SP_ID_LEN + 1];
 	struct sp_ctx x;
 	struct sp_err e;
+	struct sp_idle idle;
 	char *eq;
 	const char *wait = NULL;
 	int anywhere = 0, waits = 0, wait_ms = -1;
@@ -269,6 +272,13 @@ main(int argc, char *argv[])
 				return SP_EXIT_USAGE;
 			}
 			r.on_expiry = optarg;
+			break;
+		case 'I':
+			if (sp_idle_parse(optarg, &idle, &e) == -1) {
+				sp_warn("--idle: %s", e.msg);
+				return SP_EXIT_USAGE;
+			}
+			r.idle = optarg;
 			break;
 		case 'l':
 			if (sp_label_check(optarg, &e) == -1) {

@@ -15,7 +15,8 @@ usage(void)
 {
 	fprintf(sp_usage_stream(),
 	    "usage: space-ls [--state STATE] [--idle-over SECONDS] "
-	    "[--pods] [--node NODE | --here] [ID...]\n");
+	    "[--idle-due pause|suspend|rm]\n"
+	    "                [--pods] [--node NODE | --here] [ID...]\n");
 	sp_usage_exit();
 }
 
@@ -23,10 +24,41 @@ struct ls {
 	struct sp_ctx x;
 	const char *state;	/* observed state filter, or NULL */
 	long long idle_over;	/* -1, or only those idle at least that long */
+	const char *idle_due;	/* only those whose idle tier due is this */
+	struct sp_idle node_idle;	/* SPACE_IDLE */
+	int64_t now;
 	int pods;		/* also the warm pool's pods */
 	const char *node;	/* only that node's, or NULL */
 	int rc;
 };
+
+/* Whether r's idle tier due is the one asked for: its own tiers or the
+ * node's; a running one idle as its daemon says, any other since its last
+ * transition (when it was paused, stopped or suspended).  A sandbox with
+ * tiers of its own that do not parse is never due. */
+static int
+due(const struct ls *l, const struct sp_sandbox_row *r, json_t *o)
+{
+	const char *state = json_string_value(json_object_get(o, "state"));
+	json_t *idle_s = json_object_get(o, "idle_s");
+	struct sp_idle own;
+	const struct sp_idle *p = &l->node_idle;
+	const char *tier;
+	int64_t idle;
+	struct sp_err e;
+
+	if (r->idle[0] != '\0') {
+		if (sp_idle_parse(r->idle, &own, &e) == -1)
+			return 0;
+		p = &own;
+	}
+	if (strcmp(state, "running") == 0)
+		idle = json_is_integer(idle_s) ? json_integer_value(idle_s) : -1;
+	else
+		idle = l->now - r->updated;
+	tier = sp_idle_due(p, state, idle);
+	return tier != NULL && strcmp(tier, l->idle_due) == 0;
+}
 
 static int
 show(const struct sp_sandbox_row *r, void *arg)
@@ -56,6 +88,10 @@ show(const struct sp_sandbox_row *r, void *arg)
 		json_decref(o);
 		return 0;
 	}
+	if (l->idle_due != NULL && !due(l, r, o)) {
+		json_decref(o);
+		return 0;
+	}
 	sp_out_json(o);
 	return 0;
 }
@@ -81,6 +117,7 @@ main(int argc, char *argv[])
 	static const struct option opts[] = {
 		{ "state", required_argument, NULL, 's' },
 		{ "idle-over", required_argument, NULL, 'i' },
+		{ "idle-due", required_argument, NULL, 'D' },
 		{ "pods", no_argument, NULL, 'p' },
 		{ "node", required_argument, NULL, 'n' },
 		{ "here", no_argument, NULL, 'H' },
@@ -115,6 +152,16 @@ main(int argc, char *argv[])
 		case 'H':
 			here = 1;
 			break;
+		case 'D':
+			if (strcmp(optarg, "pause") != 0 &&
+			    strcmp(optarg, "suspend") != 0 &&
+			    strcmp(optarg, "rm") != 0) {
+				sp_warn("--idle-due: pause, suspend or rm, not "
+				    "'%.16s'", optarg);
+				return SP_EXIT_USAGE;
+			}
+			l.idle_due = optarg;
+			break;
 		case 'i':
 			l.idle_over = strtoll(optarg, &end, 10);
 			if (*optarg == '\0' || *end != '\0' || l.idle_over < 0) {
@@ -132,6 +179,13 @@ main(int argc, char *argv[])
 		usage();
 	if (sp_ctx_open(&l.x, 1, &e) == -1)
 		return sp_out_fail(NULL, &e);
+	/* The node's tiers are checked here, by the one command they steer. */
+	if (l.idle_due != NULL && (sp_now(&l.now, &e) == -1 ||
+	    sp_idle_parse(l.x.conf.idle, &l.node_idle, &e) == -1)) {
+		sp_warn("SPACE_IDLE: %s", e.msg);
+		sp_ctx_close(&l.x);
+		return SP_EXIT_USAGE;
+	}
 	/* The node's own timers pipe --here into commands that act here. */
 	if (here)
 		l.node = l.x.conf.node;

@@ -123,9 +123,9 @@ _space() {
 	space-create)
 		case $prev in
 		--template) COMPREPLY=($(compgen -W "$(_space_templates)" -- "$cur")) ;;
-		--memory|--vcpus|--disk-gb|--cpu-quota|--label|--env|-n|--timeout|--wait|--ttl) ;;
+		--memory|--vcpus|--disk-gb|--cpu-quota|--label|--env|-n|--timeout|--wait|--ttl|--idle) ;;
 		--on-expiry) COMPREPLY=($(compgen -W "kill pause suspend" -- "$cur")) ;;
-		*) COMPREPLY=($(compgen -W "--template --memory --vcpus --disk-gb --cpu-quota --ttl --on-expiry --label --env -n --timeout --no-pool --cold --anywhere --wait --" -- "$cur")) ;;
+		*) COMPREPLY=($(compgen -W "--template --memory --vcpus --disk-gb --cpu-quota --ttl --on-expiry --idle --label --env -n --timeout --no-pool --cold --anywhere --wait --" -- "$cur")) ;;
 		esac ;;
 	space-exec)
 		if [ "$COMP_CWORD" -eq 1 ]; then
@@ -168,9 +168,10 @@ _space() {
 	space-ls)
 		case $prev in
 		--idle-over) ;;
+		--idle-due) COMPREPLY=($(compgen -W "pause suspend rm" -- "$cur")) ;;
 		--node) COMPREPLY=($(compgen -W "$(_space_nodes)" -- "$cur")) ;;
 		--state) COMPREPLY=($(compgen -W "creating running paused stopped suspending suspended restoring failed recovering destroyed lost" -- "$cur")) ;;
-		*) COMPREPLY=($(compgen -W "--state --idle-over --pods --node --here $(_space_ids)" -- "$cur")) ;;
+		*) COMPREPLY=($(compgen -W "--state --idle-over --idle-due --pods --node --here $(_space_ids)" -- "$cur")) ;;
 		esac ;;
 	space-rm|space-pause|space-resume)
 		case $prev in

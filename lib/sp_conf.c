@@ -29,6 +29,7 @@ static const struct key keys[] = {
 	K("SPACE_RUN", run),
 	K("SPACE_VIRT_TYPE", virt_type),
 	K("SPACE_RETAIN", retain),
+	K("SPACE_IDLE", idle),
 	K("SPACE_KMS", kms),
 	K("SPACE_GUEST", guest),
 	K("SPACE_JAIL", jail),
@@ -255,8 +256,9 @@ check(struct sp_conf *c, struct sp_err *e)
 		    "SPACE_VIRT_TYPE must be auto, kvm or qemu");
 	if (check_jail(c, e) == -1)
 		return -1;
-	/* SPACE_RETAIN is checked by space-gc, its one user: a slip there
-	 * must not stop every other command. */
+	/* SPACE_RETAIN is checked by space-gc, its one user, and SPACE_IDLE
+	 * by space-ls --idle-due: a slip there must not stop every other
+	 * command. */
 	return 0;
 }
 

@@ -116,6 +116,7 @@ struct sp_conf {
 	char run[SP_PATH_MAX];		/* SPACE_RUN, default /run/space */
 	char virt_type[16];		/* SPACE_VIRT_TYPE: auto | kvm | qemu */
 	char retain[256];		/* SPACE_RETAIN: snapshot tiers */
+	char idle[128];			/* SPACE_IDLE: idle tiers, "" none */
 	char kms[SP_PATH_MAX];		/* SPACE_KMS: key service of tenants
 					 * without one of their own */
 	char guest[SP_PATH_MAX];	/* SPACE_GUEST: the guest image's
@@ -174,6 +175,20 @@ int sp_expiry_parse(const char *spec, int64_t now, int64_t cur, int64_t *out,
 int sp_on_expiry_ok(const char *action);
 int sp_retain_parse(const char *spec, struct sp_tier *t, int max, int *n,
     struct sp_err *e);
+/* Idle tiers (SPACE_IDLE, space-create --idle): "pause:15m suspend:12h
+ * rm:30d", each tier at most once and later than those before it in that
+ * order, any of them left out; "none" or "" for no tiers.  0: a tier not
+ * there. */
+struct sp_idle {
+	int64_t pause_s, suspend_s, rm_s;
+};
+int sp_idle_parse(const char *spec, struct sp_idle *out, struct sp_err *e);
+/* The tier due for a sandbox in state (running, paused, stopped,
+ * suspended) idle for idle_s seconds (-1: not known): "pause", "suspend",
+ * "rm", or NULL.  The furthest due tier wins: a sandbox idle past rm is
+ * removed, not paused first. */
+const char *sp_idle_due(const struct sp_idle *p, const char *state,
+    int64_t idle_s);
 struct sp_retain_item {
 	const char *kind;
 	int64_t taken;		/* unix seconds */
@@ -241,6 +256,8 @@ struct sp_sandbox_row {
 					 * CPU, 0: the node's */
 	int64_t expires;		/* unix seconds, 0: never */
 	char on_expiry[16];		/* kill, pause, suspend; "" (kill) */
+	char idle[128];			/* its idle tiers, "" the node's */
+	int64_t updated;		/* unix seconds of its last transition */
 };
 void sp_db_row_release(struct sp_sandbox_row *r);
 int sp_db_open(struct sp_db **db, const struct sp_conf *c, struct sp_err *e);
@@ -368,6 +385,10 @@ int sp_db_sandbox_api_set(struct sp_db *db, const char *id,
  * ("" keeps the one it has).  Not-found for a pod or no such sandbox. */
 int sp_db_sandbox_expiry_set(struct sp_db *db, const char *id,
     int64_t expires, const char *on_expiry, struct sp_err *e);
+/* A sandbox's own idle tiers (a spec sp_idle_parse takes; "" the
+ * node's).  Not-found for a pod or no such sandbox. */
+int sp_db_sandbox_idle_set(struct sp_db *db, const char *id,
+    const char *idle, struct sp_err *e);
 /* The sandboxes of node whose expiry is at or before now, soonest first,
  * at most max of them: fn(id, expires, action) for each. */
 int sp_db_sandbox_expiry_due(struct sp_db *db, const char *node, int64_t now,

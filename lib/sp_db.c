@@ -180,6 +180,9 @@ static const char *const migrations[] = {
 	/* 13: a sandbox's CPU quota when it is not the node's (space-create
 	 * --cpu-quota): hundredths of a CPU, 0 for the node's. */
 	"ALTER TABLE sandboxes ADD COLUMN cpu_pct INTEGER NOT NULL DEFAULT 0;",
+	/* 14: a sandbox's idle tiers when they are not the node's
+	 * (space-create --idle): "pause:15m suspend:12h", or "none". */
+	"ALTER TABLE sandboxes ADD COLUMN idle TEXT;",
 };
 
 #define NMIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
@@ -371,7 +374,8 @@ sp_db_row_release(struct sp_sandbox_row *r)
 #define SANDBOX_COLS "id, state, gen, template, node, created, memory_mib, " \
 	"vcpus, labels, CASE WHEN pool IS NULL THEN 0 ELSE 1 END, env, " \
 	"recovered, COALESCE(want, ''), COALESCE(want_error, ''), placed, " \
-	"disk_gb, cpu_pct, COALESCE(expires, 0), COALESCE(on_expiry, '')"
+	"disk_gb, cpu_pct, COALESCE(expires, 0), COALESCE(on_expiry, ''), " \
+	"COALESCE(idle, ''), updated"
 
 static int
 row_from(struct sp_db_q *q, struct sp_sandbox_row *r)
@@ -404,6 +408,8 @@ row_from(struct sp_db_q *q, struct sp_sandbox_row *r)
 	r->cpu_pct = (int)col_int(q, 16);
 	r->expires = col_int(q, 17);
 	copy_col(r->on_expiry, sizeof r->on_expiry, q, 18);
+	copy_col(r->idle, sizeof r->idle, q, 19);
+	r->updated = col_int(q, 20);
 	return r->labels == NULL || r->env == NULL ? -1 : 0;
 }
 

@@ -336,6 +336,20 @@ sp_db_sandbox_expiry_set(struct sp_db *db, const char *id, int64_t expires,
 }
 
 int
+sp_db_sandbox_idle_set(struct sp_db *db, const char *id, const char *idle,
+    struct sp_err *e)
+{
+	int64_t n;
+
+	n = sp_db_q_write(db, "set sandbox's idle tiers", "UPDATE sandboxes SET"
+	    " idle = NULLIF($2, '') WHERE id = $1 AND pool IS NULL", e, "ss", id,
+	    idle);
+	if (n == 0)
+		return sp_err_set(e, SP_E_NOT_FOUND, 0, "no such sandbox");
+	return n < 0 ? -1 : 0;
+}
+
+int
 sp_db_sandbox_expiry_due(struct sp_db *db, const char *node, int64_t now,
     int max, int (*fn)(const char *, int64_t, const char *, void *),
     void *arg, struct sp_err *e)

@@ -171,3 +171,59 @@ sp_expiry_parse(const char *spec, int64_t now, int64_t cur, int64_t *out,
 	*out = (extend && cur > now ? cur : now) + d;
 	return 0;
 }
+
+int
+sp_idle_parse(const char *spec, struct sp_idle *out, struct sp_err *e)
+{
+	static const char *const names[] = { "pause", "suspend", "rm" };
+	char buf[128], *save = NULL, *tok, *colon;
+	int64_t v[3] = { 0, 0, 0 }, last = 0;
+	int i, at = -1;
+
+	memset(out, 0, sizeof *out);
+	if (strlen(spec) >= sizeof buf)
+		return sp_err_set(e, SP_E_BAD_INPUT, 0, "idle tiers: too long");
+	if (strcmp(spec, "none") == 0)
+		return 0;
+	strcpy(buf, spec);
+	for (tok = strtok_r(buf, " ,\t", &save); tok != NULL;
+	    tok = strtok_r(NULL, " ,\t", &save)) {
+		if ((colon = strchr(tok, ':')) == NULL)
+			goto bad;
+		*colon = '\0';
+		for (i = 0; i < 3 && strcmp(tok, names[i]) != 0; i++)
+			;
+		/* Each tier once, in their order, each later than the last. */
+		if (i == 3 || i <= at || sp_period_parse(colon + 1, &v[i]) == -1 ||
+		    v[i] <= last)
+			goto bad;
+		at = i;
+		last = v[i];
+	}
+	out->pause_s = v[0];
+	out->suspend_s = v[1];
+	out->rm_s = v[2];
+	return 0;
+bad:
+	return sp_err_set(e, SP_E_BAD_INPUT, 0, "idle tiers '%.64s': want "
+	    "pause:DURATION suspend:DURATION rm:DURATION, any of them, in that "
+	    "order and each longer than the one before (or none)", spec);
+}
+
+const char *
+sp_idle_due(const struct sp_idle *p, const char *state, int64_t idle_s)
+{
+	int running = strcmp(state, "running") == 0;
+	int paused = strcmp(state, "paused") == 0;
+
+	if (idle_s < 0)
+		return NULL;
+	if (p->rm_s > 0 && idle_s >= p->rm_s && (running || paused ||
+	    strcmp(state, "stopped") == 0 || strcmp(state, "suspended") == 0))
+		return "rm";
+	if (p->suspend_s > 0 && idle_s >= p->suspend_s && (running || paused))
+		return "suspend";
+	if (p->pause_s > 0 && idle_s >= p->pause_s && running)
+		return "pause";
+	return NULL;
+}

@@ -95,17 +95,23 @@ create_one(struct sp_ctx *x, const struct sp_create_req *r, json_t **out,
 	return sp_sandbox_make_new(x, r, &t, t0, sp_pool_prepare, out, e);
 }
 
+/* A lifetime and idle tiers, which are set once the sandbox is made. */
 static int
 lifetime_check(const struct sp_create_req *r, struct sp_err *e)
 {
+	struct sp_idle p;
+
 	if (r->ttl_s < 0 || (r->on_expiry != NULL &&
 	    !sp_on_expiry_ok(r->on_expiry)))
 		return sp_err_set(e, SP_E_BAD_INPUT, 0, "a lifetime of seconds, "
 		    "and on expiry kill, pause or suspend");
+	if (r->idle != NULL && sp_idle_parse(r->idle, &p, e) == -1)
+		return -1;
 	return 0;
 }
 
-/* r's lifetime on id's row, counted from now; *expires when it has one. */
+/* r's lifetime on id's row, counted from now (*expires when it has one),
+ * and its idle tiers. */
 static int
 lifetime_set(struct sp_ctx *x, const struct sp_create_req *r, const char *id,
     int64_t *expires, struct sp_err *e)
@@ -113,6 +119,9 @@ lifetime_set(struct sp_ctx *x, const struct sp_create_req *r, const char *id,
 	int64_t now;
 
 	*expires = 0;
+	if (r->idle != NULL && sp_db_sandbox_idle_set(x->db, id, r->idle,
+	    e) == -1)
+		return -1;
 	if (r->ttl_s <= 0)
 		return 0;
 	if (sp_now(&now, e) == -1)
@@ -135,7 +144,7 @@ sp_sandbox_create(struct sp_ctx *x, const struct sp_create_req *r, json_t **out,
 		return -1;
 	if (create_one(x, r, out, e) == -1)
 		return -1;
-	if (r->ttl_s <= 0)
+	if (r->ttl_s <= 0 && r->idle == NULL)
 		return 0;
 	id = json_string_value(json_object_get(*out, "id"));
 	/* A sandbox whose lifetime could not be recorded is not left to
@@ -147,9 +156,14 @@ sp_sandbox_create(struct sp_ctx *x, const struct sp_create_req *r, json_t **out,
 		*out = NULL;
 		return -1;
 	}
-	json_object_set_new(*out, "expires", json_integer((json_int_t)expires));
-	json_object_set_new(*out, "on_expiry", json_string(r->on_expiry ?
-	    r->on_expiry : "kill"));
+	if (expires > 0) {
+		json_object_set_new(*out, "expires",
+		    json_integer((json_int_t)expires));
+		json_object_set_new(*out, "on_expiry", json_string(r->on_expiry ?
+		    r->on_expiry : "kill"));
+	}
+	if (r->idle != NULL)
+		json_object_set_new(*out, "idle", json_string(r->idle));
 	return 0;
 }
 
@@ -319,6 +333,9 @@ sp_sandbox_describe(struct sp_ctx *x, const struct sp_sandbox_row *r,
 		json_object_set_new(o, "on_expiry", json_string(r->on_expiry[0] ?
 		    r->on_expiry : "kill"));
 	}
+	/* Idle tiers of its own (--idle), not the node's. */
+	if (o != NULL && r->idle[0] != '\0')
+		json_object_set_new(o, "idle", json_string(r->idle));
 	/* A wish its node has not carried out yet, or could not. */
 	if (o != NULL && r->want[0] != '\0')
 		json_object_set_new(o, "want", json_string(r->want));

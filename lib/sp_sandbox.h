@@ -72,6 +72,8 @@ struct sp_create_req {
 	int64_t ttl_s;		/* > 0: it expires this long after it is
 				 * made (space-create --ttl) */
 	const char *on_expiry;	/* with ttl_s: kill (NULL), pause, suspend */
+	const char *idle;	/* non-NULL: its own idle tiers (sp_idle_parse),
+				 * not the node's SPACE_IDLE */
 	const char *placed_id;	/* non-NULL: the row of this id is there
 				 * already, placed on this node by the
 				 * scheduler (no pod is claimed for it) */

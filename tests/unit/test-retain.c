@@ -584,6 +584,60 @@ test_lifetime(void)
 	    "on expiry: kill, pause, suspend and nothing else");
 }
 
+/* Idle tiers: parsed, and which one is due for a sandbox. */
+static void
+test_idle(void)
+{
+	const char *bad[] = { "pause", "pause:", "pause:0s", "nap:5m",
+	    "suspend:5m pause:1h", "pause:1h suspend:1h", "pause:5m pause:10m",
+	    "rm:1d suspend:1h", "pause:5m,rm:-1d", "pause:5m rm:1d extra",
+	    "pause: 5m" };
+	struct sp_idle p;
+	size_t i;
+	int all = 1;
+
+	tap_ok(sp_idle_parse("pause:15m suspend:12h rm:30d", &p, &e) == 0 &&
+	    p.pause_s == 15 * MIN && p.suspend_s == 12 * HOUR &&
+	    p.rm_s == 30 * DAY, "three tiers");
+	tap_ok(sp_idle_parse("suspend:1h,rm:1w", &p, &e) == 0 &&
+	    p.pause_s == 0 && p.suspend_s == HOUR && p.rm_s == 7 * DAY,
+	    "a tier left out; commas");
+	tap_ok(sp_idle_parse("none", &p, &e) == 0 && p.pause_s == 0 &&
+	    p.suspend_s == 0 && p.rm_s == 0 && sp_idle_parse("", &p, &e) == 0 &&
+	    p.rm_s == 0, "none and empty: no tiers");
+	for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		memset(&e, 0, sizeof e);
+		if (sp_idle_parse(bad[i], &p, &e) != -1 ||
+		    e.code != SP_E_BAD_INPUT)
+			all = 0;
+	}
+	tap_ok(all, "11 bad tiers (out of order, not longer, twice, unknown) "
+	    "are bad-input");
+	sp_idle_parse("pause:15m suspend:12h rm:30d", &p, &e);
+	tap_ok(sp_idle_due(&p, "running", 15 * MIN - 1) == NULL &&
+	    strcmp(sp_idle_due(&p, "running", 15 * MIN), "pause") == 0,
+	    "running: pause at its time, not a second before");
+	tap_ok(strcmp(sp_idle_due(&p, "running", 13 * HOUR), "suspend") == 0 &&
+	    strcmp(sp_idle_due(&p, "running", 31 * DAY), "rm") == 0,
+	    "the furthest tier due wins");
+	tap_ok(sp_idle_due(&p, "running", -1) == NULL,
+	    "idleness not known: nothing due");
+	tap_ok(sp_idle_due(&p, "paused", HOUR) == NULL &&
+	    strcmp(sp_idle_due(&p, "paused", 12 * HOUR), "suspend") == 0,
+	    "paused: suspend due, never pause");
+	tap_ok(sp_idle_due(&p, "suspended", 29 * DAY) == NULL &&
+	    strcmp(sp_idle_due(&p, "suspended", 30 * DAY), "rm") == 0 &&
+	    strcmp(sp_idle_due(&p, "stopped", 30 * DAY), "rm") == 0 &&
+	    sp_idle_due(&p, "stopped", 20 * DAY) == NULL,
+	    "suspended and stopped: only rm");
+	tap_ok(sp_idle_due(&p, "creating", 40 * DAY) == NULL &&
+	    sp_idle_due(&p, "failed", 40 * DAY) == NULL &&
+	    sp_idle_due(&p, "recovering", 40 * DAY) == NULL,
+	    "transient and failed states: nothing due");
+	sp_idle_parse("none", &p, &e);
+	tap_ok(sp_idle_due(&p, "running", 400 * DAY) == NULL, "none: never");
+}
+
 int
 main(void)
 {
@@ -601,5 +655,6 @@ main(void)
 	test_select_idle();
 	test_select_empty();
 	test_lifetime();
+	test_idle();
 	return tap_done();
 }

@@ -75,7 +75,7 @@ test_table(void)
 
 static struct sp_conf conf;
 static const char *backend = "sqlite";	/* in each test's name */
-#define SCHEMA_VERSION 13
+#define SCHEMA_VERSION 14
 
 static struct sp_db *
 open_db(void)
