@@ -138,7 +138,7 @@ main(int argc, char *argv[])
 		return sp_exec_fail_status(id, &e);
 	if (sp_ctx_open_db(&x, &e) == -1)
 		return sp_exec_fail_status(id, &e);
-	if (sp_chan_open_running(&x, id, &c, 30000, &e) == -1) {
+	if (sp_sandbox_chan(&x, id, &c, 30000, &e) == -1) {
 		rc = sp_exec_fail_status(id, &e);
 		goto out;
 	}

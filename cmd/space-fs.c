@@ -27,20 +27,10 @@ static int
 open_chan(struct sp_ctx *x, const char *id, struct sp_chan **c,
     struct sp_err *e)
 {
-	struct sp_sandbox_row row;
-	int rc = -1;
-
-	if (sp_id_check(id, e) == -1 || sp_ctx_open_db(x, e) == -1)
+	/* sp_chan_open_running wakes a sandbox idle tiers paused. */
+	if (sp_ctx_open_db(x, e) == -1)
 		return -1;
-	if (sp_db_sandbox_get(x->db, id, &row, e) == -1)
-		return -1;
-	if (row.state != SP_ST_RUNNING)
-		sp_err_set(e, SP_E_BAD_STATE, 0, "sandbox is %s, not running",
-		    sp_state_name(row.state));
-	else if (sp_chan_open(c, x->conf.run, id, 30000, e) == 0)
-		rc = 0;
-	sp_db_row_release(&row);
-	return rc;
+	return sp_sandbox_chan(x, id, c, 30000, e);
 }
 
 struct ls {

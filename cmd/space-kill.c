@@ -65,7 +65,7 @@ main(int argc, char *argv[])
 	sp_cli_id_pid(argc - optind, argv + optind, usage, &id, &pid);
 	if (sp_ctx_open_db(&x, &e) == -1)
 		return sp_out_fail(id, &e);
-	if (sp_chan_open_running(&x, id, &c, 30000, &e) == -1 ||
+	if (sp_sandbox_chan(&x, id, &c, 30000, &e) == -1 ||
 	    sp_chan_kill(c, pid, sig, &e) == -1)
 		rc = sp_out_fail(id, &e);
 	else

@@ -43,7 +43,7 @@ main(int argc, char *argv[])
 		usage();
 	if (sp_ctx_open_db(&x, &e) == -1)
 		return sp_out_fail(argv[1], &e);
-	if (sp_chan_open_running(&x, argv[1], &c, 30000, &e) == -1 ||
+	if (sp_sandbox_chan(&x, argv[1], &c, 30000, &e) == -1 ||
 	    sp_chan_ps(c, show, argv[1], &e) == -1)
 		rc = sp_out_fail(argv[1], &e);
 	sp_chan_close(c);

@@ -284,3 +284,46 @@ sp_sandbox_start(struct sp_ctx *x, const char *id, int ready_timeout_ms,
 	*changed = v.changed;
 	return rc;
 }
+
+/* Whether a paused r wakes on a call: when idle tiers steer it (its own,
+ * or the node's SPACE_IDLE), its pause was the platform's, not a user's
+ * wish to keep it still. */
+static int
+wakes_on_call(const struct sp_ctx *x, const struct sp_sandbox_row *r)
+{
+	struct sp_idle p;
+	struct sp_err ignored;
+
+	if (r->state != SP_ST_PAUSED || strcmp(r->node, x->conf.node) != 0 ||
+	    sp_idle_parse(r->idle[0] != '\0' ? r->idle : x->conf.idle, &p,
+	    &ignored) == -1)
+		return 0;
+	return p.pause_s > 0 || p.suspend_s > 0 || p.rm_s > 0;
+}
+
+int
+sp_sandbox_chan(struct sp_ctx *x, const char *id, struct sp_chan **c,
+    int timeout_ms, struct sp_err *e)
+{
+	struct sp_sandbox_row row;
+	struct sp_err first;
+	int wake, changed;
+
+	/* A running one (the common case) costs nothing more. */
+	if (sp_chan_open_running(x, id, c, timeout_ms, &first) == 0)
+		return 0;
+	if (first.code != SP_E_BAD_STATE ||
+	    sp_db_sandbox_get(x->db, id, &row, e) == -1) {
+		*e = first;
+		return -1;
+	}
+	wake = wakes_on_call(x, &row);
+	sp_db_row_release(&row);
+	if (!wake) {
+		*e = first;
+		return -1;
+	}
+	if (sp_sandbox_resume(x, id, &changed, e) == -1)
+		return -1;
+	return sp_chan_open_running(x, id, c, timeout_ms, e);
+}

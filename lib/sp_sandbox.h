@@ -171,6 +171,12 @@ int sp_sandbox_pause(struct sp_ctx *x, const char *id, int *changed,
     struct sp_err *e);
 int sp_sandbox_resume(struct sp_ctx *x, const char *id, int *changed,
     struct sp_err *e);
+/* The channel to a running sandbox of this node, for a call (exec, files,
+ * processes): sp_chan_open_running, but a sandbox that idle tiers steer
+ * (its own or SPACE_IDLE) and that is paused is resumed first: a call
+ * wakes it. */
+int sp_sandbox_chan(struct sp_ctx *x, const char *id, struct sp_chan **c,
+    int timeout_ms, struct sp_err *e);
 /* Asks the guest to power off, waits up to timeout_ms, then forces it. */
 int sp_sandbox_stop(struct sp_ctx *x, const char *id, int timeout_ms,
     int *changed, int *forced, struct sp_err *e);

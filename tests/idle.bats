@@ -100,3 +100,45 @@ wait_idle() {
 	space-ls "$a" | jq -e '.state == "paused"'
 	space-ls "$b" | jq -e '.state == "running"'
 }
+
+@test "a call wakes a paused sandbox that idle tiers steer: exec, files, processes; without tiers it is still refused" {
+	id=$(own --idle "pause:1h")
+	space-exec "$id" -- sh -c 'echo here > /root/f; sync'
+	space-pause "$id" >/dev/null
+	run space-exec "$id" -- cat /root/f
+	assert_success
+	assert_output here
+	space-ls "$id" | jq -e '.state == "running"'
+	space-pause "$id" >/dev/null
+	run space-fs "$id" cat /root/f
+	assert_success
+	space-ls "$id" | jq -e '.state == "running"'
+	space-pause "$id" >/dev/null
+	run space-cp "$id":/root/f "$BATS_TEST_TMPDIR/f"
+	assert_success
+	[ "$(cat "$BATS_TEST_TMPDIR/f")" = here ]
+	space-pause "$id" >/dev/null
+	run space-ps "$id"
+	assert_success
+	space-ls "$id" | jq -e '.state == "running"'
+	# Its clock was set again on waking: the guest's time is the host's.
+	space-pause "$id" >/dev/null
+	sleep 3
+	g=$(space-exec "$id" -- date +%s)
+	[ $(( $(date +%s) - g )) -le 2 ]
+	# --idle none, and no SPACE_IDLE: a pause is the user's, and holds.
+	b=$(own --idle none)
+	space-pause "$b" >/dev/null
+	run --separate-stderr space-exec "$b" -- true
+	[ "$status" -eq 1 ]
+	[[ "$stderr" == *"paused, not running"* ]]
+	space-ls "$b" | jq -e '.state == "paused"'
+	# The node's tiers make every sandbox without its own wake.
+	SPACE_IDLE="suspend:1d" run space-exec "$b" -- true
+	assert_failure
+	c=$(own)
+	space-pause "$c" >/dev/null
+	SPACE_IDLE="suspend:1d" run space-exec "$c" -- true
+	assert_success
+	space-ls "$c" | jq -e '.state == "running"'
+}
