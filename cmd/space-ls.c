@@ -25,7 +25,6 @@ struct ls {
 	const char *state;	/* observed state filter, or NULL */
 	long long idle_over;	/* -1, or only those idle at least that long */
 	const char *idle_due;	/* only those whose idle tier due is this */
-	struct sp_idle node_idle;	/* SPACE_IDLE */
 	int64_t now;
 	int pods;		/* also the warm pool's pods */
 	const char *node;	/* only that node's, or NULL */
@@ -41,22 +40,18 @@ due(const struct ls *l, const struct sp_sandbox_row *r, json_t *o)
 {
 	const char *state = json_string_value(json_object_get(o, "state"));
 	json_t *idle_s = json_object_get(o, "idle_s");
-	struct sp_idle own;
-	const struct sp_idle *p = &l->node_idle;
+	struct sp_idle p;
 	const char *tier;
 	int64_t idle;
 	struct sp_err e;
 
-	if (r->idle[0] != '\0') {
-		if (sp_idle_parse(r->idle, &own, &e) == -1)
-			return 0;
-		p = &own;
-	}
+	if (sp_idle_of(r->idle, l->x.conf.idle, &p, &e) == -1)
+		return 0;
 	if (strcmp(state, "running") == 0)
 		idle = json_is_integer(idle_s) ? json_integer_value(idle_s) : -1;
 	else
 		idle = l->now - r->updated;
-	tier = sp_idle_due(p, state, idle);
+	tier = sp_idle_due(&p, state, idle);
 	return tier != NULL && strcmp(tier, l->idle_due) == 0;
 }
 
@@ -125,6 +120,7 @@ main(int argc, char *argv[])
 		{ NULL, 0, NULL, 0 },
 	};
 	struct ls l = { .idle_over = -1 };
+	struct sp_idle node_idle;
 	struct sp_err e;
 	char *end;
 	int ch, rc, here = 0;
@@ -181,7 +177,7 @@ main(int argc, char *argv[])
 		return sp_out_fail(NULL, &e);
 	/* The node's tiers are checked here, by the one command they steer. */
 	if (l.idle_due != NULL && (sp_now(&l.now, &e) == -1 ||
-	    sp_idle_parse(l.x.conf.idle, &l.node_idle, &e) == -1)) {
+	    sp_idle_parse(l.x.conf.idle, &node_idle, &e) == -1)) {
 		sp_warn("SPACE_IDLE: %s", e.msg);
 		sp_ctx_close(&l.x);
 		return SP_EXIT_USAGE;

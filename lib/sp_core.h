@@ -183,6 +183,10 @@ struct sp_idle {
 	int64_t pause_s, suspend_s, rm_s;
 };
 int sp_idle_parse(const char *spec, struct sp_idle *out, struct sp_err *e);
+/* The tiers that steer a sandbox: its own (own, "" for none of its own),
+ * else the node's (SPACE_IDLE). */
+int sp_idle_of(const char *own, const char *node, struct sp_idle *out,
+    struct sp_err *e);
 /* The tier due for a sandbox in state (running, paused, stopped,
  * suspended) idle for idle_s seconds (-1: not known): "pause", "suspend",
  * "rm", or NULL.  The furthest due tier wins: a sandbox idle past rm is

@@ -295,8 +295,7 @@ wakes_on_call(const struct sp_ctx *x, const struct sp_sandbox_row *r)
 	struct sp_err ignored;
 
 	if (r->state != SP_ST_PAUSED || strcmp(r->node, x->conf.node) != 0 ||
-	    sp_idle_parse(r->idle[0] != '\0' ? r->idle : x->conf.idle, &p,
-	    &ignored) == -1)
+	    sp_idle_of(r->idle, x->conf.idle, &p, &ignored) == -1)
 		return 0;
 	return p.pause_s > 0 || p.suspend_s > 0 || p.rm_s > 0;
 }

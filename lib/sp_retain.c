@@ -210,6 +210,13 @@ bad:
 	    "order and each longer than the one before (or none)", spec);
 }
 
+int
+sp_idle_of(const char *own, const char *node, struct sp_idle *out,
+    struct sp_err *e)
+{
+	return sp_idle_parse(own[0] != '\0' ? own : node, out, e);
+}
+
 const char *
 sp_idle_due(const struct sp_idle *p, const char *state, int64_t idle_s)
 {
