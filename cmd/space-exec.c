@@ -167,6 +167,8 @@ main(int argc, char *argv[])
 	}
 	rc = sp_chan_exec(c, &xr, &status, &e);
 	raw_restore();
+	if (rc == 0)
+		sp_event_cli(id, NULL, json_pack("{s:i}", "exit", status));
 	rc = rc == -1 ? sp_exec_fail_status(id, &e) : status;
 out:
 	sp_chan_close(c);

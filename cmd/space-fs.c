@@ -71,6 +71,7 @@ main(int argc, char *argv[])
 	struct sp_chan *c = NULL;
 	struct sp_err e;
 	const char *id, *verb, *path;
+	char action[16];
 	json_t *st;
 	struct ls l;
 	uint64_t size;
@@ -114,6 +115,8 @@ main(int argc, char *argv[])
 	    strcmp(verb, "mkdir") != 0 && strcmp(verb, "rm") != 0 &&
 	    strcmp(verb, "mv") != 0)
 		usage();
+	snprintf(action, sizeof action, "fs.%s", verb);
+	sp_event_action(action);
 	/* cat's stdout is the file: its failures go to stderr alone. */
 	raw = strcmp(verb, "cat") == 0;
 	if (sp_fs_path_check(path, &e) == -1 ||
@@ -158,9 +161,12 @@ main(int argc, char *argv[])
 		rc = sp_out_ok(id, json_pack("{s:s,s:s}", "path", path, "to",
 		    argv[1]));
 	}
+	/* The event of a cat, or of an empty ls (sp_event.c). */
+	sp_event_cli(id, NULL, json_pack("{s:s}", "path", path));
 	goto out;
 fail:
 	if (raw) {
+		sp_event_cli(id, &e, json_pack("{s:s}", "path", path));
 		sp_warn("%s: %s", id, e.msg);
 		rc = sp_err_exit(&e);
 	} else

@@ -46,6 +46,7 @@ main(int argc, char *argv[])
 		sp_warn("%s: %s", id, e.msg);
 		rc = sp_err_exit(&e);
 	}
+	sp_event_cli(id, rc != 0 ? &e : NULL, NULL);
 	sp_chan_close(c);
 	sp_ctx_close(&x);
 	return rc;

@@ -46,6 +46,8 @@ main(int argc, char *argv[])
 	if (sp_sandbox_chan(&x, argv[1], &c, 30000, &e) == -1 ||
 	    sp_chan_ps(c, show, argv[1], &e) == -1)
 		rc = sp_out_fail(argv[1], &e);
+	else	/* its event, when no process line was one */
+		sp_event_cli(argv[1], NULL, NULL);
 	sp_chan_close(c);
 	sp_ctx_close(&x);
 	return rc;

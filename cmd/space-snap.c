@@ -91,11 +91,13 @@ main(int argc, char *argv[])
 	if (argc >= 2 && strcmp(argv[1], "ls") == 0) {
 		if (argc < 3)
 			usage();
+		sp_event_action("snap.ls");
 		return sp_each_sandbox(argc - 2, argv + 2, &t.x, 0, ls1, &t.x);
 	}
 	if (argc >= 2 && strcmp(argv[1], "rm") == 0) {
 		if (argc < 4)
 			usage();
+		sp_event_action("snap.rm");
 		if (sp_ctx_open(&t.x, 0, &e) == -1)
 			return sp_out_fail(NULL, &e);
 		rc = rm(&t.x, argc - 2, argv + 2);

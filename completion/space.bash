@@ -284,6 +284,13 @@ _space() {
 		--on-expiry) COMPREPLY=($(compgen -W "kill pause suspend" -- "$cur")) ;;
 		*) COMPREPLY=($(compgen -W "--on-expiry none +30m +1h 1h 1d $(_space_ids)" -- "$cur")) ;;
 		esac ;;
+	space-events)
+		case $prev in
+		--since) COMPREPLY=($(compgen -W "10m 1h 1d 7d" -- "$cur")) ;;
+		--id) COMPREPLY=($(compgen -W "$(_space_ids)" -- "$cur")) ;;
+		--after) ;;
+		*) COMPREPLY=($(compgen -W "--since --id --after -f --follow" -- "$cur")) ;;
+		esac ;;
 	space-suspend)
 		case $prev in
 		--wait) ;;
@@ -354,4 +361,4 @@ complete -F _space space-init space-template space-create space-exec space-ls sp
 	space-ps space-logs space-kill space-fs space-cp space-pool \
 	space-snap space-rollback space-fork space-gc \
 	space-suspend space-restore space-key space-egress space-cred space-gatewayd \
-	space-node space-schedule space-backup space-apid space-tenant space-noded space-ttl
+	space-node space-schedule space-backup space-apid space-tenant space-noded space-ttl space-events

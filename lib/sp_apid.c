@@ -37,6 +37,9 @@ struct req {
 	char method[16];
 	char path[256];
 	char key_id[SP_APIKEY_ID_LEN + 1];
+	int authed;		/* its caller is known: it is an event */
+	int forwarded;		/* from another node's server, whose event
+				 * it is */
 };
 
 static struct {
@@ -298,6 +301,21 @@ rate_ok(const struct sp_apikey_row *k)
 	return ok;
 }
 
+/* Who the events of this call name: its tenant, or the admin key. */
+static void
+actor(struct req *r)
+{
+	char who[96];
+
+	r->authed = 1;
+	if (!r->c.admin)
+		snprintf(who, sizeof who, "tenant:%s", r->c.tenant);
+	else
+		snprintf(who, sizeof who, "admin:%s", r->key_id[0] ?
+		    r->key_id : "token");
+	sp_event_actor(who);
+}
+
 static int
 authenticate(struct req *r, struct sp_err *e)
 {
@@ -313,6 +331,7 @@ authenticate(struct req *r, struct sp_err *e)
 	if ((fw = sp_api_forward_check(c, e)) != 0) {
 		if (fw == 1)
 			snprintf(r->key_id, sizeof r->key_id, "%s", c->key.id);
+		r->forwarded = fw == 1;
 		return fw == 1 ? 0 : -1;
 	}
 	if (c->route.kind == SP_API_ENVD) {
@@ -496,6 +515,27 @@ audit(struct req *r)
 	json_decref(j);
 }
 
+/* A call of a known caller is an event (sp_event.c); one forwarded here is
+ * the event of the server it came through. */
+static void
+event(struct req *r)
+{
+	struct sp_api_call *c = &r->c;
+	int status = c->status ? c->status : 200;
+	char action[64];
+
+	if (r->authed && !r->forwarded && c->x != NULL &&
+	    c->route.name != NULL) {
+		snprintf(action, sizeof action, "api.%s", c->route.name);
+		sp_event_note(c->x->db, action, c->sandbox, status < 400 ? NULL :
+		    sp_code_name(c->err.code != SP_E_NONE ? c->err.code :
+		    SP_E_INTERNAL), sp_clock_ms() - r->t0, json_pack("{s:s, s:s,"
+		    " s:i}", "method", r->method, "path", r->path, "status",
+		    status));
+	}
+	sp_event_actor(NULL);
+}
+
 static void
 completed(void *cls, struct MHD_Connection *conn, void **req_cls,
     enum MHD_RequestTerminationCode toe)
@@ -506,6 +546,7 @@ completed(void *cls, struct MHD_Connection *conn, void **req_cls,
 		return;
 	drop_stream(&r->c);
 	audit(r);
+	event(r);
 	ctx_give(r->c.x);
 	if (r->c.ctype_owned)
 		free((char *)r->c.ctype);
@@ -551,10 +592,14 @@ dispatch(struct req *r)
 	/* The guest API's health needs no token: it says only whether the
 	 * sandbox E2b-Sandbox-Id names answers. */
 	if (!(c->route.kind == SP_API_ENVD && strcmp(c->route.name,
-	    "health") == 0) && authenticate(r, &e) == -1) {
-		/* Never say whether a sandbox exists to one who may not. */
-		sp_api_fail(c, &e);
-		return;
+	    "health") == 0)) {
+		if (authenticate(r, &e) == -1) {
+			/* Never say whether a sandbox exists to one who may
+			 * not. */
+			sp_api_fail(c, &e);
+			return;
+		}
+		actor(r);
 	}
 	/* The audit names the sandbox asked for, whether or not it was
 	 * there for the caller. */

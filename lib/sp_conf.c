@@ -30,6 +30,7 @@ static const struct key keys[] = {
 	K("SPACE_VIRT_TYPE", virt_type),
 	K("SPACE_RETAIN", retain),
 	K("SPACE_IDLE", idle),
+	K("SPACE_EVENTS_KEEP", events_keep),
 	K("SPACE_KMS", kms),
 	K("SPACE_GUEST", guest),
 	K("SPACE_JAIL", jail),
@@ -256,9 +257,9 @@ check(struct sp_conf *c, struct sp_err *e)
 		    "SPACE_VIRT_TYPE must be auto, kvm or qemu");
 	if (check_jail(c, e) == -1)
 		return -1;
-	/* SPACE_RETAIN is checked by space-gc, its one user, and SPACE_IDLE
-	 * by space-ls --idle-due: a slip there must not stop every other
-	 * command. */
+	/* SPACE_RETAIN is checked by space-gc, its one user, SPACE_IDLE
+	 * by space-ls --idle-due and SPACE_EVENTS_KEEP by the reconcile
+	 * pass: a slip there must not stop every other command. */
 	return 0;
 }
 
@@ -298,6 +299,8 @@ sp_conf_load(struct sp_conf *c, struct sp_err *e)
 		strcpy(c->virt_type, "auto");
 	if (c->retain[0] == '\0')
 		strcpy(c->retain, SP_RETAIN_DEFAULT);
+	if (c->events_keep[0] == '\0')
+		strcpy(c->events_keep, "30d");
 	if (c->kms[0] == '\0') {
 		n = snprintf(c->kms, sizeof c->kms, "file:%s/keys/default.key",
 		    c->root);

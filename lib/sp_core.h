@@ -117,6 +117,7 @@ struct sp_conf {
 	char virt_type[16];		/* SPACE_VIRT_TYPE: auto | kvm | qemu */
 	char retain[256];		/* SPACE_RETAIN: snapshot tiers */
 	char idle[128];			/* SPACE_IDLE: idle tiers, "" none */
+	char events_keep[16];		/* SPACE_EVENTS_KEEP: a period */
 	char kms[SP_PATH_MAX];		/* SPACE_KMS: key service of tenants
 					 * without one of their own */
 	char guest[SP_PATH_MAX];	/* SPACE_GUEST: the guest image's
@@ -666,6 +667,8 @@ int sp_size_parse(const char *s, uint64_t *out, struct sp_err *e);
 /* Unix seconds: SPACE_NOW when set (tests of lifetimes and retention),
  * else the real clock. */
 int sp_now(int64_t *out, struct sp_err *e);
+/* Unix milliseconds of the real clock (events' times). */
+int64_t sp_wall_ms(void);
 /* Milliseconds of CLOCK_MONOTONIC: for deadlines and durations. */
 int64_t sp_clock_ms(void);
 
@@ -714,5 +717,52 @@ void sp_out_init(const char *prog);
 const char *sp_out_prog(void);
 /* "prog: message" on stderr. */
 void sp_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* ---- event: the event log of what was done to sandboxes (sp_event.c) ---- */
+struct sp_event {
+	const char *actor;	/* NULL: the API's caller, else uid:N */
+	const char *action;	/* "pause", "state", "e2b.create", ... */
+	const char *sandbox;	/* NULL: none */
+	const char *error;	/* NULL: it went well; else the token */
+	int64_t ms;		/* how long it took; -1: not said */
+	json_t *detail;		/* NULL, or an object of the rest */
+};
+struct sp_event_query {
+	int64_t after;		/* rowids past this one */
+	int64_t since_ms;	/* from this time on (Unix ms) */
+	const char *sandbox;	/* NULL or "": every one */
+	int max;		/* rows at most (0: 1000) */
+};
+/* Appends ev (now, this node, this program) to the log. */
+int sp_event_add(struct sp_db *db, const struct sp_event *ev,
+    struct sp_err *e);
+/* The same, best effort: a miss is said once on stderr.  Takes detail. */
+void sp_event_note(struct sp_db *db, const char *action, const char *sandbox,
+    const char *error, int64_t ms, json_t *detail);
+/* A command's events: sp_ctx opens and closes its DB for them, sp_each
+ * begins each item, sp_out_json gives each line (the first for a sandbox
+ * of an item is its event), and a command whose subcommand is the verb
+ * names it ("snap.ls"); sp_event_cli records one outright (space-exec). */
+void sp_event_open(struct sp_db *db);
+void sp_event_close(struct sp_db *db);
+void sp_event_begin(void);
+void sp_event_action(const char *action);
+void sp_event_line(json_t *line);
+void sp_event_cli(const char *id, const struct sp_err *err, json_t *detail);
+/* The actor of this thread's events (the API's caller); NULL clears it. */
+void sp_event_actor(const char *actor);
+/* Rows of the log as w says, in order, each given to fn as seq and a JSON
+ * object that fn takes; fn returns non-zero to stop. */
+int sp_db_event_each(struct sp_db *db, const struct sp_event_query *w,
+    int (*fn)(int64_t seq, json_t *ev, void *), void *arg, struct sp_err *e);
+/* The sequence number of the newest row (0: none). */
+int sp_db_event_last(struct sp_db *db, int64_t *seq, struct sp_err *e);
+/* Deletes the rows older than before_ms but the newest; how many, or -1. */
+int64_t sp_db_event_prune(struct sp_db *db, int64_t before_ms,
+    struct sp_err *e);
+/* Deletes what keep (SPACE_EVENTS_KEEP, a period) no longer keeps, by
+ * SPACE_NOW's clock; *gone says how many rows. */
+int sp_event_prune(struct sp_db *db, const char *keep, int64_t *gone,
+    struct sp_err *e);
 
 #endif

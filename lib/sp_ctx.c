@@ -20,7 +20,10 @@ sp_ctx_open_db(struct sp_ctx *x, struct sp_err *e)
 	if (!sp_subvol_is_btrfs(x->conf.root))
 		return sp_err_set(e, SP_E_NOT_INITIALIZED, 0,
 		    "%s is not a btrfs filesystem: run space-init first", x->conf.root);
-	return sp_db_open(&x->db, &x->conf, e);
+	if (sp_db_open(&x->db, &x->conf, e) == -1)
+		return -1;
+	sp_event_open(x->db);
+	return 0;
 }
 
 void
@@ -28,6 +31,7 @@ sp_ctx_close(struct sp_ctx *x)
 {
 	if (x->virt != NULL && x->virt_close != NULL)
 		x->virt_close(x->virt);
+	sp_event_close(x->db);
 	sp_db_close(x->db);
 	x->virt = NULL;
 	x->db = NULL;

@@ -183,6 +183,24 @@ static const char *const migrations[] = {
 	/* 14: a sandbox's idle tiers when they are not the node's
 	 * (space-create --idle): "pause:15m suspend:12h", or "none". */
 	"ALTER TABLE sandboxes ADD COLUMN idle TEXT;",
+	/* 15: the event log (sp_event.c), appended to and read in rowid
+	 * order: when (ms), who (uid:N, tenant:NAME, admin:KEY), through
+	 * which program, what, to which sandbox, on which node, how it
+	 * ended (ok or error, and the error's token), how long it took
+	 * (ms) and what else it said (a JSON object). */
+	"CREATE TABLE events ("
+	"  time INTEGER NOT NULL,"
+	"  actor TEXT NOT NULL,"
+	"  via TEXT NOT NULL,"
+	"  action TEXT NOT NULL,"
+	"  sandbox TEXT,"
+	"  node TEXT NOT NULL,"
+	"  outcome TEXT NOT NULL,"
+	"  error TEXT,"
+	"  ms INTEGER,"
+	"  detail TEXT);"
+	"CREATE INDEX events_time ON events (time);"
+	"CREATE INDEX events_sandbox ON events (sandbox);",
 };
 
 #define NMIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
@@ -335,6 +353,7 @@ sp_db_open(struct sp_db **dbp, const struct sp_conf *c, struct sp_err *e)
 	if ((db = calloc(1, sizeof *db)) == NULL)
 		return sp_err_sys(e, SP_E_INTERNAL, "calloc");
 	db->ops = ops;
+	snprintf(db->node, sizeof db->node, "%s", c->node);
 	if (ops->open(db, target, e) == -1 ||
 	    ops->migrate(db, migrations, NMIGRATIONS, e) == -1) {
 		sp_db_close(db);
@@ -504,6 +523,16 @@ quota_exceeded(struct sp_db *db, const char *tenant, struct sp_err *e)
 	    "quota (space-tenant ls shows it and what it uses)", tenant);
 }
 
+/* Every change of a sandbox's state is an event (sp_event.c). */
+static void
+state_event(struct sp_db *db, const char *id, const char *from,
+    const char *to)
+{
+	sp_event_note(db, "state", id, NULL, -1, from != NULL ?
+	    json_pack("{s:s, s:s}", "from", from, "to", to) :
+	    json_pack("{s:s}", "to", to));
+}
+
 int
 sp_db_sandbox_insert(struct sp_db *db, const struct sp_sandbox_row *r,
     struct sp_err *e)
@@ -541,8 +570,10 @@ sp_db_sandbox_insert(struct sp_db *db, const struct sp_sandbox_row *r,
 		if (tenant_unlock(db, own, n > 0, e) == -1)
 			n = -1;
 	}
-	if (n > 0)
+	if (n > 0) {
+		state_event(db, r->id, NULL, sp_state_name(r->state));
 		return 0;
+	}
 	if (e->code == SP_E_EXISTS)
 		sp_err_set(e, SP_E_EXISTS, 0, "sandbox %s exists", r->id);
 	return -1;
@@ -632,8 +663,11 @@ sp_db_sandbox_delete(struct sp_db *db, const char *id, struct sp_err *e)
 	if (write_sql(db, "delete snapshots", "DELETE FROM snapshots WHERE"
 	    " id = $1", e, "s", id) == -1)
 		return -1;
-	return write_sql(db, "delete sandbox", "DELETE FROM sandboxes WHERE"
-	    " id = $1", e, "s", id) == -1 ? -1 : 0;
+	if (write_sql(db, "delete sandbox", "DELETE FROM sandboxes WHERE"
+	    " id = $1", e, "s", id) == -1)
+		return -1;
+	state_event(db, id, NULL, "removed");
+	return 0;
 }
 
 int
@@ -667,6 +701,7 @@ sp_db_transition(struct sp_db *db, const char *id, enum sp_state to,
 		sp_err_set(e, SP_E_BAD_STATE, 0, "changed by another command");
 		goto fail;
 	}
+	state_event(db, id, sp_state_name(r.state), sp_state_name(to));
 	r.state = to;
 	r.gen++;
 	if (out != NULL)
@@ -906,7 +941,12 @@ sp_db_pod_claim(struct sp_db *db, const char *node, const char *pool,
 			return -1;
 		}
 	}
-	return tenant_unlock(db, own, 1, e) == -1 ? -1 : rc;
+	if (tenant_unlock(db, own, 1, e) == -1)
+		return -1;
+	if (rc == 1)
+		sp_event_note(db, "state", id, NULL, -1, json_pack("{s:s, s:s,"
+		    " s:s}", "from", "paused", "to", "creating", "pool", pool));
+	return rc;
 }
 
 int

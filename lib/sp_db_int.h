@@ -98,6 +98,9 @@ struct sp_db {
 				 * connects with the parameters it was given) */
 	int64_t round_trips;	/* statements run (sent, on PostgreSQL) */
 	int txn;		/* inside sp_db_begin's transaction */
+	/* Both's: */
+	char node[64];		/* SPACE_NODE, which events name (sp_event.c) */
+	int event_warned;	/* an event could not be written: said once */
 };
 
 #endif

@@ -38,6 +38,7 @@ line1(char *line, size_t n, sp_item_fn fn, void *ctx)
 		sp_err_set(&e, SP_E_BAD_INPUT, 0, "input line is not valid UTF-8 text");
 		return sp_out_fail(NULL, &e);
 	}
+	sp_event_begin();
 	if (line[0] != '{')
 		return fn(line, NULL, ctx);
 	rec = json_loadb(line, n, JSON_REJECT_DUPLICATES, &je);
@@ -92,8 +93,10 @@ sp_each(int argc, char **argv, sp_item_fn fn, void *ctx)
 	int i, over, rc = 0;
 
 	if (argc > 0) {
-		for (i = 0; i < argc; i++)
+		for (i = 0; i < argc; i++) {
+			sp_event_begin();
 			rc = worse(rc, fn(argv[i], NULL, ctx));
+		}
 		return rc;
 	}
 	if ((line = malloc(SP_LINE_MAX + 1)) == NULL) {

@@ -61,6 +61,8 @@ sp_out_json(json_t *obj)
 	 * 0.29999999999999999. */
 	s = json_dumps(obj, JSON_COMPACT | JSON_PRESERVE_ORDER |
 	    JSON_REAL_PRECISION(12));
+	/* A verb's line for a sandbox is its event too (sp_event.c). */
+	sp_event_line(obj);
 	json_decref(obj);
 	if (s == NULL)
 		return -1;
@@ -111,6 +113,7 @@ sp_out_ok(const char *id, json_t *extra)
 int
 sp_exec_fail_status(const char *id, const struct sp_err *e)
 {
+	sp_event_cli(id, e, json_pack("{s:s}", "msg", e->msg));
 	sp_warn("%s: %s", id, e->msg);
 	/* As a shell says: the command could not be started. */
 	if (e->code == SP_E_EXEC_FAILED)

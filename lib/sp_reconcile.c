@@ -35,6 +35,15 @@ tell(struct pass *p, const char *id, const char *action, const char *from,
 
 	o = json_pack("{s:s, s:b, s:s, s:s}", "id", id, "ok", rc == 0, "action",
 	    action, "from", from);
+	/* A repair of a sandbox is an event (sp_event.c). */
+	if (id[0] != '\0') {
+		char what[48];
+
+		snprintf(what, sizeof what, "reconcile.%s", action);
+		sp_event_note(p->x->db, what, id, rc == 0 ? NULL :
+		    sp_code_name(e->code), -1, rc == 0 ? NULL : json_pack(
+		    "{s:s}", "msg", e->msg));
+	}
 	if (rc != 0) {
 		json_object_set_new(o, "error", json_string(sp_code_name(e->code)));
 		json_object_set_new(o, "msg", json_string(e->msg));
@@ -496,6 +505,7 @@ sp_reconcile_once(struct sp_ctx *x, int (*fn)(json_t *, void *), void *arg,
 	struct pass p = { x, fn, arg, 0 };
 	struct ids known = { 0 };
 	void *walk[2] = { &p, &known };
+	int64_t gone;
 	size_t i;
 	int rc, freed;
 
@@ -528,6 +538,11 @@ sp_reconcile_once(struct sp_ctx *x, int (*fn)(json_t *, void *), void *arg,
 	/* Lifetimes that ran out: kill, pause or suspend (sp_expiry). */
 	if (sp_expiry_run(x, fn, arg, e) == -1)
 		p.failed = 1;
+	/* The event log keeps SPACE_EVENTS_KEEP (sp_event.c). */
+	if (sp_event_prune(x->db, x->conf.events_keep, &gone, e) == -1)
+		tell(&p, "", "events-prune", "", -1, e);
+	else if (gone > 0)
+		tell(&p, "", "events-pruned", "", 0, e);
 	if (sp_reconcile_wishes(x, 1, fn, arg, e) == -1)
 		p.failed = 1;
 	if (p.failed)

@@ -259,7 +259,8 @@ static int
 lose(struct sp_ctx *x, struct pass *p, json_t *lines, struct sp_err *e)
 {
 	struct told t = { lines, NULL, NULL };
-	size_t i;
+	size_t i, j, from = json_array_size(lines);
+	json_t *l;
 
 	for (i = 0; i < p->nc; i++) {
 		if (!p->c[i].lost)
@@ -272,6 +273,21 @@ lose(struct sp_ctx *x, struct pass *p, json_t *lines, struct sp_err *e)
 		if (p->o->recover &&
 		    sp_db_lost_recover(x->db, t.node, tell_id, &t, e) == -1)
 			return -1;
+	}
+	/* Events once the rows are written (sp_event.c): lost is a state,
+	 * recovering a wish to restore it elsewhere. */
+	for (j = from; j < json_array_size(lines); j++) {
+		l = json_array_get(lines, j);
+		if (strcmp(json_string_value(json_object_get(l, "action")),
+		    "lost") == 0)
+			sp_event_note(x->db, "state", json_string_value(
+			    json_object_get(l, "id")), NULL, -1, json_pack(
+			    "{s:s, s:O}", "to", "lost", "node",
+			    json_object_get(l, "node")));
+		else
+			sp_event_note(x->db, "recover", json_string_value(
+			    json_object_get(l, "id")), NULL, -1, json_pack(
+			    "{s:O}", "node", json_object_get(l, "node")));
 	}
 	return 0;
 }

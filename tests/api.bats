@@ -333,6 +333,38 @@ teardown_file() {
 	[ "$n" -gt 100 ]
 }
 
+@test "every call of a known caller is an event: its tenant, route, outcome; and the states it changed" {
+	after=$(space-events | tail -n 1 | jq -r '.seq // 0')
+	run api -H "Authorization: Bearer $KEY_A" -d '{"template":"minimal"}' "$URL/v1/sandboxes"
+	[ "$output" = 201 ]
+	id=$(jq -r .id "$T/body")
+	echo "$id" >>"$T/ids"
+	run api -X POST -H "Authorization: Bearer $KEY_A" "$URL/v1/sandboxes/$id/pause"
+	[ "$output" = 200 ]
+	run api -H "Authorization: Bearer $KEY_B" "$URL/v1/sandboxes/$id"
+	[ "$output" = 404 ]
+	run api -X DELETE -H "Authorization: Bearer $KEY_ADMIN" "$URL/v1/sandboxes/$id"
+	[ "$output" = 200 ]
+	# No key: no event (a flood of strangers does not fill the log).
+	run api "$URL/v1/sandboxes/$id"
+	[ "$output" = 401 ]
+	sleep 0.3
+	space-events --after "$after" --id "$id" > "$T/ev"
+	jq -c 'select(.action | startswith("api.")) | [.actor, .action, .ok, .status]' "$T/ev" > "$T/calls"
+	admin=$(cut -c5-20 <<<"$KEY_ADMIN")
+	cat > "$T/want" <<-EOF
+	["tenant:$RUN-a","api.create",true,201]
+	["tenant:$RUN-a","api.pause",true,200]
+	["tenant:$RUN-b","api.get",false,404]
+	["admin:$admin","api.remove",true,200]
+	EOF
+	diff -u "$T/want" "$T/calls"
+	jq -se 'map(select(.action == "api.get"))[0].error == "not-found"' "$T/ev"
+	# The changes of state the API made name the caller too.
+	jq -se --arg a "tenant:$RUN-a" 'any(.[]; .action == "state" and .to == "paused" and .actor == $a and .via == "space-apid")' "$T/ev"
+	jq -se --arg a "admin:$admin" 'any(.[]; .action == "state" and .to == "removed" and .actor == $a)' "$T/ev"
+}
+
 @test "E2B SDK: create, getInfo, list, setTimeout, pause, connect, kill, timeout" {
 	cd "$top/tests/e2b"
 	E2B_API_URL=$URL E2B_SANDBOX_URL=$URL E2B_API_KEY=$KEY_A run node lifecycle.mjs

@@ -76,6 +76,45 @@ teardown() {
 	space-ls "$idle" | jq -e '.state == "running"'
 }
 
+@test "examples/events-webhook posts each new event it keeps to a receiver on loopback" {
+	local d=$BATS_TEST_TMPDIR
+	create > "$d/ids"
+	id=$(head -n 1 "$d/ids")
+	[ -n "$id" ]
+	# The receiver: each POST's body, a line of a file.
+	python3 -u -c '
+import http.server, sys
+out = sys.argv[1]
+class H(http.server.BaseHTTPRequestHandler):
+    def do_POST(self):
+        body = self.rfile.read(int(self.headers["Content-Length"]))
+        with open(out, "ab") as f:
+            f.write(body + b"\n")
+        self.send_response(204)
+        self.end_headers()
+    def log_message(self, *a):
+        pass
+s = http.server.HTTPServer(("127.0.0.1", 0), H)
+print(s.server_address[1])
+s.serve_forever()' "$d/posted" > "$d/port" &
+	receiver=$!
+	for _ in $(seq 50); do [ -s "$d/port" ] && break; sleep 0.1; done
+	space-exec "$id" -- true	# before it starts: not sent
+	setsid "$top/examples/events-webhook" "http://127.0.0.1:$(cat "$d/port")/hook" \
+	    '.action == "exec"' 2>"$d/hook.err" &
+	hook=$!
+	sleep 1
+	run space-exec "$id" -- sh -c 'exit 4'
+	[ "$status" -eq 4 ]
+	space-pause "$id" >/dev/null
+	for _ in $(seq 100); do [ -s "$d/posted" ] && break; sleep 0.1; done
+	sleep 0.5
+	kill -- -"$hook"
+	kill "$receiver"
+	cat "$d/hook.err"
+	jq -se --arg id "$id" 'length == 1 and .[0].action == "exec" and .[0].id == $id and .[0].exit == 4' "$d/posted"
+}
+
 @test "examples/demo keeps every step when its output goes to a file" {
 	log=$BATS_TEST_TMPDIR/demo.log
 	"$top/examples/demo" >"$log" 2>&1 || { tail -n 20 "$log"; false; }

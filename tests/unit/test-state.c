@@ -75,7 +75,7 @@ test_table(void)
 
 static struct sp_conf conf;
 static const char *backend = "sqlite";	/* in each test's name */
-#define SCHEMA_VERSION 14
+#define SCHEMA_VERSION 15
 
 static struct sp_db *
 open_db(void)
@@ -887,6 +887,107 @@ test_pg_gone(const char *dir)
 	sp_db_close(db);
 }
 
+struct evs {
+	int n;
+	int64_t seq[8];
+	json_t *ev[8];
+};
+
+static int
+ev_take(int64_t seq, json_t *ev, void *arg)
+{
+	struct evs *a = arg;
+
+	if (a->n == 8) {
+		json_decref(ev);
+		return 1;
+	}
+	a->seq[a->n] = seq;
+	a->ev[a->n++] = ev;
+	return 0;
+}
+
+static void
+evs_free(struct evs *a)
+{
+	while (a->n > 0)
+		json_decref(a->ev[--a->n]);
+}
+
+/* The event log (sp_event.c): what sp_db writes of states, what is added,
+ * read back in order and by sandbox, and retention keeping the newest. */
+static void
+test_events(void)
+{
+	struct sp_event ev = { .action = "exec", .sandbox = "eeeeeeeeeeee",
+	    .error = "timed-out", .ms = 12 };
+	struct sp_event_query w = { 0 };
+	struct evs a = { 0 };
+	struct sp_db *db = open_db();
+	struct sp_err e;
+	int64_t base, last, gone;
+
+	tap_okf(sp_code_name(e.code), e.msg, sp_db_event_last(db, &base, &e) ==
+	    0, "%s: the newest event's number", backend);
+	insert(db, "eeeeeeeeeeee", SP_ST_RUNNING);
+	sp_db_transition(db, "eeeeeeeeeeee", SP_ST_PAUSED, -1, NULL, &e);
+	ev.detail = json_pack("{s:i}", "exit", 3);
+	tap_okf(sp_code_name(e.code), e.msg, sp_event_add(db, &ev, &e) == 0,
+	    "%s: an event is added", backend);
+	json_decref(ev.detail);
+	ev = (struct sp_event){ .action = "pause", .sandbox = "ffffffffffff",
+	    .ms = -1, .actor = "tenant:acme" };
+	sp_event_add(db, &ev, &e);
+	w.after = base;
+	w.sandbox = "eeeeeeeeeeee";
+	tap_okf(sp_code_name(e.code), e.msg, sp_db_event_each(db, &w, ev_take,
+	    &a, &e) == 0 && a.n == 3 && a.seq[0] > base && a.seq[0] < a.seq[1] &&
+	    a.seq[1] < a.seq[2], "%s: a sandbox's events, in order", backend);
+	tap_okf("", "", a.n == 3 && strcmp(json_string_value(json_object_get(
+	    a.ev[0], "to")), "running") == 0 && json_object_get(a.ev[0],
+	    "from") == NULL && strcmp(json_string_value(json_object_get(
+	    a.ev[1], "from")), "running") == 0 && strcmp(json_string_value(
+	    json_object_get(a.ev[1], "to")), "paused") == 0 && json_is_true(
+	    json_object_get(a.ev[1], "ok")), "%s: its insert and its "
+	    "transition are state events", backend);
+	tap_okf("", "", a.n == 3 && json_is_false(json_object_get(a.ev[2],
+	    "ok")) && strcmp(json_string_value(json_object_get(a.ev[2],
+	    "error")), "timed-out") == 0 && json_integer_value(json_object_get(
+	    a.ev[2], "ms")) == 12 && json_integer_value(json_object_get(a.ev[2],
+	    "exit")) == 3 && strncmp(json_string_value(json_object_get(a.ev[2],
+	    "actor")), "uid:", 4) == 0, "%s: an event says its outcome, error, "
+	    "time taken, detail and actor", backend);
+	evs_free(&a);
+	w.sandbox = NULL;
+	w.after = base + 2;
+	sp_db_event_each(db, &w, ev_take, &a, &e);
+	tap_okf("", "", a.n == 2 && a.seq[0] == base + 3 && json_object_get(
+	    a.ev[1], "ms") == NULL && strcmp(json_string_value(json_object_get(
+	    a.ev[1], "actor")), "tenant:acme") == 0, "%s: --after and every "
+	    "sandbox's", backend);
+	evs_free(&a);
+	sp_db_event_last(db, &last, &e);
+	tap_okf(sp_code_name(e.code), e.msg, sp_db_event_prune(db,
+	    INT64_MAX / 2, &e) >= 4 && sp_db_event_last(db, &base, &e) == 0 &&
+	    base == last, "%s: pruning everything keeps the newest", backend);
+	w.after = 0;
+	sp_db_event_each(db, &w, ev_take, &a, &e);
+	tap_okf("", "", a.n == 1 && a.seq[0] == last, "%s: and only it",
+	    backend);
+	evs_free(&a);
+	sp_event_add(db, &ev, &e);
+	sp_db_event_last(db, &base, &e);
+	tap_okf("", "", base == last + 1, "%s: the next number follows it",
+	    backend);
+	tap_okf(sp_code_name(e.code), e.msg, sp_event_prune(db, "30d", &gone,
+	    &e) == 0 && gone == 0, "%s: SPACE_EVENTS_KEEP 30d keeps today's",
+	    backend);
+	tap_okf(sp_code_name(e.code), e.msg, sp_event_prune(db, "forever",
+	    &gone, &e) == -1 && e.code == SP_E_BAD_INPUT, "%s: a bad "
+	    "SPACE_EVENTS_KEEP is refused", backend);
+	sp_db_close(db);
+}
+
 int
 main(void)
 {
@@ -899,6 +1000,7 @@ main(void)
 	snprintf(conf.db, sizeof conf.db, "sqlite:%s/space.db", dir);
 	test_table();
 	test_db();
+	test_events();
 	test_race();
 	test_claim_race();
 	test_schedule_race();
@@ -916,6 +1018,7 @@ main(void)
 		tap_ok(0, "postgresql: tests/pg-server starts a server");
 	else {
 		test_db();
+		test_events();
 		test_race();
 		test_claim_race();
 		test_schedule_race();
