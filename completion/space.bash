@@ -284,6 +284,11 @@ _space() {
 		--on-expiry) COMPREPLY=($(compgen -W "kill pause suspend" -- "$cur")) ;;
 		*) COMPREPLY=($(compgen -W "--on-expiry none +30m +1h 1h 1d $(_space_ids)" -- "$cur")) ;;
 		esac ;;
+	space-metrics)
+		case $prev in
+		--prom) COMPREPLY=($(compgen -f -- "$cur")) ;;
+		*) COMPREPLY=($(compgen -W "--prom $(_space_ids)" -- "$cur")) ;;
+		esac ;;
 	space-events)
 		case $prev in
 		--since) COMPREPLY=($(compgen -W "10m 1h 1d 7d" -- "$cur")) ;;
@@ -361,4 +366,4 @@ complete -F _space space-init space-template space-create space-exec space-ls sp
 	space-ps space-logs space-kill space-fs space-cp space-pool \
 	space-snap space-rollback space-fork space-gc \
 	space-suspend space-restore space-key space-egress space-cred space-gatewayd \
-	space-node space-schedule space-backup space-apid space-tenant space-noded space-ttl space-events
+	space-node space-schedule space-backup space-apid space-tenant space-noded space-ttl space-events space-metrics

@@ -28,6 +28,7 @@ static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 /* Samples are taken one at a time, so that none is compared with a later. */
 static pthread_mutex_t sample_mu = PTHREAD_MUTEX_INITIALIZER;
 static double last_call, last_busy, started;
+static unsigned long long calls;	/* served since the guest booted */
 static unsigned long long last_sum;
 
 static double
@@ -44,6 +45,7 @@ sd_activity_touch(void)
 {
 	pthread_mutex_lock(&mu);
 	last_call = now_s();
+	calls++;
 	pthread_mutex_unlock(&mu);
 }
 
@@ -172,11 +174,13 @@ sd_activity_start(void)
 }
 
 /* {"op":"activity"} -> EXIT {"status":0,"idle_s":N,"call_idle_s":N,
- * "busy_idle_s":N,"uptime_s":N}.  Not itself a call that counts as use. */
+ * "busy_idle_s":N,"uptime_s":N,"calls":N}.  Not itself a call that counts
+ * as use. */
 int
 sd_op_activity(struct port *p, uint32_t stream, json_t *req)
 {
 	double now, call, busy;
+	unsigned long long n;
 
 	(void)req;
 	take_sample();
@@ -184,9 +188,11 @@ sd_op_activity(struct port *p, uint32_t stream, json_t *req)
 	pthread_mutex_lock(&mu);
 	call = now - last_call;
 	busy = now - last_busy;
+	n = calls;
 	pthread_mutex_unlock(&mu);
 	return sd_send_json(p, SP_FR_EXIT, stream, json_pack("{s:i, s:I, s:I, "
-	    "s:I, s:I}", "status", 0, "idle_s", (json_int_t)(call < busy ?
+	    "s:I, s:I, s:I}", "status", 0, "idle_s", (json_int_t)(call < busy ?
 	    call : busy), "call_idle_s", (json_int_t)call, "busy_idle_s",
-	    (json_int_t)busy, "uptime_s", (json_int_t)(now - started)));
+	    (json_int_t)busy, "uptime_s", (json_int_t)(now - started), "calls",
+	    (json_int_t)n));
 }

@@ -47,6 +47,7 @@ static const struct {
 	{ "vm-uuid", SP_NODED_VM_UUID, K_NAME, 0 },
 	{ "vm-memory", SP_NODED_VM_MEMORY, K_NAME, 0 },
 	{ "vm-list", SP_NODED_VM_LIST, 0, 0 },
+	{ "vm-stats", SP_NODED_VM_STATS, 0, 0 },
 	{ "virt-type", SP_NODED_VIRT_TYPE, K_WANT, 0 },
 	{ "virt-version", SP_NODED_VIRT_VERSION, 0, 0 },
 	{ "vm-prepare", SP_NODED_VM_PREPARE, K_NAME | K_DIR | K_UID, 0 },

@@ -365,6 +365,8 @@ run_op(struct sp_noded_vm *c, struct sp_virt *v, const struct sp_noded_req *r,
 		}
 		*value = list;
 		return 0;
+	case SP_NODED_VM_STATS:
+		return sp_virt_stats(v, value, e);
 	case SP_NODED_VIRT_TYPE:
 		if (sp_virt_pick_type(v, r->want, buf, e) == -1)
 			return -1;

@@ -244,24 +244,36 @@ observed_state(const struct sp_sandbox_row *r, const char *v)
 	return sp_state_name(r->state);
 }
 
-/* How long nothing happened in the sandbox, by its daemon; -1 when it does
- * not answer in time (busy, paused, gone).  The number comes from the guest:
- * it is checked, never trusted further than a display value. */
+/* What the sandbox's daemon says of its activity (sp_sandbox.h); each
+ * number -1 when it does not answer in time (busy, paused, gone) or says
+ * one out of bounds.  The numbers come from the guest: they are checked,
+ * never trusted further than display values. */
 #define IDLE_ASK_MS	2000
 #define IDLE_MAX_S	(100LL * 365 * 86400)
+#define CALLS_MAX	(1LL << 53)
 
 static long long
-ask_idle(struct sp_ctx *x, const char *id)
+bounded(json_t *rep, const char *key, long long max)
+{
+	json_t *v = json_object_get(rep, key);
+
+	return json_is_integer(v) && json_integer_value(v) >= 0 &&
+	    json_integer_value(v) <= max ? json_integer_value(v) : -1;
+}
+
+void
+sp_sandbox_activity(struct sp_ctx *x, const char *id, long long *idle_s,
+    long long *calls, long long *uptime_s)
 {
 	struct sp_chan *c = NULL;
 	struct sp_frame f;
 	struct sp_err e;
-	json_t *req, *rep = NULL, *v;
+	json_t *req, *rep = NULL;
 	uint32_t stream;
-	long long idle = -1;
 
+	*idle_s = *calls = *uptime_s = -1;
 	if (sp_chan_open(&c, x->conf.run, id, IDLE_ASK_MS, &e) == -1)
-		return -1;
+		return;
 	stream = sp_chan_stream_new(c);
 	req = json_pack("{s:s}", "op", "activity");
 	if (sp_chan_send_json(c, SP_FR_REQ, stream, req, IDLE_ASK_MS, &e) == -1 ||
@@ -270,14 +282,21 @@ ask_idle(struct sp_ctx *x, const char *id)
 	if (f.type != SP_FR_EXIT || f.stream != stream ||
 	    sp_frame_json(&f, &rep, &e) == -1)
 		goto out;
-	v = json_object_get(rep, "idle_s");
-	if (json_is_integer(v) && json_integer_value(v) >= 0 &&
-	    json_integer_value(v) <= IDLE_MAX_S)
-		idle = json_integer_value(v);
+	*idle_s = bounded(rep, "idle_s", IDLE_MAX_S);
+	*calls = bounded(rep, "calls", CALLS_MAX);
+	*uptime_s = bounded(rep, "uptime_s", IDLE_MAX_S);
 out:
 	json_decref(req);
 	json_decref(rep);
 	sp_chan_close(c);
+}
+
+static long long
+ask_idle(struct sp_ctx *x, const char *id)
+{
+	long long idle, calls, up;
+
+	sp_sandbox_activity(x, id, &idle, &calls, &up);
 	return idle;
 }
 

@@ -52,6 +52,7 @@ enum sp_noded_op {
 	SP_NODED_VM_SAVE, SP_NODED_VM_SAVE_MEMORY, SP_NODED_VM_RESTORE,
 	SP_NODED_VM_RESIZE, SP_NODED_VM_STATE, SP_NODED_VM_XML,
 	SP_NODED_VM_UUID, SP_NODED_VM_MEMORY, SP_NODED_VM_LIST,
+	SP_NODED_VM_STATS,
 	SP_NODED_VIRT_TYPE, SP_NODED_VIRT_VERSION,
 	/* a VM's host side: its directories' owners, its cgroup's limits,
 	 * its subvolume's qgroup limit */

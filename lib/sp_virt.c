@@ -66,6 +66,7 @@ nd_string(struct sp_virt *v, json_t *req, char *out, size_t n,
 #define VIRT_FUNCS(F) \
 	F(virConnSetErrorFunc)\
 	F(virConnectClose)\
+	F(virConnectGetAllDomainStats)\
 	F(virConnectGetDomainCapabilities)\
 	F(virConnectGetType)\
 	F(virConnectGetVersion)\
@@ -89,6 +90,7 @@ nd_string(struct sp_virt *v, json_t *req, char *out, size_t n,
 	F(virDomainSaveFlags)\
 	F(virDomainSnapshotCreateXML)\
 	F(virDomainSnapshotFree)\
+	F(virDomainStatsRecordListFree)\
 	F(virDomainSuspend)\
 	F(virDomainUndefineFlags)\
 	F(virGetLastError)\
@@ -1337,6 +1339,68 @@ sp_virt_list(struct sp_virt *v, int (*fn)(const char *, void *), void *arg,
 		lv.virDomainFree(doms[i]);
 	}
 	free(doms);
+	return 0;
+}
+
+/* One typed parameter of a stats record as JSON. */
+static json_t *
+param_json(const virTypedParameter *p)
+{
+	switch (p->type) {
+	case VIR_TYPED_PARAM_INT:
+		return json_integer(p->value.i);
+	case VIR_TYPED_PARAM_UINT:
+		return json_integer(p->value.ui);
+	case VIR_TYPED_PARAM_LLONG:
+		return json_integer(p->value.l);
+	case VIR_TYPED_PARAM_ULLONG:
+		return json_integer(p->value.ul > INT64_MAX ? INT64_MAX :
+		    (json_int_t)p->value.ul);
+	case VIR_TYPED_PARAM_DOUBLE:
+		return json_real(p->value.d);
+	case VIR_TYPED_PARAM_BOOLEAN:
+		return json_boolean(p->value.b);
+	case VIR_TYPED_PARAM_STRING:
+		return json_string(p->value.s);
+	default:
+		return NULL;
+	}
+}
+
+int
+sp_virt_stats(struct sp_virt *v, json_t **out, struct sp_err *e)
+{
+	virDomainStatsRecordPtr *recs = NULL;
+	const char *name;
+	json_t *all, *one, *val;
+	int i, j, n;
+
+	*out = NULL;
+	if (v->noded != NULL)
+		return nd_call(v, nd_req("vm-stats", NULL), out, e);
+	/* One call for every domain: state, CPU, memory and block counters. */
+	if ((n = lv.virConnectGetAllDomainStats(v->conn, VIR_DOMAIN_STATS_STATE |
+	    VIR_DOMAIN_STATS_CPU_TOTAL | VIR_DOMAIN_STATS_BALLOON |
+	    VIR_DOMAIN_STATS_BLOCK, &recs, 0)) == -1)
+		return virt_err(e, "stats of", "domains");
+	if ((all = json_object()) == NULL) {
+		lv.virDomainStatsRecordListFree(recs);
+		return sp_err_sys(e, SP_E_INTERNAL, "out of memory");
+	}
+	for (i = 0; i < n; i++) {
+		name = lv.virDomainGetName(recs[i]->dom);
+		/* Only this toolkit's domains. */
+		if (name == NULL || strncmp(name, "sp-", 3) != 0 ||
+		    (one = json_object()) == NULL)
+			continue;
+		for (j = 0; j < recs[i]->nparams; j++)
+			if ((val = param_json(&recs[i]->params[j])) != NULL)
+				json_object_set_new(one, recs[i]->params[j].field,
+				    val);
+		json_object_set_new(all, name, one);
+	}
+	lv.virDomainStatsRecordListFree(recs);
+	*out = all;
 	return 0;
 }
 

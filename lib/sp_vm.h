@@ -176,6 +176,10 @@ int sp_virt_uuid(struct sp_virt *v, const char *name, char out[37],
  * the image was saved paused. */
 int sp_virt_restore(struct sp_virt *v, const char *path, const char *xml,
     const char *name, struct sp_err *e);
+/* libvirt's counters of every domain of this toolkit (sp-*), one call:
+ * {"sp-ID": {"state.state": 1, "cpu.time": NS, "balloon.rss": KIB,
+ * "block.0.wr.bytes": N, ...}, ...}. */
+int sp_virt_stats(struct sp_virt *v, json_t **out, struct sp_err *e);
 /* Every domain's name, to fn; a non-zero return from fn stops. */
 int sp_virt_list(struct sp_virt *v, int (*fn)(const char *, void *),
     void *arg, struct sp_err *e);
