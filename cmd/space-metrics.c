@@ -4,7 +4,9 @@
  * counters of every domain (one call), btrfs and each guest's daemon.  With
  * no id, every sandbox of this node and a line of the node's totals.
  * --prom FILE writes the same as a Prometheus text file, atomically, for
- * node_exporter's textfile collector.
+ * node_exporter's textfile collector.  --storage adds what the node's
+ * snapshots hold and what the object store holds, which takes a walk of
+ * both (not for every scrape of a large node).
  */
 #include <sys/stat.h>
 
@@ -19,7 +21,8 @@
 /* The Prometheus families, each kept whole: the format wants a family's
  * samples together, after its HELP and TYPE. */
 enum { F_CPU, F_MEM, F_MEM_MAX, F_WRITTEN, F_READ, F_EXCL, F_CALLS,
-	F_STATES, F_PODS, F_SNAPS, F__COUNT };
+	F_STATES, F_PODS, F_SNAPS, F_SNAP_BYTES, F_STORE_BYTES, F_STORE_OBJS,
+	F__COUNT };
 static const struct {
 	const char *name, *type, *help;
 } fam[F__COUNT] = {
@@ -43,12 +46,19 @@ static const struct {
 	    "Warm pods of this node's pools." },
 	{ "space_node_snapshots", "gauge",
 	    "Snapshots of this node's sandboxes." },
+	{ "space_node_snapshot_bytes", "gauge",
+	    "Bytes that only the snapshots of this node's sandboxes hold." },
+	{ "space_node_store_bytes", "gauge",
+	    "Bytes in the object store (SPACE_STORE)." },
+	{ "space_node_store_objects", "gauge",
+	    "Objects in the object store (SPACE_STORE)." },
 };
 
 struct metrics {
 	struct sp_ctx x;
 	json_t *stats;		/* libvirt's, by domain */
 	const char *prom;	/* NULL: no file */
+	int storage;		/* --storage */
 	char *buf[F__COUNT];	/* each family's samples */
 	size_t len[F__COUNT];
 	FILE *f[F__COUNT];
@@ -57,7 +67,8 @@ struct metrics {
 static void
 usage(void)
 {
-	fprintf(sp_usage_stream(), "usage: space-metrics [--prom FILE] [ID...]\n");
+	fprintf(sp_usage_stream(),
+	    "usage: space-metrics [--prom FILE] [--storage] [ID...]\n");
 	sp_usage_exit();
 }
 
@@ -212,6 +223,7 @@ struct totals {
 	struct metrics *m;
 	int states[SP_ST__COUNT];
 	int pods, snaps;
+	uint64_t snap_bytes, store_bytes, store_objs;
 	int failed;
 };
 
@@ -236,8 +248,43 @@ each_row(const struct sp_sandbox_row *r, void *arg)
 static int
 each_snap(const struct sp_snap_row *s, void *arg)
 {
-	((struct totals *)arg)->snaps++;
+	struct totals *t = arg;
+	char dir[SP_PATH_MAX];
+	uint64_t bytes;
+	struct sp_err e;
+
+	t->snaps++;
+	/* A snapshot being taken or deleted meanwhile counts what is there. */
+	if (t->m->storage && snprintf(dir, sizeof dir, "%s/snapshots/%s/%s",
+	    t->m->x.conf.root, s->id, s->snap) < (int)sizeof dir &&
+	    sp_subvol_exists(dir) &&
+	    sp_subvol_exclusive_bytes(dir, &bytes, &e) == 0)
+		t->snap_bytes += bytes;
 	return 0;
+}
+
+static int
+each_object(const char *key, uint64_t size, void *arg)
+{
+	struct totals *t = arg;
+
+	t->store_bytes += size;
+	t->store_objs++;
+	return 0;
+}
+
+/* The object store's bytes and objects (--storage). */
+static int
+store_totals(struct totals *t, struct sp_err *e)
+{
+	struct sp_store *s;
+	int rc;
+
+	if (sp_store_open(&s, t->m->x.conf.store, e) == -1)
+		return -1;
+	rc = sp_store_list(s, "", each_object, t, e);
+	sp_store_close(s);
+	return rc;
 }
 
 /* Every sandbox of this node, then the node's line. */
@@ -251,7 +298,8 @@ all(struct metrics *m)
 	int s;
 
 	if (sp_db_sandbox_each(m->x.db, SP_DB_WITH_PODS, each_row, &t, &e) ==
-	    -1 || sp_db_snap_each(m->x.db, NULL, node, each_snap, &t, &e) == -1)
+	    -1 || sp_db_snap_each(m->x.db, NULL, node, each_snap, &t, &e) == -1 ||
+	    (m->storage && store_totals(&t, &e) == -1))
 		return sp_out_fail(NULL, &e);
 	states = json_object();
 	for (s = 0; s < SP_ST__COUNT; s++) {
@@ -265,6 +313,20 @@ all(struct metrics *m)
 	o = json_pack("{s:s, s:b, s:o, s:i, s:i, s:i}", "node", node, "ok", 1,
 	    "sandboxes", states, "pods", t.pods, "snapshots", t.snaps, "vms",
 	    (int)json_object_size(m->stats));
+	if (o != NULL && m->storage) {
+		json_object_set_new(o, "snapshot_bytes",
+		    json_integer((json_int_t)t.snap_bytes));
+		json_object_set_new(o, "store_bytes",
+		    json_integer((json_int_t)t.store_bytes));
+		json_object_set_new(o, "store_objects",
+		    json_integer((json_int_t)t.store_objs));
+		sample(m, F_SNAP_BYTES, (double)t.snap_bytes, "node", node,
+		    NULL, NULL);
+		sample(m, F_STORE_BYTES, (double)t.store_bytes, "node", node,
+		    NULL, NULL);
+		sample(m, F_STORE_OBJS, (double)t.store_objs, "node", node,
+		    NULL, NULL);
+	}
 	if (o == NULL || sp_out_json(o) == -1)
 		return SP_EXIT_TEMP;
 	return t.failed ? SP_EXIT_TEMP : 0;
@@ -313,6 +375,7 @@ main(int argc, char *argv[])
 {
 	static const struct option opts[] = {
 		{ "prom", required_argument, NULL, 'p' },
+		{ "storage", no_argument, NULL, 's' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -322,9 +385,12 @@ main(int argc, char *argv[])
 
 	sp_cli_init(argc, argv, usage);
 	while ((ch = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-		if (ch != 'p' || *optarg == '\0')
+		if (ch == 's')
+			m.storage = 1;
+		else if (ch == 'p' && *optarg != '\0')
+			m.prom = optarg;
+		else
 			usage();
-		m.prom = optarg;
 	}
 	argc -= optind;
 	argv += optind;

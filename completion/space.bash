@@ -287,7 +287,7 @@ _space() {
 	space-metrics)
 		case $prev in
 		--prom) COMPREPLY=($(compgen -f -- "$cur")) ;;
-		*) COMPREPLY=($(compgen -W "--prom $(_space_ids)" -- "$cur")) ;;
+		*) COMPREPLY=($(compgen -W "--prom --storage $(_space_ids)" -- "$cur")) ;;
 		esac ;;
 	space-events)
 		case $prev in

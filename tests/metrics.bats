@@ -102,6 +102,30 @@ counter() {
 	[ ! -e "$d/no" ]
 }
 
+@test "--storage: the bytes only snapshots hold, and the object store's" {
+	id=$(own)
+	space-exec "$id" -- dd if=/dev/urandom of=/root/f bs=1M count=20 conv=fsync 2>/dev/null
+	space-snap "$id" >/dev/null
+	before=$(space-metrics --storage | jq -s 'map(select(.node and (.id | not)))[0]')
+	# Written over, the old blocks are the snapshot's alone.
+	space-exec "$id" -- dd if=/dev/urandom of=/root/f bs=1M count=20 conv=fsync,notrunc 2>/dev/null
+	mid=$(space-metrics --storage | jq -s 'map(select(.node and (.id | not)))[0]')
+	jq -e --argjson b "$before" '.snapshot_bytes - $b.snapshot_bytes >= 20 * 1048576' <<<"$mid"
+	# Suspended, it is in the object store.
+	space-suspend "$id" >/dev/null
+	after=$(space-metrics --storage | jq -s 'map(select(.node and (.id | not)))[0]')
+	jq -e --argjson b "$mid" '.store_bytes > $b.store_bytes and
+	    .store_objects > $b.store_objects and
+	    .sandboxes.suspended == $b.sandboxes.suspended + 1' <<<"$after"
+	echo "# snapshots: +$(jq -n --argjson a "$mid" --argjson b "$before" '($a.snapshot_bytes - $b.snapshot_bytes) / 1048576 | floor') MiB; store: +$(jq -n --argjson a "$after" --argjson b "$mid" '($a.store_bytes - $b.store_bytes) / 1048576 | floor') MiB" >&3
+	# Without --storage the node's line does not walk them.
+	space-metrics | jq -se 'map(select(.node and (.id | not)))[0] | has("store_bytes") | not'
+	space-metrics --storage --prom "$BATS_TEST_TMPDIR/s.prom" >/dev/null
+	"$top/tests/prom-check" "$BATS_TEST_TMPDIR/s.prom"
+	grep -q '^space_node_store_bytes{node="check"} [1-9]' "$BATS_TEST_TMPDIR/s.prom"
+	space-rm "$id" >/dev/null
+}
+
 @test "ids that are not sandboxes are refused; the rest are measured" {
 	run space-metrics aaaaaaaaaaaa "$ID" ../x
 	[ "$status" -ne 0 ]
