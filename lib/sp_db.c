@@ -523,6 +523,62 @@ quota_exceeded(struct sp_db *db, const char *tenant, struct sp_err *e)
 	    "quota (space-tenant ls shows it and what it uses)", tenant);
 }
 
+/* ---- the event log's one writer (space-events reads it: sp_event.c) ---- */
+
+/* The API's caller, for the thread serving it. */
+static _Thread_local char actor_of_thread[96];
+
+void
+sp_event_actor(const char *actor)
+{
+	snprintf(actor_of_thread, sizeof actor_of_thread, "%s",
+	    actor != NULL ? actor : "");
+}
+
+int
+sp_event_add(struct sp_db *db, const struct sp_event *ev, struct sp_err *e)
+{
+	char actor[sizeof actor_of_thread], ms[24];
+	char *detail = NULL;
+	int64_t n;
+
+	if (ev->actor != NULL)
+		snprintf(actor, sizeof actor, "%s", ev->actor);
+	else if (actor_of_thread[0] != '\0')
+		memcpy(actor, actor_of_thread, sizeof actor);
+	else
+		snprintf(actor, sizeof actor, "uid:%u", (unsigned)getuid());
+	snprintf(ms, sizeof ms, "%lld", (long long)ev->ms);
+	if (ev->detail != NULL && json_object_size(ev->detail) > 0 &&
+	    (detail = json_dumps(ev->detail, JSON_COMPACT)) == NULL)
+		return sp_err_sys(e, SP_E_INTERNAL, "out of memory");
+	n = sp_db_q_write(db, "record event", "INSERT INTO events (time, actor,"
+	    " via, action, sandbox, node, outcome, error, ms, detail) VALUES"
+	    " ($1, $2, $3, $4, NULLIF($5, ''), $6, $7, $8, CAST($9 AS BIGINT),"
+	    " $10)", e, "Isssssssss", sp_wall_ms(), actor, sp_out_prog() ?
+	    sp_out_prog() : "", ev->action, ev->sandbox ? ev->sandbox : "",
+	    db->node, ev->error ? "error" : "ok", ev->error, ev->ms >= 0 ? ms :
+	    NULL, detail);
+	free(detail);
+	return n < 0 ? -1 : 0;
+}
+
+void
+sp_event_note(struct sp_db *db, const char *action, const char *sandbox,
+    const char *error, int64_t ms, json_t *detail)
+{
+	struct sp_event ev = { .action = action, .sandbox = sandbox,
+	    .error = error, .ms = ms, .detail = detail };
+	struct sp_err e;
+
+	if (db != NULL && sp_event_add(db, &ev, &e) == -1 &&
+	    !db->event_warned) {
+		db->event_warned = 1;
+		sp_warn("the event log did not take an event: %s", e.msg);
+	}
+	json_decref(detail);
+}
+
 /* Every change of a sandbox's state is an event (sp_event.c). */
 static void
 state_event(struct sp_db *db, const char *id, const char *from,

@@ -14,11 +14,12 @@
  *
  * Recording is best effort: a verb that did its work is not failed by a
  * log that could not take its line; the first such miss is said on stderr.
+ * The one writer of rows (sp_event_add, sp_event_note) is sp_db.c's, which
+ * writes the state events itself; this is the commands' side of the log,
+ * and its reading and retention.
  */
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#include <unistd.h>
 
 #include "sp_core.h"
 #include "sp_db_int.h"
@@ -37,18 +38,6 @@ static struct {
 	char done[SP_ID_LEN + 1];	/* the item's sandbox, recorded */
 } cli;
 
-/* The API's caller, for the thread serving it. */
-static _Thread_local char actor_of_thread[96];
-
-int64_t
-sp_wall_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* The command's verb ("pause" of space-pause), or NULL. */
 static const char *
 verb_of_prog(void)
@@ -62,13 +51,6 @@ verb_of_prog(void)
 		if (strcmp(p + 6, verbs[i]) == 0)
 			return verbs[i];
 	return NULL;
-}
-
-void
-sp_event_actor(const char *actor)
-{
-	snprintf(actor_of_thread, sizeof actor_of_thread, "%s",
-	    actor != NULL ? actor : "");
 }
 
 void
@@ -99,50 +81,6 @@ void
 sp_event_action(const char *action)
 {
 	snprintf(cli.action, sizeof cli.action, "%s", action);
-}
-
-int
-sp_event_add(struct sp_db *db, const struct sp_event *ev, struct sp_err *e)
-{
-	char actor[sizeof actor_of_thread], ms[24];
-	char *detail = NULL;
-	int64_t n;
-
-	if (ev->actor != NULL)
-		snprintf(actor, sizeof actor, "%s", ev->actor);
-	else if (actor_of_thread[0] != '\0')
-		memcpy(actor, actor_of_thread, sizeof actor);
-	else
-		snprintf(actor, sizeof actor, "uid:%u", (unsigned)getuid());
-	snprintf(ms, sizeof ms, "%lld", (long long)ev->ms);
-	if (ev->detail != NULL && json_object_size(ev->detail) > 0 &&
-	    (detail = json_dumps(ev->detail, JSON_COMPACT)) == NULL)
-		return sp_err_sys(e, SP_E_INTERNAL, "out of memory");
-	n = sp_db_q_write(db, "record event", "INSERT INTO events (time, actor,"
-	    " via, action, sandbox, node, outcome, error, ms, detail) VALUES"
-	    " ($1, $2, $3, $4, NULLIF($5, ''), $6, $7, $8, CAST($9 AS BIGINT),"
-	    " $10)", e, "Isssssssss", sp_wall_ms(), actor, sp_out_prog() ?
-	    sp_out_prog() : "", ev->action, ev->sandbox ? ev->sandbox : "",
-	    db->node, ev->error ? "error" : "ok", ev->error, ev->ms >= 0 ? ms :
-	    NULL, detail);
-	free(detail);
-	return n < 0 ? -1 : 0;
-}
-
-void
-sp_event_note(struct sp_db *db, const char *action, const char *sandbox,
-    const char *error, int64_t ms, json_t *detail)
-{
-	struct sp_event ev = { .action = action, .sandbox = sandbox,
-	    .error = error, .ms = ms, .detail = detail };
-	struct sp_err e;
-
-	if (db != NULL && sp_event_add(db, &ev, &e) == -1 &&
-	    !db->event_warned) {
-		db->event_warned = 1;
-		sp_warn("the event log did not take an event: %s", e.msg);
-	}
-	json_decref(detail);
 }
 
 /*

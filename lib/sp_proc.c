@@ -83,6 +83,15 @@ sp_proc_run(char *const argv[], struct sp_err *e)
 }
 
 int64_t
+sp_wall_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int64_t
 sp_clock_ms(void)
 {
 	struct timespec ts;
