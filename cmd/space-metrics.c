@@ -21,6 +21,7 @@
 /* The Prometheus families, each kept whole: the format wants a family's
  * samples together, after its HELP and TYPE. */
 enum { F_CPU, F_MEM, F_MEM_MAX, F_WRITTEN, F_READ, F_EXCL, F_CALLS,
+	F_EGRESS_SENT, F_EGRESS_RECEIVED,
 	F_STATES, F_PODS, F_SNAPS, F_SNAP_BYTES, F_STORE_BYTES, F_STORE_OBJS,
 	F__COUNT };
 static const struct {
@@ -40,6 +41,12 @@ static const struct {
 	    "Bytes of the sandbox's disk that no template or snapshot shares." },
 	{ "space_sandbox_calls_total", "counter",
 	    "Calls the guest's daemon says it served (its own count)." },
+	{ "space_sandbox_egress_sent_bytes_total", "counter",
+	    "Bytes the gateway sent upstream for the sandbox since its VM "
+	    "started." },
+	{ "space_sandbox_egress_received_bytes_total", "counter",
+	    "Bytes the gateway received from upstream for the sandbox since its "
+	    "VM started." },
 	{ "space_node_sandboxes", "gauge",
 	    "Sandboxes of this node in each state." },
 	{ "space_node_pods", "gauge",
@@ -129,6 +136,32 @@ block_sum(json_t *dom, const char *key)
 	return sum;
 }
 
+/* What space-gatewayd counted of the sandbox's egress (sp_gw_stream.c):
+ * -1 each when it has not (no connection yet, or no gateway). */
+static void
+egress_counts(struct metrics *m, const char *id, long long *sent,
+    long long *received)
+{
+	char path[SP_PATH_MAX], buf[256];
+	json_t *j;
+	size_t n;
+	FILE *f;
+
+	*sent = *received = -1;
+	if (snprintf(path, sizeof path, "%s/egress-counts/%s.json",
+	    m->x.conf.run, id) >= (int)sizeof path ||
+	    (f = fopen(path, "re")) == NULL)
+		return;
+	n = fread(buf, 1, sizeof buf - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	if ((j = json_loads(buf, 0, NULL)) == NULL)
+		return;
+	*sent = stat_int(j, "sent");
+	*received = stat_int(j, "received");
+	json_decref(j);
+}
+
 static void
 put(json_t *o, const char *key, long long v)
 {
@@ -140,7 +173,7 @@ static int
 one(struct metrics *m, const struct sp_sandbox_row *r)
 {
 	char dom[SP_ID_LEN + 4], dir[SP_PATH_MAX];
-	long long cpu, rss, cur, max, wr, rd, idle, calls, up;
+	long long cpu, rss, cur, max, wr, rd, idle, calls, up, sent, received;
 	json_t *o, *d;
 	struct sp_err e;
 	uint64_t excl;
@@ -179,6 +212,9 @@ one(struct metrics *m, const struct sp_sandbox_row *r)
 	put(o, "disk_exclusive_bytes", excl == (uint64_t)-1 ? -1 :
 	    (long long)excl);
 	put(o, "calls", calls);
+	egress_counts(m, r->id, &sent, &received);
+	put(o, "egress_sent_bytes", sent);
+	put(o, "egress_received_bytes", received);
 	if (cpu >= 0)
 		sample(m, F_CPU, cpu / 1e9, "id", r->id, "node", node);
 	if (rss >= 0 || cur >= 0)
@@ -194,6 +230,12 @@ one(struct metrics *m, const struct sp_sandbox_row *r)
 		sample(m, F_EXCL, (double)excl, "id", r->id, "node", node);
 	if (calls >= 0)
 		sample(m, F_CALLS, (double)calls, "id", r->id, "node", node);
+	if (sent >= 0)
+		sample(m, F_EGRESS_SENT, (double)sent, "id", r->id, "node",
+		    node);
+	if (received >= 0)
+		sample(m, F_EGRESS_RECEIVED, (double)received, "id", r->id,
+		    "node", node);
 	return sp_out_json(o);
 }
 

@@ -42,6 +42,10 @@ struct gw_tunnel {
 	/* Under g->mu: */
 	struct gw_stream *streams;
 	int nstreams, dead, refs;
+	/* Bytes to and from upstreams (atomic), and when they were last
+	 * written for space-metrics (gw_counts_save). */
+	uint64_t sent, received;
+	int64_t saved_ms;
 };
 
 /* One connection of the guest. */
@@ -63,6 +67,11 @@ struct gw_stream {
 };
 
 /* sp_gw_stream.c: the tunnel's side. */
+/* Counts n bytes sent upstream (up) or received from it. */
+void gw_count(struct gw_tunnel *t, int up, size_t n);
+/* Writes the tunnel's counts to RUN/egress-counts/ID.json (whole: a new
+ * file renamed over), at most once a second unless force. */
+void gw_counts_save(struct gw_tunnel *t, int force);
 /* Drops a reference to t; the last one frees it.  Under g->mu. */
 void gw_tunnel_put_locked(struct gw_tunnel *t);
 /* Wakes the stream's worker (its eventfd). */

@@ -433,13 +433,17 @@ up_in(struct conn *c, void *buf, size_t n)
 
 	if (c->up_ssl == NULL) {
 		r = read(c->up, buf, n);
+		if (r > 0)
+			gw_count(c->t, 0, (size_t)r);
 		if (r >= 0)
 			return r;
 		return errno == EAGAIN || errno == EINTR ? -1 : -3;
 	}
 	k = SSL_read(c->up_ssl, buf, (int)n);
-	if (k > 0)
+	if (k > 0) {
+		gw_count(c->t, 0, (size_t)k);
 		return k;
+	}
 	err = SSL_get_error(c->up_ssl, k);
 	ERR_clear_error();
 	c->up_want_write = err == SSL_ERROR_WANT_WRITE;
@@ -462,13 +466,17 @@ up_out(struct conn *c, const void *buf, size_t n)
 
 	if (c->up_ssl == NULL) {
 		w = send(c->up, buf, n, MSG_NOSIGNAL);
+		if (w > 0)
+			gw_count(c->t, 1, (size_t)w);
 		if (w >= 0)
 			return w;
 		return errno == EAGAIN || errno == EINTR ? 0 : -3;
 	}
 	k = SSL_write(c->up_ssl, buf, (int)n);
-	if (k > 0)
+	if (k > 0) {
+		gw_count(c->t, 1, (size_t)k);
 		return k;
+	}
 	err = SSL_get_error(c->up_ssl, k);
 	ERR_clear_error();
 	c->up_want_write = err == SSL_ERROR_WANT_WRITE;
@@ -939,8 +947,10 @@ relay(struct conn *c)
 				return;
 			}
 		}
-		if (progress)
+		if (progress) {
+			gw_counts_save(c->t, 0);
 			continue;
+		}
 		ev = 0;
 		if (c->up >= 0 && !c->up_eof)
 			ev |= POLLIN;
@@ -993,6 +1003,7 @@ gw_conn_main(void *arg)
 	conn_start(c);
 	relay(c);
 	up_close(c);
+	gw_counts_save(c->t, 1);
 	if (c->g_ssl != NULL)
 		SSL_free(c->g_ssl);	/* frees both BIOs */
 	sp_http_release(&c->h);

@@ -6,6 +6,7 @@
  * Both sides hold references, under the gateway's lock.
  */
 #include <sys/socket.h>
+#include <sys/stat.h>
 
 #include <errno.h>
 #include <poll.h>
@@ -17,6 +18,52 @@
 #include "sp_net.h"
 #include "sp_gw.h"
 
+/* ---- egress counts, for space-metrics ---- */
+
+void
+gw_count(struct gw_tunnel *t, int up, size_t n)
+{
+	__atomic_add_fetch(up ? &t->sent : &t->received, (uint64_t)n,
+	    __ATOMIC_RELAXED);
+}
+
+static int
+counts_path(const struct gw_tunnel *t, char *out, size_t n)
+{
+	return snprintf(out, n, "%s/egress-counts/%s.json", t->g->run,
+	    t->id) < (int)n ? 0 : -1;
+}
+
+void
+gw_counts_save(struct gw_tunnel *t, int force)
+{
+	char path[SP_PATH_MAX], tmp[SP_PATH_MAX + 8], dir[SP_PATH_MAX];
+	int64_t now = sp_clock_ms(), last;
+	FILE *f;
+
+	last = __atomic_load_n(&t->saved_ms, __ATOMIC_RELAXED);
+	if ((!force && now - last < 1000) ||
+	    !__atomic_compare_exchange_n(&t->saved_ms, &last, now, 0,
+	    __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+		return;
+	if (counts_path(t, path, sizeof path) == -1 ||
+	    snprintf(dir, sizeof dir, "%s/egress-counts", t->g->run) >=
+	    (int)sizeof dir)
+		return;
+	(void)mkdir(dir, 0755);
+	snprintf(tmp, sizeof tmp, "%s.%d", path, (int)gettid());
+	if ((f = fopen(tmp, "we")) == NULL)
+		return;
+	fprintf(f, "{\"sent\":%llu,\"received\":%llu}\n",
+	    (unsigned long long)__atomic_load_n(&t->sent, __ATOMIC_RELAXED),
+	    (unsigned long long)__atomic_load_n(&t->received,
+	    __ATOMIC_RELAXED));
+	if (fclose(f) == 0)
+		(void)rename(tmp, path);
+	else
+		unlink(tmp);
+}
+
 /* ---- references ---- */
 
 void
@@ -24,6 +71,7 @@ gw_tunnel_put_locked(struct gw_tunnel *t)
 {
 	struct sp_gateway *g = t->g;
 	struct gw_tunnel **pp;
+	char path[SP_PATH_MAX];
 
 	if (--t->refs > 0)
 		return;
@@ -34,6 +82,9 @@ gw_tunnel_put_locked(struct gw_tunnel *t)
 		}
 	g->ntunnels--;
 	pthread_cond_broadcast(&g->cv);
+	/* Its VM's counters end with it (libvirt's do too). */
+	if (counts_path(t, path, sizeof path) == 0)
+		unlink(path);
 	close(t->fd);
 	pthread_mutex_destroy(&t->wmu);
 	free(t);

@@ -107,6 +107,24 @@ last_request() {
 	    jq -se --arg p "$P_HTTP" 'map(select(.host == "api.test" and .decision == "allow")) | length > 0'
 }
 
+@test "space-metrics counts the sandbox's egress: a 10 MiB download, and what was sent for it" {
+	# The policy the tests after this one take as set.
+	space-egress set "$ID" --allow "api.test:$P_HTTP" "api.test:$P_HTTPS" "api.test:$P_ECHO" >/dev/null
+	before=$(space-metrics "$ID")
+	run guest "curl -sS -o /dev/null -w '%{size_download}' http://api.test:$P_HTTP/size/$((10 << 20))"
+	assert_output "$((10 << 20))"
+	# The gateway writes the counts as the connection ends, after curl's.
+	for _ in $(seq 50); do
+		after=$(space-metrics "$ID")
+		jq -e --argjson b "$before" '(.egress_received_bytes // 0) -
+		    ($b.egress_received_bytes // 0) >= 10 * 1048576' <<<"$after" >/dev/null && break
+		sleep 0.1
+	done
+	echo "# before $(jq -c '{egress_sent_bytes, egress_received_bytes}' <<<"$before"), after $(jq -c '{egress_sent_bytes, egress_received_bytes}' <<<"$after")" >&3
+	jq -e --argjson b "$before" '.egress_received_bytes - ($b.egress_received_bytes // 0) >= 10 * 1048576 and
+	    .egress_sent_bytes - ($b.egress_sent_bytes // 0) > 0' <<<"$after"
+}
+
 @test "HTTPS without a credential is relayed untouched: the guest sees the real server" {
 	run guest "curl -sS --cacert /root/up-ca.crt https://api.test:$P_HTTPS/tls"
 	assert_success
