@@ -3,6 +3,8 @@
  * egress port of every sandbox under SPACE_RUN -- looking for new ones every
  * SCAN milliseconds -- deciding, relaying and adding credentials to each
  * connection, and appends every decision to $SPACE_ROOT/egress/decisions.log.
+ * It also listens on the sandboxes' inbound ports (space-port), and wakes
+ * a paused sandbox that idle tiers steer when a connection comes for it.
  * SIGHUP reloads the never-list; SIGTERM and SIGINT stop it.
  */
 #include <errno.h>
@@ -34,6 +36,27 @@ usage(void)
 {
 	fprintf(sp_usage_stream(), "usage: space-gatewayd [--scan-ms MS]\n");
 	sp_usage_exit();
+}
+
+/* An inbound connection found id paused: the wake-up a call would give
+ * (sp_sandbox_wake), with a context of its own (this is any thread). */
+static int
+wake(const char *id, void *arg)
+{
+	struct sp_ctx x;
+	struct sp_err e;
+	int rc;
+
+	(void)arg;
+	if (sp_ctx_open(&x, 0, &e) == -1) {
+		sp_warn("waking %s: %s", id, e.msg);
+		return -1;
+	}
+	if ((rc = sp_sandbox_wake(&x, id, &e)) == -1 &&
+	    e.code != SP_E_BAD_STATE)
+		sp_warn("waking %s: %s", id, e.msg);
+	sp_ctx_close(&x);
+	return rc;
 }
 
 static int
@@ -70,6 +93,7 @@ main(int argc, char *argv[])
 	long scan_ms = 250;
 	int ch, n, tunnels, streams;
 	long rounds = 0;
+	int ports_warned = 0;
 	char *end;
 
 	sp_cli_init(argc, argv, usage);
@@ -102,6 +126,7 @@ main(int argc, char *argv[])
 	o.conf = &conf;
 	o.upstream_ca = getenv("SPACE_GATEWAY_UPSTREAM_CA");
 	o.hosts = getenv("SPACE_GATEWAY_HOSTS");
+	o.wake = wake;
 	if ((o.log_fd = open_log(conf.root, &e)) == -1 ||
 	    sp_gateway_new(&g, &o, &e) == -1)
 		return sp_out_fail(NULL, &e);
@@ -115,6 +140,8 @@ main(int argc, char *argv[])
 		}
 		if (sp_gateway_scan(g, &n, &e) == -1)
 			sp_warn("%s", e.msg);
+		if (sp_gateway_ports(g, &e) == -1 && !ports_warned++)
+			sp_warn("inbound ports: %s", e.msg);
 		/* What ended streams freed goes back to the system now and
 		 * then: a burst of connections must not keep the node's
 		 * memory. */

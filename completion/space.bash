@@ -284,6 +284,17 @@ _space() {
 		--on-expiry) COMPREPLY=($(compgen -W "kill pause suspend" -- "$cur")) ;;
 		*) COMPREPLY=($(compgen -W "--on-expiry none +30m +1h 1h 1d $(_space_ids)" -- "$cur")) ;;
 		esac ;;
+	space-port)
+		if [ "$COMP_CWORD" -eq 1 ]; then
+			COMPREPLY=($(compgen -W "ls rm $(_space_ids_in 'running|paused')" -- "$cur"))
+		else
+			case ${COMP_WORDS[1]}:$prev in
+			*:--listen) COMPREPLY=($(compgen -W "127.0.0.1:" -- "$cur")) ;;
+			ls:*|rm:rm) COMPREPLY=($(compgen -W "$(_space_ids)" -- "$cur")) ;;
+			rm:*) ;;
+			*) COMPREPLY=($(compgen -W "--listen" -- "$cur")) ;;
+			esac
+		fi ;;
 	space-metrics)
 		case $prev in
 		--prom) COMPREPLY=($(compgen -f -- "$cur")) ;;
@@ -366,4 +377,4 @@ complete -F _space space-init space-template space-create space-exec space-ls sp
 	space-ps space-logs space-kill space-fs space-cp space-pool \
 	space-snap space-rollback space-fork space-gc \
 	space-suspend space-restore space-key space-egress space-cred space-gatewayd \
-	space-node space-schedule space-backup space-apid space-tenant space-noded space-ttl space-events space-metrics
+	space-node space-schedule space-backup space-apid space-tenant space-noded space-ttl space-events space-metrics space-port

@@ -355,6 +355,12 @@ build_open(struct stream *s)
 	else if (s->kind == K_TCP)
 		j = json_pack("{s:s,s:s,s:i}", "kind", "tcp", "host", s->host,
 		    "port", (int)s->port);
+	else if (s->kind == K_INBOUND && s->refused)
+		j = json_pack("{s:s,s:I,s:s}", "kind", "inbound", "ref",
+		    (json_int_t)s->ref, "error", "refused");
+	else if (s->kind == K_INBOUND)
+		j = json_pack("{s:s,s:I}", "kind", "inbound", "ref",
+		    (json_int_t)s->ref);
 	else
 		j = json_pack("{s:s,s:s}", "kind", "dns", "name", s->q.name);
 	n = j != NULL ? json_dumpb(j, (char *)obuf + SP_FRAME_HDR,
@@ -390,6 +396,9 @@ stream_frame(struct stream *s)
 			return 0;
 		}
 		frame(SP_FR_OPEN, s->id, m);
+		/* A refusal opens nothing: the id is free again. */
+		if (s->kind == K_INBOUND && s->refused)
+			eg_stream_free(s);
 		return 1;
 	}
 	if (win_due(s)) {
@@ -570,8 +579,9 @@ host_hello(const struct sp_frame *f, struct sp_err *e)
 	 * whole frames until our answer. */
 	streams_reset();
 	greeted = 1;
-	ctl_json(SP_FR_HELLO, json_pack("{s:i,s:s,s:O,s:i}", "version",
-	    SP_PROTO_VERSION, "boot_id", conf.boot_id, "nonce", n, "egress", 1));
+	ctl_json(SP_FR_HELLO, json_pack("{s:i,s:s,s:O,s:i,s:i}", "version",
+	    SP_PROTO_VERSION, "boot_id", conf.boot_id, "nonce", n, "egress", 1,
+	    "inbound", 1));
 	json_decref(j);
 	return 0;
 }
@@ -651,6 +661,60 @@ out:
 	return rc;
 }
 
+/* The host asks for a connection to 127.0.0.1:port in the guest (an
+ * inbound port, space-port): the stream is ours, with an id of our own,
+ * and its OPEN names the host's reference.  A connection that cannot be
+ * made is an OPEN with an error, and no stream.  Nonblocking: the socket
+ * reads its refusal (or its first bytes) once the connect is done, and
+ * the host's bytes wait in the stream until then. */
+static int
+host_inbound(const struct sp_frame *f, struct sp_err *e)
+{
+	struct sockaddr_in sa;
+	struct stream *s;
+	json_t *j, *kind, *port, *ref;
+	int fd;
+
+	if (f->stream != 0)
+		return sp_err_set(e, SP_E_PROTOCOL, 0, "OPEN on stream %u",
+		    f->stream);
+	if (sp_frame_json(f, &j, e) == -1)
+		return -1;
+	kind = json_object_get(j, "kind");
+	port = json_object_get(j, "port");
+	ref = json_object_get(j, "ref");
+	if (!json_is_string(kind) ||
+	    strcmp(json_string_value(kind), "inbound") != 0 ||
+	    !json_is_integer(port) || json_integer_value(port) < 1 ||
+	    json_integer_value(port) > 65535 || !json_is_integer(ref) ||
+	    json_integer_value(ref) < 1) {
+		json_decref(j);
+		return sp_err_set(e, SP_E_PROTOCOL, 0, "bad inbound OPEN");
+	}
+	memset(&sa, 0, sizeof sa);
+	sa.sin_family = AF_INET;
+	sa.sin_port = htons((uint16_t)json_integer_value(port));
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof sa) == -1 &&
+	    errno != EINPROGRESS) {
+		close(fd);
+		fd = -1;
+	}
+	/* No slot: the host's wait for an answer runs out. */
+	if ((s = eg_stream_new(K_INBOUND, fd)) == NULL) {
+		if (fd >= 0)
+			eg_close_reset(fd);
+	} else {
+		s->ref = (uint64_t)json_integer_value(ref);
+		s->refused = fd < 0;
+		s->port = (uint16_t)json_integer_value(port);
+		eg_q_push(s);
+	}
+	json_decref(j);
+	return 0;
+}
+
 /* One frame from the host; -1 with e on a breach of the protocol. */
 static int
 host_frame(const struct sp_frame *f, struct sp_err *e)
@@ -672,6 +736,8 @@ host_frame(const struct sp_frame *f, struct sp_err *e)
 	case SP_FR_ERROR:
 		sd_log(NULL, "egress: the host sent an error");
 		return 0;
+	case SP_FR_OPEN:
+		return host_inbound(f, e);
 	default:
 		return sp_err_set(e, SP_E_PROTOCOL, 0, "unexpected frame type %u",
 		    f->type);

@@ -28,7 +28,7 @@ _Static_assert(NSLOTS == SP_EGRESS_STREAMS_MAX, "a slot per stream");
 #define HOST_LOOK_MS	10000
 #define NONCE_MAX	128
 
-enum kind { K_FREE, K_PROXY, K_TCP, K_DNS };
+enum kind { K_FREE, K_PROXY, K_TCP, K_DNS, K_INBOUND };
 
 /* Bytes of one DATA frame from the host, on their way to the client. */
 struct chunk {
@@ -57,6 +57,8 @@ struct stream {
 	uint16_t port;
 	struct query q;		/* dns */
 	int64_t deadline;
+	uint64_t ref;		/* inbound: the host's reference */
+	unsigned char refused;	/* inbound: nothing listens; OPEN says so */
 };
 
 extern struct stream eg_streams[NSLOTS];

@@ -68,6 +68,16 @@ answer_dns(struct gw_tunnel *t, uint32_t id, json_t *req, struct sp_err *e)
 	return rc == -1 ? sp_err_set(e, SP_E_IO, 1, "the guest went") : 0;
 }
 
+/* A pending connection taken whose stream could not be made. */
+static void
+refuse_pending(struct sp_gateway *g, struct gw_pending *p)
+{
+	pthread_mutex_lock(&g->mu);
+	p->refused = 1;
+	pthread_cond_broadcast(&g->cv);
+	pthread_mutex_unlock(&g->mu);
+}
+
 static int
 open_stream(struct gw_tunnel *t, uint32_t id, json_t *req, struct sp_err *e)
 {
@@ -78,12 +88,37 @@ open_stream(struct gw_tunnel *t, uint32_t id, json_t *req, struct sp_err *e)
 	pthread_t th;
 	json_int_t port = 0;
 
+	struct gw_pending *p = NULL;
+	json_t *ref;
+
 	kind = json_string_value(json_object_get(req, "kind"));
 	if (kind == NULL)
 		return sp_err_set(e, SP_E_PROTOCOL, 0, "OPEN without a kind");
 	if (strcmp(kind, "dns") == 0)
 		return answer_dns(t, id, req, e);
-	if (strcmp(kind, "tcp") == 0) {
+	if (strcmp(kind, "inbound") == 0) {
+		/* The answer to a connection we asked for: nobody asked for
+		 * one that is not waiting any more (or never was). */
+		ref = json_object_get(req, "ref");
+		if (!json_is_integer(ref) || json_integer_value(ref) < 1)
+			return sp_err_set(e, SP_E_PROTOCOL, 0,
+			    "inbound OPEN without a ref");
+		pthread_mutex_lock(&g->mu);
+		p = gw_pending_take_locked(t, (uint64_t)json_integer_value(ref));
+		if (p != NULL && json_object_get(req, "error") != NULL) {
+			p->refused = 1;
+			pthread_cond_broadcast(&g->cv);
+			pthread_mutex_unlock(&g->mu);
+			return 0;
+		}
+		pthread_mutex_unlock(&g->mu);
+		if (json_object_get(req, "error") != NULL)
+			return 0;
+		if (p == NULL) {
+			gw_send_frame(t, SP_FR_CLOSE, id, NULL, 0);
+			return 0;
+		}
+	} else if (strcmp(kind, "tcp") == 0) {
 		host = json_string_value(json_object_get(req, "host"));
 		port = json_integer_value(json_object_get(req, "port"));
 		if (host == NULL || strlen(host) == 0 ||
@@ -97,6 +132,8 @@ open_stream(struct gw_tunnel *t, uint32_t id, json_t *req, struct sp_err *e)
 	pthread_mutex_lock(&g->mu);
 	if (id == 0 || find_locked(t, id) != NULL) {
 		pthread_mutex_unlock(&g->mu);
+		if (p != NULL)
+			refuse_pending(g, p);
 		return sp_err_set(e, SP_E_PROTOCOL, 0, "OPEN of stream %u in use",
 		    id);
 	}
@@ -105,6 +142,8 @@ open_stream(struct gw_tunnel *t, uint32_t id, json_t *req, struct sp_err *e)
 	if (t->nstreams >= SP_EGRESS_STREAMS_MAX ||
 	    g->nstreams >= SP_GATEWAY_STREAMS_MAX) {
 		pthread_mutex_unlock(&g->mu);
+		if (p != NULL)
+			refuse_pending(g, p);
 		gw_send_frame(t, SP_FR_CLOSE, id, NULL, 0);
 		return 0;
 	}
@@ -115,12 +154,15 @@ open_stream(struct gw_tunnel *t, uint32_t id, json_t *req, struct sp_err *e)
 		if (s != NULL)
 			free(s->in);
 		free(s);
+		if (p != NULL)
+			refuse_pending(g, p);
 		gw_send_frame(t, SP_FR_CLOSE, id, NULL, 0);
 		return 0;
 	}
 	s->t = t;
 	s->id = id;
-	s->proxy = host == NULL;
+	s->inbound = p != NULL;
+	s->proxy = host == NULL && p == NULL;
 	if (host != NULL)
 		snprintf(s->host, sizeof s->host, "%s", host);
 	s->port = (int)port;
@@ -132,6 +174,13 @@ open_stream(struct gw_tunnel *t, uint32_t id, json_t *req, struct sp_err *e)
 	t->nstreams++;
 	t->refs++;
 	g->nstreams++;
+	if (p != NULL) {
+		/* Its worker is the thread that waits for it. */
+		p->s = s;
+		pthread_cond_broadcast(&g->cv);
+		pthread_mutex_unlock(&g->mu);
+		return 0;
+	}
 	pthread_mutex_unlock(&g->mu);
 	pthread_attr_init(&a);
 	pthread_attr_setstacksize(&a, WORKER_STACK);
@@ -215,6 +264,11 @@ handle_frame(struct gw_tunnel *t, const struct sp_frame *f, struct sp_err *e)
 	case SP_FR_HELLO:
 		if (sp_frame_json(f, &j, e) == -1)
 			return -1;
+		pthread_mutex_lock(&g->mu);
+		t->hello = 1;
+		t->inbound = json_is_true(json_object_get(j, "inbound")) ||
+		    json_integer_value(json_object_get(j, "inbound")) == 1;
+		pthread_mutex_unlock(&g->mu);
 		json_decref(j);
 		return 0;
 	case SP_FR_OPEN:
@@ -251,6 +305,7 @@ tunnel_end(struct gw_tunnel *t, const struct sp_err *why)
 	t->dead = 1;
 	while (t->streams != NULL)
 		gw_unlink_locked(t->streams);
+	pthread_cond_broadcast(&g->cv);	/* inbound connections waiting */
 	gw_tunnel_put_locked(t);		/* the reader's */
 	pthread_mutex_unlock(&g->mu);
 }
@@ -298,6 +353,7 @@ sp_gateway_new(struct sp_gateway **out, const struct sp_gateway_opts *o,
     struct sp_err *e)
 {
 	struct sp_gateway *g;
+	pthread_condattr_t ca;
 	struct sp_err e2;
 
 	*out = NULL;
@@ -313,7 +369,12 @@ sp_gateway_new(struct sp_gateway **out, const struct sp_gateway_opts *o,
 	if (g->o.connect_timeout_ms <= 0)
 		g->o.connect_timeout_ms = 10000;
 	pthread_mutex_init(&g->mu, NULL);
-	pthread_cond_init(&g->cv, NULL);
+	/* Inbound connections wait on it with monotonic deadlines. */
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&g->cv, &ca);
+	pthread_condattr_destroy(&ca);
+	g->ports_status_due = 1;
 	sp_egress_never_init(&g->never);
 	if (sp_egress_never_load(&g->never, e) == -1)
 		goto fail;
@@ -340,11 +401,12 @@ sp_gateway_free(struct sp_gateway *g)
 
 	if (g == NULL)
 		return;
+	gw_ports_stop(g);
 	pthread_mutex_lock(&g->mu);
 	g->stopping = 1;
 	for (t = g->tunnels; t != NULL; t = t->next)
 		shutdown(t->fd, SHUT_RDWR);
-	while (g->ntunnels > 0)
+	while (g->ntunnels > 0 || g->ninbound > 0)
 		pthread_cond_wait(&g->cv, &g->mu);
 	pthread_mutex_unlock(&g->mu);
 	sp_egress_never_release(&g->never);
@@ -442,6 +504,7 @@ sp_gateway_attach(struct sp_gateway *g, const char *id, const char *sock,
 	t->fd = fd;
 	snprintf(t->id, sizeof t->id, "%s", id);
 	pthread_mutex_init(&t->wmu, NULL);
+	pthread_mutex_init(&t->wake_mu, NULL);
 	tunnel_labels(t);
 	t->refs = 1;		/* the reader's */
 	snprintf(hello, sizeof hello, "{\"op\":\"hello\",\"nonce\":\"gw-%ld\"}",

@@ -13,6 +13,8 @@
 #ifndef SP_GATEWAY_H
 #define SP_GATEWAY_H
 
+#include <netinet/in.h>
+
 struct sp_err;
 struct sp_conf;
 struct sp_gateway;
@@ -27,6 +29,10 @@ struct sp_gateway_opts {
 	const char *hosts;	/* a hosts(5) file names resolve from first,
 				   or NULL */
 	int connect_timeout_ms;	/* 0: 10 s */
+	/* Wakes sandbox id when an inbound connection finds it paused (its
+	 * guest does not answer): 0 when it runs now.  NULL: never. */
+	int (*wake)(const char *id, void *arg);
+	void *wake_arg;
 };
 /* Loads the never-list and, when there is one, the node CA. */
 int sp_gateway_new(struct sp_gateway **g, const struct sp_gateway_opts *o,
@@ -44,5 +50,41 @@ int sp_gateway_attach(struct sp_gateway *g, const char *id, const char *sock,
 void sp_gateway_counts(struct sp_gateway *g, int *tunnels, int *streams);
 /* Reloads the never-list (the node's addresses change). */
 int sp_gateway_reload(struct sp_gateway *g, struct sp_err *e);
+/* Listens on every inbound port of ROOT/ports and stops listening on those
+ * gone (sp_gw_port.c); writes RUN/ports.json when what it serves changed.
+ * Each connection accepted is a stream the guest's daemon connects to
+ * 127.0.0.1:PORT.  One thread calls it (space-gatewayd's loop). */
+int sp_gateway_ports(struct sp_gateway *g, struct sp_err *e);
+
+/*
+ * Inbound ports (sp_port.c): ROOT/ports/ID/PORT holds the host address
+ * "ADDR:PORT" that the guest's PORT is served on.
+ */
+#define SP_PORT_LISTEN_MAX	24	/* "255.255.255.255:65535" */
+#define SP_PORTS_PER_SANDBOX	64
+#define SP_PORT_STATUS		"ports.json"	/* under RUN: the gateway's */
+struct sp_port {
+	char id[SP_ID_LEN + 1];
+	int port;			/* in the guest */
+	char listen[SP_PORT_LISTEN_MAX];
+};
+/* "ADDR:PORT", ADDR an IPv4 address, PORT 0..65535. */
+int sp_port_listen_parse(const char *s, struct sockaddr_in *sa,
+    struct sp_err *e);
+void sp_port_listen_fmt(const struct sockaddr_in *sa,
+    char out[SP_PORT_LISTEN_MAX]);
+/* Writes (or replaces) one port's file. */
+int sp_port_add(const char *root, const struct sp_port *p, struct sp_err *e);
+int sp_port_remove(const char *root, const char *id, int port, int *removed,
+    struct sp_err *e);
+/* Every port of id goes (its removal). */
+int sp_port_forget(const char *root, const char *id, struct sp_err *e);
+/* The ports of id, or of every sandbox (id NULL), by id and port; files
+ * that are not a port's are passed over.  Caller frees *out. */
+int sp_port_list(const char *root, const char *id, struct sp_port **out,
+    size_t *n, struct sp_err *e);
+/* What the running gateway serves, RUN/ports.json: {"pid","ports":[{"id",
+ * "port","listen","error"}]}; NULL when no gateway runs that wrote it. */
+json_t *sp_port_status(const char *run);
 
 #endif

@@ -14,6 +14,8 @@
 #include "sp_net.h"
 
 struct gw_tunnel;
+struct gw_listener;
+struct gw_pending;
 
 struct sp_gateway {
 	struct sp_gateway_opts o;
@@ -27,6 +29,12 @@ struct sp_gateway {
 	struct gw_tunnel *tunnels;
 	int ntunnels, nstreams;
 	int stopping;
+	/* Inbound ports (sp_gw_port.c): the listeners, changed only by the
+	 * thread that calls sp_gateway_ports; the connections accepted and
+	 * not yet ended (under mu). */
+	struct gw_listener *listeners;
+	int ninbound;
+	int ports_status_due;		/* RUN/ports.json to be written */
 };
 
 /* One sandbox's egress port. */
@@ -42,6 +50,10 @@ struct gw_tunnel {
 	/* Under g->mu: */
 	struct gw_stream *streams;
 	int nstreams, dead, refs;
+	int hello, inbound;		/* the guest answered; it takes inbound */
+	uint64_t ref_seq;		/* the last inbound reference asked */
+	struct gw_pending *pending;	/* inbound asked, not yet answered */
+	pthread_mutex_t wake_mu;	/* one wake-up at a time */
 	/* Bytes to and from upstreams (atomic), and when they were last
 	 * written for space-metrics (gw_counts_save). */
 	uint64_t sent, received;
@@ -54,6 +66,7 @@ struct gw_stream {
 	struct gw_stream *next;
 	uint32_t id;
 	int proxy;			/* kind proxy; else tcp */
+	int inbound;			/* a connection to a port of the guest */
 	char host[SP_EGRESS_NAME_MAX + 1];
 	int port;
 	int efd;			/* eventfd: something below changed */
@@ -102,8 +115,27 @@ int gw_stream_closed(struct gw_stream *s);
  * Returns poll's revents of fd. */
 int gw_wait(struct gw_stream *s, int fd, short events, int ms);
 
+/* An inbound connection asked of the guest (sp_gw_port.c), until its
+ * answer: the stream it opened, or its refusal.  Under g->mu. */
+struct gw_pending {
+	struct gw_pending *next;
+	uint64_t ref;
+	struct gw_stream *s;		/* the guest's stream, one reference */
+	int taken;			/* the answer came: s or refused next */
+	int refused;
+};
+/* The guest's OPEN of kind inbound (sp_gateway.c hands it over): takes
+ * the pending connection of ref.  Under g->mu; 0 when none waits. */
+struct gw_pending *gw_pending_take_locked(struct gw_tunnel *t, uint64_t ref);
+
+/* Stops every listener (sp_gateway_free). */
+void gw_ports_stop(struct sp_gateway *g);
+
 /* sp_gw_conn.c: a stream's worker thread; it owns one reference. */
 void *gw_conn_main(void *arg);
+/* Relays an inbound stream s and the client connection fd until both end;
+ * closes fd and drops the caller's reference to s. */
+void gw_conn_inbound(struct gw_stream *s, int fd);
 /* The DNS question of a guest: allow or not, logged. */
 int gw_dns_allow(struct gw_tunnel *t, const char *name, char *reason,
     size_t n);

@@ -433,7 +433,7 @@ up_in(struct conn *c, void *buf, size_t n)
 
 	if (c->up_ssl == NULL) {
 		r = read(c->up, buf, n);
-		if (r > 0)
+		if (r > 0 && !c->s->inbound)
 			gw_count(c->t, 0, (size_t)r);
 		if (r >= 0)
 			return r;
@@ -466,7 +466,7 @@ up_out(struct conn *c, const void *buf, size_t n)
 
 	if (c->up_ssl == NULL) {
 		w = send(c->up, buf, n, MSG_NOSIGNAL);
-		if (w > 0)
+		if (w > 0 && !c->s->inbound)
 			gw_count(c->t, 1, (size_t)w);
 		if (w >= 0)
 			return w;
@@ -979,10 +979,11 @@ conn_start(struct conn *c)
 	choose_mode(c);
 }
 
-void *
-gw_conn_main(void *arg)
+/* A stream's worker: where it goes (an egress stream), or the client
+ * connection fd it already has (inbound), then the relay. */
+static void
+serve(struct gw_stream *s, int fd)
 {
-	struct gw_stream *s = arg;
 	struct conn *c;
 
 	if ((c = calloc(1, sizeof *c)) == NULL ||
@@ -991,17 +992,27 @@ gw_conn_main(void *arg)
 			free(c->ub);
 			free(c);
 		}
+		if (fd >= 0)
+			close(fd);
 		gw_guest_close(s);
 		gw_stream_put(s);
-		return NULL;
+		return;
 	}
 	c->s = s;
 	c->t = s->t;
 	c->g = s->t->g;
-	c->up = -1;
+	c->up = fd;
 	sp_http_init(&c->h);
-	conn_start(c);
+	if (fd >= 0)
+		c->mode = M_RAW;
+	else
+		conn_start(c);
 	relay(c);
+	/* An inbound client whose guest side aborted sees a reset, as it
+	 * would from the server itself. */
+	if (fd >= 0 && c->up >= 0 && !finished(c))
+		setsockopt(c->up, SOL_SOCKET, SO_LINGER,
+		    &(struct linger){ 1, 0 }, sizeof (struct linger));
 	up_close(c);
 	gw_counts_save(c->t, 1);
 	if (c->g_ssl != NULL)
@@ -1017,5 +1028,17 @@ gw_conn_main(void *arg)
 	/* A clean end both ways leaves it in the table until now. */
 	gw_stream_end(s);
 	gw_stream_put(s);
+}
+
+void *
+gw_conn_main(void *arg)
+{
+	serve(arg, -1);
 	return NULL;
+}
+
+void
+gw_conn_inbound(struct gw_stream *s, int fd)
+{
+	serve(s, fd);
 }

@@ -87,6 +87,7 @@ gw_tunnel_put_locked(struct gw_tunnel *t)
 		unlink(path);
 	close(t->fd);
 	pthread_mutex_destroy(&t->wmu);
+	pthread_mutex_destroy(&t->wake_mu);
 	free(t);
 }
 

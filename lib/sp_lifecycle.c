@@ -301,28 +301,37 @@ wakes_on_call(const struct sp_ctx *x, const struct sp_sandbox_row *r)
 }
 
 int
+sp_sandbox_wake(struct sp_ctx *x, const char *id, struct sp_err *e)
+{
+	struct sp_sandbox_row row;
+	int wake, running, changed;
+
+	if (sp_db_sandbox_get(x->db, id, &row, e) == -1)
+		return -1;
+	running = row.state == SP_ST_RUNNING;
+	wake = wakes_on_call(x, &row);
+	sp_db_row_release(&row);
+	if (running)
+		return 0;
+	if (!wake)
+		return sp_err_set(e, SP_E_BAD_STATE, 0, "sandbox %s is not "
+		    "running, and does not wake on a call", id);
+	return sp_sandbox_resume(x, id, &changed, e);
+}
+
+int
 sp_sandbox_chan(struct sp_ctx *x, const char *id, struct sp_chan **c,
     int timeout_ms, struct sp_err *e)
 {
-	struct sp_sandbox_row row;
-	struct sp_err first;
-	int wake, changed;
+	struct sp_err first, e2;
 
 	/* A running one (the common case) costs nothing more. */
 	if (sp_chan_open_running(x, id, c, timeout_ms, &first) == 0)
 		return 0;
 	if (first.code != SP_E_BAD_STATE ||
-	    sp_db_sandbox_get(x->db, id, &row, e) == -1) {
+	    sp_sandbox_wake(x, id, &e2) == -1) {
 		*e = first;
 		return -1;
 	}
-	wake = wakes_on_call(x, &row);
-	sp_db_row_release(&row);
-	if (!wake) {
-		*e = first;
-		return -1;
-	}
-	if (sp_sandbox_resume(x, id, &changed, e) == -1)
-		return -1;
 	return sp_chan_open_running(x, id, c, timeout_ms, e);
 }

@@ -177,6 +177,10 @@ int sp_sandbox_resume(struct sp_ctx *x, const char *id, int *changed,
  * wakes it. */
 int sp_sandbox_chan(struct sp_ctx *x, const char *id, struct sp_chan **c,
     int timeout_ms, struct sp_err *e);
+/* What a call does to a sandbox of this node before it calls: 0 when it
+ * runs, or was paused, steered by idle tiers, and is resumed now;
+ * bad-state when it is in another state (or paused by a user's wish). */
+int sp_sandbox_wake(struct sp_ctx *x, const char *id, struct sp_err *e);
 /* Asks the guest to power off, waits up to timeout_ms, then forces it. */
 int sp_sandbox_stop(struct sp_ctx *x, const char *id, int timeout_ms,
     int *changed, int *forced, struct sp_err *e);

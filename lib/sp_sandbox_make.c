@@ -237,6 +237,9 @@ sp_sandbox_forget(struct sp_ctx *x, const char *id, struct sp_err *e)
 	if (sp_cred_forget_sandbox(x->conf.root, id, (int64_t)time(NULL),
 	    e) == -1)
 		return -1;
+	/* And its inbound ports (space-port): the gateway stops listening. */
+	if (sp_port_forget(x->conf.root, id, e) == -1)
+		return -1;
 	return sp_db_sandbox_delete(x->db, id, e);
 }
 

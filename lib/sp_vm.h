@@ -259,8 +259,8 @@ int sp_frame_json(const struct sp_frame *f, json_t **out, struct sp_err *e);
  * QEMU; space-gatewayd connects to it) carries every network connection of
  * the guest as a stream of frames.  The host sends HELLO {"op":"hello",
  * "nonce":s} when it connects, the guest answers HELLO {"version":n,
- * "boot_id":s,"nonce":s,"egress":1}; every stream of an earlier host
- * connection is gone then, on both sides.
+ * "boot_id":s,"nonce":s,"egress":1,"inbound":1}; every stream of an
+ * earlier host connection is gone then, on both sides.
  *
  * Streams are opened by the guest only, with an id of its choosing (not 0,
  * not one open now):
@@ -273,10 +273,20 @@ int sp_frame_json(const struct sp_frame *f, json_t **out, struct sp_err *e);
  *		ANSWER {"name":N,"allow":true} or {"name":N,"allow":false,
  *		"reason":R} (N exactly as asked), and the stream is over; a
  *		guest that waited too long (3 s) sends CLOSE for it instead.
- * A tcp or proxy stream then carries DATA both ways.  Each side may have
- * SP_EGRESS_WINDOW bytes of DATA payload unacknowledged; the receiver sends
- * WINDOW (4 bytes: how many more) as it hands data on.  DATA payloads are
- * 1..SP_FRAME_CHUNK bytes, or empty for EOF (nothing more from that side;
+ *	OPEN {"kind":"inbound","ref":R}	the connection the host asked for
+ *		with R (below), made: the guest's daemon connected to
+ *		127.0.0.1:PORT in the guest.  OPEN {"kind":"inbound","ref":R,
+ *		"error":"refused"} says it could not be made, and opens nothing.
+ * The host asks for inbound connections (space-port) with OPEN
+ * {"kind":"inbound","port":PORT,"ref":R} on stream 0 (R positive, new),
+ * of a guest whose hello answer said "inbound":1.  A guest with no slot
+ * left says nothing: the host gives up after 15 s.  The host CLOSEs an
+ * inbound OPEN for a ref nobody waits for (given up, answered, never
+ * asked).
+ * A tcp, proxy or inbound stream then carries DATA both ways.  Each side
+ * may have SP_EGRESS_WINDOW bytes of DATA payload unacknowledged; the
+ * receiver sends WINDOW (4 bytes: how many more) as it hands data on.
+ * DATA payloads are 1..SP_FRAME_CHUNK bytes, or empty for EOF (nothing more from that side;
  * the other may still send).  A stream is over for a side once it has sent
  * and received EOF, or sent or received CLOSE (an abort: what arrives for it
  * afterwards is dropped).  A refusal is an HTTP 403 response in DATA, then

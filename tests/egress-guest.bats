@@ -370,3 +370,90 @@ sys.exit(0 if b == b"" else 1)' "$RP" "$D/held" &
 	assert_output "hello from upstream http://127.0.0.1:$UP/after-fuzz"
 	grep -c 'protocol error' "$D/daemon.err" | sed 's/^/# protocol errors logged: /' >&3
 }
+
+@test "inbound: the host's OPEN on stream 0 becomes a connection to 127.0.0.1:PORT, a refusal, or a protocol error" {
+	stop_gateway
+	run timeout 60 python3 - "$D/egress.sock" "$(free_ports 1)" <<-'EOF2'
+	import json, socket, struct, sys, threading
+	def frame(t, sid, p=b""):
+	    return struct.pack(">IBI", 5 + len(p), t, sid) + p
+	def jframe(t, sid, o):
+	    return frame(t, sid, json.dumps(o).encode())
+	buf = bytearray()
+	def read_frame(s):
+	    global buf
+	    while True:
+	        if len(buf) >= 4:
+	            (n,) = struct.unpack(">I", buf[:4])
+	            if len(buf) >= 4 + n:
+	                t = buf[4]; (sid,) = struct.unpack(">I", buf[5:9])
+	                p = bytes(buf[9:4 + n]); del buf[:4 + n]
+	                return t, sid, p
+	        b = s.recv(65536)
+	        if not b:
+	            raise SystemExit("daemon hung up")
+	        buf += b
+	# A server in "the guest" (here, the host: the test mode).
+	srv = socket.socket(); srv.bind(("127.0.0.1", 0)); srv.listen()
+	port = srv.getsockname()[1]
+	def serve():
+	    c, _ = srv.accept()
+	    data = b""
+	    while (b := c.recv(4096)):
+	        data += b
+	    c.sendall(b"pong:" + data); c.close()
+	threading.Thread(target=serve, daemon=True).start()
+	s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])
+	s.sendall(jframe(1, 0, {"op": "hello", "nonce": "in-1"}))
+	t, sid, p = read_frame(s)
+	assert t == 1 and json.loads(p)["inbound"] == 1, p
+	s.sendall(jframe(8, 0, {"kind": "inbound", "port": port, "ref": 7}))
+	t, sid, p = read_frame(s)
+	assert t == 8 and json.loads(p) == {"kind": "inbound", "ref": 7}, (t, p)
+	assert sid != 0
+	s.sendall(frame(9, sid, b"ping") + frame(9, sid))
+	got = b""
+	while True:
+	    t, fsid, p = read_frame(s)
+	    if t == 9 and fsid == sid and p == b"":
+	        break
+	    if t == 9 and fsid == sid:
+	        got += p
+	assert got == b"pong:ping", got
+	print("served")
+	# Nothing listens there: a refusal and no stream, or (the connect
+	# still under way) the stream and its CLOSE.
+	s.sendall(jframe(8, 0, {"kind": "inbound", "port": int(sys.argv[2]),
+	                        "ref": 8}))
+	t, sid, p = read_frame(s)
+	o = json.loads(p)
+	assert t == 8 and o["ref"] == 8, (t, p)
+	if "error" not in o:
+	    t, fsid, p = read_frame(s)
+	    assert t == 11 and fsid == sid, (t, fsid, p)
+	print("refused")
+	# An OPEN on a stream, or one without a port: the protocol is broken
+	# (the test mode then closes the connection; the port would wait for
+	# the next hello).
+	s.close()
+	for bad in (jframe(8, 5, {"kind": "inbound", "port": port, "ref": 9}),
+	            jframe(8, 0, {"kind": "inbound", "ref": 9}),
+	            jframe(8, 0, {"kind": "tcp", "port": port, "ref": 9}),
+	            jframe(8, 0, {"kind": "inbound", "port": 0, "ref": 9}),
+	            jframe(8, 0, {"kind": "inbound", "port": port, "ref": -1})):
+	    buf = bytearray()
+	    s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])
+	    s.sendall(jframe(1, 0, {"op": "hello", "nonce": "again"}))
+	    t, sid, p = read_frame(s)
+	    assert t == 1, (t, p)
+	    s.sendall(bad)
+	    t, sid, p = read_frame(s)
+	    assert t == 7 and json.loads(p)["error"] == "protocol", (t, p)
+	    s.close()
+	print("protocol")
+	EOF2
+	[ "$status" -eq 0 ] || { echo "$output"; return 1; }
+	[ "$output" = "$(printf 'served\nrefused\nprotocol')" ]
+	daemon_alive
+	start_gateway
+}

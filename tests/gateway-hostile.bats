@@ -83,3 +83,40 @@ start_gateway() {
 	assert_success
 	assert_output "HTTP/1.1 502 Bad Gateway"
 }
+
+@test "inbound: a guest's answers for refs never asked, and twice for one, are closed; the true one is served" {
+	local p i
+	p=$(free_ports 1)
+	"$top/tests/inbound-guest" "$SPACE_RUN/$ID/egress.sock" >"$T/guest.out" &
+	local guest=$!
+	for _ in $(seq 50); do grep -q ready "$T/guest.out" && break; sleep 0.1; done
+	mkdir -p "$SPACE_ROOT/ports/$ID"
+	echo "127.0.0.1:$p" >"$SPACE_ROOT/ports/$ID/8080"
+	start_gateway
+	for _ in $(seq 50); do
+		jq -e '.ports | length == 1' "$SPACE_RUN/ports.json" >/dev/null 2>&1 && break
+		sleep 0.1
+	done
+	for i in $(seq 20); do
+		run python3 -c '
+import socket, sys
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=10)
+s.shutdown(socket.SHUT_WR)
+data = b""
+while (b := s.recv(4096)):
+    data += b
+sys.stdout.write(data.decode())' "$p"
+		[ "$status" -eq 0 ] && [ "$output" = "hi from the guest" ] ||
+		    { kill "$guest"; echo "connection $i: $status $output"; return 1; }
+	done
+	sleep 0.3
+	kill "$guest"
+	[ "$(grep -c '^served' "$T/guest.out")" -eq 20 ]
+	# Per connection: the unknown ref's id and the second answer's id.
+	[ "$(grep -c '^close' "$T/guest.out")" -eq 40 ]
+	grep -q '^close 100$' "$T/guest.out"
+	grep -q '^close 103$' "$T/guest.out"
+	! grep -q '^close 102$' "$T/guest.out"
+	run kill -0 "$GW"
+	assert_success
+}
