@@ -1,7 +1,8 @@
 /*
  * space-snap: snapshots of sandboxes (design.md).  Without a subcommand it
- * takes one of each sandbox named (or read from stdin): a disk snapshot, or
- * with --full a checkpoint of disk and memory.  ls and rm list and delete.
+ * takes one of each sandbox named (or read from stdin): a disk snapshot (of a
+ * running guest frozen meanwhile, unless --crash-consistent), or with --full
+ * a checkpoint of disk and memory.  ls and rm list and delete.
  */
 #include <getopt.h>
 #include <stdio.h>
@@ -12,7 +13,7 @@
 
 struct take {
 	struct sp_ctx x;
-	int full;
+	int flags;
 	const char *tag;
 };
 
@@ -20,7 +21,7 @@ static void
 usage(void)
 {
 	fprintf(sp_usage_stream(),
-	    "usage: space-snap [--full] [--tag T] [ID...]   "
+	    "usage: space-snap [--full | --crash-consistent] [--tag T] [ID...]   "
 	    "(or ids on stdin)\n"
 	    "       space-snap ls ID...\n"
 	    "       space-snap rm ID SNAP...\n");
@@ -34,7 +35,7 @@ take1(const char *id, json_t *rec, void *arg)
 	struct sp_err e;
 	json_t *o;
 
-	if (sp_snap_take(&t->x, id, t->full, t->tag, &o, &e) == -1)
+	if (sp_snap_take(&t->x, id, t->flags, t->tag, &o, &e) == -1)
 		return sp_out_fail(id, &e);
 	return sp_out_json(o);
 }
@@ -80,10 +81,11 @@ main(int argc, char *argv[])
 {
 	static const struct option opts[] = {
 		{ "full", no_argument, NULL, 'f' },
+		{ "crash-consistent", no_argument, NULL, 'c' },
 		{ "tag", required_argument, NULL, 't' },
 		{ NULL, 0, NULL, 0 },
 	};
-	struct take t = { .full = 0, .tag = NULL };
+	struct take t = { .flags = 0, .tag = NULL };
 	struct sp_err e;
 	int ch, rc;
 
@@ -107,7 +109,10 @@ main(int argc, char *argv[])
 	while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		switch (ch) {
 		case 'f':
-			t.full = 1;
+			t.flags |= SP_SNAP_FULL;
+			break;
+		case 'c':
+			t.flags |= SP_SNAP_NO_FREEZE;
 			break;
 		case 't':
 			t.tag = optarg;
@@ -116,6 +121,8 @@ main(int argc, char *argv[])
 			usage();
 		}
 	}
-	return sp_each_sandbox(argc - optind, argv + optind, &t.x, t.full, take1,
-	    &t);
+	if (t.flags == (SP_SNAP_FULL | SP_SNAP_NO_FREEZE))
+		usage();
+	return sp_each_sandbox(argc - optind, argv + optind, &t.x,
+	    t.flags & SP_SNAP_FULL, take1, &t);
 }

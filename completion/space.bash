@@ -206,7 +206,7 @@ _space() {
 		esac ;;
 	space-snap)
 		if [ "$COMP_CWORD" -eq 1 ]; then
-			COMPREPLY=($(compgen -W "ls rm --full --tag $(_space_ids)" -- "$cur"))
+			COMPREPLY=($(compgen -W "ls rm --full --crash-consistent --tag $(_space_ids)" -- "$cur"))
 			return
 		fi
 		case ${COMP_WORDS[1]} in
@@ -220,7 +220,7 @@ _space() {
 		*)
 			case $prev in
 			--tag) ;;
-			*) COMPREPLY=($(compgen -W "--full --tag $(_space_ids)" -- "$cur")) ;;
+			*) COMPREPLY=($(compgen -W "--full --crash-consistent --tag $(_space_ids)" -- "$cur")) ;;
 			esac ;;
 		esac ;;
 	space-rollback)

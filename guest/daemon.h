@@ -122,6 +122,10 @@ int sd_op_clock(struct port *p, uint32_t stream, json_t *req);
 /* daemon-disk.c: {"bytes": n}: the root filesystem grows to its disk's n
  * bytes, once the kernel sees them. */
 int sd_op_disk_grow(struct port *p, uint32_t stream, json_t *req);
+/* daemon-freeze.c: {"timeout_ms": n}: / flushed and frozen for a disk
+ * snapshot until a thaw, the timeout or the daemon's death; and the thaw. */
+int sd_op_freeze(struct port *p, uint32_t stream, json_t *req);
+int sd_op_thaw(struct port *p, uint32_t stream, json_t *req);
 json_t *sd_identity_env(void);
 /* The template's defaults for calls, read at start: "env" (an array of
  * NAME=VALUE under the sandbox's), "cwd", "user"; NULL when unset. */

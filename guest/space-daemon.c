@@ -64,6 +64,8 @@ static const struct op ops[] = {
 	{ "identity", sd_op_identity },
 	{ "clock", sd_op_clock },
 	{ "disk-grow", sd_op_disk_grow },
+	{ "freeze", sd_op_freeze },
+	{ "thaw", sd_op_thaw },
 	{ "fs.read", fs_read },
 	{ "fs.write", fs_write },
 	{ "fs.append", fs_append },

@@ -333,12 +333,16 @@ void sp_jail_pids_sweep(void);
 
 
 /* ---- snap: snapshots, rollback, fork, retention (design.md) ---- */
-/* A disk snapshot, or with full a checkpoint of disk and memory; *out gets
- * its JSON line.  Tag (may be NULL) keeps it from space-gc. */
-int sp_snap_take(struct sp_ctx *x, const char *id, int full, const char *tag,
-    json_t **out, struct sp_err *e);
+/* A disk snapshot, or with SP_SNAP_FULL a checkpoint of disk and memory;
+ * *out gets its JSON line.  A running guest's root is frozen around a disk
+ * snapshot unless SP_SNAP_NO_FREEZE.  Tag (may be NULL) keeps it from
+ * space-gc. */
+#define SP_SNAP_FULL		1
+#define SP_SNAP_NO_FREEZE	2
+int sp_snap_take(struct sp_ctx *x, const char *id, int flags,
+    const char *tag, json_t **out, struct sp_err *e);
 /* The same, the sandbox's lock held by the caller; r gets the row. */
-int sp_snap_take_locked(struct sp_ctx *x, const char *id, int full,
+int sp_snap_take_locked(struct sp_ctx *x, const char *id, int flags,
     const char *tag, struct sp_snap_row *r, json_t **out, struct sp_err *e);
 /* A sandbox's snapshots, oldest first, as JSON lines given to fn. */
 int sp_snap_list(struct sp_ctx *x, const char *id,

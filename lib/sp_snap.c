@@ -2,8 +2,12 @@
  * sp_snap: snapshots, rollback, fork, retention and crash recovery (design.md).
  *
  * A disk snapshot is a read-only btrfs snapshot of sandboxes/<id>, taken
- * while the guest runs (crash-consistent: ext4's journal recovers it as after
- * a power cut).  A full checkpoint pauses the vCPUs (QEMU drains and flushes
+ * while the guest runs.  The guest's daemon freezes its root around it
+ * (FIFREEZE: flushed, its journal committed and marked clean), so the
+ * snapshot mounts without a replay; a guest that cannot (an older daemon, no
+ * answer) gets a crash-consistent one, which ext4's journal recovers as after
+ * a power cut, and the snapshot's line says "consistent":false.  The guest
+ * thaws by itself if the thaw never comes.  A full checkpoint pauses the vCPUs (QEMU drains and flushes
  * the disk), snapshots the subvolume, writes the memory state into it
  * (mem.sav, with ckpt.json naming the domain it came from), resumes, then
  * makes the snapshot read-only: disk and memory of one instant.  Both live in
@@ -28,6 +32,8 @@
 
 #include "sp_sandbox.h"
 
+#define FREEZE_MS	10000	/* the guest thaws by itself after this */
+#define FREEZE_CALL_MS	30000	/* the flush before a freeze may be long */
 #define BOOT_READY_MS	180000
 #define RESTORE_READY_MS 60000
 #define FORK_MAX	64
@@ -89,6 +95,58 @@ write_ckpt_info(const char *dir, const char *id, const char *uuid,
 	return rc;
 }
 
+/* One call of the guest daemon on c, answered by its EXIT (or its error). */
+static int
+guest_call(struct sp_chan *c, json_t *req, int ms, struct sp_err *e)
+{
+	struct sp_frame f;
+	uint32_t stream = sp_chan_stream_new(c);
+	int rc;
+
+	rc = req == NULL ? sp_err_set(e, SP_E_NOMEM, 0, "request") :
+	    sp_chan_send_json(c, SP_FR_REQ, stream, req, ms, e);
+	json_decref(req);
+	if (rc == -1 || sp_chan_recv(c, &f, ms, e) == -1)
+		return -1;
+	if (f.type == SP_FR_ERROR)
+		return sp_chan_error_frame(&f, e);
+	if (f.type != SP_FR_EXIT || f.stream != stream)
+		return sp_err_set(e, SP_E_PROTOCOL, 0, "unexpected answer");
+	return 0;
+}
+
+/* Freezes a running guest's root for a disk snapshot: the channel to thaw
+ * it on, or NULL when it cannot be (the snapshot is crash-consistent). */
+static struct sp_chan *
+guest_freeze(struct sp_ctx *x, const char *id)
+{
+	struct sp_chan *c = NULL;
+	struct sp_err e;
+
+	if (sp_chan_open(&c, x->conf.run, id, FREEZE_CALL_MS, &e) == -1)
+		return NULL;
+	if (guest_call(c, json_pack("{s:s, s:i}", "op", "freeze", "timeout_ms",
+	    FREEZE_MS), FREEZE_CALL_MS, &e) == -1) {
+		sp_warn("%s: not frozen for its snapshot (%s): crash-consistent",
+		    id, e.msg);
+		sp_chan_close(c);
+		return NULL;
+	}
+	return c;
+}
+
+static void
+guest_thaw(const char *id, struct sp_chan *c)
+{
+	struct sp_err e;
+
+	if (guest_call(c, json_pack("{s:s}", "op", "thaw"), FREEZE_CALL_MS,
+	    &e) == -1)
+		sp_warn("%s: thaw: %s (the guest thaws by itself in %d s)", id,
+		    e.msg, FREEZE_MS / 1000);
+	sp_chan_close(c);
+}
+
 /* Pause, snapshot, memory, resume: the guest is stopped only for the middle
  * two.  *paused_ms is how long it was. */
 static int
@@ -129,14 +187,16 @@ take_full(struct sp_ctx *x, const struct sp_sandbox_row *sb, const char *src,
 /* Takes one snapshot of a sandbox whose lock the caller holds; *out (may be
  * NULL) gets its JSON line, r its row. */
 static int
-take_locked(struct sp_ctx *x, const char *id, int full, const char *tag,
+take_locked(struct sp_ctx *x, const char *id, int flags, const char *tag,
     struct sp_snap_row *r, json_t **out, struct sp_err *e)
 {
+	int full = (flags & SP_SNAP_FULL) != 0;
 	char src[SP_PATH_MAX], dst[SP_PATH_MAX], parent[SP_PATH_MAX];
 	struct sp_sandbox_row sb;
+	struct sp_chan *frozen = NULL;
 	struct sp_err ignored;
 	int64_t t0 = sp_clock_ms();
-	int rc = -1;
+	int rc = -1, taken, consistent;
 
 	if (sp_db_sandbox_get(x->db, id, &sb, e) == -1)
 		return -1;
@@ -171,8 +231,18 @@ take_locked(struct sp_ctx *x, const char *id, int full, const char *tag,
 	if (sp_db_snap_insert(x->db, r, e) == -1)
 		goto out;
 	sp_crashpoint("snap-after-row");
-	if (full ? take_full(x, &sb, src, dst, r->taken, &r->paused_ms, e) :
-	    sp_subvol_snapshot(src, dst, 1, e)) {
+	/* A stopped guest's disk is clean already; a paused one cannot
+	 * answer, and a full checkpoint keeps its memory with it. */
+	if (!full && sb.state == SP_ST_RUNNING && !(flags & SP_SNAP_NO_FREEZE))
+		frozen = guest_freeze(x, id);
+	if (frozen != NULL)
+		sp_crashpoint("snap-frozen");
+	taken = full ? take_full(x, &sb, src, dst, r->taken, &r->paused_ms, e) :
+	    sp_subvol_snapshot(src, dst, 1, e);
+	consistent = full || frozen != NULL || sb.state == SP_ST_STOPPED;
+	if (frozen != NULL)
+		guest_thaw(id, frozen);
+	if (taken == -1) {
 		sp_subvol_delete(dst, &ignored);
 		sp_db_snap_delete(x->db, id, r->snap, &ignored);
 		goto out;
@@ -185,6 +255,9 @@ take_locked(struct sp_ctx *x, const char *id, int full, const char *tag,
 		sp_err_set(e, SP_E_INTERNAL, 0, "out of memory");
 		goto out;
 	}
+	if (out != NULL)
+		json_object_set_new(*out, "consistent",
+		    json_boolean(consistent));
 	rc = 0;
 out:
 	sp_db_row_release(&sb);
@@ -192,14 +265,14 @@ out:
 }
 
 int
-sp_snap_take_locked(struct sp_ctx *x, const char *id, int full,
+sp_snap_take_locked(struct sp_ctx *x, const char *id, int flags,
     const char *tag, struct sp_snap_row *r, json_t **out, struct sp_err *e)
 {
-	return take_locked(x, id, full, tag, r, out, e);
+	return take_locked(x, id, flags, tag, r, out, e);
 }
 
 int
-sp_snap_take(struct sp_ctx *x, const char *id, int full, const char *tag,
+sp_snap_take(struct sp_ctx *x, const char *id, int flags, const char *tag,
     json_t **out, struct sp_err *e)
 {
 	struct sp_snap_row r;
@@ -208,7 +281,7 @@ sp_snap_take(struct sp_ctx *x, const char *id, int full, const char *tag,
 	*out = NULL;
 	if (sp_id_check(id, e) == -1 || sp_sandbox_lock(x, id, 1, &fd, e) == -1)
 		return -1;
-	rc = take_locked(x, id, full, tag, &r, out, e);
+	rc = take_locked(x, id, flags, tag, &r, out, e);
 	sp_sandbox_unlock(fd);
 	return rc;
 }
