@@ -173,7 +173,7 @@ static int
 one(struct metrics *m, const struct sp_sandbox_row *r)
 {
 	char dom[SP_ID_LEN + 4], dir[SP_PATH_MAX];
-	long long cpu, rss, cur, max, wr, rd, idle, calls, up, sent, received;
+	long long cpu, rss, cur, max, wr, rd, idle, calls, sent, received;
 	json_t *o, *d;
 	struct sp_err e;
 	uint64_t excl;
@@ -194,9 +194,9 @@ one(struct metrics *m, const struct sp_sandbox_row *r)
 	max = stat_int(d, "balloon.maximum");
 	wr = block_sum(d, "wr.bytes");
 	rd = block_sum(d, "rd.bytes");
-	idle = calls = up = -1;
+	idle = calls = -1;
 	if (r->state == SP_ST_RUNNING && d != NULL)
-		sp_sandbox_activity(&m->x, r->id, &idle, &calls, &up);
+		sp_sandbox_activity(&m->x, r->id, &idle, &calls);
 	excl = 0;
 	if (sp_sandbox_dir(&m->x, r->id, dir, sizeof dir, &e) == -1 ||
 	    !sp_subvol_exists(dir) ||

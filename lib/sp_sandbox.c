@@ -263,7 +263,7 @@ bounded(json_t *rep, const char *key, long long max)
 
 void
 sp_sandbox_activity(struct sp_ctx *x, const char *id, long long *idle_s,
-    long long *calls, long long *uptime_s)
+    long long *calls)
 {
 	struct sp_chan *c = NULL;
 	struct sp_frame f;
@@ -271,7 +271,7 @@ sp_sandbox_activity(struct sp_ctx *x, const char *id, long long *idle_s,
 	json_t *req, *rep = NULL;
 	uint32_t stream;
 
-	*idle_s = *calls = *uptime_s = -1;
+	*idle_s = *calls = -1;
 	if (sp_chan_open(&c, x->conf.run, id, IDLE_ASK_MS, &e) == -1)
 		return;
 	stream = sp_chan_stream_new(c);
@@ -284,7 +284,6 @@ sp_sandbox_activity(struct sp_ctx *x, const char *id, long long *idle_s,
 		goto out;
 	*idle_s = bounded(rep, "idle_s", IDLE_MAX_S);
 	*calls = bounded(rep, "calls", CALLS_MAX);
-	*uptime_s = bounded(rep, "uptime_s", IDLE_MAX_S);
 out:
 	json_decref(req);
 	json_decref(rep);
@@ -294,9 +293,9 @@ out:
 static long long
 ask_idle(struct sp_ctx *x, const char *id)
 {
-	long long idle, calls, up;
+	long long idle, calls;
 
-	sp_sandbox_activity(x, id, &idle, &calls, &up);
+	sp_sandbox_activity(x, id, &idle, &calls);
 	return idle;
 }
 

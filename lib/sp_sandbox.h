@@ -235,10 +235,10 @@ int sp_reconcile_once(struct sp_ctx *x, int (*fn)(json_t *, void *),
     void *arg, struct sp_err *e);
 
 /* What a running sandbox's daemon says: seconds since anything happened
- * in it, the calls it served and seconds since its guest booted (each -1
- * when it does not answer in 2 s, or says one out of bounds). */
+ * in it and the calls it served (each -1 when it does not answer in 2 s,
+ * or says one out of bounds). */
 void sp_sandbox_activity(struct sp_ctx *x, const char *id, long long *idle_s,
-    long long *calls, long long *uptime_s);
+    long long *calls);
 
 /* The record space-ls prints for a row: DB joined with libvirt and btrfs. */
 /* Waits, woken by the DB (sp_db_wait: the caller listens first), until id
