@@ -223,20 +223,24 @@ cmd_ls(int argc, char *argv[])
 static int
 cmd_rm(const char *id, int port)
 {
-	struct sp_conf c;
+	struct sp_ctx x;
 	struct sp_err e;
-	int removed;
+	int removed, rc;
 
-	if (sp_conf_load(&c, &e) == -1 ||
-	    sp_port_remove(c.root, id, port, &removed, &e) == -1)
+	sp_event_action("port.rm");
+	if (sp_ctx_open_db(&x, &e) == -1)
 		return sp_out_fail(id, &e);
-	if (!removed) {
+	if (sp_port_remove(x.conf.root, id, port, &removed, &e) == -1)
+		rc = sp_out_fail(id, &e);
+	else if (!removed) {
 		sp_err_set(&e, SP_E_NOT_FOUND, 0, "port %d of %s is not served",
 		    port, id);
-		return sp_out_fail(id, &e);
-	}
-	return sp_out_ok(id, json_pack("{s:i, s:b}", "port", port, "removed",
-	    1));
+		rc = sp_out_fail(id, &e);
+	} else
+		rc = sp_out_ok(id, json_pack("{s:i, s:b}", "port", port,
+		    "removed", 1));
+	sp_ctx_close(&x);
+	return rc;
 }
 
 int

@@ -43,6 +43,9 @@ guest_sha() {
 	# The file the gateway writes is what ls read.
 	jq -e --arg id "$ID" '.ports[] | select(.id == $id and .port == 8080)' \
 	    "$SPACE_RUN/ports.json" >/dev/null
+	# It is an event of the sandbox.
+	space-events --id "$ID" --since 60 | jq -e 'select(.action == "port" and
+	    .port == 8080 and .state == "listening" and .ok)' >/dev/null
 }
 
 @test "1,000 requests over 50 concurrent connections arrive byte-exact" {
@@ -150,6 +153,9 @@ guest_sha() {
 	run space-port rm "$ID" 8080
 	[ "$status" -ne 0 ]
 	[ "$(jq -r .error <<<"$output")" = not-found ]
+	[ "$(space-events --id "$ID" --since 60 | jq -c 'select(.action == "port.rm") |
+	    [.port, .ok, .error]' | tail -n 2 | paste -sd' ')" = \
+	    '[8080,true,null] [null,false,"not-found"]' ]
 	# Back as it was, for the tests after.
 	space-port "$ID" 8080 --listen "127.0.0.1:$P_WEB" >/dev/null
 }
