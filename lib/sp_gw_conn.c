@@ -948,7 +948,9 @@ relay(struct conn *c)
 			}
 		}
 		if (progress) {
-			gw_counts_save(c->t, 0);
+			/* An inbound stream's bytes are not egress. */
+			if (!c->s->inbound)
+				gw_counts_save(c->t, 0);
 			continue;
 		}
 		ev = 0;
@@ -1014,7 +1016,8 @@ serve(struct gw_stream *s, int fd)
 		setsockopt(c->up, SOL_SOCKET, SO_LINGER,
 		    &(struct linger){ 1, 0 }, sizeof (struct linger));
 	up_close(c);
-	gw_counts_save(c->t, 1);
+	if (!s->inbound)
+		gw_counts_save(c->t, 1);
 	if (c->g_ssl != NULL)
 		SSL_free(c->g_ssl);	/* frees both BIOs */
 	sp_http_release(&c->h);
