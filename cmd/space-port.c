@@ -122,7 +122,7 @@ cmd_add(const char *id, int port, const char *listen)
 	struct sp_ctx x;
 	struct sp_sandbox_row r;
 	struct sockaddr_in sa;
-	struct sp_port p, *all = NULL;
+	struct sp_port p, old, *all = NULL;
 	struct timespec ts = { 0, 50 * 1000000 };
 	struct sp_err e, e2;
 	size_t n, i, mine = 0;
@@ -130,20 +130,21 @@ cmd_add(const char *id, int port, const char *listen)
 	int gateway = 0, waited, rc;
 
 	memset(&p, 0, sizeof p);
+	memset(&old, 0, sizeof old);
 	if (sp_id_check(id, &e) == -1 ||
 	    sp_port_listen_parse(listen != NULL ? listen : "127.0.0.1:0", &sa,
 	    &e) == -1)
 		return sp_out_fail(id, &e);
 	if (sp_ctx_open_db(&x, &e) == -1)
 		return sp_out_fail(id, &e);
-	rc = sp_db_sandbox_get(x.db, id, &r, &e);
-	if (rc == 0 && (r.pod || r.state == SP_ST_DESTROYED))
-		rc = sp_err_set(&e, SP_E_NOT_FOUND, 0, "no such sandbox");
-	if (rc == 0 && strcmp(r.node, x.conf.node) != 0)
-		rc = sp_err_set(&e, SP_E_BAD_STATE, 0, "sandbox %s is on node "
-		    "%s: its ports are served there", id, r.node);
-	if (rc == 0)
+	if ((rc = sp_db_sandbox_get(x.db, id, &r, &e)) == 0) {
+		if (r.pod || r.state == SP_ST_DESTROYED)
+			rc = sp_err_set(&e, SP_E_NOT_FOUND, 0, "no such sandbox");
+		else if (strcmp(r.node, x.conf.node) != 0)
+			rc = sp_err_set(&e, SP_E_BAD_STATE, 0, "sandbox %s is on "
+			    "node %s: its ports are served there", id, r.node);
 		sp_db_row_release(&r);
+	}
 	if (rc == -1 || (sa.sin_port == 0 && free_port(&sa, &e) == -1) ||
 	    sp_port_list(x.conf.root, NULL, &all, &n, &e) == -1) {
 		sp_ctx_close(&x);
@@ -155,6 +156,8 @@ cmd_add(const char *id, int port, const char *listen)
 	for (i = 0, rc = 0; i < n && rc == 0; i++) {
 		if (strcmp(all[i].id, id) == 0 && all[i].port != port)
 			mine++;
+		if (strcmp(all[i].id, id) == 0 && all[i].port == port)
+			old = all[i];	/* replaced: back if the new fails */
 		if (strcmp(all[i].listen, p.listen) == 0 &&
 		    (strcmp(all[i].id, id) != 0 || all[i].port != port))
 			rc = sp_err_set(&e, SP_E_EXISTS, 0, "%s serves port %d "
@@ -176,11 +179,15 @@ cmd_add(const char *id, int port, const char *listen)
 		nanosleep(&ts, NULL);
 	}
 	if (st != NULL && json_object_get(st, "error") != NULL) {
-		/* It cannot listen there: nothing stays of the wish. */
+		/* It cannot listen there: nothing stays of the wish, and
+		 * what the port had before comes back. */
 		sp_err_set(&e, SP_E_IO, 0, "%s",
 		    json_string_value(json_object_get(st, "error")) ?
 		    json_string_value(json_object_get(st, "error")) : "error");
-		sp_port_remove(x.conf.root, id, port, &rc, &e2);
+		if (old.port != 0)
+			sp_port_add(x.conf.root, &old, &e2);
+		else
+			sp_port_remove(x.conf.root, id, port, &rc, &e2);
 		json_decref(st);
 		sp_ctx_close(&x);
 		return sp_out_fail(id, &e);

@@ -87,7 +87,6 @@ open_stream(struct gw_tunnel *t, uint32_t id, json_t *req, struct sp_err *e)
 	pthread_attr_t a;
 	pthread_t th;
 	json_int_t port = 0;
-
 	struct gw_pending *p = NULL;
 	json_t *ref;
 
@@ -266,8 +265,8 @@ handle_frame(struct gw_tunnel *t, const struct sp_frame *f, struct sp_err *e)
 			return -1;
 		pthread_mutex_lock(&g->mu);
 		t->hello = 1;
-		t->inbound = json_is_true(json_object_get(j, "inbound")) ||
-		    json_integer_value(json_object_get(j, "inbound")) == 1;
+		t->inbound = json_integer_value(json_object_get(j,
+		    "inbound")) == 1;
 		pthread_mutex_unlock(&g->mu);
 		json_decref(j);
 		return 0;

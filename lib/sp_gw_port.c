@@ -130,8 +130,13 @@ ask_guest(struct gw_tunnel *t, struct inbound *in)
 	for (;;) {
 		if (p.s != NULL || p.refused)
 			break;
-		/* Taken: the reader is making its stream, and says soon. */
-		if (t->dead && !p.taken)
+		/* Taken: the reader is making its stream, and says soon
+		 * (before it would end the tunnel). */
+		if (p.taken) {
+			pthread_cond_wait(&g->cv, &g->mu);
+			continue;
+		}
+		if (t->dead)
 			break;
 		rc = pthread_cond_timedwait(&g->cv, &g->mu,
 		    woken || g->o.wake == NULL ? &give_up : &wake_at);
@@ -226,6 +231,7 @@ take(struct gw_listener *l, int fd)
 undo:
 	pthread_mutex_lock(&g->mu);
 	g->ninbound--;
+	pthread_cond_broadcast(&g->cv);
 	pthread_mutex_unlock(&g->mu);
 }
 

@@ -170,11 +170,21 @@ print("up", flush=True); time.sleep(30)' "$p" >"$T/holder" &
 	local holder=$!
 	for _ in $(seq 50); do grep -q up "$T/holder" && break; sleep 0.1; done
 	run space-port "$ID" 7000 --listen "127.0.0.1:$p"
-	kill "$holder"
 	[ "$status" -ne 0 ]
 	[ "$(jq -r .error <<<"$output")" = io ]
 	[[ "$(jq -r .msg <<<"$output")" == *"in use"* ]]
 	[ ! -e "$SPACE_ROOT/ports/$ID/7000" ]
+	# A port moved to a held address keeps the one it had.
+	run space-port "$ID" 8080 --listen "127.0.0.1:$p"
+	kill "$holder"
+	[ "$status" -ne 0 ]
+	[ "$(cat "$SPACE_ROOT/ports/$ID/8080")" = "127.0.0.1:$P_WEB" ]
+	# The gateway listens there again within a round.
+	for _ in $(seq 30); do
+		curl -sS "http://127.0.0.1:$P_WEB/index.html" 2>/dev/null && break
+		sleep 0.1
+	done
+	[ "$(curl -sS "http://127.0.0.1:$P_WEB/index.html")" = hello ]
 	# Two ports on one address: the second is refused.
 	run space-port "$ID" 8081 --listen "127.0.0.1:$P_WEB"
 	[ "$status" -ne 0 ]
