@@ -7,11 +7,12 @@
  * snapshot mounts without a replay; a guest that cannot (an older daemon, no
  * answer) gets a crash-consistent one, which ext4's journal recovers as after
  * a power cut, and the snapshot's line says "consistent":false.  The guest
- * thaws by itself if the thaw never comes.  A full checkpoint pauses the vCPUs (QEMU drains and flushes
- * the disk), snapshots the subvolume, writes the memory state into it
- * (mem.sav, with ckpt.json naming the domain it came from), resumes, then
- * makes the snapshot read-only: disk and memory of one instant.  Both live in
- * snapshots/<id>/<snap>/ with a DB row that is "taking" until whole.
+ * thaws by itself if the thaw never comes.  A full checkpoint pauses the
+ * vCPUs (QEMU drains and flushes the disk), snapshots the subvolume, writes
+ * the memory state into it (mem.sav, with ckpt.json naming the domain it
+ * came from), resumes, then makes the snapshot read-only: disk and memory
+ * of one instant.  Both live in snapshots/<id>/<snap>/ with a DB row that
+ * is "taking" until whole.
  *
  * A rollback replaces the sandbox's subvolume with a writable snapshot of the
  * chosen one and restores the VM from its memory (full) or boots it (disk).
@@ -34,6 +35,7 @@
 
 #define FREEZE_MS	10000	/* the guest thaws by itself after this */
 #define FREEZE_CALL_MS	30000	/* the flush before a freeze may be long */
+#define FREEZE_PORT_MS	5000	/* all channel ports busy: no freeze */
 #define BOOT_READY_MS	180000
 #define RESTORE_READY_MS 60000
 #define FORK_MAX	64
@@ -123,8 +125,11 @@ guest_freeze(struct sp_ctx *x, const char *id)
 	struct sp_chan *c = NULL;
 	struct sp_err e;
 
-	if (sp_chan_open(&c, x->conf.run, id, FREEZE_CALL_MS, &e) == -1)
+	if (sp_chan_open(&c, x->conf.run, id, FREEZE_PORT_MS, &e) == -1) {
+		sp_warn("%s: not frozen for its snapshot (%s): crash-consistent",
+		    id, e.msg);
 		return NULL;
+	}
 	if (guest_call(c, json_pack("{s:s, s:i}", "op", "freeze", "timeout_ms",
 	    FREEZE_MS), FREEZE_CALL_MS, &e) == -1) {
 		sp_warn("%s: not frozen for its snapshot (%s): crash-consistent",
