@@ -49,12 +49,14 @@ sd_activity_touch(void)
 	pthread_mutex_unlock(&mu);
 }
 
-/* utime + stime (+ cutime + cstime for the daemon itself, which reaps) from a
- * /proc/PID/stat line; the comm field may hold spaces and parentheses.
- * Kernel threads (children of kthreadd, pid 2) work on their own: KTHREAD. */
+/* utime + stime from a /proc/PID/stat line, or with children cutime +
+ * cstime only (the daemon's own: the work of the calls it reaped, not its
+ * serving).  One read, so a tick that lands between two reads cannot look
+ * like work.  The comm field may hold spaces and parentheses.  Kernel
+ * threads (children of kthreadd, pid 2) work on their own: KTHREAD. */
 #define KTHREAD	ULLONG_MAX
 static unsigned long long
-stat_ticks(const char *path, int with_children)
+stat_ticks(const char *path, int children)
 {
 	unsigned long long v[4] = { 0 };
 	char buf[1024], *p;
@@ -80,7 +82,7 @@ stat_ticks(const char *path, int with_children)
 	if (p == NULL || sscanf(p, " %llu %llu %llu %llu", &v[0], &v[1], &v[2],
 	    &v[3]) != 4)
 		return 0;
-	return v[0] + v[1] + (with_children ? v[2] + v[3] : 0);
+	return children ? v[2] + v[3] : v[0] + v[1];
 }
 
 /* rchar + wchar: any read or write a process made, files and pipes alike. */
@@ -113,7 +115,7 @@ sample(void)
 	long pid;
 
 	snprintf(path, sizeof path, "/proc/%d/stat", (int)self);
-	sum = stat_ticks(path, 1) - stat_ticks(path, 0);
+	sum = stat_ticks(path, 1);
 	if ((dir = opendir("/proc")) == NULL)
 		return sum;
 	while ((d = readdir(dir)) != NULL) {
