@@ -228,7 +228,8 @@ sp_port_list(const char *root, const char *id, struct sp_port **out,
 		*n = 0;
 		return -1;
 	}
-	qsort(*out, *n, sizeof **out, port_cmp);
+	if (*n > 1)
+		qsort(*out, *n, sizeof **out, port_cmp);
 	return 0;
 }
 
