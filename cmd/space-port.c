@@ -39,17 +39,13 @@ usage(void)
 static int
 port_arg(const char *s)
 {
-	char *end;
-	long v;
+	int v;
 
-	errno = 0;
-	v = strtol(s, &end, 10);
-	if (s[0] < '1' || s[0] > '9' || *end != '\0' || errno != 0 ||
-	    v > 65535) {
+	if ((v = sp_port_number(s)) == -1) {
 		sp_warn("PORT '%.16s' is not 1..65535", s);
 		exit(SP_EXIT_USAGE);
 	}
-	return (int)v;
+	return v;
 }
 
 /* A loopback port free now: the kernel's choice.  Another program may

@@ -68,6 +68,8 @@ struct sp_port {
 	int port;			/* in the guest */
 	char listen[SP_PORT_LISTEN_MAX];
 };
+/* A port number 1..65535, digits only, no leading zero; -1 when it is not. */
+int sp_port_number(const char *s);
 /* "ADDR:PORT", ADDR an IPv4 address, PORT 0..65535. */
 int sp_port_listen_parse(const char *s, struct sockaddr_in *sa,
     struct sp_err *e);

@@ -53,6 +53,18 @@ sp_port_listen_parse(const char *s, struct sockaddr_in *sa, struct sp_err *e)
 	return 0;
 }
 
+int
+sp_port_number(const char *s)
+{
+	char *end;
+	long v;
+
+	errno = 0;
+	v = strtol(s, &end, 10);
+	return s[0] < '1' || s[0] > '9' || *end != '\0' || errno != 0 ||
+	    v > 65535 ? -1 : (int)v;
+}
+
 void
 sp_port_listen_fmt(const struct sockaddr_in *sa, char out[SP_PORT_LISTEN_MAX])
 {
@@ -129,16 +141,13 @@ static int
 port_read(const char *dir, const char *id, const char *name,
     struct sp_port *p)
 {
-	char path[SP_PATH_MAX], text[SP_PORT_LISTEN_MAX + 2], *end;
+	char path[SP_PATH_MAX], text[SP_PORT_LISTEN_MAX + 2];
 	struct sockaddr_in sa;
 	struct sp_err e;
 	ssize_t n;
-	long port;
-	int fd;
+	int fd, port;
 
-	errno = 0;
-	port = strtol(name, &end, 10);
-	if (name[0] < '1' || name[0] > '9' || *end != '\0' || port > 65535 ||
+	if ((port = sp_port_number(name)) == -1 ||
 	    snprintf(path, sizeof path, "%s/%s", dir, name) >=
 	    (int)sizeof path ||
 	    (fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)) == -1)
@@ -151,7 +160,7 @@ port_read(const char *dir, const char *id, const char *name,
 	if (sp_port_listen_parse(text, &sa, &e) == -1)
 		return -1;
 	snprintf(p->id, sizeof p->id, "%s", id);
-	p->port = (int)port;
+	p->port = port;
 	sp_port_listen_fmt(&sa, p->listen);
 	return 0;
 }
