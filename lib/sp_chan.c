@@ -1161,6 +1161,32 @@ sp_chan_error_frame(const struct sp_frame *f, struct sp_err *e)
 	return -1;
 }
 
+int
+sp_chan_call(struct sp_chan *c, json_t *req, int timeout_ms, json_t **answer,
+    struct sp_err *e)
+{
+	struct sp_frame f;
+	uint32_t stream;
+	int rc;
+
+	if (answer != NULL)
+		*answer = NULL;
+	if (req == NULL)
+		return sp_err_set(e, SP_E_NOMEM, 0, "cannot build a request");
+	stream = sp_chan_stream_new(c);
+	rc = sp_chan_send_json(c, SP_FR_REQ, stream, req, timeout_ms, e);
+	json_decref(req);
+	if (rc == -1 || sp_chan_recv(c, &f, timeout_ms, e) == -1)
+		return -1;
+	if (f.type == SP_FR_ERROR && (f.stream == stream || f.stream == 0))
+		return sp_chan_error_frame(&f, e);
+	if (f.type != SP_FR_EXIT || f.stream != stream)
+		return sp_err_set(e, SP_E_PROTOCOL, 0, "the guest answered a "
+		    "call with a frame of type %u on stream %u", f.type,
+		    f.stream);
+	return answer == NULL ? 0 : sp_frame_json(&f, answer, e);
+}
+
 /* For command-line callers of sp_chan_exec (space-exec, space-create). */
 static int exec_ctl[2] = { -1, -1 };
 

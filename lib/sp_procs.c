@@ -189,18 +189,10 @@ sp_chan_logs(struct sp_chan *c, pid_t pid, int follow, int fd, int *running,
 int
 sp_chan_kill(struct sp_chan *c, pid_t pid, int sig, struct sp_err *e)
 {
-	struct sp_frame f;
-	uint32_t stream;
-
 	if (sig < 0 || sig > 64)
 		return sp_err_set(e, SP_E_BAD_INPUT, 0, "no signal %d", sig);
-	if (ask(c, json_pack("{s:s,s:i,s:i}", "op", "kill", "pid", (int)pid,
-	    "signal", sig), &stream, e) == -1 ||
-	    answer(c, stream, ASK_MS, &f, e) == -1)
-		return -1;
-	if (f.type != SP_FR_EXIT)
-		return sp_err_set(e, SP_E_PROTOCOL, 0, "bad kill answer");
-	return 0;
+	return sp_chan_call(c, json_pack("{s:s,s:i,s:i}", "op", "kill", "pid",
+	    (int)pid, "signal", sig), ASK_MS, NULL, e);
 }
 
 int

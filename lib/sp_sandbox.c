@@ -266,27 +266,18 @@ sp_sandbox_activity(struct sp_ctx *x, const char *id, long long *idle_s,
     long long *calls)
 {
 	struct sp_chan *c = NULL;
-	struct sp_frame f;
 	struct sp_err e;
-	json_t *req, *rep = NULL;
-	uint32_t stream;
+	json_t *rep;
 
 	*idle_s = *calls = -1;
 	if (sp_chan_open(&c, x->conf.run, id, IDLE_ASK_MS, &e) == -1)
 		return;
-	stream = sp_chan_stream_new(c);
-	req = json_pack("{s:s}", "op", "activity");
-	if (sp_chan_send_json(c, SP_FR_REQ, stream, req, IDLE_ASK_MS, &e) == -1 ||
-	    sp_chan_recv(c, &f, IDLE_ASK_MS, &e) == -1)
-		goto out;
-	if (f.type != SP_FR_EXIT || f.stream != stream ||
-	    sp_frame_json(&f, &rep, &e) == -1)
-		goto out;
-	*idle_s = bounded(rep, "idle_s", IDLE_MAX_S);
-	*calls = bounded(rep, "calls", CALLS_MAX);
-out:
-	json_decref(req);
-	json_decref(rep);
+	if (sp_chan_call(c, json_pack("{s:s}", "op", "activity"), IDLE_ASK_MS,
+	    &rep, &e) == 0) {
+		*idle_s = bounded(rep, "idle_s", IDLE_MAX_S);
+		*calls = bounded(rep, "calls", CALLS_MAX);
+		json_decref(rep);
+	}
 	sp_chan_close(c);
 }
 

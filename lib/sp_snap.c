@@ -97,26 +97,6 @@ write_ckpt_info(const char *dir, const char *id, const char *uuid,
 	return rc;
 }
 
-/* One call of the guest daemon on c, answered by its EXIT (or its error). */
-static int
-guest_call(struct sp_chan *c, json_t *req, int ms, struct sp_err *e)
-{
-	struct sp_frame f;
-	uint32_t stream = sp_chan_stream_new(c);
-	int rc;
-
-	rc = req == NULL ? sp_err_set(e, SP_E_NOMEM, 0, "request") :
-	    sp_chan_send_json(c, SP_FR_REQ, stream, req, ms, e);
-	json_decref(req);
-	if (rc == -1 || sp_chan_recv(c, &f, ms, e) == -1)
-		return -1;
-	if (f.type == SP_FR_ERROR)
-		return sp_chan_error_frame(&f, e);
-	if (f.type != SP_FR_EXIT || f.stream != stream)
-		return sp_err_set(e, SP_E_PROTOCOL, 0, "unexpected answer");
-	return 0;
-}
-
 /* Freezes a running guest's root for a disk snapshot: the channel to thaw
  * it on, or NULL when it cannot be (the snapshot is crash-consistent). */
 static struct sp_chan *
@@ -130,8 +110,8 @@ guest_freeze(struct sp_ctx *x, const char *id)
 		    id, e.msg);
 		return NULL;
 	}
-	if (guest_call(c, json_pack("{s:s, s:i}", "op", "freeze", "timeout_ms",
-	    FREEZE_MS), FREEZE_CALL_MS, &e) == -1) {
+	if (sp_chan_call(c, json_pack("{s:s, s:i}", "op", "freeze", "timeout_ms",
+	    FREEZE_MS), FREEZE_CALL_MS, NULL, &e) == -1) {
 		sp_warn("%s: not frozen for its snapshot (%s): crash-consistent",
 		    id, e.msg);
 		sp_chan_close(c);
@@ -145,8 +125,8 @@ guest_thaw(const char *id, struct sp_chan *c)
 {
 	struct sp_err e;
 
-	if (guest_call(c, json_pack("{s:s}", "op", "thaw"), FREEZE_CALL_MS,
-	    &e) == -1)
+	if (sp_chan_call(c, json_pack("{s:s}", "op", "thaw"), FREEZE_CALL_MS,
+	    NULL, &e) == -1)
 		sp_warn("%s: thaw: %s (the guest thaws by itself in %d s)", id,
 		    e.msg, FREEZE_MS / 1000);
 	sp_chan_close(c);

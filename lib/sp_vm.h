@@ -430,6 +430,11 @@ int sp_chan_recv(struct sp_chan *c, struct sp_frame *f, int timeout_ms,
 /* Turns a guest's ERROR frame into e (its token when well-formed, else
  * "guest"; the message sanitized).  Always returns -1. */
 int sp_chan_error_frame(const struct sp_frame *f, struct sp_err *e);
+/* One call answered by a single EXIT: req (taken) goes on a fresh stream,
+ * and the EXIT's JSON comes back in *answer (the caller's to free) unless
+ * answer is NULL.  The guest's ERROR becomes e. */
+int sp_chan_call(struct sp_chan *c, json_t *req, int timeout_ms,
+    json_t **answer, struct sp_err *e);
 
 /* ---- fs: files and trees in a sandbox, through its guest daemon ---- */
 /* Every call waits at most SP_FS_TIMEOUT_MS for each frame of the guest;
