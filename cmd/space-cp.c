@@ -24,17 +24,17 @@ usage(void)
 	sp_usage_exit();
 }
 
-/* 1 with id and path set when s is ID:PATH. */
+/* 1 with ref and path set when s is ID:PATH or NAME:PATH. */
 static int
-guest_side(const char *s, char id[SP_ID_LEN + 1], const char **path)
+guest_side(const char *s, char ref[SP_HANDLE_MAX + 1], const char **path)
 {
 	const char *colon = strchr(s, ':');
 
-	if (colon == NULL || colon - s != SP_ID_LEN)
+	if (colon == NULL || colon - s > SP_HANDLE_MAX)
 		return 0;
-	memcpy(id, s, SP_ID_LEN);
-	id[SP_ID_LEN] = '\0';
-	if (!sp_id_valid(id))
+	memcpy(ref, s, (size_t)(colon - s));
+	ref[colon - s] = '\0';
+	if (!sp_id_valid(ref) && !sp_handle_valid(ref))
 		return 0;
 	*path = colon + 1;
 	return 1;
@@ -67,13 +67,17 @@ split(const char *path, char *dir, size_t n, char *name, size_t m,
 	return 0;
 }
 
+/* A channel into the sandbox ref names; ref becomes its id. */
 static int
-open_chan(struct sp_ctx *x, const char *id, struct sp_chan **c,
+open_chan(struct sp_ctx *x, char ref[SP_HANDLE_MAX + 1], struct sp_chan **c,
     struct sp_err *e)
 {
+	char id[SP_ID_LEN + 1];
+
 	/* sp_chan_open_running wakes a sandbox idle tiers paused. */
-	if (sp_ctx_open_db(x, e) == -1)
+	if (sp_ctx_open_db(x, e) == -1 || sp_sandbox_ref(x, ref, id, e) == -1)
 		return -1;
+	memcpy(ref, id, SP_ID_LEN + 1);
 	return sp_sandbox_chan(x, id, c, 30000, e);
 }
 
@@ -127,7 +131,7 @@ copy_out(struct sp_chan *c, const char *src, const char *dst,
 int
 main(int argc, char *argv[])
 {
-	char id[SP_ID_LEN + 1], id2[SP_ID_LEN + 1];
+	char id[SP_HANDLE_MAX + 1], id2[SP_HANDLE_MAX + 1];
 	struct sp_ctx x = { 0 };
 	struct sp_chan *c = NULL;
 	struct sp_err e;

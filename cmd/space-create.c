@@ -20,14 +20,16 @@ static void
 usage(void)
 {
 	fprintf(sp_usage_stream(),
-	    "usage: space-create --template NAME[@DIGEST] [--memory MiB]"
-	    " [--vcpus N] [--disk-gb N]\n           [--cpu-quota CPUS]"
+	    "usage: space-create --template NAME[@DIGEST] [--name NAME]"
+	    " [--request-id KEY]\n           [--memory MiB]"
+	    " [--vcpus N] [--disk-gb N] [--cpu-quota CPUS]\n          "
 	    " [--ttl DURATION [--on-expiry kill|pause|suspend]]\n"
 	    "           [--idle TIERS] [--label KEY=VALUE]... [--env NAME=VALUE]...\n"
 	    "           [-n COUNT] [--timeout SECONDS] [--no-pool] [--cold]\n"
 	    "           [-- CMD [ARG...]]\n"
 	    "       space-create --anywhere [--wait [SECONDS]] --template NAME[@DIGEST]"
-	    " [--memory MiB]\n           [--vcpus N] [--disk-gb N] [--cpu-quota CPUS]"
+	    "\n           [--name NAME] [--request-id KEY] [--memory MiB]"
+	    " [--vcpus N]\n           [--disk-gb N] [--cpu-quota CPUS]"
 	    " [--ttl DURATION [--on-expiry kill|pause|suspend]]\n"
 	    "           [--idle TIERS] [--label KEY=VALUE]... [--env NAME=VALUE]...\n"
 	    "           [-n COUNT]\n");
@@ -135,7 +137,7 @@ anywhere_create(const struct sp_create_req *r, int count, int wait_ms)
 	struct sp_sandbox_row row;
 	struct sp_ctx x;
 	struct sp_err e;
-	int i, n = 0, placed, rc = 0, one;
+	int i, n = 0, placed, rc = 0, one, existing = 0;
 	json_t *o;
 
 	if ((ids = calloc((size_t)count, sizeof *ids)) == NULL) {
@@ -148,7 +150,7 @@ anywhere_create(const struct sp_create_req *r, int count, int wait_ms)
 		return sp_out_fail(NULL, &e);
 	}
 	for (i = 0; i < count; i++) {
-		if (sp_sandbox_request(&x, r, ids[n], &e) == -1) {
+		if ((existing = sp_sandbox_request(&x, r, ids[n], &e)) == -1) {
 			if ((one = sp_out_fail(NULL, &e)) > rc)
 				rc = one;
 			continue;
@@ -178,12 +180,19 @@ anywhere_create(const struct sp_create_req *r, int count, int wait_ms)
 		    sp_state_name(row.state), "template", row.template, "node",
 		    row.node[0] ? json_string(row.node) : json_null(), "placed",
 		    row.placed ? json_loads(row.placed, 0, NULL) : json_null());
+		if (row.name[0] != '\0')
+			json_object_set_new(o, "name", json_string(row.name));
+		if (row.request_id[0] != '\0')
+			json_object_set_new(o, "request_id",
+			    json_string(row.request_id));
 		if (row.expires > 0) {
 			json_object_set_new(o, "expires",
 			    json_integer(row.expires));
 			json_object_set_new(o, "on_expiry",
 			    json_string(row.on_expiry));
 		}
+		if (existing == 1)
+			json_object_set_new(o, "existing", json_true());
 		if (wait_ms < 0)
 			json_object_set_new(o, "queued", json_true());
 		else
@@ -202,6 +211,8 @@ main(int argc, char *argv[])
 {
 	static const struct option opts[] = {
 		{ "template", required_argument, NULL, 't' },
+		{ "name", required_argument, NULL, 'N' },
+		{ "request-id", required_argument, NULL, 'R' },
 		{ "memory", required_argument, NULL, 'm' },
 		{ "vcpus", required_argument, NULL, 'c' },
 		{ "disk-gb", required_argument, NULL, 'd' },
@@ -231,7 +242,7 @@ main(int argc, char *argv[])
 	struct sp_idle idle;
 	char *eq;
 	const char *wait = NULL;
-	int anywhere = 0, waits = 0, wait_ms = -1;
+	int anywhere = 0, waits = 0, wait_ms = -1, existing;
 	int ch, i, count = 1, rc = 0, one;
 
 	sp_cli_init(argc, argv, usage);
@@ -241,6 +252,20 @@ main(int argc, char *argv[])
 		switch (ch) {
 		case 't':
 			r.template = optarg;
+			break;
+		case 'N':
+			if (sp_handle_check(optarg, &e) == -1) {
+				sp_warn("--name: %s", e.msg);
+				return SP_EXIT_USAGE;
+			}
+			r.name = optarg;
+			break;
+		case 'R':
+			if (sp_request_id_check(optarg, &e) == -1) {
+				sp_warn("--request-id: %s", e.msg);
+				return SP_EXIT_USAGE;
+			}
+			r.request_id = optarg;
 			break;
 		case 'm':
 			r.memory_mib = number("--memory", optarg, 64, 65536);
@@ -329,6 +354,10 @@ main(int argc, char *argv[])
 		sp_warn("--on-expiry: only with --ttl");
 		return SP_EXIT_USAGE;
 	}
+	if (count != 1 && (r.name != NULL || r.request_id != NULL)) {
+		sp_warn("--name and --request-id are one sandbox's: not with -n");
+		return SP_EXIT_USAGE;
+	}
 	if (r.template == NULL || (argc > 0 && count != 1) ||
 	    (anywhere && argc > 0) || (waits && !anywhere))
 		usage();
@@ -360,10 +389,13 @@ main(int argc, char *argv[])
 		} else {
 			snprintf(id, sizeof id, "%s",
 			    json_string_value(json_object_get(out, "id")));
+			existing = json_is_true(json_object_get(out,
+			    "existing"));
 			one = sp_out_ok(NULL, out);
 			/* The JSON line first, whatever the command writes. */
 			fflush(stdout);
-			if (argc > 0)
+			/* A retry's sandbox ran its command the first time. */
+			if (argc > 0 && !existing)
 				one = first_command(&x, id, c, &xr);
 		}
 		sp_boost_end(&boost);

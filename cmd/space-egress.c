@@ -21,6 +21,7 @@ struct args {
 	const char *tenant, *template;
 	char **pos;			/* the words that are no option */
 	int npos;
+	char (*ids)[SP_ID_LEN + 1];	/* the ids of names among them */
 	struct sp_egress_policy p;	/* set: the rules given */
 	struct sp_egress_addr addrs[SP_EGRESS_ADDRS_MAX];
 	size_t naddrs;
@@ -340,6 +341,30 @@ done:
 	return rc;
 }
 
+/* The sandboxes' names among the first n operands become their ids. */
+static int
+names_to_ids(struct args *a, int n, struct sp_err *e)
+{
+	struct sp_ctx x;
+	int i, open = 0, rc = 0;
+
+	for (i = 0; i < n && rc == 0; i++) {
+		if (sp_id_valid(a->pos[i]) || !sp_handle_valid(a->pos[i]))
+			continue;
+		if (a->ids == NULL &&
+		    (a->ids = calloc((size_t)a->npos, sizeof *a->ids)) == NULL)
+			return sp_err_sys(e, SP_E_INTERNAL, "calloc");
+		if (!open && sp_ctx_open_db(&x, e) == -1)
+			return -1;
+		open = 1;
+		if ((rc = sp_sandbox_ref(&x, a->pos[i], a->ids[i], e)) == 0)
+			a->pos[i] = a->ids[i];
+	}
+	if (open)
+		sp_ctx_close(&x);
+	return rc;
+}
+
 int
 main(int argc, char *argv[])
 {
@@ -354,8 +379,11 @@ main(int argc, char *argv[])
 		usage();
 	memset(&a, 0, sizeof a);
 	sp_egress_policy_init(&a.p);
+	/* check's operands are [ID] HOST [PORT]: a host is no name. */
 	if (parse(&a, argc, argv, &e) == -1 ||
-	    sp_conf_load(&a.conf, &e) == -1) {
+	    sp_conf_load(&a.conf, &e) == -1 ||
+	    names_to_ids(&a, strcmp(argv[1], "check") != 0 ? a.npos :
+	    a.npos == (a.dns ? 2 : 3), &e) == -1) {
 		rc = sp_out_fail(NULL, &e);
 		goto out;
 	}
@@ -370,5 +398,6 @@ main(int argc, char *argv[])
 out:
 	sp_egress_policy_release(&a.p);
 	free(a.pos);
+	free(a.ids);
 	return rc;
 }

@@ -148,7 +148,7 @@ main(int argc, char *argv[])
 	struct sp_event_query w = { .max = BATCH };
 	struct sp_ctx x;
 	struct sp_err e;
-	char *end;
+	char *end, idbuf[SP_ID_LEN + 1];
 	long long v;
 	int ch, rc = 0;
 
@@ -160,7 +160,8 @@ main(int argc, char *argv[])
 				return sp_out_fail(NULL, &e);
 			break;
 		case 'i':
-			if (sp_id_check(optarg, &e) == -1)
+			if (!sp_handle_valid(optarg) &&
+			    sp_id_check(optarg, &e) == -1)
 				return sp_out_fail(NULL, &e);
 			s.id = optarg;
 			break;
@@ -184,7 +185,11 @@ main(int argc, char *argv[])
 	}
 	if (optind != argc)
 		usage();
-	if (sp_ctx_open_db(&x, &e) == -1)
+	if (s.id != NULL && sp_handle_valid(s.id)) {
+		/* A name: its sandbox's events (while it has that name). */
+		if (sp_ctx_open_ref(&x, &s.id, idbuf, &e) == -1)
+			return sp_out_fail(NULL, &e);
+	} else if (sp_ctx_open_db(&x, &e) == -1)
 		return sp_out_fail(NULL, &e);
 	/* What is there now, then (-f) what comes. */
 	if (sp_db_event_last(x.db, &s.upto, &e) == -1) {

@@ -84,6 +84,7 @@ main(int argc, char *argv[])
 	struct sp_ctx x;
 	struct sp_err e;
 	const char *id;
+	char idbuf[SP_ID_LEN + 1];
 	double secs;
 	int ch, nenv = 0, status, rc, tty = 0, det = 0;
 
@@ -134,9 +135,7 @@ main(int argc, char *argv[])
 	id = *argv++;
 	argc--;
 	env[nenv] = NULL;
-	if (sp_id_check(id, &e) == -1)
-		return sp_exec_fail_status(id, &e);
-	if (sp_ctx_open_db(&x, &e) == -1)
+	if (sp_ctx_open_ref(&x, &id, idbuf, &e) == -1)
 		return sp_exec_fail_status(id, &e);
 	if (sp_sandbox_chan(&x, id, &c, 30000, &e) == -1) {
 		rc = sp_exec_fail_status(id, &e);

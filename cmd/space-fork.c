@@ -27,7 +27,7 @@ main(int argc, char *argv[])
 {
 	struct sp_ctx x;
 	struct sp_err e;
-	char *end;
+	char *end, id[SP_ID_LEN + 1];
 	long count = 1;
 	int ch, rc;
 
@@ -45,9 +45,10 @@ main(int argc, char *argv[])
 		usage();
 	if (sp_ctx_open(&x, 1, &e) == -1)
 		return sp_out_fail(NULL, &e);
-	rc = sp_snap_fork(&x, argv[optind], argc - optind == 2 ?
-	    argv[optind + 1] : NULL, (int)count, print, NULL, &e) == -1 ?
-	    sp_out_fail(argv[optind], &e) : 0;
+	rc = sp_sandbox_ref(&x, argv[optind], id, &e) == -1 ||
+	    sp_snap_fork(&x, id, argc - optind == 2 ? argv[optind + 1] : NULL,
+	    (int)count, print, NULL, &e) == -1 ? sp_out_fail(argv[optind], &e) :
+	    0;
 	sp_ctx_close(&x);
 	return rc;
 }

@@ -24,13 +24,15 @@ usage(void)
 
 /* A channel into a running sandbox. */
 static int
-open_chan(struct sp_ctx *x, const char *id, struct sp_chan **c,
-    struct sp_err *e)
+open_chan(struct sp_ctx *x, const char **id, char buf[SP_ID_LEN + 1],
+    struct sp_chan **c, struct sp_err *e)
 {
-	/* sp_chan_open_running wakes a sandbox idle tiers paused. */
-	if (sp_ctx_open_db(x, e) == -1)
+	/* sp_chan_open_running wakes a sandbox idle tiers paused.  A name
+	 * becomes its id (*id then points to buf). */
+	if (sp_ctx_open_db(x, e) == -1 || sp_sandbox_ref(x, *id, buf, e) == -1)
 		return -1;
-	return sp_sandbox_chan(x, id, c, 30000, e);
+	*id = buf;
+	return sp_sandbox_chan(x, *id, c, 30000, e);
 }
 
 struct ls {
@@ -71,6 +73,7 @@ main(int argc, char *argv[])
 	struct sp_chan *c = NULL;
 	struct sp_err e;
 	const char *id, *verb, *path;
+	char idbuf[SP_ID_LEN + 1];
 	char action[16];
 	json_t *st;
 	struct ls l;
@@ -121,7 +124,7 @@ main(int argc, char *argv[])
 	raw = strcmp(verb, "cat") == 0;
 	if (sp_fs_path_check(path, &e) == -1 ||
 	    (argc == 2 && sp_fs_path_check(argv[1], &e) == -1) ||
-	    open_chan(&x, id, &c, &e) == -1)
+	    open_chan(&x, &id, idbuf, &c, &e) == -1)
 		goto fail;
 	if (strcmp(verb, "ls") == 0) {
 		l.id = id;

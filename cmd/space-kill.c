@@ -47,6 +47,7 @@ main(int argc, char *argv[])
 	struct sp_ctx x;
 	struct sp_err e;
 	const char *id;
+	char idbuf[SP_ID_LEN + 1];
 	pid_t pid;
 	int ch, sig = SIGTERM, rc;
 
@@ -63,7 +64,7 @@ main(int argc, char *argv[])
 			usage();
 		}
 	sp_cli_id_pid(argc - optind, argv + optind, usage, &id, &pid);
-	if (sp_ctx_open_db(&x, &e) == -1)
+	if (sp_ctx_open_ref(&x, &id, idbuf, &e) == -1)
 		return sp_out_fail(id, &e);
 	if (sp_sandbox_chan(&x, id, &c, 30000, &e) == -1 ||
 	    sp_chan_kill(c, pid, sig, &e) == -1)

@@ -92,14 +92,16 @@ show(const struct sp_sandbox_row *r, void *arg)
 }
 
 static int
-one(const char *id, json_t *rec, void *arg)
+one(const char *ref, json_t *rec, void *arg)
 {
 	struct ls *l = arg;
 	struct sp_sandbox_row r;
+	char id[SP_ID_LEN + 1];
 	struct sp_err e;
 
-	if (sp_id_check(id, &e) == -1 || sp_db_sandbox_get(l->x.db, id, &r, &e) == -1)
-		return sp_out_fail(id, &e);
+	if (sp_sandbox_ref(&l->x, ref, id, &e) == -1 ||
+	    sp_db_sandbox_get(l->x.db, id, &r, &e) == -1)
+		return sp_out_fail(ref, &e);
 	l->rc = 0;
 	show(&r, l);
 	sp_db_row_release(&r);

@@ -240,17 +240,18 @@ one(struct metrics *m, const struct sp_sandbox_row *r)
 }
 
 static int
-by_id(const char *id, json_t *rec, void *arg)
+by_id(const char *ref, json_t *rec, void *arg)
 {
 	struct metrics *m = arg;
 	struct sp_sandbox_row r;
+	char id[SP_ID_LEN + 1];
 	struct sp_err e;
 	int rc;
 
 	(void)rec;
-	if (sp_id_check(id, &e) == -1 ||
+	if (sp_sandbox_ref(&m->x, ref, id, &e) == -1 ||
 	    sp_db_sandbox_get(m->x.db, id, &r, &e) == -1)
-		return sp_out_fail(id, &e);
+		return sp_out_fail(ref, &e);
 	if (r.pod) {
 		sp_db_row_release(&r);
 		sp_err_set(&e, SP_E_NOT_FOUND, 0, "no such sandbox");

@@ -121,17 +121,15 @@ cmd_add(const char *id, int port, const char *listen)
 	struct sp_port p, old, *all = NULL;
 	struct timespec ts = { 0, 50 * 1000000 };
 	struct sp_err e, e2;
+	char idbuf[SP_ID_LEN + 1];
 	size_t n, i, mine = 0;
 	json_t *st = NULL;
 	int gateway = 0, waited, rc;
 
 	memset(&p, 0, sizeof p);
 	memset(&old, 0, sizeof old);
-	if (sp_id_check(id, &e) == -1 ||
-	    sp_port_listen_parse(listen != NULL ? listen : "127.0.0.1:0", &sa,
-	    &e) == -1)
-		return sp_out_fail(id, &e);
-	if (sp_ctx_open_db(&x, &e) == -1)
+	if (sp_port_listen_parse(listen != NULL ? listen : "127.0.0.1:0", &sa,
+	    &e) == -1 || sp_ctx_open_ref(&x, &id, idbuf, &e) == -1)
 		return sp_out_fail(id, &e);
 	if ((rc = sp_db_sandbox_get(x.db, id, &r, &e)) == 0) {
 		if (r.pod || r.state == SP_ST_DESTROYED)
@@ -197,30 +195,46 @@ cmd_add(const char *id, int port, const char *listen)
 static int
 cmd_ls(int argc, char *argv[])
 {
-	struct sp_conf c;
+	char (*ids)[SP_ID_LEN + 1];
+	struct sp_ctx x;
 	struct sp_port *all;
 	struct sp_err e;
 	size_t n, i;
-	int k;
+	int k, rc = 0;
 
-	if (sp_conf_load(&c, &e) == -1)
+	/* Names are looked up in the DB; ids alone need no more than the
+	 * files. */
+	if ((ids = calloc((size_t)argc + 1, sizeof *ids)) == NULL) {
+		sp_err_sys(&e, SP_E_INTERNAL, "calloc");
 		return sp_out_fail(NULL, &e);
+	}
+	if (sp_ctx_open_db(&x, &e) == -1) {
+		free(ids);
+		return sp_out_fail(NULL, &e);
+	}
 	for (k = 0; k < argc; k++)
-		if (sp_id_check(argv[k], &e) == -1)
-			return sp_out_fail(argv[k], &e);
+		if (sp_sandbox_ref(&x, argv[k], ids[k], &e) == -1) {
+			rc = sp_out_fail(argv[k], &e);
+			goto out;
+		}
 	for (k = 0; k == 0 || k < argc; k++) {
-		if (sp_port_list(c.root, argc > 0 ? argv[k] : NULL, &all, &n,
-		    &e) == -1)
-			return sp_out_fail(argc > 0 ? argv[k] : NULL, &e);
+		if (sp_port_list(x.conf.root, argc > 0 ? ids[k] : NULL, &all, &n,
+		    &e) == -1) {
+			rc = sp_out_fail(argc > 0 ? argv[k] : NULL, &e);
+			goto out;
+		}
 		for (i = 0; i < n; i++) {
-			json_t *o = line_of(&c, &all[i]);
+			json_t *o = line_of(&x.conf, &all[i]);
 
 			json_object_set_new(o, "id", json_string(all[i].id));
 			sp_out_json(o);
 		}
 		free(all);
 	}
-	return 0;
+out:
+	sp_ctx_close(&x);
+	free(ids);
+	return rc;
 }
 
 static int
@@ -228,10 +242,11 @@ cmd_rm(const char *id, int port)
 {
 	struct sp_ctx x;
 	struct sp_err e;
+	char idbuf[SP_ID_LEN + 1];
 	int removed, rc;
 
 	sp_event_action("port.rm");
-	if (sp_ctx_open_db(&x, &e) == -1)
+	if (sp_ctx_open_ref(&x, &id, idbuf, &e) == -1)
 		return sp_out_fail(id, &e);
 	if (sp_port_remove(x.conf.root, id, port, &removed, &e) == -1)
 		rc = sp_out_fail(id, &e);

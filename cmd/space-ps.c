@@ -35,19 +35,22 @@ main(int argc, char *argv[])
 {
 	struct sp_chan *c = NULL;
 	struct sp_ctx x;
+	const char *id;
+	char idbuf[SP_ID_LEN + 1];
 	struct sp_err e;
 	int rc = 0;
 
 	sp_cli_init(argc, argv, usage);
 	if (argc != 2 || argv[1][0] == '-')
 		usage();
-	if (sp_ctx_open_db(&x, &e) == -1)
-		return sp_out_fail(argv[1], &e);
-	if (sp_sandbox_chan(&x, argv[1], &c, 30000, &e) == -1 ||
-	    sp_chan_ps(c, show, argv[1], &e) == -1)
-		rc = sp_out_fail(argv[1], &e);
+	id = argv[1];
+	if (sp_ctx_open_ref(&x, &id, idbuf, &e) == -1)
+		return sp_out_fail(id, &e);
+	if (sp_sandbox_chan(&x, id, &c, 30000, &e) == -1 ||
+	    sp_chan_ps(c, show, (void *)id, &e) == -1)
+		rc = sp_out_fail(id, &e);
 	else	/* its event, when no process line was one */
-		sp_event_cli(argv[1], NULL, NULL);
+		sp_event_cli(id, NULL, NULL);
 	sp_chan_close(c);
 	sp_ctx_close(&x);
 	return rc;

@@ -20,6 +20,7 @@ main(int argc, char *argv[])
 {
 	struct sp_ctx x;
 	struct sp_err e;
+	char id[SP_ID_LEN + 1];
 	json_t *o;
 	int rc;
 
@@ -28,7 +29,8 @@ main(int argc, char *argv[])
 		usage();
 	if (sp_ctx_open(&x, 1, &e) == -1)
 		return sp_out_fail(NULL, &e);
-	rc = sp_snap_rollback(&x, argv[optind], argv[optind + 1], &o, &e) == -1 ?
+	rc = sp_sandbox_ref(&x, argv[optind], id, &e) == -1 ||
+	    sp_snap_rollback(&x, id, argv[optind + 1], &o, &e) == -1 ?
 	    sp_out_fail(argv[optind], &e) : sp_out_json(o);
 	sp_ctx_close(&x);
 	return rc;

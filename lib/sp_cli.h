@@ -39,8 +39,13 @@ int sp_each(int argc, char **argv, sp_item_fn fn, void *ctx);
 #define SP_LINE_MAX	65536	/* one stdin line, JSON included */
 /* The body of a command acting on sandbox ids: opens *x (libvirt too when
  * with_virt; x may sit inside arg), runs fn(id, rec, arg) over the items as
- * sp_each does, closes *x; returns the exit status. */
+ * sp_each does (a sandbox's name given as its id), closes *x; returns the
+ * exit status. */
 struct sp_ctx;
+/* sp_ctx_open_db for a command of one sandbox: *ref (an id or a name)
+ * becomes its id, in buf; on a failure *x is closed. */
+int sp_ctx_open_ref(struct sp_ctx *x, const char **ref,
+    char buf[SP_ID_LEN + 1], struct sp_err *e);
 int sp_each_sandbox(int argc, char **argv, struct sp_ctx *x, int with_virt,
     sp_item_fn fn, void *arg);
 

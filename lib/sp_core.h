@@ -214,6 +214,16 @@ int sp_id_valid(const char *s);			/* 1 or 0 */
 int sp_id_check(const char *s, struct sp_err *e);
 /* A name: 1..SP_NAME_MAX bytes of [A-Za-z0-9._-], not starting with '.' or '-'. */
 int sp_name_check(const char *what, const char *s, struct sp_err *e);
+/* A sandbox's name (space-create --name), usable wherever its id is: 1 to
+ * SP_HANDLE_MAX of [a-z0-9-], a letter or digit at each end (a DNS label),
+ * and never a well-formed id, so an operand is one or the other. */
+#define SP_HANDLE_MAX	63
+int sp_handle_valid(const char *s);		/* 1 or 0 */
+int sp_handle_check(const char *s, struct sp_err *e);
+/* A create's request id (--request-id): 1 to SP_REQUEST_ID_MAX of
+ * [A-Za-z0-9._:-], so a UUID or a client's own key. */
+#define SP_REQUEST_ID_MAX	128
+int sp_request_id_check(const char *s, struct sp_err *e);
 /* A label "k=v": k a name, v valid UTF-8 without control chars, bounded. */
 int sp_label_check(const char *kv, struct sp_err *e);
 int sp_utf8_valid(const char *s, size_t n);	/* 1 or 0 */
@@ -263,6 +273,8 @@ struct sp_sandbox_row {
 	char on_expiry[16];		/* kill, pause, suspend; "" (kill) */
 	char idle[128];			/* its idle tiers, "" the node's */
 	int64_t updated;		/* unix seconds of its last transition */
+	char name[SP_HANDLE_MAX + 1];	/* its name, "" for none */
+	char request_id[SP_REQUEST_ID_MAX + 1];	/* the create's, or "" */
 };
 void sp_db_row_release(struct sp_sandbox_row *r);
 int sp_db_open(struct sp_db **db, const struct sp_conf *c, struct sp_err *e);
@@ -277,6 +289,11 @@ int sp_db_schema_version(struct sp_db *db);
 const char *sp_db_backend(const struct sp_db *db);
 int64_t sp_db_round_trips(const struct sp_db *db);
 int sp_db_sandbox_insert(struct sp_db *db, const struct sp_sandbox_row *r,
+    struct sp_err *e);
+/* The sandbox of a name (request 0) or a create's request id (1), in
+ * tenant ("" for none; NULL: any, and two tenants' is bad-input). */
+int sp_db_sandbox_by_handle(struct sp_db *db, const char *tenant,
+    int request, const char *handle, char id[SP_ID_LEN + 1],
     struct sp_err *e);
 /* What a rollback or a recovery did to a sandbox, as a JSON object. */
 int sp_db_sandbox_set_recovered(struct sp_db *db, const char *id,
@@ -465,7 +482,11 @@ int sp_db_pod_mark(struct sp_db *db, const char *id, const char *pool,
  * counted it already (a row placed by the scheduler). */
 int sp_db_pod_claim(struct sp_db *db, const char *node, const char *pool,
     const char *template, int memory_mib, int vcpus, const char *labels,
-    const char *env, int quota, char id[SP_ID_LEN + 1], struct sp_err *e);
+    const char *env, const char *name, const char *request_id, int quota,
+    char id[SP_ID_LEN + 1], struct sp_err *e);
+/* Sets a sandbox's handles (NULL or "": none), as a create gave them. */
+int sp_db_sandbox_handles_set(struct sp_db *db, const char *id,
+    const char *name, const char *request_id, struct sp_err *e);
 /* The pods of pool on node (on every node, with NULL). */
 int sp_db_pods_each(struct sp_db *db, const char *pool, const char *node,
     int (*fn)(const struct sp_sandbox_row *, void *), void *arg,

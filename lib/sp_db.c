@@ -201,6 +201,15 @@ static const char *const migrations[] = {
 	"  detail TEXT);"
 	"CREATE INDEX events_time ON events (time);"
 	"CREATE INDEX events_sandbox ON events (sandbox);",
+	/* 16: handles.  A sandbox's name (space-create --name), unique in its
+	 * tenant ('' for none), stands for its id; a create's request id is
+	 * unique the same way, so a retry finds what the first try made. */
+	"ALTER TABLE sandboxes ADD COLUMN name TEXT;"
+	"ALTER TABLE sandboxes ADD COLUMN request_id TEXT;"
+	"CREATE UNIQUE INDEX sandboxes_name ON sandboxes"
+	" (COALESCE(tenant, ''), name) WHERE name IS NOT NULL;"
+	"CREATE UNIQUE INDEX sandboxes_request_id ON sandboxes"
+	" (COALESCE(tenant, ''), request_id) WHERE request_id IS NOT NULL;",
 };
 
 #define NMIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
@@ -394,7 +403,8 @@ sp_db_row_release(struct sp_sandbox_row *r)
 	"vcpus, labels, CASE WHEN pool IS NULL THEN 0 ELSE 1 END, env, " \
 	"recovered, COALESCE(want, ''), COALESCE(want_error, ''), placed, " \
 	"disk_gb, cpu_pct, COALESCE(expires, 0), COALESCE(on_expiry, ''), " \
-	"COALESCE(idle, ''), updated"
+	"COALESCE(idle, ''), updated, COALESCE(name, ''), " \
+	"COALESCE(request_id, '')"
 
 static int
 row_from(struct sp_db_q *q, struct sp_sandbox_row *r)
@@ -429,6 +439,8 @@ row_from(struct sp_db_q *q, struct sp_sandbox_row *r)
 	copy_col(r->on_expiry, sizeof r->on_expiry, q, 18);
 	copy_col(r->idle, sizeof r->idle, q, 19);
 	r->updated = col_int(q, 20);
+	copy_col(r->name, sizeof r->name, q, 21);
+	copy_col(r->request_id, sizeof r->request_id, q, 22);
 	return r->labels == NULL || r->env == NULL ? -1 : 0;
 }
 
@@ -601,26 +613,29 @@ sp_db_sandbox_insert(struct sp_db *db, const struct sp_sandbox_row *r,
 	if (tenant[0] == '\0' || r->pod) {
 		n = write_sql(db, "insert sandbox", "INSERT INTO sandboxes"
 		    " (id, state, gen, template, node, created, memory_mib,"
-		    " vcpus, labels, updated, env, want, disk_gb, cpu_pct)"
-		    " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $6, $10,"
-		    " NULLIF($11, ''), $12, $13)", e, "ssIssIiisssii",
+		    " vcpus, labels, updated, env, want, disk_gb, cpu_pct,"
+		    " name, request_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $8,"
+		    " $9, $6, $10, NULLIF($11, ''), $12, $13, NULLIF($14, ''),"
+		    " NULLIF($15, ''))", e, "ssIssIiisssiiss",
 		    r->id, sp_state_name(r->state), r->gen, r->template,
 		    r->node, r->created, r->memory_mib, r->vcpus,
 		    r->labels ? r->labels : "{}", r->env ? r->env : "[]",
-		    r->want, r->disk_gb, r->cpu_pct);
+		    r->want, r->disk_gb, r->cpu_pct, r->name, r->request_id);
 	} else {
 		if (tenant_lock(db, tenant, &own, e) == -1)
 			return -1;
 		n = write_sql(db, "insert sandbox", "INSERT INTO sandboxes"
 		    " (id, state, gen, template, node, created, memory_mib,"
 		    " vcpus, labels, updated, env, want, tenant, disk_gb,"
-		    " cpu_pct) SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $6,"
-		    " $10, NULLIF($11, ''), $12, $13, $14 WHERE"
+		    " cpu_pct, name, request_id) SELECT $1, $2, $3, $4, $5, $6,"
+		    " $7, $8, $9, $6, $10, NULLIF($11, ''), $12, $13, $14,"
+		    " NULLIF($15, ''), NULLIF($16, '') WHERE"
 		    QUOTA_FITS("$12", "$7", "$8", "$4", "$13"), e,
-		    "ssIssIiissssii", r->id,
+		    "ssIssIiissssiiss", r->id,
 		    sp_state_name(r->state), r->gen, r->template, r->node,
 		    r->created, r->memory_mib, r->vcpus, r->labels, r->env ?
-		    r->env : "[]", r->want, tenant, r->disk_gb, r->cpu_pct);
+		    r->env : "[]", r->want, tenant, r->disk_gb, r->cpu_pct,
+		    r->name, r->request_id);
 		if (n == 0)
 			quota_exceeded(db, tenant, e);
 		if (tenant_unlock(db, own, n > 0, e) == -1)
@@ -630,9 +645,49 @@ sp_db_sandbox_insert(struct sp_db *db, const struct sp_sandbox_row *r,
 		state_event(db, r->id, NULL, sp_state_name(r->state));
 		return 0;
 	}
-	if (e->code == SP_E_EXISTS)
+	if (e->code == SP_E_EXISTS && r->name[0] != '\0' &&
+	    r->request_id[0] != '\0')
+		sp_err_set(e, SP_E_EXISTS, 0, "a sandbox named '%s' or of "
+		    "request id '%s' exists", r->name, r->request_id);
+	else if (e->code == SP_E_EXISTS && r->name[0] != '\0')
+		sp_err_set(e, SP_E_EXISTS, 0, "a sandbox named '%s' exists",
+		    r->name);
+	else if (e->code == SP_E_EXISTS && r->request_id[0] != '\0')
+		sp_err_set(e, SP_E_EXISTS, 0, "a sandbox of request id '%s' "
+		    "exists", r->request_id);
+	else if (e->code == SP_E_EXISTS)
 		sp_err_set(e, SP_E_EXISTS, 0, "sandbox %s exists", r->id);
 	return -1;
+}
+
+int
+sp_db_sandbox_by_handle(struct sp_db *db, const char *tenant, int request,
+    const char *handle, char id[SP_ID_LEN + 1], struct sp_err *e)
+{
+	struct sp_db_q q;
+	int rc, n = 0;
+
+	/* Without a tenant, any tenant's: two are one too many. */
+	if (q_start(db, &q, "find by handle", request ? "SELECT id, COALESCE("
+	    "tenant, '') FROM sandboxes WHERE request_id = $1 AND ($2 IS NULL"
+	    " OR COALESCE(tenant, '') = $2) ORDER BY id LIMIT 2" : "SELECT id,"
+	    " COALESCE(tenant, '') FROM sandboxes WHERE name = $1 AND ($2 IS"
+	    " NULL OR COALESCE(tenant, '') = $2) ORDER BY id LIMIT 2", e, "ss",
+	    handle, tenant) == -1)
+		return -1;
+	while ((rc = q_step(&q, "find by handle", e)) == 1)
+		if (n++ == 0)
+			copy_col(id, SP_ID_LEN + 1, &q, 0);
+	q_end(&q);
+	if (rc == -1)
+		return -1;
+	if (n == 0)
+		return sp_err_set(e, SP_E_NOT_FOUND, 0, "no sandbox %s '%s'",
+		    request ? "of request id" : "named", handle);
+	if (n > 1)
+		return sp_err_set(e, SP_E_BAD_INPUT, 0, "sandboxes of more than "
+		    "one tenant are named '%s': name it by its id", handle);
+	return 0;
 }
 
 /*
@@ -944,7 +999,8 @@ sp_db_pod_mark(struct sp_db *db, const char *id, const char *pool,
 int
 sp_db_pod_claim(struct sp_db *db, const char *node, const char *pool,
     const char *template, int memory_mib, int vcpus, const char *labels,
-    const char *env, int quota, char id[SP_ID_LEN + 1], struct sp_err *e)
+    const char *env, const char *name, const char *request_id, int quota,
+    char id[SP_ID_LEN + 1], struct sp_err *e)
 {
 	char tenant[SP_NAME_MAX + 1];
 	struct sp_db_q q;
@@ -960,15 +1016,17 @@ sp_db_pod_claim(struct sp_db *db, const char *node, const char *pool,
 	 * It is creating until it has woken and been told who it is. */
 	if (q_start(db, &q, "claim pod", "UPDATE sandboxes SET pool = NULL,"
 	    " state = 'creating', gen = gen + 1, updated = $6, labels = $5,"
-	    " created = $6, env = $7, tenant = NULLIF($9, '') WHERE id = (SELECT"
+	    " created = $6, env = $7, tenant = NULLIF($9, ''), name ="
+	    " NULLIF($11, ''), request_id = NULLIF($12, '') WHERE id = (SELECT"
 	    " id FROM sandboxes WHERE pool = $1 AND template = $2 AND"
 	    " memory_mib = $3 AND vcpus = $4 AND state = 'paused' AND node = $8"
 	    " ORDER BY created LIMIT 1 FOR UPDATE SKIP LOCKED) AND pool = $1 AND"
 	    " state = 'paused' AND ($10 = 0 OR" QUOTA_FITS("$9", "$3", "$4", "$2",
 	    "0")
-	    ") RETURNING id", e, "ssiisIsssi", pool, template, memory_mib,
+	    ") RETURNING id", e, "ssiisIsssiss", pool, template, memory_mib,
 	    vcpus, labels ? labels : "{}", (int64_t)time(NULL), env ? env :
-	    "[]", node, tenant, quota) == -1) {
+	    "[]", node, tenant, quota, name ? name : "", request_id ?
+	    request_id : "") == -1) {
 		tenant_unlock(db, own, 0, e);
 		return -1;
 	}
@@ -1003,6 +1061,16 @@ sp_db_pod_claim(struct sp_db *db, const char *node, const char *pool,
 		sp_event_note(db, "state", id, NULL, -1, json_pack("{s:s, s:s,"
 		    " s:s}", "from", "paused", "to", "creating", "pool", pool));
 	return rc;
+}
+
+int
+sp_db_sandbox_handles_set(struct sp_db *db, const char *id, const char *name,
+    const char *request_id, struct sp_err *e)
+{
+	return write_sql(db, "set handles", "UPDATE sandboxes SET name ="
+	    " NULLIF($2, ''), request_id = NULLIF($3, '') WHERE id = $1", e,
+	    "sss", id, name ? name : "", request_id ? request_id : "") == -1 ?
+	    -1 : 0;
 }
 
 int

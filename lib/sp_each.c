@@ -117,15 +117,51 @@ sp_each(int argc, char **argv, sp_item_fn fn, void *ctx)
 }
 
 int
+sp_ctx_open_ref(struct sp_ctx *x, const char **ref, char buf[SP_ID_LEN + 1],
+    struct sp_err *e)
+{
+	if (sp_ctx_open_db(x, e) == -1)
+		return -1;
+	if (sp_sandbox_ref(x, *ref, buf, e) == -1) {
+		sp_ctx_close(x);
+		return -1;
+	}
+	*ref = buf;
+	return 0;
+}
+
+/* A sandbox's name, as an operand or a line, is its id to fn. */
+struct named {
+	struct sp_ctx *x;
+	sp_item_fn fn;
+	void *arg;
+};
+
+static int
+by_name(const char *ref, json_t *rec, void *arg)
+{
+	struct named *n = arg;
+	char id[SP_ID_LEN + 1];
+	struct sp_err e;
+
+	if (sp_id_valid(ref))
+		return n->fn(ref, rec, n->arg);
+	if (sp_sandbox_ref(n->x, ref, id, &e) == -1)
+		return sp_out_fail(ref, &e);
+	return n->fn(id, rec, n->arg);
+}
+
+int
 sp_each_sandbox(int argc, char **argv, struct sp_ctx *x, int with_virt,
     sp_item_fn fn, void *arg)
 {
+	struct named n = { x, fn, arg };
 	struct sp_err e;
 	int rc;
 
 	if (sp_ctx_open(x, with_virt, &e) == -1)
 		return sp_out_fail(NULL, &e);
-	rc = sp_each(argc, argv, fn, arg);
+	rc = sp_each(argc, argv, by_name, &n);
 	sp_ctx_close(x);
 	return rc;
 }

@@ -103,6 +103,55 @@ sp_name_check(const char *what, const char *s, struct sp_err *e)
 }
 
 int
+sp_handle_valid(const char *s)
+{
+	size_t i, n = s ? strlen(s) : 0;
+
+	if (n == 0 || n > SP_HANDLE_MAX || s[0] == '-' || s[n - 1] == '-' ||
+	    sp_id_valid(s))
+		return 0;
+	for (i = 0; i < n; i++)
+		if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' &&
+		    s[i] <= '9') || s[i] == '-'))
+			return 0;
+	return 1;
+}
+
+int
+sp_handle_check(const char *s, struct sp_err *e)
+{
+	char q[64];
+
+	if (sp_handle_valid(s))
+		return 0;
+	quote_prefix(s ? s : "", q, sizeof q);
+	if (sp_id_valid(s))
+		return sp_err_set(e, SP_E_BAD_INPUT, 0, "name '%s' is what an id "
+		    "looks like (%d chars of a-z, 2-7): add a digit 0, 1, 8, 9 or "
+		    "a '-'", q, SP_ID_LEN);
+	return sp_err_set(e, SP_E_BAD_INPUT, 0, "name '%s': 1 to %d of a-z, 0-9 "
+	    "and '-', a letter or digit at each end", q, SP_HANDLE_MAX);
+}
+
+int
+sp_request_id_check(const char *s, struct sp_err *e)
+{
+	char q[64];
+	size_t i, n = s ? strlen(s) : 0;
+
+	for (i = 0; i < n; i++)
+		if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' &&
+		    s[i] <= 'Z') || (s[i] >= '0' && s[i] <= '9') ||
+		    strchr("._:-", s[i]) != NULL))
+			break;
+	if (n > 0 && n <= SP_REQUEST_ID_MAX && i == n)
+		return 0;
+	quote_prefix(s ? s : "", q, sizeof q);
+	return sp_err_set(e, SP_E_BAD_INPUT, 0, "request id '%s': 1 to %d of "
+	    "A-Z, a-z, 0-9, '.', '_', ':' and '-'", q, SP_REQUEST_ID_MAX);
+}
+
+int
 sp_label_check(const char *kv, struct sp_err *e)
 {
 	char key[SP_NAME_MAX + 1];

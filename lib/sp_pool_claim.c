@@ -226,7 +226,7 @@ sp_pool_claim(struct sp_ctx *x, const struct sp_create_req *r,
 	    NULL;
 	env = r->env ? json_dumps(r->env, JSON_COMPACT) : NULL;
 	c = sp_db_pod_claim(x->db, x->conf.node, t->name, ref, r->memory_mib,
-	    r->vcpus, labels, env, 1, id, e);
+	    r->vcpus, labels, env, r->name, r->request_id, 1, id, e);
 	free(labels);
 	free(env);
 	if (c <= 0)

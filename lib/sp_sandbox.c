@@ -131,19 +131,145 @@ lifetime_set(struct sp_ctx *x, const struct sp_create_req *r, const char *id,
 	    r->on_expiry : "kill", e);
 }
 
+/* The tenant r's labels name, "" for none: where its handles are unique. */
+static const char *
+req_tenant(const struct sp_create_req *r)
+{
+	const char *t = json_string_value(json_object_get(r->labels, "tenant"));
+
+	return t != NULL ? t : "";
+}
+
+static int
+handles_check(const struct sp_create_req *r, struct sp_err *e)
+{
+	if (r->name != NULL && sp_handle_check(r->name, e) == -1)
+		return -1;
+	if (r->request_id != NULL &&
+	    sp_request_id_check(r->request_id, e) == -1)
+		return -1;
+	return 0;
+}
+
+/*
+ * The sandbox an earlier create of r's request id made, in *out marked
+ * "existing": 1, or 0 when there is none.  One still being made is waited
+ * for, as long as this create would have waited; one that goes away
+ * meanwhile (its create failed) is none.  A request id stands for one
+ * create: a retry must ask for the same template and name.
+ */
+#define EARLIER_POLL_MS	200
+
+static int
+earlier_create(struct sp_ctx *x, const struct sp_create_req *r, json_t **out,
+    struct sp_err *e)
+{
+	int64_t deadline = sp_clock_ms() + r->ready_timeout_ms;
+	struct sp_sandbox_row row;
+	char id[SP_ID_LEN + 1];
+	size_t n;
+	int rc;
+
+	if (r->request_id == NULL)
+		return 0;
+	for (;;) {
+		if (sp_db_sandbox_by_handle(x->db, req_tenant(r), 1,
+		    r->request_id, id, e) == -1 ||
+		    sp_db_sandbox_get(x->db, id, &row, e) == -1)
+			return e->code == SP_E_NOT_FOUND ? 0 : -1;
+		if (row.state != SP_ST_CREATING || sp_clock_ms() >= deadline)
+			break;
+		sp_db_row_release(&row);
+		if (sp_db_wait(x->db, EARLIER_POLL_MS, e) == -1)
+			return -1;
+	}
+	n = strcspn(r->template, "@");
+	if (strncmp(row.template, r->template, n) != 0 ||
+	    row.template[n] != '@' || (r->template[n] == '@' &&
+	    strcmp(row.template, r->template) != 0) ||
+	    strcmp(row.name, r->name ? r->name : "") != 0)
+		rc = sp_err_set(e, SP_E_EXISTS, 0, "request id '%s' made %s, "
+		    "of template %s and name '%s': not this create",
+		    r->request_id, row.id, row.template, row.name);
+	else if (row.state == SP_ST_CREATING)
+		rc = sp_err_set(e, SP_E_TIMED_OUT, 1, "the create of request "
+		    "id '%s' (%s) is still being made", r->request_id, row.id);
+	else if ((*out = json_pack("{s:s, s:s, s:s, s:s, s:b}", "id", row.id,
+	    "state", sp_state_name(row.state), "template", row.template,
+	    "request_id", row.request_id, "existing", 1)) == NULL)
+		rc = sp_err_set(e, SP_E_INTERNAL, 0, "out of memory");
+	else {
+		if (row.name[0] != '\0')
+			json_object_set_new(*out, "name",
+			    json_string(row.name));
+		rc = 1;
+	}
+	sp_db_row_release(&row);
+	return rc;
+}
+
+/* A create refused because a handle is taken: by a racer of the same
+ * request id (whose sandbox is then the answer, 1), else by another of
+ * the name, said plainly. */
+static int
+handle_taken(struct sp_ctx *x, const struct sp_create_req *r, json_t **out,
+    struct sp_err *e)
+{
+	struct sp_err first = *e;
+	char id[SP_ID_LEN + 1];
+	int rc;
+
+	if ((rc = earlier_create(x, r, out, e)) != 0)
+		return rc;
+	if (r->name != NULL && sp_db_sandbox_by_handle(x->db, req_tenant(r),
+	    0, r->name, id, e) == 0)
+		return sp_err_set(e, SP_E_EXISTS, 0, "a sandbox named '%s' "
+		    "exists: %s", r->name, id);
+	*e = first;
+	return -1;
+}
+
+int
+sp_sandbox_ref(struct sp_ctx *x, const char *ref, char id[SP_ID_LEN + 1],
+    struct sp_err *e)
+{
+	if (ref != NULL && !sp_id_valid(ref) && sp_handle_valid(ref))
+		return sp_db_sandbox_by_handle(x->db, NULL, 0, ref, id, e);
+	if (sp_id_check(ref, e) == -1) {
+		char why[sizeof e->msg];
+
+		snprintf(why, sizeof why, "%s", e->msg);
+		return sp_err_set(e, SP_E_BAD_INPUT, 0, "%s, nor a name (1 to "
+		    "%d of a-z, 0-9 and '-')", why, SP_HANDLE_MAX);
+	}
+	memcpy(id, ref, SP_ID_LEN + 1);
+	return 0;
+}
+
 int
 sp_sandbox_create(struct sp_ctx *x, const struct sp_create_req *r, json_t **out,
     struct sp_err *e)
 {
 	const char *id;
 	int64_t expires;
-	int existed;
+	int existed, rc;
 	struct sp_err ignored;
 
-	if (lifetime_check(r, e) == -1)
+	*out = NULL;
+	if (lifetime_check(r, e) == -1 || handles_check(r, e) == -1)
 		return -1;
+	/* A retry: what the first try made (it may have failed since). */
+	if ((rc = earlier_create(x, r, out, e)) != 0)
+		return rc == 1 ? 0 : -1;
 	if (create_one(x, r, out, e) == -1)
-		return -1;
+		return e->code == SP_E_EXISTS && (r->name != NULL ||
+		    r->request_id != NULL) && handle_taken(x, r, out, e) == 1 ?
+		    0 : -1;
+	if (r->name != NULL)
+		json_object_set_new(*out, "name", json_string(r->name));
+	if (r->request_id != NULL)
+		json_object_set_new(*out, "request_id",
+		    json_string(r->request_id));
 	if (r->ttl_s <= 0 && r->idle == NULL)
 		return 0;
 	id = json_string_value(json_object_get(*out, "id"));
@@ -330,6 +456,11 @@ sp_sandbox_describe(struct sp_ctx *x, const struct sp_sandbox_row *r,
 	    json_object(), "gen", (json_int_t)r->gen);
 	if (o != NULL && r->pod)
 		json_object_set_new(o, "pod", json_true());
+	/* Its handles (space-create --name, --request-id). */
+	if (o != NULL && r->name[0] != '\0')
+		json_object_set_new(o, "name", json_string(r->name));
+	if (o != NULL && r->request_id[0] != '\0')
+		json_object_set_new(o, "request_id", json_string(r->request_id));
 	/* A disk of its own size (--disk-gb), not its template's. */
 	if (o != NULL && r->disk_gb > 0)
 		json_object_set_new(o, "disk_gb", json_integer(r->disk_gb));
@@ -427,7 +558,7 @@ sp_sandbox_request(struct sp_ctx *x, const struct sp_create_req *r,
 		return sp_err_set(e, SP_E_BAD_INPUT, 0, "memory must be 64 to 65536 MiB");
 	if (r->vcpus < 1 || r->vcpus > 64)
 		return sp_err_set(e, SP_E_BAD_INPUT, 0, "vcpus must be 1 to 64");
-	if (lifetime_check(r, e) == -1)
+	if (lifetime_check(r, e) == -1 || handles_check(r, e) == -1)
 		return -1;
 	/* Named to the digest now: the node it lands on makes that one. */
 	if (sp_db_template_get(x->db, r->template, &t, e) == -1 ||
@@ -446,7 +577,25 @@ sp_sandbox_request(struct sp_ctx *x, const struct sp_create_req *r,
 	row.labels = labels;
 	row.env = env;
 	snprintf(row.want, sizeof row.want, "running");
+	snprintf(row.name, sizeof row.name, "%s", r->name ? r->name : "");
+	snprintf(row.request_id, sizeof row.request_id, "%s", r->request_id ?
+	    r->request_id : "");
+	/* A retry of a request id: the row the first try wrote (or a
+	 * racer's), whatever has become of it since. */
+	if (r->request_id != NULL && sp_db_sandbox_by_handle(x->db,
+	    req_tenant(r), 1, r->request_id, id, &ignored) == 0) {
+		free(labels);
+		free(env);
+		return 1;
+	}
 	rc = sp_db_sandbox_insert(x->db, &row, e);
+	if (rc == -1 && e->code == SP_E_EXISTS && r->request_id != NULL &&
+	    sp_db_sandbox_by_handle(x->db, req_tenant(r), 1, r->request_id,
+	    id, &ignored) == 0) {
+		free(labels);
+		free(env);
+		return 1;
+	}
 	free(labels);
 	free(env);
 	if (rc == 0 && lifetime_set(x, r, row.id, &expires, e) == -1) {

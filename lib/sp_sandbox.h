@@ -77,16 +77,26 @@ struct sp_create_req {
 	const char *placed_id;	/* non-NULL: the row of this id is there
 				 * already, placed on this node by the
 				 * scheduler (no pod is claimed for it) */
+	const char *name;	/* non-NULL: its name (sp_handle_check),
+				 * unique in its tenant */
+	const char *request_id;	/* non-NULL: a create of this request id
+				 * made before, in this tenant, is given
+				 * back instead (marked "existing") */
 };
 /* A sandbox asked for on no node yet (space-create --anywhere): its row,
  * creating, with node '' and the wish running, for the scheduler to place
- * and that node to make.  r's template must be known to the DB. */
+ * and that node to make.  r's template must be known to the DB.  Returns
+ * 0, or 1 when r's request id had made it already (id is that one's). */
 int sp_sandbox_request(struct sp_ctx *x, const struct sp_create_req *r,
     char id[SP_ID_LEN + 1], struct sp_err *e);
 /* Creates and boots one sandbox; *out gets {"id","state","template",
  * "create_ms",...}.  On failure everything it made is removed. */
 int sp_sandbox_create(struct sp_ctx *x, const struct sp_create_req *r,
     json_t **out, struct sp_err *e);
+/* The id a command's operand stands for: an id as it is, a name (any
+ * tenant's, and one only) looked up; else bad-input, not-found. */
+int sp_sandbox_ref(struct sp_ctx *x, const char *ref, char id[SP_ID_LEN + 1],
+    struct sp_err *e);
 struct sp_ckpt_info;
 /* One new sandbox from a subvolume: a template, a template's checkpoint, a
  * snapshot (space-fork).  With saved, src/mem.sav holds the memory state of
@@ -108,6 +118,7 @@ struct sp_make {
 	/* The row of this id is there already (a placed create): it is used,
 	 * and on a failure it is kept, failed, rather than removed. */
 	const char *placed_id;
+	const char *name, *request_id;	/* its handles, or NULL */
 };
 int sp_sandbox_make(struct sp_ctx *x, const struct sp_make *m,
     char id[SP_ID_LEN + 1], struct sp_err *e);

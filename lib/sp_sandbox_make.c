@@ -318,6 +318,7 @@ sp_sandbox_make_new(struct sp_ctx *x, const struct sp_create_req *r,
 		.ready_timeout_ms = r->ready_timeout_ms,
 		.prepare = r->pod ? prepare : NULL,
 		.placed_id = r->placed_id,
+		.name = r->name, .request_id = r->request_id,
 	};
 	if (sp_sandbox_make(x, &m, id, e) == -1)
 		return -1;
@@ -396,6 +397,9 @@ sp_sandbox_make(struct sp_ctx *x, const struct sp_make *m,
 	row.cpu_pct = m->cpu_pct;
 	row.labels = labels;
 	row.env = envtext;
+	snprintf(row.name, sizeof row.name, "%s", m->name ? m->name : "");
+	snprintf(row.request_id, sizeof row.request_id, "%s", m->request_id ?
+	    m->request_id : "");
 	if (sp_sandbox_lock(x, row.id, 1, &lock, e) == -1)
 		goto out;
 	if (m->placed_id == NULL && sp_db_sandbox_insert(x->db, &row, e) == -1)

@@ -228,8 +228,18 @@ take_pod(struct sp_ctx *x, const struct sp_sandbox_row *r, struct cand *c,
 	pod_key(r->template, r->memory_mib, r->vcpus, key, sizeof key);
 	if (sp_db_sandbox_get(x->db, r->id, &full, e) == -1)
 		return -1;
-	got = sp_db_pod_claim(x->db, c->name, pool, r->template, r->memory_mib,
-	    r->vcpus, full.labels, full.env, 0, pod, e);
+	/* Its handles go to the pod (they are unique): taken from the row
+	 * first, given back if no pod was there after all. */
+	got = full.name[0] != '\0' || full.request_id[0] != '\0' ?
+	    sp_db_sandbox_handles_set(x->db, r->id, NULL, NULL, e) : 0;
+	if (got == 0)
+		got = sp_db_pod_claim(x->db, c->name, pool, r->template,
+		    r->memory_mib, r->vcpus, full.labels, full.env, full.name,
+		    full.request_id, 0, pod, e);
+	if (got == 0 && (full.name[0] != '\0' || full.request_id[0] != '\0') &&
+	    sp_db_sandbox_handles_set(x->db, r->id, full.name,
+	    full.request_id, e) == -1)
+		got = -1;
 	sp_db_row_release(&full);
 	/* One fewer waits there; none, if the count was out of date. */
 	json_object_set_new(c->pods, key, json_integer(got != 1 ? 0 :

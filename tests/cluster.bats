@@ -325,16 +325,29 @@ stop_agents() {
 	pod=$(on b space-ls --pods --here | jq -r 'select(.pod) | .id')
 	[ -n "$pod" ]
 	run space-create --anywhere --wait 120 --template minimal \
-	    --label who=far --env GREETING=hello
+	    --label who=far --env GREETING=hello --name far-one \
+	    --request-id far-key-1
 	assert_success
 	jout -r .id >> "$BATS_FILE_TMPDIR/ids"
 	jout -e --arg b "$NODE_A-cb" --arg pod "$pod" '.ok and .id == $pod and
 	    .node == $b and .state == "running" and .placed.claimed and
-	    .placed.pod_waiting and (.placed.why | test("a pod of the template waits"))'
+	    .placed.pod_waiting and (.placed.why | test("a pod of the template waits"))
+	    and .name == "far-one" and .request_id == "far-key-1"'
 	run on b space-exec "$pod" -- sh -c 'echo "$GREETING"'
 	assert_success
 	assert_output hello
 	on b space-ls "$pod" | jq -e '.labels.who == "far" and (.pod | not)'
+	# Its handles went with it to the pod, and the row it stood in for is
+	# gone: the name is the pod's on every node, a retry finds it.
+	on c space-ls far-one | jq -e --arg pod "$pod" '.id == $pod'
+	[ "$(space-ls | jq -s 'map(select(.name == "far-one")) | length')" -eq 1 ]
+	run space-create --anywhere --wait 120 --template minimal \
+	    --name far-one --request-id far-key-1
+	assert_success
+	jout -e --arg pod "$pod" '.ok and .id == $pod and .existing'
+	run space-create --anywhere --template minimal --name far-one
+	[ "$status" -eq 1 ]
+	jout -e '.error == "exists"'
 	# One without a pod to take is placed and made as before.
 	run space-create --anywhere --wait 120 --template minimal --memory 384
 	assert_success

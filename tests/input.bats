@@ -13,10 +13,10 @@ id_commands=(
 	"space-egress show X"
 )
 
-@test "a malformed id is bad input (exit 100) for every command" {
+@test "an operand neither an id nor a name is bad input (exit 100) for every command" {
 	local c n=0
 	for c in "${id_commands[@]}"; do
-		for bad in not-an-id ../../../etc AAAAAAAAAAAA aaaaaaaaaaa1; do
+		for bad in not_an_id ../../../etc AAAAAAAAAAAA aaaaaaaaaaa.; do
 			run ${c//X/$bad}
 			echo "# $c with '$bad': $status ${output:0:100}"
 			[ "$status" -eq 100 ]
@@ -37,7 +37,7 @@ id_commands=(
 	[ "$n" -eq $((${#id_commands[@]} * 4)) ]
 }
 
-@test "an unknown id is not-found (exit 1) for every command that needs it" {
+@test "an unknown id or name is not-found (exit 1) for every command that needs it" {
 	local c
 	for c in "${id_commands[@]}"; do
 		case $c in
@@ -52,6 +52,13 @@ id_commands=(
 		*)
 			jout -e '.id == "aaaaaaaaaaaa" and .error == "not-found"' ;;
 		esac
+	done
+	# A name nobody has, even where an id would be done (rm, egress).
+	for c in "${id_commands[@]}"; do
+		run ${c//X/nobody-has-this-1}
+		echo "# $c: $status ${output:0:100}"
+		[ "$status" -eq 1 ]
+		[[ $output == *"no sandbox named 'nobody-has-this-1'"* ]]
 	done
 	# Removing what is not there is done, not an error.
 	run space-rm aaaaaaaaaaaa

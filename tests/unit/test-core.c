@@ -30,6 +30,59 @@ test_ids(void)
 	tap_ok(strchr(e.msg, '\xff') == NULL, "the message does not echo raw bytes");
 }
 
+/* Handles: a name is never an id, so an operand is one or the other. */
+static void
+test_handles(void)
+{
+	static const char *const good[] = { "web", "web-1", "a", "0", "1a",
+	    "abcdefghij18", "aaaaaaaaaaaa0", "a-b-c" };
+	static const char *const bad[] = { "", "-web", "web-", "Web", "a_b",
+	    "a.b", "a b", "a/b", "a:b", "\xc3\xa9", "abcdefghij23",
+	    "aaaaaaaaaaaa" };
+	static const char *const rgood[] = { "k", "job-7", "A-z_0.9:x",
+	    "6f1c2a8e-9b1d-4c57-a2a5-0f9d1e6c1b2a" };
+	static const char *const rbad[] = { "", "a b", "a/b", "k$", "\xc3\xbc",
+	    "k\n" };
+	char longest[SP_HANDLE_MAX + 2], rlong[SP_REQUEST_ID_MAX + 2];
+	struct sp_err e;
+	size_t i;
+	int ok = 1;
+
+	for (i = 0; i < sizeof good / sizeof good[0]; i++)
+		ok &= sp_handle_valid(good[i]) && sp_handle_check(good[i], &e) == 0;
+	tap_ok(ok, "names of a-z, 0-9 and '-' inside are names");
+	ok = 1;
+	for (i = 0; i < sizeof bad / sizeof bad[0]; i++)
+		ok &= !sp_handle_valid(bad[i]) && sp_handle_check(bad[i], &e) ==
+		    -1 && e.code == SP_E_BAD_INPUT;
+	tap_ok(ok, "upper case, '_', '.', '/', ':', spaces, non-ASCII, a '-' "
+	    "at an end and ids are not names");
+	tap_ok(sp_handle_check("abcdefghij23", &e) == -1 &&
+	    strstr(e.msg, "what an id looks like") != NULL,
+	    "a name that is an id says so");
+	memset(longest, 'a', SP_HANDLE_MAX);
+	longest[SP_HANDLE_MAX] = '\0';
+	tap_okf("", "", sp_handle_valid(longest), "a name of %d characters",
+	    SP_HANDLE_MAX);
+	longest[SP_HANDLE_MAX] = 'a';
+	longest[SP_HANDLE_MAX + 1] = '\0';
+	tap_ok(!sp_handle_valid(longest), "one more is not");
+	ok = 1;
+	for (i = 0; i < sizeof rgood / sizeof rgood[0]; i++)
+		ok &= sp_request_id_check(rgood[i], &e) == 0;
+	for (i = 0; i < sizeof rbad / sizeof rbad[0]; i++)
+		ok &= sp_request_id_check(rbad[i], &e) == -1 &&
+		    e.code == SP_E_BAD_INPUT;
+	memset(rlong, 'k', SP_REQUEST_ID_MAX);
+	rlong[SP_REQUEST_ID_MAX] = '\0';
+	ok &= sp_request_id_check(rlong, &e) == 0;
+	rlong[SP_REQUEST_ID_MAX] = 'k';
+	rlong[SP_REQUEST_ID_MAX + 1] = '\0';
+	ok &= sp_request_id_check(rlong, &e) == -1;
+	tap_okf("", "", ok, "request ids: UUIDs and keys of A-Z a-z 0-9 . _ : -, "
+	    "up to %d; nothing else", SP_REQUEST_ID_MAX);
+}
+
 static void
 test_names(void)
 {
@@ -345,6 +398,7 @@ main(void)
 	test_proc_stderr();
 	test_codes();
 	test_ids();
+	test_handles();
 	test_names();
 	test_utf8();
 	test_conf();

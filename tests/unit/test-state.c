@@ -75,7 +75,7 @@ test_table(void)
 
 static struct sp_conf conf;
 static const char *backend = "sqlite";	/* in each test's name */
-#define SCHEMA_VERSION 15
+#define SCHEMA_VERSION 16
 
 static struct sp_db *
 open_db(void)
@@ -305,7 +305,7 @@ test_claim_race(void)
 
 			db = open_db();
 			while (sp_db_pod_claim(db, "n1", "race", "minimal@abcd",
-			    256, 1, NULL, NULL, 1, id, &e) == 1) {
+			    256, 1, NULL, NULL, NULL, NULL, 1, id, &e) == 1) {
 				memcpy(line, id, SP_ID_LEN);
 				line[SP_ID_LEN] = '\n';
 				if (write(res[1], line, sizeof line) != sizeof line)
@@ -343,14 +343,120 @@ test_claim_race(void)
 		insert(db, id, SP_ST_PAUSED);
 		sp_db_pod_mark(db, id, "race", &e);
 		c2 = sp_db_pod_claim(db, "n2", "race", "minimal@abcd", 256, 1,
-		    NULL, NULL, 1, got1, &e);
+		    NULL, NULL, NULL, NULL, 1, got1, &e);
 		c1 = sp_db_pod_claim(db, "n1", "race", "minimal@abcd", 256, 1,
-		    NULL, NULL, 1, got1, &e);
+		    NULL, NULL, NULL, NULL, 1, got1, &e);
 		tap_okf(sp_code_name(e.code), e.msg, c2 == 0 && c1 == 1 &&
 		    strcmp(got1, id) == 0, "%s: a pod of node n1 is not "
 		    "claimed by n2, and is by n1", backend);
 		sp_db_close(db);
 	}
+}
+
+/* A row as a create writes it, with handles and a tenant's label. */
+static int
+insert_handled(struct sp_db *db, const char *id, const char *tenant,
+    const char *name, const char *request_id, struct sp_err *e)
+{
+	struct sp_sandbox_row r = { 0 };
+	char labels[128];
+
+	snprintf(r.id, sizeof r.id, "%s", id);
+	r.state = SP_ST_CREATING;
+	snprintf(r.template, sizeof r.template, "minimal@abcd");
+	snprintf(r.node, sizeof r.node, "n1");
+	r.created = time(NULL);
+	r.memory_mib = 256;
+	r.vcpus = 1;
+	snprintf(labels, sizeof labels, tenant ? "{\"tenant\":\"%s\"}" : "{}",
+	    tenant);
+	r.labels = labels;
+	snprintf(r.name, sizeof r.name, "%s", name ? name : "");
+	snprintf(r.request_id, sizeof r.request_id, "%s", request_id ?
+	    request_id : "");
+	return sp_db_sandbox_insert(db, &r, e);
+}
+
+/* Names and request ids: unique in a tenant, found by the handle, and a
+ * claim that would take a handle another has leaves the pod a pod. */
+static void
+test_handles(void)
+{
+	char a[SP_ID_LEN + 1], b[SP_ID_LEN + 1], c[SP_ID_LEN + 1];
+	char pod[SP_ID_LEN + 1], got[SP_ID_LEN + 1] = "", found[SP_ID_LEN + 1];
+	struct sp_sandbox_row r;
+	struct sp_db *db = open_db();
+	struct sp_err e;
+	int rc;
+
+	sp_id_new(a, &e);
+	sp_id_new(b, &e);
+	sp_id_new(c, &e);
+	rc = insert_handled(db, a, NULL, "web", "key-1", &e);
+	tap_okf(sp_code_name(e.code), e.msg, rc == 0 &&
+	    sp_db_sandbox_get(db, a, &r, &e) == 0 && strcmp(r.name, "web") == 0 &&
+	    strcmp(r.request_id, "key-1") == 0, "%s: a row keeps its name and "
+	    "request id", backend);
+	sp_db_row_release(&r);
+	rc = insert_handled(db, b, NULL, "web", NULL, &e);
+	tap_okf(sp_code_name(e.code), e.msg, rc == -1 && e.code == SP_E_EXISTS &&
+	    strstr(e.msg, "named 'web'") != NULL && sp_db_sandbox_get(db, b, &r,
+	    &e) == -1, "%s: a second of the name in a tenant is refused and not "
+	    "written", backend);
+	rc = insert_handled(db, b, NULL, NULL, "key-1", &e);
+	tap_okf(sp_code_name(e.code), e.msg, rc == -1 && e.code == SP_E_EXISTS,
+	    "%s: a second of the request id in a tenant is refused", backend);
+	rc = insert_handled(db, b, "acme", "web", "key-1", &e);
+	tap_okf(sp_code_name(e.code), e.msg, rc == 0 && insert_handled(db, c,
+	    NULL, NULL, NULL, &e) == 0, "%s: another tenant may use both; "
+	    "rows without handles are many", backend);
+	tap_okf("", "", sp_db_sandbox_by_handle(db, "acme", 0, "web", found,
+	    &e) == 0 && strcmp(found, b) == 0 && sp_db_sandbox_by_handle(db, "",
+	    0, "web", found, &e) == 0 && strcmp(found, a) == 0 &&
+	    sp_db_sandbox_by_handle(db, "", 1, "key-1", found, &e) == 0 &&
+	    strcmp(found, a) == 0, "%s: each tenant's name and key find its own",
+	    backend);
+	rc = sp_db_sandbox_by_handle(db, NULL, 0, "web", found, &e);
+	tap_okf(sp_code_name(e.code), e.msg, rc == -1 && e.code ==
+	    SP_E_BAD_INPUT, "%s: a name in two tenants is ambiguous to one "
+	    "who asks of any", backend);
+	rc = sp_db_sandbox_by_handle(db, "beta", 0, "web", found, &e);
+	tap_okf(sp_code_name(e.code), e.msg, rc == -1 && e.code ==
+	    SP_E_NOT_FOUND, "%s: another tenant does not find it", backend);
+	/* A pod claimed with a name that is taken: refused, still a pod. */
+	sp_id_new(pod, &e);
+	insert(db, pod, SP_ST_PAUSED);
+	sp_db_pod_mark(db, pod, "handles", &e);
+	rc = sp_db_pod_claim(db, "n1", "handles", "minimal@abcd", 256, 1, NULL,
+	    NULL, "web", NULL, 1, got, &e);
+	tap_okf(sp_code_name(e.code), e.msg, rc == -1 && e.code == SP_E_EXISTS &&
+	    sp_db_sandbox_get(db, pod, &r, &e) == 0 && r.pod &&
+	    r.state == SP_ST_PAUSED && r.name[0] == '\0', "%s: a claim with a "
+	    "name taken fails and leaves the pod waiting", backend);
+	sp_db_row_release(&r);
+	rc = sp_db_pod_claim(db, "n1", "handles", "minimal@abcd", 256, 1, NULL,
+	    NULL, "api", "key-2", 1, got, &e);
+	tap_okf(sp_code_name(e.code), e.msg, rc == 1 && strcmp(got, pod) == 0 &&
+	    sp_db_sandbox_by_handle(db, "", 0, "api", found, &e) == 0 &&
+	    strcmp(found, pod) == 0 && sp_db_sandbox_by_handle(db, "", 1,
+	    "key-2", found, &e) == 0, "%s: a claim gives the pod its handles",
+	    backend);
+	/* Handles move (the scheduler's claim for a placed row). */
+	tap_okf(sp_code_name(e.code), e.msg, sp_db_sandbox_handles_set(db, pod,
+	    NULL, NULL, &e) == 0 && sp_db_sandbox_handles_set(db, c, "api",
+	    "key-2", &e) == 0 && sp_db_sandbox_by_handle(db, "", 0, "api", found,
+	    &e) == 0 && strcmp(found, c) == 0, "%s: handles cleared on one row "
+	    "may be set on another", backend);
+	/* A removed sandbox's handles are free. */
+	rc = sp_db_sandbox_delete(db, a, &e) == 0 ? insert_handled(db, a, NULL,
+	    "web", "key-1", &e) : -1;
+	tap_okf(sp_code_name(e.code), e.msg, rc == 0, "%s: a removed row's "
+	    "name and request id are free again", backend);
+	sp_db_sandbox_delete(db, a, &e);
+	sp_db_sandbox_delete(db, b, &e);
+	sp_db_sandbox_delete(db, c, &e);
+	sp_db_sandbox_delete(db, pod, &e);
+	sp_db_close(db);
 }
 
 /* What a scheduler pass placed, one id per line, to a pipe. */
@@ -1000,6 +1106,7 @@ main(void)
 	snprintf(conf.db, sizeof conf.db, "sqlite:%s/space.db", dir);
 	test_table();
 	test_db();
+	test_handles();
 	test_events();
 	test_race();
 	test_claim_race();
@@ -1018,6 +1125,7 @@ main(void)
 		tap_ok(0, "postgresql: tests/pg-server starts a server");
 	else {
 		test_db();
+		test_handles();
 		test_events();
 		test_race();
 		test_claim_race();
