@@ -36,6 +36,9 @@ struct sp_api_route {
 	const char *name;		/* "create", "e2b.kill", "Process.Start" */
 	int stream;			/* a Connect server-streaming call */
 	char id[SP_ID_LEN + 1];		/* the path's sandbox, or "" */
+	char ref[SP_HANDLE_MAX + 1];	/* a /v1 path's sandbox by its name
+					 * (id "" until the caller's tenant
+					 * is known to look it up in) */
 	char arg[SP_ID_LEN + 1];	/* its snapshot or pid, or "" */
 	char cred[SP_NAME_MAX + 1];	/* a credential's name, or "" */
 };

@@ -88,10 +88,11 @@ create(struct sp_api_call *c)
 	if (sp_api_body_json(c->body, c->body_len, &body, &e) == -1)
 		goto out;
 	if (json_unpack_ex(body, NULL, JSON_STRICT, "{s:s, s?i, s?i, s?i, s?F, "
-	    "s?s, s?s, s?o, s?o}", "template", &r.template, "memory_mib",
-	    &r.memory_mib, "vcpus", &r.vcpus, "disk_gb", &r.disk_gb,
-	    "cpu_quota", &cpus, "ttl", &ttl, "on_expiry", &r.on_expiry,
-	    "labels", &v, "env", &env) == -1 || r.memory_mib < 64 ||
+	    "s?s, s?s, s?o, s?o, s?s, s?s}", "template", &r.template,
+	    "memory_mib", &r.memory_mib, "vcpus", &r.vcpus, "disk_gb",
+	    &r.disk_gb, "cpu_quota", &cpus, "ttl", &ttl, "on_expiry",
+	    &r.on_expiry, "labels", &v, "env", &env, "name", &r.name,
+	    "request_id", &r.request_id) == -1 || r.memory_mib < 64 ||
 	    r.memory_mib > 65536 || r.vcpus < 1 || r.vcpus > 64 ||
 	    r.disk_gb < 0 || r.disk_gb > SP_DISK_GB_MAX || (cpus != 0 &&
 	    (r.cpu_pct = sp_cpu_quota_pct(cpus)) == -1) ||
@@ -102,7 +103,14 @@ create(struct sp_api_call *c)
 		    "\"memory_mib\":64..65536, \"vcpus\":1..64, \"disk_gb\":"
 		    "0..16384, \"cpu_quota\":0.01..1024, \"ttl\":DURATION, "
 		    "\"on_expiry\":\"kill|pause|suspend\" (with ttl), "
-		    "\"labels\":{}, \"env\":[\"NAME=VALUE\"]} and nothing else");
+		    "\"labels\":{}, \"env\":[\"NAME=VALUE\"], \"name\":NAME, "
+		    "\"request_id\":KEY} and nothing else");
+		env = NULL;
+		goto out;
+	}
+	if ((r.name != NULL && sp_handle_check(r.name, &e) == -1) ||
+	    (r.request_id != NULL &&
+	    sp_request_id_check(r.request_id, &e) == -1)) {
 		env = NULL;
 		goto out;
 	}
@@ -158,7 +166,8 @@ create(struct sp_api_call *c)
 		goto out;
 	if ((k = json_string_value(json_object_get(out, "id"))) != NULL)
 		snprintf(c->sandbox, sizeof c->sandbox, "%s", k);
-	ok(c, 201, out);
+	/* A retry of a request id: what the first made, as it is now. */
+	ok(c, json_is_true(json_object_get(out, "existing")) ? 200 : 201, out);
 	out = NULL;
 	/* What it met and got over on the way is not a failure. */
 	sp_err_clear(&e);

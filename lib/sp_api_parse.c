@@ -165,8 +165,14 @@ match(const char *pattern, char *seg[], int nseg, struct sp_api_route *r)
 
 	if (split(pattern, pbuf, sizeof pbuf, pseg, &np) == -1 || np != nseg)
 		return 0;
-	r->id[0] = r->arg[0] = r->cred[0] = '\0';
+	r->id[0] = r->arg[0] = r->cred[0] = r->ref[0] = '\0';
 	for (i = 0; i < np; i++) {
+		/* This project's API names a sandbox by its id or name. */
+		if (strcmp(pseg[i], ":id") == 0 && !sp_id_valid(seg[i]) &&
+		    strncmp(pattern, "/v1/", 4) == 0 && sp_handle_valid(seg[i])) {
+			snprintf(r->ref, sizeof r->ref, "%s", seg[i]);
+			continue;
+		}
 		if (strcmp(pseg[i], ":id") == 0 || strcmp(pseg[i], ":snap") == 0) {
 			if (!sp_id_valid(seg[i]))
 				return 0;

@@ -601,6 +601,18 @@ dispatch(struct req *r)
 		}
 		actor(r);
 	}
+	/* A sandbox named by its name: the caller's tenant's of that name
+	 * (an admin's: any tenant's, when only one has it). */
+	if (c->route.ref[0] != '\0' && sp_db_sandbox_by_handle(c->x->db,
+	    c->admin ? NULL : c->tenant, 0, c->route.ref, c->route.id,
+	    &e) == -1) {
+		/* Said as for an id: whether another tenant has the name is
+		 * not this caller's to learn. */
+		if (e.code == SP_E_NOT_FOUND)
+			sp_err_set(&e, SP_E_NOT_FOUND, 0, "no such sandbox");
+		sp_api_fail(c, &e);
+		return;
+	}
 	/* The audit names the sandbox asked for, whether or not it was
 	 * there for the caller. */
 	snprintf(c->sandbox, sizeof c->sandbox, "%s", c->route.id);

@@ -175,6 +175,66 @@ teardown_file() {
 	space-rm "$id" "$theirs" >/dev/null
 }
 
+@test "native API: a name stands for the id in every path, in its tenant only; a request id's retry gets the first sandbox" {
+	run api -H "Authorization: Bearer $KEY_A" -d '{"template":"minimal","name":"api-web","request_id":"rq-1"}' "$URL/v1/sandboxes"
+	[ "$output" = 201 ]
+	id=$(jq -r .id "$T/body")
+	echo "$id" >>"$T/ids"
+	jq -e '.name == "api-web" and .request_id == "rq-1"' "$T/body"
+	# The retry: 200, the same sandbox.
+	run api -H "Authorization: Bearer $KEY_A" -d '{"template":"minimal","name":"api-web","request_id":"rq-1"}' "$URL/v1/sandboxes"
+	[ "$output" = 200 ]
+	jq -e --arg id "$id" '.id == $id and .existing' "$T/body"
+	# Another create of the name: 409.
+	run api -H "Authorization: Bearer $KEY_A" -d '{"template":"minimal","name":"api-web"}' "$URL/v1/sandboxes"
+	[ "$output" = 409 ]
+	jq -e '.error == "exists"' "$T/body"
+	run api -H "Authorization: Bearer $KEY_A" "$URL/v1/sandboxes/api-web"
+	[ "$output" = 200 ]
+	jq -e --arg id "$id" '.id == $id and .name == "api-web"' "$T/body"
+	run api -N -X POST -H "Authorization: Bearer $KEY_A" -d '{"argv":["uname","-n"]}' "$URL/v1/sandboxes/api-web/exec"
+	[ "$output" = 200 ]
+	jq -s -e --arg id "$id" 'map(.stdout // empty | @base64d) | add == $id + "\n"' "$T/body"
+	run api -X POST -H "Authorization: Bearer $KEY_A" "$URL/v1/sandboxes/api-web/pause"
+	[ "$output" = 200 ]
+	jq -e --arg id "$id" '.id == $id and .changed' "$T/body"
+	space-ls "$id" | jq -e '.state == "paused"'
+	# Tenant B has no sandbox of that name: 404, as for one never made;
+	# its own of the same name is another sandbox.
+	run api -H "X-API-KEY: $KEY_B" "$URL/v1/sandboxes/api-web"
+	[ "$output" = 404 ]
+	mine=$(cat "$T/body")
+	run api -H "X-API-KEY: $KEY_B" "$URL/v1/sandboxes/never-was"
+	[ "$output" = 404 ]
+	[ "$(cat "$T/body")" = "$mine" ]
+	run api -H "X-API-KEY: $KEY_B" -d '{"template":"minimal","name":"api-web","request_id":"rq-1"}' "$URL/v1/sandboxes"
+	[ "$output" = 201 ]
+	theirs=$(jq -r .id "$T/body")
+	echo "$theirs" >>"$T/ids"
+	[ "$theirs" != "$id" ]
+	run api -H "X-API-KEY: $KEY_B" "$URL/v1/sandboxes/api-web"
+	jq -e --arg t "$theirs" '.id == $t' "$T/body"
+	# An admin's key, of any tenant: two have it, so it names none.
+	run api -H "X-API-KEY: $KEY_ADMIN" "$URL/v1/sandboxes/api-web"
+	[ "$output" = 400 ]
+	# Bad handles: 400, nothing made.
+	for body in '{"template":"minimal","name":"Bad_Name"}' \
+	    '{"template":"minimal","name":"abcdefghij23"}' \
+	    '{"template":"minimal","request_id":"a b"}' \
+	    '{"template":"minimal","name":5}'; do
+		run api -H "Authorization: Bearer $KEY_A" -d "$body" "$URL/v1/sandboxes"
+		[ "$output" = 400 ] || { echo "$body: $output"; false; }
+	done
+	run api -H "Authorization: Bearer $KEY_A" "$URL/v1/sandboxes/Bad_Name"
+	[ "$output" = 404 ]
+	run api -X DELETE -H "Authorization: Bearer $KEY_A" "$URL/v1/sandboxes/api-web"
+	[ "$output" = 200 ]
+	run api -X DELETE -H "X-API-KEY: $KEY_B" "$URL/v1/sandboxes/api-web"
+	[ "$output" = 200 ]
+	run api -H "Authorization: Bearer $KEY_A" "$URL/v1/sandboxes/api-web"
+	[ "$output" = 404 ]
+}
+
 @test "credentials and egress: a tenant's own, never another's, secrets never shown" {
 	run api -H "X-API-KEY: $KEY_A" -d '{"template":"minimal"}' "$URL/v1/sandboxes"
 	id=$(jq -r .id "$T/body")

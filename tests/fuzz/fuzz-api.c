@@ -44,7 +44,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			break;
 		*nl = '\0';
 		if (sp_api_route(s, nl + 1, &r, &e) == 0) {
-			if (r.name == NULL || (r.id[0] && !sp_id_valid(r.id)))
+			if (r.name == NULL || (r.id[0] && !sp_id_valid(r.id)) ||
+			    (r.ref[0] && (r.id[0] || !sp_handle_valid(r.ref))))
 				abort();
 		} else if (e.code != SP_E_NOT_FOUND &&
 		    e.code != SP_E_BAD_STATE)

@@ -169,6 +169,16 @@ test_routes(void)
 	    "a route with a pid");
 	tap_ok(sp_api_route("GET", "/v1/sandboxes/ABCDEFGH2345", &r, &e) == -1 &&
 	    e.code == SP_E_NOT_FOUND, "an id that is not one: not-found");
+	tap_ok(sp_api_route("POST", "/v1/sandboxes/web-1/exec", &r, &e) == 0 &&
+	    strcmp(r.name, "exec") == 0 && r.id[0] == '\0' &&
+	    strcmp(r.ref, "web-1") == 0, "a native route names a sandbox by "
+	    "its name: ref, no id yet");
+	tap_ok(sp_api_route("GET", "/v1/sandboxes/Web_1", &r, &e) == -1 &&
+	    e.code == SP_E_NOT_FOUND && sp_api_route("GET",
+	    "/v1/sandboxes/abcdefgh2345/snapshots/web-1", &r, &e) == -1 &&
+	    sp_api_route("DELETE", "/sandboxes/web-1", &r, &e) == -1,
+	    "no name that is not one, no name for a snapshot, none in E2B's "
+	    "paths");
 	tap_ok(sp_api_route("PATCH", "/v1/sandboxes", &r, &e) == -1 &&
 	    e.code == SP_E_BAD_STATE, "a method the path does not take: "
 	    "bad-state (405)");
