@@ -2,7 +2,8 @@
 
 # Sandbox ids, from space-ls (quietly: no DB, no ids).
 _space_ids() {
-	space-ls 2>/dev/null | sed -n 's/.*"id":"\([a-z2-7]\{12\}\)".*/\1/p'
+	space-ls 2>/dev/null | sed -n -e 's/.*"id":"\([a-z2-7]\{12\}\)".*/\1/p' \
+	    -e 's/.*"name":"\([a-z0-9-]\{1,63\}\)".*/\1/p'
 }
 
 # Snapshot ids of sandbox $1, from space-snap ls.
@@ -123,9 +124,9 @@ _space() {
 	space-create)
 		case $prev in
 		--template) COMPREPLY=($(compgen -W "$(_space_templates)" -- "$cur")) ;;
-		--memory|--vcpus|--disk-gb|--cpu-quota|--label|--env|-n|--timeout|--wait|--ttl|--idle) ;;
+		--memory|--vcpus|--disk-gb|--cpu-quota|--label|--env|-n|--timeout|--wait|--ttl|--idle|--name|--request-id) ;;
 		--on-expiry) COMPREPLY=($(compgen -W "kill pause suspend" -- "$cur")) ;;
-		*) COMPREPLY=($(compgen -W "--template --memory --vcpus --disk-gb --cpu-quota --ttl --on-expiry --idle --label --env -n --timeout --no-pool --cold --anywhere --wait --" -- "$cur")) ;;
+		*) COMPREPLY=($(compgen -W "--template --name --request-id --memory --vcpus --disk-gb --cpu-quota --ttl --on-expiry --idle --label --env -n --timeout --no-pool --cold --anywhere --wait --" -- "$cur")) ;;
 		esac ;;
 	space-exec)
 		if [ "$COMP_CWORD" -eq 1 ]; then
