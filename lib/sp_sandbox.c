@@ -160,6 +160,23 @@ handles_check(const struct sp_create_req *r, struct sp_err *e)
  */
 #define EARLIER_POLL_MS	200
 
+/* 0 when row is what r asks for (a retry of it), else exists. */
+static int
+same_create(const struct sp_create_req *r, const struct sp_sandbox_row *row,
+    struct sp_err *e)
+{
+	size_t n = strcspn(r->template, "@");
+
+	if (strncmp(row->template, r->template, n) != 0 ||
+	    row->template[n] != '@' || (r->template[n] == '@' &&
+	    strcmp(row->template, r->template) != 0) ||
+	    strcmp(row->name, r->name ? r->name : "") != 0)
+		return sp_err_set(e, SP_E_EXISTS, 0, "request id '%s' made %s, "
+		    "of template %s and name '%s': not this create",
+		    r->request_id, row->id, row->template, row->name);
+	return 0;
+}
+
 static int
 earlier_create(struct sp_ctx *x, const struct sp_create_req *r, json_t **out,
     struct sp_err *e)
@@ -167,7 +184,6 @@ earlier_create(struct sp_ctx *x, const struct sp_create_req *r, json_t **out,
 	int64_t deadline = sp_clock_ms() + r->ready_timeout_ms;
 	struct sp_sandbox_row row;
 	char id[SP_ID_LEN + 1];
-	size_t n;
 	int rc;
 
 	if (r->request_id == NULL)
@@ -183,14 +199,8 @@ earlier_create(struct sp_ctx *x, const struct sp_create_req *r, json_t **out,
 		if (sp_db_wait(x->db, EARLIER_POLL_MS, e) == -1)
 			return -1;
 	}
-	n = strcspn(r->template, "@");
-	if (strncmp(row.template, r->template, n) != 0 ||
-	    row.template[n] != '@' || (r->template[n] == '@' &&
-	    strcmp(row.template, r->template) != 0) ||
-	    strcmp(row.name, r->name ? r->name : "") != 0)
-		rc = sp_err_set(e, SP_E_EXISTS, 0, "request id '%s' made %s, "
-		    "of template %s and name '%s': not this create",
-		    r->request_id, row.id, row.template, row.name);
+	if (same_create(r, &row, e) == -1)
+		rc = -1;
 	else if (row.state == SP_ST_CREATING)
 		rc = sp_err_set(e, SP_E_TIMED_OUT, 1, "the create of request "
 		    "id '%s' (%s) is still being made", r->request_id, row.id);
@@ -543,6 +553,23 @@ sp_sandbox_wait(struct sp_ctx *x, const char *id, const char *state,
 	}
 }
 
+/* For a request: the row of r's request id, 1 with its id (-1 when it is
+ * not a retry of r), or 0 when there is none. */
+static int
+earlier_request(struct sp_ctx *x, const struct sp_create_req *r,
+    char id[SP_ID_LEN + 1], struct sp_err *e)
+{
+	struct sp_sandbox_row row;
+	int rc;
+
+	if (sp_db_sandbox_by_handle(x->db, req_tenant(r), 1, r->request_id,
+	    id, e) == -1 || sp_db_sandbox_get(x->db, id, &row, e) == -1)
+		return e->code == SP_E_NOT_FOUND ? 0 : -1;
+	rc = same_create(r, &row, e) == -1 ? -1 : 1;
+	sp_db_row_release(&row);
+	return rc;
+}
+
 int
 sp_sandbox_request(struct sp_ctx *x, const struct sp_create_req *r,
     char id[SP_ID_LEN + 1], struct sp_err *e)
@@ -582,27 +609,22 @@ sp_sandbox_request(struct sp_ctx *x, const struct sp_create_req *r,
 	    r->request_id : "");
 	/* A retry of a request id: the row the first try wrote (or a
 	 * racer's), whatever has become of it since. */
-	if (r->request_id != NULL && sp_db_sandbox_by_handle(x->db,
-	    req_tenant(r), 1, r->request_id, id, &ignored) == 0) {
-		free(labels);
-		free(env);
-		return 1;
-	}
-	rc = sp_db_sandbox_insert(x->db, &row, e);
-	if (rc == -1 && e->code == SP_E_EXISTS && r->request_id != NULL &&
-	    sp_db_sandbox_by_handle(x->db, req_tenant(r), 1, r->request_id,
-	    id, &ignored) == 0) {
-		free(labels);
-		free(env);
-		return 1;
+	rc = r->request_id != NULL ? earlier_request(x, r, id, e) : 0;
+	if (rc == 0) {
+		rc = sp_db_sandbox_insert(x->db, &row, e);
+		if (rc == -1 && e->code == SP_E_EXISTS && r->request_id != NULL &&
+		    (rc = earlier_request(x, r, id, e)) == 0)
+			rc = sp_err_set(e, SP_E_EXISTS, 0, "a sandbox named "
+			    "'%s' exists", r->name ? r->name : "");
 	}
 	free(labels);
 	free(env);
-	if (rc == 0 && lifetime_set(x, r, row.id, &expires, e) == -1) {
+	if (rc != 0)
+		return rc;
+	if (lifetime_set(x, r, row.id, &expires, e) == -1) {
 		(void)sp_db_sandbox_delete(x->db, row.id, &ignored);
-		rc = -1;
+		return -1;
 	}
-	if (rc == 0)
-		memcpy(id, row.id, SP_ID_LEN + 1);
-	return rc;
+	memcpy(id, row.id, SP_ID_LEN + 1);
+	return 0;
 }

@@ -348,6 +348,10 @@ stop_agents() {
 	run space-create --anywhere --template minimal --name far-one
 	[ "$status" -eq 1 ]
 	jout -e '.error == "exists"'
+	run space-create --anywhere --template minimal --name far-two \
+	    --request-id far-key-1
+	[ "$status" -eq 1 ]
+	jout -e '.error == "exists" and (.msg | test("not this create"))'
 	# One without a pod to take is placed and made as before.
 	run space-create --anywhere --wait 120 --template minimal --memory 384
 	assert_success
