@@ -76,10 +76,19 @@ decision() {
 }
 
 @test "bad ids, names and usage are exit 100; no file is made" {
-	for id in not-an-id ../../etc/passwd AAAAAAAAAAAA k3j5x7aa2mq; do
+	for id in not_an_id ../../etc/passwd AAAAAAAAAAAA k3j5x7aa2mq.; do
 		run space-egress set "$id" --allow a.example
 		[ "$status" -eq 100 ]
 		jout -e '.error == "bad-input"'
+	done
+	# A sandbox's name goes where its id does, looked up in the state DB:
+	# this root has none (input.bats: one nobody has is not-found).
+	for verb in "set no-such-name --allow a.example" "show no-such-name" \
+	    "clear no-such-name" "check no-such-name a.example 443"; do
+		# shellcheck disable=SC2086
+		run space-egress $verb
+		[ "$status" -eq 1 ]
+		jout -e '.error == "not-initialized" and (.msg | test("space-init"))'
 	done
 	run space-egress set --tenant 'a/b' --allow a.example
 	[ "$status" -eq 100 ]
