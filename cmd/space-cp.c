@@ -73,9 +73,10 @@ open_chan(struct sp_ctx *x, char ref[SP_HANDLE_MAX + 1], struct sp_chan **c,
     struct sp_err *e)
 {
 	char id[SP_ID_LEN + 1];
+	const char *r = ref;
 
 	/* sp_chan_open_running wakes a sandbox idle tiers paused. */
-	if (sp_ctx_open_db(x, e) == -1 || sp_sandbox_ref(x, ref, id, e) == -1)
+	if (sp_ctx_open_ref(x, &r, id, e) == -1)
 		return -1;
 	memcpy(ref, id, SP_ID_LEN + 1);
 	return sp_sandbox_chan(x, id, c, 30000, e);

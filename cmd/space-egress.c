@@ -349,7 +349,7 @@ names_to_ids(struct args *a, int n, struct sp_err *e)
 	int i, open = 0, rc = 0;
 
 	for (i = 0; i < n && rc == 0; i++) {
-		if (sp_id_valid(a->pos[i]) || !sp_handle_valid(a->pos[i]))
+		if (!sp_handle_valid(a->pos[i]))
 			continue;
 		if (a->ids == NULL &&
 		    (a->ids = calloc((size_t)a->npos, sizeof *a->ids)) == NULL)

@@ -29,9 +29,8 @@ open_chan(struct sp_ctx *x, const char **id, char buf[SP_ID_LEN + 1],
 {
 	/* sp_chan_open_running wakes a sandbox idle tiers paused.  A name
 	 * becomes its id (*id then points to buf). */
-	if (sp_ctx_open_db(x, e) == -1 || sp_sandbox_ref(x, *id, buf, e) == -1)
+	if (sp_ctx_open_ref(x, id, buf, e) == -1)
 		return -1;
-	*id = buf;
 	return sp_sandbox_chan(x, *id, c, 30000, e);
 }
 

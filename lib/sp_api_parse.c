@@ -168,8 +168,8 @@ match(const char *pattern, char *seg[], int nseg, struct sp_api_route *r)
 	r->id[0] = r->arg[0] = r->cred[0] = r->ref[0] = '\0';
 	for (i = 0; i < np; i++) {
 		/* This project's API names a sandbox by its id or name. */
-		if (strcmp(pseg[i], ":id") == 0 && !sp_id_valid(seg[i]) &&
-		    strncmp(pattern, "/v1/", 4) == 0 && sp_handle_valid(seg[i])) {
+		if (strcmp(pseg[i], ":id") == 0 && strncmp(pattern, "/v1/",
+		    4) == 0 && sp_handle_valid(seg[i])) {
 			snprintf(r->ref, sizeof r->ref, "%s", seg[i]);
 			continue;
 		}

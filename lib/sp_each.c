@@ -144,8 +144,6 @@ by_name(const char *ref, json_t *rec, void *arg)
 	char id[SP_ID_LEN + 1];
 	struct sp_err e;
 
-	if (sp_id_valid(ref))
-		return n->fn(ref, rec, n->arg);
 	if (sp_sandbox_ref(n->x, ref, id, &e) == -1)
 		return sp_out_fail(ref, &e);
 	return n->fn(id, rec, n->arg);

@@ -177,22 +177,33 @@ same_create(const struct sp_create_req *r, const struct sp_sandbox_row *row,
 	return 0;
 }
 
+/* The row of r's request id in *row (the caller's to release): 1, or 0
+ * when there is none. */
+static int
+request_row(struct sp_ctx *x, const struct sp_create_req *r,
+    struct sp_sandbox_row *row, struct sp_err *e)
+{
+	char id[SP_ID_LEN + 1];
+
+	if (sp_db_sandbox_by_handle(x->db, req_tenant(r), 1, r->request_id,
+	    id, e) == -1 || sp_db_sandbox_get(x->db, id, row, e) == -1)
+		return e->code == SP_E_NOT_FOUND ? 0 : -1;
+	return 1;
+}
+
 static int
 earlier_create(struct sp_ctx *x, const struct sp_create_req *r, json_t **out,
     struct sp_err *e)
 {
 	int64_t deadline = sp_clock_ms() + r->ready_timeout_ms;
 	struct sp_sandbox_row row;
-	char id[SP_ID_LEN + 1];
 	int rc;
 
 	if (r->request_id == NULL)
 		return 0;
 	for (;;) {
-		if (sp_db_sandbox_by_handle(x->db, req_tenant(r), 1,
-		    r->request_id, id, e) == -1 ||
-		    sp_db_sandbox_get(x->db, id, &row, e) == -1)
-			return e->code == SP_E_NOT_FOUND ? 0 : -1;
+		if ((rc = request_row(x, r, &row, e)) != 1)
+			return rc;
 		if (row.state != SP_ST_CREATING || sp_clock_ms() >= deadline)
 			break;
 		sp_db_row_release(&row);
@@ -243,7 +254,7 @@ int
 sp_sandbox_ref(struct sp_ctx *x, const char *ref, char id[SP_ID_LEN + 1],
     struct sp_err *e)
 {
-	if (ref != NULL && !sp_id_valid(ref) && sp_handle_valid(ref))
+	if (sp_handle_valid(ref))
 		return sp_db_sandbox_by_handle(x->db, NULL, 0, ref, id, e);
 	if (sp_id_check(ref, e) == -1) {
 		char why[sizeof e->msg];
@@ -562,9 +573,9 @@ earlier_request(struct sp_ctx *x, const struct sp_create_req *r,
 	struct sp_sandbox_row row;
 	int rc;
 
-	if (sp_db_sandbox_by_handle(x->db, req_tenant(r), 1, r->request_id,
-	    id, e) == -1 || sp_db_sandbox_get(x->db, id, &row, e) == -1)
-		return e->code == SP_E_NOT_FOUND ? 0 : -1;
+	if ((rc = request_row(x, r, &row, e)) != 1)
+		return rc;
+	memcpy(id, row.id, SP_ID_LEN + 1);
 	rc = same_create(r, &row, e) == -1 ? -1 : 1;
 	sp_db_row_release(&row);
 	return rc;

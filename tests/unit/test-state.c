@@ -90,11 +90,11 @@ open_db(void)
 	return db;
 }
 
-static void
-insert(struct sp_db *db, const char *id, enum sp_state s)
+/* A row of the minimal template on node n1, of this id and state. */
+static struct sp_sandbox_row
+row_of(const char *id, enum sp_state s)
 {
 	struct sp_sandbox_row r = { 0 };
-	struct sp_err e;
 
 	snprintf(r.id, sizeof r.id, "%s", id);
 	r.state = s;
@@ -103,6 +103,15 @@ insert(struct sp_db *db, const char *id, enum sp_state s)
 	r.created = time(NULL);
 	r.memory_mib = 256;
 	r.vcpus = 1;
+	return r;
+}
+
+static void
+insert(struct sp_db *db, const char *id, enum sp_state s)
+{
+	struct sp_sandbox_row r = row_of(id, s);
+	struct sp_err e;
+
 	if (sp_db_sandbox_insert(db, &r, &e) == -1) {
 		fprintf(stderr, "insert: %s\n", e.msg);
 		exit(2);
@@ -358,16 +367,9 @@ static int
 insert_handled(struct sp_db *db, const char *id, const char *tenant,
     const char *name, const char *request_id, struct sp_err *e)
 {
-	struct sp_sandbox_row r = { 0 };
+	struct sp_sandbox_row r = row_of(id, SP_ST_CREATING);
 	char labels[128];
 
-	snprintf(r.id, sizeof r.id, "%s", id);
-	r.state = SP_ST_CREATING;
-	snprintf(r.template, sizeof r.template, "minimal@abcd");
-	snprintf(r.node, sizeof r.node, "n1");
-	r.created = time(NULL);
-	r.memory_mib = 256;
-	r.vcpus = 1;
 	snprintf(labels, sizeof labels, tenant ? "{\"tenant\":\"%s\"}" : "{}",
 	    tenant);
 	r.labels = labels;
