@@ -1,7 +1,8 @@
 /*
  * daemon-freeze: the root filesystem held still for a disk snapshot
- * (design.md, "Snapshots").  {"op":"freeze","timeout_ms":N} flushes and
- * freezes / (FIFREEZE: ext4 commits its journal and marks itself clean, so
+ * (design.md, "Snapshots"), or a volume's for its snapshot.
+ * {"op":"freeze","timeout_ms":N,"path":P} flushes and freezes P, by
+ * default / (FIFREEZE: ext4 commits its journal and marks itself clean, so
  * the disk as it is then mounts without a replay); {"op":"thaw"} thaws it.
  * Every path thaws: a watchdog process, forked before the freeze and
  * holding only a descriptor of / and the read end of a pipe, thaws when
@@ -87,13 +88,14 @@ int
 sd_op_freeze(struct port *p, uint32_t stream, json_t *req)
 {
 	json_int_t ms = 5000;
+	const char *path = "/";
 	int pp[2], err;
 	pid_t pid;
 
-	if (json_unpack(req, "{s?I}", "timeout_ms", &ms) == -1 || ms < 1 ||
-	    ms > FREEZE_MS_MAX)
+	if (json_unpack(req, "{s?I, s?s}", "timeout_ms", &ms, "path",
+	    &path) == -1 || ms < 1 || ms > FREEZE_MS_MAX || path[0] != '/')
 		return sd_send_error(p, stream, SP_E_BAD_INPUT, "freeze: "
-		    "timeout_ms is 1..%d", FREEZE_MS_MAX);
+		    "timeout_ms is 1..%d, path absolute", FREEZE_MS_MAX);
 	pthread_mutex_lock(&mu);
 	/* A freeze whose watchdog thawed it and that no thaw ended. */
 	if (root_fd >= 0 && waitpid(watchdog, NULL, WNOHANG) == watchdog) {
@@ -104,7 +106,8 @@ sd_op_freeze(struct port *p, uint32_t stream, json_t *req)
 		pthread_mutex_unlock(&mu);
 		return sd_send_error(p, stream, SP_E_BUSY, "frozen already");
 	}
-	if ((root_fd = open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC)) == -1 ||
+	if ((root_fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
+	    O_CLOEXEC)) == -1 ||
 	    pipe2(pp, O_CLOEXEC) == -1) {
 		err = errno;
 		release();
@@ -124,13 +127,14 @@ sd_op_freeze(struct port *p, uint32_t stream, json_t *req)
 		release();
 		pthread_mutex_unlock(&mu);
 		return sd_send_error(p, stream, err == EOPNOTSUPP ?
-		    SP_E_BAD_STATE : SP_E_IO, "freezing /: %s", strerror(err));
+		    SP_E_BAD_STATE : SP_E_IO, "freezing %.200s: %s", path,
+		    strerror(err));
 	}
 	clock_gettime(CLOCK_MONOTONIC, &frozen_at);
 	(void)!write(hold_fd, "", 1);	/* the watchdog's clock starts */
 	pthread_mutex_unlock(&mu);
 	return sd_send_json(p, SP_FR_EXIT, stream, json_pack("{s:i, s:[s]}",
-	    "status", 0, "frozen", "/"));
+	    "status", 0, "frozen", path));
 }
 
 int

@@ -126,6 +126,10 @@ int sd_op_disk_grow(struct port *p, uint32_t stream, json_t *req);
  * snapshot until a thaw, the timeout or the daemon's death; and the thaw. */
 int sd_op_freeze(struct port *p, uint32_t stream, json_t *req);
 int sd_op_thaw(struct port *p, uint32_t stream, json_t *req);
+/* daemon-volume.c: {"serial":ID,"path":P,"ro":B}: the plugged disk of that
+ * serial mounted at P; {"path":P}: unmounted. */
+int sd_op_volume_mount(struct port *p, uint32_t stream, json_t *req);
+int sd_op_volume_umount(struct port *p, uint32_t stream, json_t *req);
 json_t *sd_identity_env(void);
 /* The template's defaults for calls, read at start: "env" (an array of
  * NAME=VALUE under the sandbox's), "cwd", "user"; NULL when unset. */

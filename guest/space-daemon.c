@@ -66,6 +66,8 @@ static const struct op ops[] = {
 	{ "disk-grow", sd_op_disk_grow },
 	{ "freeze", sd_op_freeze },
 	{ "thaw", sd_op_thaw },
+	{ "volume-mount", sd_op_volume_mount },
+	{ "volume-umount", sd_op_volume_umount },
 	{ "fs.read", fs_read },
 	{ "fs.write", fs_write },
 	{ "fs.append", fs_append },

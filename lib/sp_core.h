@@ -338,6 +338,41 @@ int sp_db_tenant_key_get(struct sp_db *db, const char *tenant, char *out,
 int sp_db_tenant_key_each(struct sp_db *db,
     int (*fn)(const char *tenant, const char *keyref, int64_t updated, void *),
     void *arg, struct sp_err *e);
+/* Volumes (sp_db_volume.c): a disk that sandboxes mount, apart from them.
+ * tenant "" is none; mounts and snaps are JSON array text, owned (free with
+ * sp_db_volume_release). */
+struct sp_volume_row {
+	char id[SP_ID_LEN + 1];
+	char name[SP_HANDLE_MAX + 1];
+	char tenant[SP_NAME_MAX + 1];
+	char node[64];
+	int64_t bytes, created;
+	int64_t gen;			/* bumped by every change */
+	char origin[SP_HANDLE_MAX + SP_NAME_MAX + 2];	/* NAME@SNAP, or "" */
+	char *mounts;			/* [{"sandbox":ID,"path":P,"ro":B}] */
+	char *snaps;			/* [{"snap":NAME,"created":T}] */
+};
+void sp_db_volume_release(struct sp_volume_row *v);
+/* exists when the tenant has a volume of the name. */
+int sp_db_volume_insert(struct sp_db *db, const struct sp_volume_row *v,
+    struct sp_err *e);
+/* The volume of id or name ref in tenant ("" none; NULL any, and two
+ * tenants' is bad-input). */
+int sp_db_volume_get(struct sp_db *db, const char *tenant, const char *ref,
+    struct sp_volume_row *v, struct sp_err *e);
+/* Writes mounts, snaps and node if v->gen is still the row's (busy, temp,
+ * when not). */
+int sp_db_volume_set(struct sp_db *db, const struct sp_volume_row *v,
+    const char *mounts, const char *snaps, const char *node,
+    struct sp_err *e);
+/* Deletes v if unchanged and mounted nowhere (busy when not). */
+int sp_db_volume_delete(struct sp_db *db, const struct sp_volume_row *v,
+    struct sp_err *e);
+/* Each volume of node and tenant (NULL: any), by tenant and name. */
+int sp_db_volume_each(struct sp_db *db, const char *node, const char *tenant,
+    int (*fn)(const struct sp_volume_row *, void *), void *arg,
+    struct sp_err *e);
+
 /* The tenants of the HTTP API (sp_db_tenant.c): quotas, 0 for none. */
 #define SP_TENANT_TEMPLATES_MAX	64
 struct sp_tenant_row {

@@ -210,6 +210,22 @@ static const char *const migrations[] = {
 	" (COALESCE(tenant, ''), name) WHERE name IS NOT NULL;"
 	"CREATE UNIQUE INDEX sandboxes_request_id ON sandboxes"
 	" (COALESCE(tenant, ''), request_id) WHERE request_id IS NOT NULL;",
+	/* 17: volumes (sp_db_volume.c): a disk of their own that sandboxes
+	 * mount, kept apart from any sandbox; its name unique in its tenant,
+	 * where it is mounted and its snapshots JSON arrays under gen. */
+	"CREATE TABLE volumes ("
+	"  id TEXT PRIMARY KEY,"
+	"  name TEXT NOT NULL,"
+	"  tenant TEXT,"
+	"  node TEXT NOT NULL,"
+	"  bytes INTEGER NOT NULL,"
+	"  created INTEGER NOT NULL,"
+	"  gen INTEGER NOT NULL,"
+	"  origin TEXT,"
+	"  mounts TEXT NOT NULL,"
+	"  snaps TEXT NOT NULL);"
+	"CREATE UNIQUE INDEX volumes_name ON volumes (COALESCE(tenant, ''), name);"
+	"CREATE INDEX volumes_node ON volumes (node);",
 };
 
 #define NMIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))

@@ -488,9 +488,12 @@ sp_sandbox_restore_xml(struct sp_ctx *x, const char *id, const char *dir,
     char **xml, struct sp_err *e)
 {
 	char run[SP_PATH_MAX], dom[SP_ID_LEN + 4], sav[SP_PATH_MAX];
+	struct sp_volume_plug plugs[SP_VOLUMES_MAX];
+	struct sp_vm_volume vols[SP_VOLUMES_MAX];
 	struct sp_vm_files f;
 	struct sp_vm_spec spec;
 	struct sp_vm_layout l;
+	int nvols;
 
 	sp_sandbox_domain(id, dom);
 	if (sp_sandbox_run_dir(x, id, run, sizeof run, e) == -1 ||
@@ -506,6 +509,11 @@ sp_sandbox_restore_xml(struct sp_ctx *x, const char *id, const char *dir,
 		.shared_vectors = l.shared_vectors, .no_egress = !l.egress,
 		.cpu_quota_pct = cpu_pct,
 	};
+	/* The volumes its memory has plugged: mounted in it again. */
+	if (sp_volume_restore(x, id, dir, jail->uid, 0, plugs, SP_VOLUMES_MAX,
+	    &nvols, e) == -1)
+		return -1;
+	sp_volume_spec(&spec, plugs, nvols, vols);
 	if (sp_jail_spec(x, jail, &spec, e) == -1)
 		return -1;
 	return sp_virt_domain_xml(&spec, xml, e);

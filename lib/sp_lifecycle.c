@@ -217,7 +217,8 @@ start_locked(struct sp_ctx *x, const char *id, struct verb *v,
 	    sp_virt_start(x->virt, dom, e) == -1 ||
 	    sp_jail_started(x, dom, e) == -1 ||
 	    sp_chan_wait_ready(x->conf.run, id, v->timeout_ms, e) == -1 ||
-	    identity_again(x, id, e) == -1) {
+	    identity_again(x, id, e) == -1 ||
+	    sp_volume_replug(x, id, e) == -1) {	/* a boot has none */
 		sp_virt_destroy(x->virt, dom, &ignored);
 		unclaim(x, id, was);
 		return -1;

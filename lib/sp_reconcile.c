@@ -535,6 +535,12 @@ sp_reconcile_once(struct sp_ctx *x, int (*fn)(json_t *, void *), void *arg,
 		tell(&p, "", "jail-gc", "", -1, e);
 	else if (freed > 0)
 		tell(&p, "", "jail-uids-freed", "", 0, e);
+	/* Volume subvolumes no row of this node claims: a removal cut
+	 * short, a volume that moved to another node with its sandbox. */
+	if (sp_volume_gc(x, &freed, e) == -1)
+		tell(&p, "", "volume-gc", "", -1, e);
+	else if (freed > 0)
+		tell(&p, "", "volumes-removed", "", 0, e);
 	/* Lifetimes that ran out: kill, pause or suspend (sp_expiry). */
 	if (sp_expiry_run(x, fn, arg, e) == -1)
 		p.failed = 1;

@@ -429,4 +429,67 @@ struct sp_warm {
 int sp_template_warm(struct sp_ctx *x, const char *ref, const struct sp_warm *w,
     json_t **out, struct sp_err *e);
 
+/* ---- volumes (sp_volume.c): disks apart from sandboxes, mounted in them ---- */
+/* A mount path: absolute, not /, no empty, . or .. parts, <= 255 bytes. */
+int sp_volume_path_check(const char *path, struct sp_err *e);
+/* A new volume of bytes (whole MiB), or a writable copy of from
+ * ("VOLUME@SNAP", its size), named name in tenant ("" none) on this node. */
+int sp_volume_create(struct sp_ctx *x, const char *name, const char *tenant,
+    int64_t bytes, const char *from, json_t **out, struct sp_err *e);
+/* Removes a volume mounted nowhere with its snapshots, or with
+ * "VOLUME@SNAP" that snapshot alone. */
+int sp_volume_rm(struct sp_ctx *x, const char *tenant, const char *ref,
+    struct sp_err *e);
+/* A read-only snapshot; a read-write mount's guest freezes the filesystem
+ * meanwhile ("consistent" false when its guest was not running). */
+int sp_volume_snap(struct sp_ctx *x, const char *tenant, const char *ref,
+    const char *snap, json_t **out, struct sp_err *e);
+json_t *sp_volume_json(const struct sp_volume_row *v);
+/* Mounts volume ref (of the sandbox's tenant) in running sandbox id at
+ * path: in-use when another sandbox mounts it read-write, or any does and
+ * ro is 0.  The caller holds the sandbox's lock. */
+int sp_volume_attach(struct sp_ctx *x, const char *id, const char *ref,
+    const char *path, int ro, int *changed, struct sp_err *e);
+/* Unmounts it in the guest (busy while a file there is open), unplugs it
+ * and lets it go; a sandbox that is not running just lets it go. */
+int sp_volume_detach(struct sp_ctx *x, const char *id, const char *ref,
+    int *changed, struct sp_err *e);
+/* How many of this node's volumes sandbox id mounts. */
+int sp_volume_count(struct sp_ctx *x, const char *id, size_t *n,
+    struct sp_err *e);
+/* A full checkpoint of sandbox id being taken into dst (its VM paused):
+ * dst/volumes.json says which volumes its VM has plugged where (PCIe bus,
+ * target) and at which path, and dst/volumes/VOLID.raw holds a clone of
+ * each read-write one's image at this instant. */
+int sp_volume_capture(struct sp_ctx *x, const char *id, const char *dst,
+    struct sp_err *e);
+/* Before sandbox id's VM is restored from the checkpoint copied to dir:
+ * each volume of dir/volumes.json mounted in it again in its row (in-use
+ * when another sandbox has it so that this one cannot), a read-write
+ * one's image put back to the checkpoint's (and moved to this node when
+ * it was on another), with uid (its VM's) let in; out[0..*n) are the disks
+ * the restored VM must have.  copy: id is a new sandbox made from another's
+ * checkpoint (a fork), which may share read-only volumes only. */
+#define SP_VOLUMES_MAX	8
+struct sp_volume_plug {
+	struct sp_vm_volume vm;
+	char disk[SP_PATH_MAX];
+	char serial[SP_ID_LEN + 1];
+};
+int sp_volume_restore(struct sp_ctx *x, const char *id, const char *dir,
+    unsigned uid, int copy, struct sp_volume_plug *out, int max, int *n,
+    struct sp_err *e);
+/* out[0..n)'s disks, as a VM spec takes them. */
+void sp_volume_spec(struct sp_vm_spec *s, const struct sp_volume_plug *p,
+    int n, struct sp_vm_volume *vols);
+/* Volume subvolumes no row of this node claims (a removal cut short, a
+ * volume that moved away), older than a minute: deleted. */
+int sp_volume_gc(struct sp_ctx *x, int *removed, struct sp_err *e);
+/* A removed sandbox's mounts let go. */
+int sp_volume_forget(struct sp_ctx *x, const char *id, struct sp_err *e);
+/* A sandbox whose VM came up without its volumes (a cold start, a restore
+ * of memory saved before they were plugged) gets each plugged and mounted
+ * again where its row says. */
+int sp_volume_replug(struct sp_ctx *x, const char *id, struct sp_err *e);
+
 #endif

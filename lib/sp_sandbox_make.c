@@ -240,6 +240,9 @@ sp_sandbox_forget(struct sp_ctx *x, const char *id, struct sp_err *e)
 	/* And its inbound ports (space-port): the gateway stops listening. */
 	if (sp_port_forget(x->conf.root, id, e) == -1)
 		return -1;
+	/* Its volumes stay; their mounts in it go. */
+	if (sp_volume_forget(x, id, e) == -1)
+		return -1;
 	return sp_db_sandbox_delete(x->db, id, e);
 }
 
@@ -363,6 +366,9 @@ sp_sandbox_make(struct sp_ctx *x, const struct sp_make *m,
 	char *envtext = NULL, old[SP_ID_LEN + 4], uuid[37];
 	struct sp_sandbox_row row = { 0 };
 	struct sp_vm_spec spec;
+	struct sp_volume_plug plugs[SP_VOLUMES_MAX];
+	struct sp_vm_volume vols[SP_VOLUMES_MAX];
+	int nvols = 0;
 	struct sp_vm_layout l;
 	struct sp_jail jail;
 	json_t *meta = NULL;
@@ -423,6 +429,10 @@ sp_sandbox_make(struct sp_ctx *x, const struct sp_make *m,
 		unlink(f.sav);	/* a disk snapshot of a checkpoint has one */
 	if (sp_jail_prepare(x, row.id, dir, run, &jail, e) == -1)
 		goto out;
+	/* A checkpoint with volumes plugged: read-only ones are shared. */
+	if (m->saved != NULL && sp_volume_restore(x, row.id, dir, jail.uid, 1,
+	    plugs, SP_VOLUMES_MAX, &nvols, e) == -1)
+		goto out;
 	spec = (struct sp_vm_spec){
 		.name = dom, .uuid = uuid, .memory_mib = m->memory_mib,
 		.vcpus = m->vcpus,
@@ -431,6 +441,7 @@ sp_sandbox_make(struct sp_ctx *x, const struct sp_make *m,
 		.virt_type = x->virt_type, .shared_vectors = l.shared_vectors,
 		.no_egress = !l.egress, .cpu_quota_pct = m->cpu_pct,
 	};
+	sp_volume_spec(&spec, plugs, nvols, vols);
 	if (sp_jail_spec(x, &jail, &spec, e) == -1 ||
 	    sp_virt_domain_xml(&spec, &xml, e) == -1)
 		goto out;

@@ -156,8 +156,10 @@ take_full(struct sp_ctx *x, const struct sp_sandbox_row *sb, const char *src,
 	t0 = sp_clock_ms();
 	if (was_running && sp_virt_pause(x->virt, dom, e) == -1)
 		return -1;
+	/* Its volumes' read-write images are cloned at the same instant. */
 	if (sp_subvol_snapshot(src, dst, 0, e) == 0 &&
-	    sp_virt_save_memory(x->virt, dom, sav, e) == 0)
+	    sp_virt_save_memory(x->virt, dom, sav, e) == 0 &&
+	    sp_volume_capture(x, sb->id, dst, e) == 0)
 		rc = 0;
 	sp_crashpoint("snap-full-paused");
 	if (was_running && sp_virt_resume(x->virt, dom, rc == 0 ? e : &lost) == -1)
@@ -452,6 +454,10 @@ finish_recovery(struct sp_ctx *x, const struct sp_sandbox_row *sb,
 		return -1;
 	if (sp_chan_wait_ready(x->conf.run, sb->id, full ? RESTORE_READY_MS :
 	    BOOT_READY_MS, e) == -1)
+		return -1;
+	/* Volumes it mounts that its memory had not plugged (a boot, or
+	 * mounted after the checkpoint) are plugged and mounted again. */
+	if (sp_volume_replug(x, sb->id, e) == -1)
 		return -1;
 	labels = json_loads(sb->labels ? sb->labels : "{}", 0, NULL);
 	env = json_loads(sb->env ? sb->env : "[]", 0, NULL);

@@ -581,7 +581,8 @@ restore_locked_store(struct sp_ctx *x, struct sp_store *s, const char *id,
 	    sp_jail_started(x, dom, e) == -1)
 		goto back;
 	unlink(sav);
-	if (sp_chan_wait_ready(x->conf.run, id, RESTORE_READY_MS, e) == -1)
+	if (sp_chan_wait_ready(x->conf.run, id, RESTORE_READY_MS, e) == -1 ||
+	    sp_volume_replug(x, id, e) == -1)
 		goto back;
 	labels = json_loads(sb.labels ? sb.labels : "{}", 0, NULL);
 	env = json_loads(sb.env ? sb.env : "[]", 0, NULL);

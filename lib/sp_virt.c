@@ -72,10 +72,12 @@ nd_string(struct sp_virt *v, json_t *req, char *out, size_t n,
 	F(virConnectGetVersion)\
 	F(virConnectListAllDomains)\
 	F(virConnectOpen)\
+	F(virDomainAttachDeviceFlags)\
 	F(virDomainBlockResize)\
 	F(virDomainCreate)\
 	F(virDomainDefineXMLFlags)\
 	F(virDomainDestroy)\
+	F(virDomainDetachDeviceAlias)\
 	F(virDomainFree)\
 	F(virDomainGetMaxMemory)\
 	F(virDomainGetName)\
@@ -363,11 +365,15 @@ spec_cmdline(const struct sp_vm_spec *s)
 	    sp_virt_boot_cmdline(s->virt_type);
 }
 
+static int check_volume(const struct sp_vm_volume *, struct sp_err *);
+static void write_volume(FILE *, const struct sp_vm_volume *, int);
+
 static int
 check_spec(const struct sp_vm_spec *s, struct sp_err *e)
 {
 	struct sockaddr_un sun;
 	char sock[64];
+	int i;
 
 	if (check_str("name", s->name, 0, e) == -1 ||
 	    check_str("kernel", s->kernel, 1, e) == -1 ||
@@ -377,6 +383,12 @@ check_spec(const struct sp_vm_spec *s, struct sp_err *e)
 		return -1;
 	if (check_str("kernel command line", spec_cmdline(s), 0, e) == -1)
 		return -1;
+	if (s->nvolumes < 0 || s->nvolumes > 16)
+		return sp_err_set(e, SP_E_BAD_INPUT, 0, "vm volumes %d",
+		    s->nvolumes);
+	for (i = 0; i < s->nvolumes; i++)
+		if (check_volume(&s->volumes[i], e) == -1)
+			return -1;
 	if (s->uuid != NULL && (strlen(s->uuid) != 36 ||
 	    strspn(s->uuid, "0123456789abcdef-") != 36))
 		return sp_err_set(e, SP_E_BAD_INPUT, 0, "vm uuid '%.40s' is not a "
@@ -446,10 +458,87 @@ sp_vm_layout_current(const struct sp_vm_layout *l)
 	return l->nports == SP_PORTS_DEFAULT && l->egress;
 }
 
+/*
+ * A volume's disk (sp_volume.c): its own virtio-blk device, found in the
+ * guest by its serial (the volume's id), named by an alias of ours so it can
+ * be unplugged.  The jail's VMs reach its file through an ACL the volume
+ * keeps (a volume may be read by many VMs, each of its own uid), so libvirt
+ * must not chown it; without the jail libvirt's user takes it as it takes
+ * the root disk.  A restored VM finds it again on the PCIe port it was
+ * plugged into (bus), which libvirt otherwise picks.
+ */
+static void
+write_volume(FILE *f, const struct sp_vm_volume *d, int jailed)
+{
+	fputs("    <disk type='file' device='disk'>\n"
+	    "      <driver name='qemu' type='raw' discard='unmap'/>\n"
+	    "      <source file='", f);
+	xesc(f, d->disk);
+	fputs(jailed ? "'>\n        <seclabel model='dac' relabel='no'/>\n"
+	    "      </source>\n" : "'/>\n", f);
+	fprintf(f, "      <target dev='%s' bus='virtio'/>\n", d->target);
+	if (d->ro)
+		fputs("      <readonly/>\n      <shareable/>\n", f);
+	fputs("      <serial>", f);
+	xesc(f, d->serial);
+	fputs("</serial>\n      <alias name='ua-vol-", f);
+	xesc(f, d->serial);
+	fputs("'/>\n", f);
+	if (d->bus > 0)
+		fprintf(f, "      <address type='pci' domain='0x0000' "
+		    "bus='0x%02x' slot='0x00' function='0x0'/>\n", d->bus);
+	fputs("    </disk>\n", f);
+}
+
+static int
+check_volume(const struct sp_vm_volume *d, struct sp_err *e)
+{
+	if (check_str("volume disk", d->disk, 1, e) == -1 ||
+	    check_str("volume serial", d->serial, 0, e) == -1)
+		return -1;
+	if (strlen(d->serial) > 20 || strspn(d->serial,
+	    "abcdefghijklmnopqrstuvwxyz234567") != strlen(d->serial))
+		return sp_err_set(e, SP_E_BAD_INPUT, 0, "volume serial '%.32s' "
+		    "is not an id", d->serial);
+	if (strlen(d->target) != 3 || strncmp(d->target, "vd", 2) != 0 ||
+	    d->target[2] < 'b' || d->target[2] > 'z')
+		return sp_err_set(e, SP_E_BAD_INPUT, 0, "volume target '%.8s': "
+		    "want vdb..vdz", d->target);
+	if (d->bus < 0 || d->bus > 255)
+		return sp_err_set(e, SP_E_BAD_INPUT, 0, "volume bus %d", d->bus);
+	return 0;
+}
+
+int
+sp_virt_volume_xml(const struct sp_vm_volume *d, int jailed, char **xml,
+    struct sp_err *e)
+{
+	FILE *f;
+	size_t len;
+
+	*xml = NULL;
+	if (check_volume(d, e) == -1)
+		return -1;
+	if ((f = open_memstream(xml, &len)) == NULL)
+		return sp_err_sys(e, SP_E_NOMEM, "volume xml");
+	write_volume(f, d, jailed);
+	if (fclose(f) == EOF) {
+		free(*xml);
+		*xml = NULL;
+		return sp_err_sys(e, SP_E_NOMEM, "volume xml");
+	}
+	return 0;
+}
+
+/* The PCIe root ports libvirt gives a VM of ours it defines: one for the
+ * virtio-serial controller, one for the root disk, and a spare, which a
+ * volume takes (sp_volume.c). */
+#define ROOT_PORTS	3
+
 static void
 write_xml(FILE *f, const struct sp_vm_spec *s)
 {
-	int i;
+	int i, ports;
 
 	fprintf(f, "<domain type='%s' xmlns:qemu="
 	    "'http://libvirt.org/schemas/domain/qemu/1.0'>\n", s->virt_type);
@@ -512,8 +601,10 @@ write_xml(FILE *f, const struct sp_vm_spec *s)
 	xesc(f, s->disk);
 	fputs("'/>\n"
 	    "      <target dev='vda' bus='virtio'/>\n"
-	    "    </disk>\n"
-	    "    <controller type='usb' model='none'/>\n", f);
+	    "    </disk>\n", f);
+	for (i = 0; i < s->nvolumes; i++)
+		write_volume(f, &s->volumes[i], s->jail_uid != 0);
+	fputs("    <controller type='usb' model='none'/>\n", f);
 	/*
 	 * libvirt's default controller has 31 ports, 64 queues, and Linux
 	 * puts them all on one MSI-X vector when it cannot have 65: each
@@ -529,6 +620,24 @@ write_xml(FILE *f, const struct sp_vm_spec *s)
 		fprintf(f, "    <controller type='virtio-serial' index='0' "
 		    "ports='%d' vectors='%d'/>\n", s->nports + 1 + !s->no_egress,
 		    2 * (s->nports + 1 + !s->no_egress) + 3);
+	/*
+	 * A VM restored with volumes plugged: libvirt would add a root port
+	 * for the bus each is on and then a spare one, which the saved VM
+	 * does not have.  So the controllers libvirt gave it are written out
+	 * as they were, in libvirt's order (usb, virtio-serial, sata, the
+	 * PCIe root, its ports).
+	 */
+	if (s->nvolumes > 0) {
+		for (i = 0, ports = ROOT_PORTS; i < s->nvolumes; i++)
+			if (s->volumes[i].bus > ports)
+				ports = s->volumes[i].bus;
+		fputs("    <controller type='sata' index='0'/>\n"
+		    "    <controller type='pci' index='0' model='pcie-root'/>\n",
+		    f);
+		for (i = 1; i <= ports; i++)
+			fprintf(f, "    <controller type='pci' index='%d' "
+			    "model='pcie-root-port'/>\n", i);
+	}
 	/*
 	 * The console goes through virtlogd, which rotates the file and so
 	 * bounds what a hostile guest can write; a file chardev would not.
@@ -1039,6 +1148,29 @@ sp_virt_save(struct sp_virt *v, const char *name, const char *path,
 	return on_domain(v, "save", name, save_op, (void *)path, e);
 }
 
+/* "vda vdb " for the vd? targets of a domain XML. */
+static int
+disk_targets(const char *xml, char *out, size_t n)
+{
+	const char *t = xml;
+	size_t used = 0;
+	int k;
+
+	out[0] = '\0';
+	while ((t = strstr(t, "<target dev='vd")) != NULL) {
+		char c = t[strlen("<target dev='vd")];
+
+		t += strlen("<target dev='vd");
+		if (c < 'a' || c > 'z')
+			continue;
+		k = snprintf(out + used, n - used, "vd%c ", c);
+		if (k < 0 || (size_t)k >= n - used)
+			return -1;
+		used += (size_t)k;
+	}
+	return 0;
+}
+
 /*
  * Writes the memory state of a running or paused domain to path and leaves
  * it as it was: a memory-only external snapshot without metadata, whose file
@@ -1051,7 +1183,8 @@ sp_virt_save_memory(struct sp_virt *v, const char *name, const char *path,
 {
 	virDomainSnapshotPtr snap = NULL;
 	virDomainPtr dom = NULL;
-	char *xml = NULL;
+	char *xml = NULL, *dxml, targets[26 * 4 + 1], one[4];
+	const char *t;
 	size_t n;
 	FILE *f;
 	int rc = -1;
@@ -1070,8 +1203,17 @@ sp_virt_save_memory(struct sp_virt *v, const char *name, const char *path,
 	}
 	fputs("<domainsnapshot>\n  <memory snapshot='external' file='", f);
 	xesc(f, path);
-	fputs("'/>\n  <disks><disk name='vda' snapshot='no'/></disks>\n"
-	    "</domainsnapshot>\n", f);
+	fputs("'/>\n  <disks>", f);
+	/* Every disk, or libvirt would snapshot a volume's into a qcow2
+	 * overlay: btrfs snapshots them (sp_snap.c, sp_volume.c). */
+	if ((dxml = lv.virDomainGetXMLDesc(dom, 0)) != NULL &&
+	    disk_targets(dxml, targets, sizeof targets) == 0) {
+		for (t = targets; sscanf(t, "%3s", one) == 1; t += 4)
+			fprintf(f, "<disk name='%s' snapshot='no'/>", one);
+	} else
+		fputs("<disk name='vda' snapshot='no'/>", f);
+	free(dxml);
+	fputs("</disks>\n</domainsnapshot>\n", f);
 	if (fclose(f) != 0) {
 		sp_err_sys(e, SP_E_INTERNAL, "snapshot XML");
 		goto out;
@@ -1146,6 +1288,75 @@ sp_virt_block_resize(struct sp_virt *v, const char *name, const char *disk,
 		return nd_call(v, req, NULL, e);
 	}
 	return on_domain(v, "block resize", name, resize_op, &r, e);
+}
+
+static int
+plug_op(virDomainPtr dom, const char *what, const char *name, void *arg,
+    struct sp_err *e)
+{
+	if (lv.virDomainAttachDeviceFlags(dom, arg,
+	    VIR_DOMAIN_AFFECT_LIVE) == -1)
+		return virt_err(e, what, name);
+	return 0;
+}
+
+int
+sp_virt_volume_plug(struct sp_virt *v, const char *name, const char *xml,
+    struct sp_err *e)
+{
+	if (v->noded != NULL)
+		return sp_err_set(e, SP_E_BAD_STATE, 0, "volumes are not plugged "
+		    "through space-noded yet: run space-volume as root");
+	return on_domain(v, "plug a volume", name, plug_op, (void *)xml, e);
+}
+
+static int
+unplug_op(virDomainPtr dom, const char *what, const char *name, void *arg,
+    struct sp_err *e)
+{
+	if (lv.virDomainDetachDeviceAlias(dom, arg,
+	    VIR_DOMAIN_AFFECT_LIVE) == -1) {
+		/* Gone already: what an unplug wants. */
+		if (last_code() == VIR_ERR_DEVICE_MISSING ||
+		    last_code() == VIR_ERR_OPERATION_FAILED) {
+			lv.virResetLastError();
+			return 0;
+		}
+		return virt_err(e, what, name);
+	}
+	return 0;
+}
+
+int
+sp_virt_volume_unplug(struct sp_virt *v, const char *name, const char *serial,
+    int timeout_ms, struct sp_err *e)
+{
+	struct timespec ts = { 0, 50 * 1000000 };
+	char alias[40], *xml = NULL;
+	int waited, there = 1;
+
+	if (v->noded != NULL)
+		return sp_err_set(e, SP_E_BAD_STATE, 0, "volumes are not "
+		    "unplugged through space-noded yet: run space-volume as root");
+	snprintf(alias, sizeof alias, "ua-vol-%.20s", serial);
+	if (on_domain(v, "unplug a volume", name, unplug_op, alias, e) == -1)
+		return -1;
+	/* The guest lets go of the device in its own time: libvirt waits 5 s
+	 * for it, then returns with the request still pending. */
+	for (waited = 0; ; waited += 50) {
+		if (sp_virt_xml(v, name, &xml, e) == -1)
+			return -1;
+		snprintf(alias, sizeof alias, "'ua-vol-%.20s'", serial);
+		there = strstr(xml, alias) != NULL;
+		free(xml);
+		if (!there)
+			return 0;
+		if (waited >= timeout_ms)
+			return sp_err_set(e, SP_E_TIMED_OUT, 1, "the guest of %s "
+			    "did not let go of volume %s in %d ms", name, serial,
+			    timeout_ms);
+		nanosleep(&ts, NULL);
+	}
 }
 
 static int

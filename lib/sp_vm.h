@@ -16,6 +16,14 @@ struct sp_chan;
 
 /* ---- virt: libvirt ---- */
 struct sp_virt;
+/* A volume's disk in a VM (sp_volume.c). */
+struct sp_vm_volume {
+	const char *disk;		/* its raw image */
+	const char *serial;		/* the volume's id */
+	char target[4];			/* vdb .. vdz */
+	int ro;
+	int bus;			/* its PCIe port's bus, 0: libvirt's pick */
+};
 struct sp_vm_spec {
 	const char *name;		/* sp-<id> */
 	int memory_mib;
@@ -39,6 +47,8 @@ struct sp_vm_spec {
 					 * the VM's own (sp_jail.c) */
 	int cpu_quota_pct;		/* 0: none; 150: 1.5 CPUs */
 	int io_weight;			/* 0: none; else 10..1000 */
+	const struct sp_vm_volume *volumes;	/* plugged in when saved */
+	int nvolumes;
 };
 #define SP_PORTS_DEFAULT	8
 #define SP_PORTS_MAX		31	/* one virtio-serial controller's */
@@ -164,6 +174,17 @@ int sp_virt_save_memory(struct sp_virt *v, const char *name, const char *path,
 /* The domain's UUID as text. */
 /* Grows a running VM's disk (its target, "vda") to bytes; the guest's
  * kernel is told. */
+/* A volume's <disk> (jailed: the VM runs as its own uid, and reaches the
+ * file through the volume's ACL, not libvirt's chown). */
+int sp_virt_volume_xml(const struct sp_vm_volume *d, int jailed, char **xml,
+    struct sp_err *e);
+/* Plugs a disk (sp_virt_volume_xml) into running VM name; unplugs the
+ * volume of that serial and waits up to timeout_ms for the guest to let go
+ * (gone already is done). */
+int sp_virt_volume_plug(struct sp_virt *v, const char *name, const char *xml,
+    struct sp_err *e);
+int sp_virt_volume_unplug(struct sp_virt *v, const char *name,
+    const char *serial, int timeout_ms, struct sp_err *e);
 int sp_virt_block_resize(struct sp_virt *v, const char *name, const char *disk,
     uint64_t bytes, struct sp_err *e);
 /* The VM's memory, as its domain says. */
