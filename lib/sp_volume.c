@@ -702,7 +702,7 @@ sp_volume_attach(struct sp_ctx *x, const char *id, const char *ref,
 	struct sp_err ignored;
 	size_t at, i;
 	unsigned uid;
-	int rc, tries, plugged;
+	int rc, tries, plugged, reserved = 0;
 
 	*changed = 0;
 	if (sp_volume_path_check(path, e) == -1 ||
@@ -760,8 +760,10 @@ sp_volume_attach(struct sp_ctx *x, const char *id, const char *ref,
 			    parse_array(v.snaps), e);
 		}
 		if (rc == 0 || e->code != SP_E_BUSY || tries == CAS_TRIES) {
-			if (rc == 0)
+			if (rc == 0) {
 				v.gen++;
+				reserved = 1;
+			}
 			break;
 		}
 		json_decref(mounts);
@@ -776,7 +778,7 @@ sp_volume_attach(struct sp_ctx *x, const char *id, const char *ref,
 		return 0;
 	}
 	/* Taken back: the reservation, then the ACL. */
-	if (mount_of(mounts, id, &at) != NULL) {
+	if (reserved && mount_of(mounts, id, &at) != NULL) {
 		json_array_remove(mounts, at);
 		if (write_row(x, &v, json_incref(mounts), parse_array(v.snaps),
 		    &ignored) == 0)
