@@ -231,6 +231,41 @@ stop_agents() {
 	on b space-rm "$id" >/dev/null
 }
 
+@test "a volume moves with its sandbox's suspend on A and restore on B, and outlives it there" {
+	id=$(own)
+	space-volume create v-moving --size 64M >/dev/null
+	vid=$(space-volume ls v-moving | jq -r .id)
+	space-volume attach "$id" v-moving /data >/dev/null
+	space-exec "$id" -- sh -c 'echo from-a > /data/f && sync'
+	r=$(own)
+	space-suspend "$id" | jq -e '.ok'
+	run on b space-restore "$id"
+	assert_success
+	on b space-exec "$id" -- cat /data/f | grep -qx from-a
+	# The volume is B's now: its row, its subvolume there.
+	on c space-volume ls v-moving | jq -e --arg b "$NODE_A-cb" --arg id "$id" \
+	    '.node == $b and .mounts == [{"sandbox": $id, "path": "/data", "ro": false}]'
+	[ -f "$ROOT_A-cb/volumes/$vid/disk.raw" ]
+	# A's copy is nobody's: its reconcile takes it away (after a grace).
+	touch -d '2 minutes ago' "$ROOT_A/volumes/$vid"
+	space-reconcile --once >/dev/null
+	[ ! -e "$ROOT_A/volumes/$vid" ]
+	# A sandbox of A cannot mount a volume of B.
+	run space-volume attach "$r" v-moving /r --ro
+	assert_failure 1
+	jout -e '.error == "bad-state"'
+	on b space-exec "$id" -- sh -c 'echo on-b >> /data/f && sync'
+	on b space-rm "$id" >/dev/null
+	# It outlives the sandbox; another sandbox on B reads it.
+	on c space-volume ls v-moving | jq -e '.mounts == []'
+	r2=$(on b space-create --template minimal | jq -r .id)
+	echo "$r2" >> "$BATS_FILE_TMPDIR/ids"
+	on b space-volume attach "$r2" v-moving /r --ro >/dev/null
+	[ "$(on b space-exec "$r2" -- cat /r/f | tr '\n' ' ')" = "from-a on-b " ]
+	on b space-rm "$r2" >/dev/null
+	on b space-volume rm v-moving | jq -e '.removed'
+}
+
 @test "a command for another node's sandbox records a wish; that node carries it out, and --wait waits for it" {
 	id=$(own)
 	# No agent yet: the wish waits, queued.
