@@ -11,6 +11,11 @@ _space_snaps() {
 	space-snap ls "$1" 2>/dev/null | sed -n 's/.*"snap":"\([a-z2-7]\{12\}\)".*/\1/p'
 }
 
+# Volume names, from space-volume ls.
+_space_volumes() {
+	space-volume ls 2>/dev/null | sed -n 's/.*"volume":"\([a-z0-9-]\{1,63\}\)".*/\1/p'
+}
+
 _space_templates() {
 	space-template ls 2>/dev/null | sed -n 's/.*"template":"\([^"]*\)".*/\1/p' | sort -u
 }
@@ -285,6 +290,24 @@ _space() {
 		--on-expiry) COMPREPLY=($(compgen -W "kill pause suspend" -- "$cur")) ;;
 		*) COMPREPLY=($(compgen -W "--on-expiry none +30m +1h 1h 1d $(_space_ids)" -- "$cur")) ;;
 		esac ;;
+	space-volume)
+		if [ "$COMP_CWORD" -eq 1 ]; then
+			COMPREPLY=($(compgen -W "create ls rm snap attach detach" -- "$cur"))
+		else
+			case ${COMP_WORDS[1]}:$prev in
+			*:--size) COMPREPLY=($(compgen -W "1G 10G 100G" -- "$cur")) ;;
+			*:--tenant) COMPREPLY=($(compgen -W "$(_space_api_tenants)" -- "$cur")) ;;
+			create:--from) COMPREPLY=($(compgen -W "$(_space_volumes)" -- "$cur")) ;;
+			create:*) COMPREPLY=($(compgen -W "--size --from --tenant" -- "$cur")) ;;
+			ls:*|rm:*|snap:*) COMPREPLY=($(compgen -W "--tenant $(_space_volumes)" -- "$cur")) ;;
+			attach:*|detach:*)
+				case $COMP_CWORD in
+				2) COMPREPLY=($(compgen -W "$(_space_ids_in 'running|paused|stopped|suspended')" -- "$cur")) ;;
+				3) COMPREPLY=($(compgen -W "$(_space_volumes)" -- "$cur")) ;;
+				*) [ "${COMP_WORDS[1]}" = attach ] && COMPREPLY=($(compgen -W "--ro" -- "$cur")) ;;
+				esac ;;
+			esac
+		fi ;;
 	space-port)
 		if [ "$COMP_CWORD" -eq 1 ]; then
 			COMPREPLY=($(compgen -W "ls rm $(_space_ids_in 'running|paused')" -- "$cur"))
@@ -378,4 +401,4 @@ complete -F _space space-init space-template space-create space-exec space-ls sp
 	space-ps space-logs space-kill space-fs space-cp space-pool \
 	space-snap space-rollback space-fork space-gc \
 	space-suspend space-restore space-key space-egress space-cred space-gatewayd \
-	space-node space-schedule space-backup space-apid space-tenant space-noded space-ttl space-events space-metrics space-port
+	space-node space-schedule space-backup space-apid space-tenant space-noded space-ttl space-events space-metrics space-port space-volume
