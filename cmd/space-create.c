@@ -25,8 +25,8 @@ usage(void)
 	    " [--vcpus N] [--disk-gb N] [--cpu-quota CPUS]\n          "
 	    " [--ttl DURATION [--on-expiry kill|pause|suspend]]\n"
 	    "           [--idle TIERS] [--label KEY=VALUE]... [--env NAME=VALUE]...\n"
-	    "           [-n COUNT] [--timeout SECONDS] [--no-pool] [--cold]\n"
-	    "           [-- CMD [ARG...]]\n"
+	    "           [--volume NAME:PATH[:ro]] [-n COUNT] [--timeout SECONDS]\n"
+	    "           [--no-pool] [--cold] [-- CMD [ARG...]]\n"
 	    "       space-create --anywhere [--wait [SECONDS]] --template NAME[@DIGEST]"
 	    "\n           [--name NAME] [--request-id KEY] [--memory MiB]"
 	    " [--vcpus N]\n           [--disk-gb N] [--cpu-quota CPUS]"
@@ -206,6 +206,33 @@ anywhere_create(const struct sp_create_req *r, int count, int wait_ms)
 	return rc;
 }
 
+/* --volume NAME:PATH[:ro], once. */
+static void
+volume_opt(struct sp_create_req *r, char *arg)
+{
+	char *path = strchr(arg, ':'), *ro;
+	struct sp_err e;
+	size_t n;
+
+	if (r->volume != NULL || path == NULL) {
+		sp_warn("--volume NAME:PATH[:ro], once");
+		exit(SP_EXIT_USAGE);
+	}
+	*path++ = '\0';
+	n = strlen(path);
+	if ((ro = strrchr(path, ':')) != NULL && strcmp(ro, ":ro") == 0) {
+		*ro = '\0';
+		r->volume_ro = 1;
+	} else if (n > 3 && strcmp(path + n - 3, ":rw") == 0)
+		path[n - 3] = '\0';
+	if (sp_volume_path_check(path, &e) == -1) {
+		sp_warn("--volume: %s", e.msg);
+		exit(SP_EXIT_USAGE);
+	}
+	r->volume = arg;
+	r->volume_path = path;
+}
+
 int
 main(int argc, char *argv[])
 {
@@ -228,6 +255,7 @@ main(int argc, char *argv[])
 		{ "no-pool", no_argument, NULL, 'P' },
 		{ "anywhere", no_argument, NULL, 'A' },
 		{ "wait", optional_argument, NULL, 'W' },
+		{ "volume", required_argument, NULL, 'V' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -342,6 +370,9 @@ main(int argc, char *argv[])
 		case 'T':
 			r.ready_timeout_ms = number("--timeout", optarg, 1, 3600) * 1000;
 			break;
+		case 'V':
+			volume_opt(&r, optarg);
+			break;
 		default:
 			usage();
 		}
@@ -359,9 +390,16 @@ main(int argc, char *argv[])
 		return SP_EXIT_USAGE;
 	}
 	if (r.template == NULL || (argc > 0 && count != 1) ||
-	    (anywhere && argc > 0) || (waits && !anywhere))
+	    (anywhere && argc > 0) || (waits && !anywhere) ||
+	    (anywhere && r.volume != NULL))
 		usage();
-	if (argc > 0) {
+	/* With a volume the command runs once it is mounted, not sent
+	 * ahead with the claim. */
+	if (argc > 0 && r.volume != NULL) {
+		signal(SIGPIPE, SIG_IGN);
+		xr.argv = argv;
+		xr.in_fd = isatty(0) ? -1 : 0;
+	} else if (argc > 0) {
 		/* A reader that went away must not kill us mid-call. */
 		signal(SIGPIPE, SIG_IGN);
 		xr.argv = argv;

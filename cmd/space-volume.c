@@ -148,6 +148,7 @@ main(int argc, char *argv[])
 	struct sp_err e;
 	json_t *out = NULL;
 	const char *verb;
+	char action[32];
 	int rc = 0, r, i, n;
 
 	sp_cli_init(argc, argv, usage);
@@ -173,6 +174,9 @@ main(int argc, char *argv[])
 	}
 	if (sp_ctx_open(&x, 0, &e) == -1)
 		return sp_out_fail(NULL, &e);
+	/* Attach and detach are events of their sandbox (space-events). */
+	snprintf(action, sizeof action, "volume.%s", verb);
+	sp_event_action(action);
 	if (strcmp(verb, "create") == 0) {
 		rc = sp_volume_create(&x, argv[0], tenant, size, from, &out,
 		    &e) == -1 ? sp_out_fail(NULL, &e) : sp_out_ok(NULL, out);

@@ -131,7 +131,8 @@ _space() {
 		--template) COMPREPLY=($(compgen -W "$(_space_templates)" -- "$cur")) ;;
 		--memory|--vcpus|--disk-gb|--cpu-quota|--label|--env|-n|--timeout|--wait|--ttl|--idle|--name|--request-id) ;;
 		--on-expiry) COMPREPLY=($(compgen -W "kill pause suspend" -- "$cur")) ;;
-		*) COMPREPLY=($(compgen -W "--template --name --request-id --memory --vcpus --disk-gb --cpu-quota --ttl --on-expiry --idle --label --env -n --timeout --no-pool --cold --anywhere --wait --" -- "$cur")) ;;
+		--volume) COMPREPLY=($(compgen -W "$(_space_volumes | sed 's/$/:\//')" -- "$cur")) ;;
+		*) COMPREPLY=($(compgen -W "--template --name --request-id --memory --vcpus --disk-gb --cpu-quota --ttl --on-expiry --idle --label --env --volume -n --timeout --no-pool --cold --anywhere --wait --" -- "$cur")) ;;
 		esac ;;
 	space-exec)
 		if [ "$COMP_CWORD" -eq 1 ]; then

@@ -28,7 +28,7 @@
 static const char *const verbs[] = {
 	"create", "rm", "start", "stop", "pause", "resume", "suspend",
 	"restore", "snap", "rollback", "fork", "exec", "fs", "cp", "ps",
-	"logs", "kill", "ttl", "port",
+	"logs", "kill", "ttl", "port", "volume",
 };
 
 static struct {
@@ -115,7 +115,7 @@ sp_event_line(json_t *line)
 	json_t *detail;
 	size_t i;
 	static const char *const kept[] = { "state", "snap", "path", "msg",
-	    "exit", "port" };
+	    "exit", "port", "volume", "ro" };
 
 	if (cli.db == NULL || !json_is_object(line))
 		return;

@@ -267,6 +267,20 @@ sp_sandbox_ref(struct sp_ctx *x, const char *ref, char id[SP_ID_LEN + 1],
 	return 0;
 }
 
+static int
+mount_volume(struct sp_ctx *x, const struct sp_create_req *r, const char *id,
+    struct sp_err *e)
+{
+	int fd, rc, changed;
+
+	if (sp_sandbox_lock(x, id, 1, &fd, e) == -1)
+		return -1;
+	rc = sp_volume_attach(x, id, r->volume, r->volume_path, r->volume_ro,
+	    &changed, e);
+	sp_sandbox_unlock(fd);
+	return rc;
+}
+
 int
 sp_sandbox_create(struct sp_ctx *x, const struct sp_create_req *r, json_t **out,
     struct sp_err *e)
@@ -291,9 +305,23 @@ sp_sandbox_create(struct sp_ctx *x, const struct sp_create_req *r, json_t **out,
 	if (r->request_id != NULL)
 		json_object_set_new(*out, "request_id",
 		    json_string(r->request_id));
+	id = json_string_value(json_object_get(*out, "id"));
+	/* Its volume, or no sandbox: what it was made for needs it. */
+	if (r->volume != NULL && (id == NULL || mount_volume(x, r, id,
+	    e) == -1)) {
+		if (id != NULL && !json_is_true(json_object_get(*out,
+		    "existing")))
+			(void)sp_sandbox_remove(x, id, &existed, &ignored);
+		json_decref(*out);
+		*out = NULL;
+		return -1;
+	}
+	if (r->volume != NULL)
+		json_object_set_new(*out, "volume", json_pack("{s:s, s:s, s:b}",
+		    "volume", r->volume, "path", r->volume_path, "ro",
+		    r->volume_ro));
 	if (r->ttl_s <= 0 && r->idle == NULL)
 		return 0;
-	id = json_string_value(json_object_get(*out, "id"));
 	/* A sandbox whose lifetime could not be recorded is not left to
 	 * live for ever. */
 	if (id == NULL || lifetime_set(x, r, id, &expires, e) == -1) {

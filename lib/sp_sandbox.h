@@ -82,6 +82,12 @@ struct sp_create_req {
 	const char *request_id;	/* non-NULL: a create of this request id
 				 * made before, in this tenant, is given
 				 * back instead (marked "existing") */
+	const char *volume;	/* non-NULL: a volume of its tenant mounted
+				 * at volume_path once it runs (read-only
+				 * with volume_ro); a sandbox that cannot
+				 * mount it is removed again */
+	const char *volume_path;
+	int volume_ro;
 };
 /* A sandbox asked for on no node yet (space-create --anywhere): its row,
  * creating, with node '' and the wish running, for the scheduler to place

@@ -139,6 +139,11 @@ mounts_of() {
 	space-volume detach "$a" v-rw | jq -e '.changed'
 	space-volume detach "$a" v-rw | jq -e '.changed == false'
 	[ -z "$(mounts_of v-rw)" ]
+	# Each attach and detach is an event of the sandbox, busy included.
+	space-events --id "$a" | jq -s -e '[.[] | select(.action | startswith("volume.")) |
+	    "\(.action):\(.ok):\(.error // "")"] | index(["volume.attach:true:",
+	    "volume.attach:true:", "volume.attach:false:exists"]) != null and
+	    (map(select(. == "volume.detach:false:busy")) | length) == 1'
 	run space-exec "$a" -- grep /data /proc/mounts
 	assert_failure
 	space-exec "$a" -- sh -c 'ls /sys/block | grep -c vd' | grep -qx 1
@@ -259,4 +264,34 @@ print(len(os.getxattr(sys.argv[1], "system.posix_acl_access")))' \
 	space-reconcile --once | jq -s -e 'any(.action == "volumes-removed")'
 	[ ! -e "$SPACE_ROOT/volumes/aaaaaaaaaaaa" ]
 	[ -d "$SPACE_ROOT/volumes/$vid" ]
+}
+
+@test "space-create --volume mounts it before the command runs; a create that cannot mount it leaves no sandbox" {
+	space-volume create v-create --size 16M >/dev/null
+	run space-create --template minimal --volume v-create:/vc -- sh -c 'grep -c " /vc ext4 rw" /proc/mounts; echo made > /vc/x'
+	assert_success
+	jout -r .id >> "$BATS_FILE_TMPDIR/ids"
+	jout -e '.volume == {"volume": "v-create", "path": "/vc", "ro": false}'
+	assert_line 1
+	a=$(jout -r .id)
+	n=$(space-ls | jq -s length)
+	run space-create --template minimal --volume v-create:/vc:ro
+	assert_failure 1
+	jout -e '.error == "in-use"'
+	run space-create --template minimal --volume no-such:/x
+	assert_failure 1
+	jout -e '.error == "not-found"'
+	[ "$(space-ls | jq -s length)" = "$n" ]
+	for v in "v-create" "v-create:rel" "v-create:/" "v-create:/a/../b" "v-create:/x:ro --volume v-create:/y"; do
+		run space-create --template minimal --volume $v
+		assert_failure 100
+	done
+	run space-create --anywhere --template minimal --volume v-create:/x
+	assert_failure 100
+	space-volume detach "$a" v-create >/dev/null
+	run space-create --template minimal --volume v-create:/vc:ro -- cat /vc/x
+	assert_success
+	jout -r .id >> "$BATS_FILE_TMPDIR/ids"
+	assert_line made
+	[ "$(space-ls | jq -s length)" = $((n + 1)) ]
 }
