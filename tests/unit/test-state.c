@@ -75,7 +75,7 @@ test_table(void)
 
 static struct sp_conf conf;
 static const char *backend = "sqlite";	/* in each test's name */
-#define SCHEMA_VERSION 16
+#define SCHEMA_VERSION 17
 
 static struct sp_db *
 open_db(void)
@@ -1096,6 +1096,98 @@ test_events(void)
 	sp_db_close(db);
 }
 
+/* A volume's row as space-volume create writes it. */
+static int
+insert_volume(struct sp_db *db, char id[SP_ID_LEN + 1], const char *name,
+    const char *tenant, struct sp_err *e)
+{
+	struct sp_volume_row v;
+
+	memset(&v, 0, sizeof v);
+	sp_id_new(id, e);
+	memcpy(v.id, id, SP_ID_LEN + 1);
+	snprintf(v.name, sizeof v.name, "%s", name);
+	snprintf(v.tenant, sizeof v.tenant, "%s", tenant);
+	snprintf(v.node, sizeof v.node, "n1");
+	v.bytes = 1 << 24;
+	v.created = 1;
+	return sp_db_volume_insert(db, &v, e);
+}
+
+static int
+count_volume(const struct sp_volume_row *v, void *arg)
+{
+	(void)v;
+	(*(int *)arg)++;
+	return 0;
+}
+
+/* The rules of volumes' rows: a name unique in its tenant, lookups, and
+ * every change a compare-and-set on the generation. */
+static void
+test_volumes(void)
+{
+	char a[SP_ID_LEN + 1], b[SP_ID_LEN + 1], c[SP_ID_LEN + 1];
+	struct sp_volume_row v, w;
+	struct sp_db *db = open_db();
+	struct sp_err e;
+	int rc, n = 0;
+
+	rc = insert_volume(db, a, "work", "", &e);
+	tap_okf(sp_code_name(e.code), e.msg, rc == 0 && sp_db_volume_get(db, "",
+	    "work", &v, &e) == 0 && strcmp(v.id, a) == 0 && v.gen == 0 &&
+	    strcmp(v.mounts, "[]") == 0 && strcmp(v.snaps, "[]") == 0 &&
+	    v.tenant[0] == '\0', "%s: a volume's row, found by its name",
+	    backend);
+	sp_db_volume_release(&v);
+	rc = insert_volume(db, b, "work", "", &e);
+	tap_okf(sp_code_name(e.code), e.msg, rc == -1 && e.code == SP_E_EXISTS &&
+	    sp_db_volume_get(db, NULL, b, &v, &e) == -1 && e.code ==
+	    SP_E_NOT_FOUND, "%s: a second of the name in a tenant is refused "
+	    "and not written", backend);
+	rc = insert_volume(db, c, "work", "acme", &e);
+	tap_okf(sp_code_name(e.code), e.msg, rc == 0 && sp_db_volume_get(db,
+	    "acme", "work", &v, &e) == 0 && strcmp(v.id, c) == 0 &&
+	    strcmp(v.tenant, "acme") == 0, "%s: another tenant's of the name is "
+	    "its own", backend);
+	sp_db_volume_release(&v);
+	rc = sp_db_volume_get(db, NULL, "work", &v, &e);
+	tap_okf(sp_code_name(e.code), e.msg, rc == -1 && e.code == SP_E_BAD_INPUT
+	    && sp_db_volume_get(db, NULL, c, &v, &e) == 0, "%s: two tenants' of "
+	    "a name are ambiguous without a tenant; the id is not", backend);
+	sp_db_volume_release(&v);
+	/* Two changes from one read: the second sees the first. */
+	sp_db_volume_get(db, "", a, &v, &e);
+	sp_db_volume_get(db, "", a, &w, &e);
+	rc = sp_db_volume_set(db, &v, "[{\"sandbox\":\"x\"}]", "[]", "n1", &e);
+	tap_okf(sp_code_name(e.code), e.msg, rc == 0 && sp_db_volume_set(db, &w,
+	    "[]", "[]", "n2", &e) == -1 && e.code == SP_E_BUSY && e.temp,
+	    "%s: a change on a stale generation is busy and writes nothing",
+	    backend);
+	sp_db_volume_release(&w);
+	rc = sp_db_volume_get(db, "", a, &w, &e);
+	tap_okf(sp_code_name(e.code), e.msg, rc == 0 && w.gen == 1 &&
+	    strcmp(w.node, "n1") == 0 && strstr(w.mounts, "\"x\"") != NULL &&
+	    sp_db_volume_delete(db, &w, &e) == -1 && e.code == SP_E_BUSY,
+	    "%s: a mounted volume's row is not deleted", backend);
+	sp_db_volume_release(&v);
+	sp_db_volume_set(db, &w, "[]", "[]", "n1", &e);
+	sp_db_volume_release(&w);
+	sp_db_volume_get(db, "", a, &w, &e);
+	rc = sp_db_volume_delete(db, &w, &e);
+	tap_okf(sp_code_name(e.code), e.msg, rc == 0 && sp_db_volume_get(db, "",
+	    "work", &v, &e) == -1 && e.code == SP_E_NOT_FOUND &&
+	    insert_volume(db, b, "work", "", &e) == 0, "%s: deleted when mounted "
+	    "nowhere, and the name is free", backend);
+	sp_db_volume_release(&w);
+	rc = sp_db_volume_each(db, "n1", NULL, count_volume, &n, &e);
+	tap_okf(sp_code_name(e.code), e.msg, rc == 0 && n == 2 &&
+	    sp_db_volume_each(db, "n2", NULL, count_volume, &n, &e) == 0 &&
+	    n == 2 && sp_db_volume_each(db, NULL, "acme", count_volume, &n,
+	    &e) == 0 && n == 3, "%s: listed by node and by tenant", backend);
+	sp_db_close(db);
+}
+
 int
 main(void)
 {
@@ -1109,6 +1201,7 @@ main(void)
 	test_table();
 	test_db();
 	test_handles();
+	test_volumes();
 	test_events();
 	test_race();
 	test_claim_race();
@@ -1128,6 +1221,7 @@ main(void)
 	else {
 		test_db();
 		test_handles();
+		test_volumes();
 		test_events();
 		test_race();
 		test_claim_race();
