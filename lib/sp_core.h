@@ -351,6 +351,8 @@ struct sp_volume_row {
 	char origin[SP_HANDLE_MAX + SP_NAME_MAX + 2];	/* NAME@SNAP, or "" */
 	char *mounts;			/* [{"sandbox":ID,"path":P,"ro":B}] */
 	char *snaps;			/* [{"snap":NAME,"created":T}] */
+	char writer[SP_ID_LEN + 1];	/* the last to mount it read-write */
+	int64_t epoch;			/* bumped when the writer changes */
 };
 void sp_db_volume_release(struct sp_volume_row *v);
 /* exists when the tenant has a volume of the name. */
@@ -360,8 +362,8 @@ int sp_db_volume_insert(struct sp_db *db, const struct sp_volume_row *v,
  * tenants' is bad-input). */
 int sp_db_volume_get(struct sp_db *db, const char *tenant, const char *ref,
     struct sp_volume_row *v, struct sp_err *e);
-/* Writes mounts, snaps and node if v->gen is still the row's (busy, temp,
- * when not). */
+/* Writes mounts, snaps, node and v's writer and epoch if v->gen is still
+ * the row's (busy, temp, when not). */
 int sp_db_volume_set(struct sp_db *db, const struct sp_volume_row *v,
     const char *mounts, const char *snaps, const char *node,
     struct sp_err *e);

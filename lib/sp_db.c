@@ -212,7 +212,9 @@ static const char *const migrations[] = {
 	" (COALESCE(tenant, ''), request_id) WHERE request_id IS NOT NULL;",
 	/* 17: volumes (sp_db_volume.c): a disk of their own that sandboxes
 	 * mount, kept apart from any sandbox; its name unique in its tenant,
-	 * where it is mounted and its snapshots JSON arrays under gen. */
+	 * where it is mounted and its snapshots JSON arrays under gen; the
+	 * last sandbox that mounted it read-write, and an epoch counting
+	 * the changes of that writer. */
 	"CREATE TABLE volumes ("
 	"  id TEXT PRIMARY KEY,"
 	"  name TEXT NOT NULL,"
@@ -223,7 +225,9 @@ static const char *const migrations[] = {
 	"  gen INTEGER NOT NULL,"
 	"  origin TEXT,"
 	"  mounts TEXT NOT NULL,"
-	"  snaps TEXT NOT NULL);"
+	"  snaps TEXT NOT NULL,"
+	"  writer TEXT,"
+	"  epoch INTEGER NOT NULL DEFAULT 0);"
 	"CREATE UNIQUE INDEX volumes_name ON volumes (COALESCE(tenant, ''), name);"
 	"CREATE INDEX volumes_node ON volumes (node);",
 };

@@ -3,7 +3,9 @@
  * A volume is its id, a name unique in its tenant, the node whose disk
  * holds it, its size, and two JSON arrays written together under a
  * generation: where it is mounted ([{"sandbox":ID,"path":P,"ro":B}]) and
- * its snapshots ([{"snap":NAME,"created":T}]).  Every change is one UPDATE
+ * its snapshots ([{"snap":NAME,"created":T}]); and the last sandbox that
+ * mounted it read-write with an epoch bumped each time that changes, so a
+ * checkpoint can tell whether anyone else wrote it since.  Every change is one UPDATE
  * that compares the generation, so of two attaches racing for one volume,
  * on one node or two, one wins and the other reads again.  Written in the
  * SQL both engines take (sp_db_int.h).
@@ -16,7 +18,7 @@
 #include "sp_db_int.h"
 
 #define VOLUME_COLS "id, name, COALESCE(tenant, ''), node, bytes, created, " \
-	"gen, COALESCE(origin, ''), mounts, snaps"
+	"gen, COALESCE(origin, ''), mounts, snaps, COALESCE(writer, ''), epoch"
 
 void
 sp_db_volume_release(struct sp_volume_row *v)
@@ -45,6 +47,8 @@ volume_from(struct sp_db_q *q, void *arg)
 	v->mounts = strdup(s != NULL ? s : "[]");
 	s = sp_db_q_text(q, 9);
 	v->snaps = strdup(s != NULL ? s : "[]");
+	sp_db_q_copy(v->writer, sizeof v->writer, q, 10);
+	v->epoch = sp_db_q_int(q, 11);
 	if (v->mounts == NULL || v->snaps == NULL) {
 		sp_db_volume_release(v);
 		return -1;
@@ -107,8 +111,9 @@ sp_db_volume_set(struct sp_db *db, const struct sp_volume_row *v,
 	int64_t n;
 
 	n = sp_db_q_write(db, "set volume", "UPDATE volumes SET mounts = $3,"
-	    " snaps = $4, node = $5, gen = gen + 1 WHERE id = $1 AND gen = $2",
-	    e, "sIsss", v->id, v->gen, mounts, snaps, node);
+	    " snaps = $4, node = $5, writer = NULLIF($6, ''), epoch = $7,"
+	    " gen = gen + 1 WHERE id = $1 AND gen = $2", e, "sIssssI", v->id,
+	    v->gen, mounts, snaps, node, v->writer, v->epoch);
 	if (n == 0)
 		return sp_err_set(e, SP_E_BUSY, 1, "volume %s changed meanwhile",
 		    v->name);

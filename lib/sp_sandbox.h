@@ -457,7 +457,8 @@ json_t *sp_volume_json(const struct sp_volume_row *v);
 int sp_volume_attach(struct sp_ctx *x, const char *id, const char *ref,
     const char *path, int ro, int *changed, struct sp_err *e);
 /* Unmounts it in the guest (busy while a file there is open), unplugs it
- * and lets it go; a sandbox that is not running just lets it go. */
+ * and lets it go; a stopped sandbox just lets it go; a paused, suspended
+ * or failed one (whose memory has it mounted) is bad-state. */
 int sp_volume_detach(struct sp_ctx *x, const char *id, const char *ref,
     int *changed, struct sp_err *e);
 /* How many of this node's volumes sandbox id mounts. */
@@ -485,6 +486,10 @@ struct sp_volume_plug {
 int sp_volume_restore(struct sp_ctx *x, const char *id, const char *dir,
     unsigned uid, int copy, struct sp_volume_plug *out, int max, int *n,
     struct sp_err *e);
+/* What sp_volume_restore would refuse, found before anything changes (a
+ * rollback asks before it takes the VM down). */
+int sp_volume_restore_check(struct sp_ctx *x, const char *id,
+    const char *dir, struct sp_err *e);
 /* out[0..n)'s disks, as a VM spec takes them. */
 void sp_volume_spec(struct sp_vm_spec *s, const struct sp_volume_plug *p,
     int n, struct sp_vm_volume *vols);

@@ -501,6 +501,7 @@ sp_snap_rollback(struct sp_ctx *x, const char *id, const char *snap,
 {
 	struct sp_snap_row r, before;
 	struct sp_sandbox_row sb;
+	char dir[SP_PATH_MAX];
 	int64_t t0 = sp_clock_ms();
 	int fd, rc = -1, have_sb = 0;
 
@@ -527,6 +528,13 @@ sp_snap_rollback(struct sp_ctx *x, const char *id, const char *snap,
 		    "is %s", sb.pod ? "a pod" : sp_state_name(sb.state));
 		goto out;
 	}
+	/* A checkpoint whose volumes cannot come back (written by another
+	 * sandbox since, mounted elsewhere, gone) is refused while the VM
+	 * still runs. */
+	if (strcmp(r.kind, "full") == 0 && (snap_dir(x, id, snap, dir,
+	    sizeof dir, e) == -1 || sp_volume_restore_check(x, id, dir,
+	    e) == -1))
+		goto out;
 	/* What is there now is kept, so the rollback can be undone: with its
 	 * memory when the VM runs. */
 	if (take_locked(x, id, sb.state == SP_ST_RUNNING ||

@@ -347,9 +347,9 @@ make_image(const char *disk, int64_t bytes, struct sp_err *e)
 	return sp_proc_run(argv, e);
 }
 
-/* A snapshot of snaps named name, or NULL. */
+/* The snapshot of snaps named name, or NULL; *at its index. */
 static json_t *
-snap_find(json_t *snaps, const char *name)
+snap_at(json_t *snaps, const char *name, size_t *at)
 {
 	json_t *s;
 	size_t i;
@@ -357,9 +357,19 @@ snap_find(json_t *snaps, const char *name)
 	json_array_foreach(snaps, i, s)
 		if (json_is_string(json_object_get(s, "snap")) &&
 		    strcmp(json_string_value(json_object_get(s, "snap")),
-		    name) == 0)
+		    name) == 0) {
+			*at = i;
 			return s;
+		}
 	return NULL;
+}
+
+static json_t *
+snap_find(json_t *snaps, const char *name)
+{
+	size_t at;
+
+	return snap_at(snaps, name, &at);
 }
 
 int
@@ -467,12 +477,7 @@ sp_volume_rm(struct sp_ctx *x, const char *tenant, const char *ref,
 	snaps = parse_array(v.snaps);
 	if (at != NULL) {
 		/* VOLUME@SNAP: that snapshot alone. */
-		for (i = 0; i < json_array_size(snaps); i++)
-			if ((s = json_array_get(snaps, i)) != NULL &&
-			    strcmp(json_string_value(json_object_get(s, "snap")),
-			    at + 1) == 0)
-				break;
-		if (i == json_array_size(snaps)) {
+		if (snap_at(snaps, at + 1, &i) == NULL) {
 			rc = sp_err_set(e, SP_E_NOT_FOUND, 0, "volume %s has no "
 			    "snapshot %s", v.name, at + 1);
 			json_decref(mounts);
@@ -673,10 +678,12 @@ plug_and_mount(struct sp_ctx *x, const char *id, const struct sp_volume_row *v,
 	rc = sp_virt_volume_plug(x->virt, dom, dxml, e);
 	free(dxml);
 	if (rc == -1) {
-		if (strstr(e->msg, "PCI") != NULL || strstr(e->msg, "slot") !=
-		    NULL)
+		char why[sizeof e->msg];
+
+		snprintf(why, sizeof why, "%s", e->msg);
+		if (strstr(why, "PCI") != NULL || strstr(why, "slot") != NULL)
 			sp_err_set(e, SP_E_FULL, 0, "sandbox %s has no free PCIe "
-			    "port for another disk (%s)", id, e->msg);
+			    "port for another disk (%.200s)", id, why);
 		return -1;
 	}
 	if ((rc = sp_chan_open(&c, x->conf.run, id, 5000, e)) == 0) {
@@ -752,6 +759,12 @@ sp_volume_attach(struct sp_ctx *x, const char *id, const char *ref,
 		if (rc == 0 && json_array_size(mounts) >= MOUNTS_MAX)
 			rc = sp_err_set(e, SP_E_FULL, 0, "volume %s is mounted "
 			    "%d times", v.name, MOUNTS_MAX);
+		if (rc == 0 && !ro && strcmp(v.writer, id) != 0) {
+			/* Another writer: checkpoints of others that had it
+			 * no longer match it (sp_volume_restore). */
+			memcpy(v.writer, id, SP_ID_LEN + 1);
+			v.epoch++;
+		}
 		if (rc == 0) {
 			json_array_append_new(mounts, json_pack("{s:s, s:s, s:b,"
 			    " s:I}", "sandbox", id, "path", path, "ro", ro,
@@ -826,16 +839,18 @@ sp_volume_detach(struct sp_ctx *x, const char *id, const char *ref,
 	struct sp_sandbox_row r;
 	struct sp_volume_row v;
 	struct sp_chan *c = NULL;
-	char tenant[SP_NAME_MAX + 1], dom[SP_ID_LEN + 4];
+	char tenant[SP_NAME_MAX + 1], dom[SP_ID_LEN + 4], st[16];
+	enum sp_state state;
 	json_t *mounts, *m;
 	size_t at;
-	int rc, paused;
+	int rc, running;
 
 	*changed = 0;
 	if (sp_db_sandbox_get(x->db, id, &r, e) == -1)
 		return -1;
 	tenant_of(&r, tenant);
-	paused = r.state == SP_ST_PAUSED;
+	state = r.state;
+	running = state == SP_ST_RUNNING;
 	rc = strcmp(r.node, x->conf.node) != 0 ? sp_err_set(e, SP_E_BAD_STATE,
 	    0, "sandbox %s is on node %s", id, r.node) : 0;
 	sp_db_row_release(&r);
@@ -848,10 +863,14 @@ sp_volume_detach(struct sp_ctx *x, const char *id, const char *ref,
 		sp_db_volume_release(&v);
 		return 0;
 	}
-	/* A paused guest cannot let go of its filesystem. */
-	if (paused)
-		rc = sp_err_set(e, SP_E_BAD_STATE, 0, "sandbox %s is paused: "
-		    "resume it to detach a volume", id);
+	/* A paused guest cannot let go of its filesystem; one whose memory
+	 * waits to be restored (suspended, failed) has it mounted there, and
+	 * the restore takes it again.  A stopped one's boot plugs what its
+	 * row says. */
+	if (!running && state != SP_ST_STOPPED)
+		rc = sp_err_set(e, SP_E_BAD_STATE, 0, "sandbox %s is %s: a volume "
+		    "is detached from a running or stopped one", id,
+		    sp_state_name(state));
 	else if ((rc = guest_of(x, id, &c, e)) == 0 && c != NULL) {
 		/* The guest unmounts first: busy, and nothing changes, when
 		 * a process there holds a file open. */
@@ -861,17 +880,11 @@ sp_volume_detach(struct sp_ctx *x, const char *id, const char *ref,
 		sp_chan_close(c);
 	}
 	sp_sandbox_domain(id, dom);
-	if (rc == 0 && sp_ctx_virt(x, e) == 0) {
-		char st[16];
-
-		if (sp_virt_state(x->virt, dom, st, e) == 0 &&
-		    strcmp(st, "absent") != 0 && strcmp(st, "shutoff") != 0)
-			rc = sp_virt_volume_unplug(x->virt, dom, v.id,
-			    UNPLUG_WAIT_MS, e);
-		else if (e->code != SP_E_NONE)
-			rc = -1;
-	} else if (rc == 0)
-		rc = -1;
+	if (rc == 0 && running && ((rc = sp_ctx_virt(x, e)) == 0 &&
+	    (rc = sp_virt_state(x->virt, dom, st, e)) == 0) &&
+	    strcmp(st, "absent") != 0 && strcmp(st, "shutoff") != 0)
+		rc = sp_virt_volume_unplug(x->virt, dom, v.id, UNPLUG_WAIT_MS,
+		    e);
 	json_decref(mounts);
 	if (rc == 0 && (rc = unmount_row(x, id, &v, e)) == 0)
 		*changed = 1;
@@ -1043,7 +1056,7 @@ sp_volume_capture(struct sp_ctx *x, const char *id, const char *dst,
 {
 	struct plugged p[MOUNTS_MAX];
 	char dom[SP_ID_LEN + 4], dir[SP_PATH_MAX], src[SP_PATH_MAX];
-	char to[SP_PATH_MAX];
+	char to[SP_PATH_MAX], path[256];
 	struct sp_volume_row v;
 	json_t *list, *mounts, *m;
 	char *xml = NULL;
@@ -1072,10 +1085,18 @@ sp_volume_capture(struct sp_ctx *x, const char *id, const char *dst,
 			break;
 		mounts = parse_array(v.mounts);
 		m = mount_of(mounts, id, &at);
+		/* Plugged with no mount in its row (an attach whose undoing
+		 * failed): kept plugged as the memory has it, at a path of
+		 * its own should it be mounted again. */
+		if (m != NULL)
+			snprintf(path, sizeof path, "%s", json_string_value(
+			    json_object_get(m, "path")));
+		else
+			snprintf(path, sizeof path, "/mnt/%s", v.id);
 		json_array_append_new(list, json_pack("{s:s, s:s, s:s, s:b, "
-		    "s:s, s:i}", "id", v.id, "volume", v.name, "path", m != NULL ?
-		    json_string_value(json_object_get(m, "path")) : "/",
-		    "ro", p[i].ro, "target", p[i].target, "bus", p[i].bus));
+		    "s:s, s:i, s:I}", "id", v.id, "volume", v.name, "path", path,
+		    "ro", p[i].ro, "target", p[i].target, "bus", p[i].bus,
+		    "epoch", (json_int_t)v.epoch));
 		/* Read-write: the image as it is at this instant (the VM is
 		 * paused), shared with the volume until either changes. */
 		if (!p[i].ro && (rc = volume_disk(x, v.id, src, sizeof src,
@@ -1128,6 +1149,89 @@ move_here(struct sp_ctx *x, struct sp_volume_row *v, const char *img,
 	return 0;
 }
 
+/*
+ * Whether sandbox id may have volume v (its row read, mounts parsed) back
+ * as a checkpoint's entry says (ro, the epoch then, have: a clone of the
+ * image is in the checkpoint).
+ */
+static int
+entry_ok(struct sp_ctx *x, const char *id, const struct sp_volume_row *v,
+    json_t *mounts, int ro, json_int_t epoch, int have, struct sp_err *e)
+{
+	json_t *m;
+	size_t k;
+
+	/* Read-write is this sandbox's alone; read-only, with nobody's
+	 * read-write. */
+	json_array_foreach(mounts, k, m)
+		if (strcmp(json_string_value(json_object_get(m, "sandbox")),
+		    id) != 0 && (!ro || !json_is_true(json_object_get(m, "ro"))))
+			return sp_err_set(e, SP_E_IN_USE, 0, "volume %s is "
+			    "mounted in %s", v->name, json_string_value(
+			    json_object_get(m, "sandbox")));
+	/* Written by another sandbox since the checkpoint: the guest's
+	 * memory would not match the disk, and putting the clone back would
+	 * lose that writing. */
+	if (v->epoch != epoch)
+		return sp_err_set(e, SP_E_BAD_STATE, 0, "volume %s was mounted "
+		    "read-write by %s since this checkpoint", v->name,
+		    v->writer[0] != '\0' ? v->writer : "another sandbox");
+	/* On another node: only a read-write one moves here, from its
+	 * clone. */
+	if (strcmp(v->node, x->conf.node) != 0 && (ro || !have))
+		return sp_err_set(e, SP_E_BAD_STATE, 0, "volume %s is on node "
+		    "%s", v->name, v->node);
+	return 0;
+}
+
+int
+sp_volume_restore_check(struct sp_ctx *x, const char *id, const char *dir,
+    struct sp_err *e)
+{
+	char p[SP_PATH_MAX], img[SP_PATH_MAX];
+	struct sp_volume_row v;
+	json_t *list, *ent, *mounts;
+	const char *vid;
+	json_int_t epoch;
+	size_t i;
+	int rc = 0, ro;
+
+	if (sp_path_fmt(p, sizeof p, e, "%s/volumes.json", dir) == -1)
+		return -1;
+	if (access(p, F_OK) == -1)
+		return 0;
+	if ((list = json_load_file(p, 0, NULL)) == NULL || !json_is_array(list)) {
+		json_decref(list);
+		return sp_err_set(e, SP_E_CORRUPT, 0, "%s is not a list", p);
+	}
+	json_array_foreach(list, i, ent) {
+		ro = 0;
+		if (json_unpack(ent, "{s:s, s:b, s:I}", "id", &vid, "ro", &ro,
+		    "epoch", &epoch) == -1 || !sp_id_valid(vid)) {
+			rc = sp_err_set(e, SP_E_CORRUPT, 0, "%s: a bad entry", p);
+			break;
+		}
+		if ((rc = sp_path_fmt(img, sizeof img, e, "%s/volumes/%s.raw",
+		    dir, vid)) == -1)
+			break;
+		if ((rc = sp_db_volume_get(x->db, NULL, vid, &v, e)) == -1) {
+			if (e->code == SP_E_NOT_FOUND)
+				sp_err_set(e, SP_E_NOT_FOUND, 0, "volume %s of this "
+				    "checkpoint is gone", vid);
+			break;
+		}
+		mounts = parse_array(v.mounts);
+		rc = entry_ok(x, id, &v, mounts, ro, epoch, access(img, F_OK) == 0,
+		    e);
+		json_decref(mounts);
+		sp_db_volume_release(&v);
+		if (rc == -1)
+			break;
+	}
+	json_decref(list);
+	return rc;
+}
+
 int
 sp_volume_restore(struct sp_ctx *x, const char *id, const char *dir,
     unsigned uid, int copy, struct sp_volume_plug *out, int max, int *n,
@@ -1135,9 +1239,10 @@ sp_volume_restore(struct sp_ctx *x, const char *id, const char *dir,
 {
 	char p[SP_PATH_MAX], img[SP_PATH_MAX], tmp[SP_PATH_MAX];
 	struct sp_volume_row v;
-	json_t *list, *ent, *mounts, *m;
+	json_t *list, *ent, *mounts;
 	const char *vid, *path, *target;
-	size_t i, at, k;
+	json_int_t epoch;
+	size_t i, at;
 	int rc = 0, ro, bus, tries, have;
 
 	*n = 0;
@@ -1151,9 +1256,9 @@ sp_volume_restore(struct sp_ctx *x, const char *id, const char *dir,
 	}
 	json_array_foreach(list, i, ent) {
 		ro = bus = 0;
-		if (json_unpack(ent, "{s:s, s:s, s:b, s:s, s:i}", "id", &vid,
-		    "path", &path, "ro", &ro, "target", &target, "bus",
-		    &bus) == -1 || !sp_id_valid(vid) || *n >= max ||
+		if (json_unpack(ent, "{s:s, s:s, s:b, s:s, s:i, s:I}", "id",
+		    &vid, "path", &path, "ro", &ro, "target", &target, "bus",
+		    &bus, "epoch", &epoch) == -1 || !sp_id_valid(vid) || *n >= max ||
 		    strlen(target) != 3 || sp_volume_path_check(path, e) == -1) {
 			rc = sp_err_set(e, SP_E_CORRUPT, 0, "%s: a bad entry", p);
 			break;
@@ -1183,29 +1288,20 @@ sp_volume_restore(struct sp_ctx *x, const char *id, const char *dir,
 				break;
 			}
 			mounts = parse_array(v.mounts);
-			/* Read-write is this sandbox's alone; read-only,
-			 * with nobody's read-write. */
-			json_array_foreach(mounts, k, m)
-				if (rc == 0 && strcmp(json_string_value(
-				    json_object_get(m, "sandbox")), id) != 0 &&
-				    (!ro || !json_is_true(json_object_get(m,
-				    "ro"))))
-					rc = sp_err_set(e, SP_E_IN_USE, 0, "volume "
-					    "%s is mounted in %s", v.name,
-					    json_string_value(json_object_get(m,
-					    "sandbox")));
+			rc = entry_ok(x, id, &v, mounts, ro, epoch, have, e);
 			/* On another node: a read-write one moves here with
 			 * the sandbox, from the copy its checkpoint holds. */
 			if (rc == 0 && strcmp(v.node, x->conf.node) != 0)
-				rc = !ro && have ? move_here(x, &v, img, e) :
-				    sp_err_set(e, SP_E_BAD_STATE, 0, "volume %s "
-				    "is on node %s", v.name, v.node);
+				rc = move_here(x, &v, img, e);
 			if (rc == 0) {
 				if (mount_of(mounts, id, &at) != NULL)
 					json_array_remove(mounts, at);
 				json_array_append_new(mounts, json_pack("{s:s, s:s,"
 				    " s:b, s:I}", "sandbox", id, "path", path,
 				    "ro", ro, "uid", (json_int_t)uid));
+				/* Its writer again, in the same epoch. */
+				if (!ro)
+					memcpy(v.writer, id, SP_ID_LEN + 1);
 				rc = write_row(x, &v, json_incref(mounts),
 				    parse_array(v.snaps), e);
 			}

@@ -295,3 +295,37 @@ print(len(os.getxattr(sys.argv[1], "system.posix_acl_access")))' \
 	assert_line made
 	[ "$(space-ls | jq -s length)" = $((n + 1)) ]
 }
+
+@test "a checkpoint's volume that another sandbox wrote since is not taken back: the rollback is refused while the VM runs" {
+	a=$(own)
+	b=$(own)
+	space-volume create v-epoch --size 32M >/dev/null
+	space-volume attach "$a" v-epoch /d >/dev/null
+	space-exec "$a" -- sh -c 'echo a1 > /d/f && sync'
+	snap=$(space-snap --full "$a" | jq -r .snap)
+	# Its own detach and attach again keep the checkpoint good.
+	space-volume detach "$a" v-epoch >/dev/null
+	space-volume attach "$a" v-epoch /d >/dev/null
+	space-exec "$a" -- sh -c 'echo a2 > /d/f && sync'
+	space-rollback "$a" "$snap" | jq -e '.ok'
+	[ "$(space-exec "$a" -- cat /d/f)" = a1 ]
+	# Another writer since: refused, and the sandbox runs on untouched.
+	space-volume detach "$a" v-epoch >/dev/null
+	space-volume attach "$b" v-epoch /d >/dev/null
+	space-exec "$b" -- sh -c 'echo b > /d/f && sync'
+	space-volume detach "$b" v-epoch >/dev/null
+	run space-rollback "$a" "$snap"
+	assert_failure 1
+	jout -e --arg b "$b" '.error == "bad-state" and (.msg | contains($b))'
+	space-ls "$a" | jq -e '.state == "running"'
+	space-exec "$a" -- true
+	space-volume attach "$a" v-epoch /d >/dev/null
+	[ "$(space-exec "$a" -- cat /d/f)" = b ]
+	# Nor is it let go by a sandbox whose memory holds it mounted.
+	space-pause "$a" >/dev/null
+	run space-volume detach "$a" v-epoch
+	assert_failure 1
+	jout -e '.error == "bad-state"'
+	space-resume "$a" >/dev/null
+	[ "$(mounts_of v-epoch)" = "$a:/d:false" ]
+}

@@ -1159,6 +1159,8 @@ test_volumes(void)
 	/* Two changes from one read: the second sees the first. */
 	sp_db_volume_get(db, "", a, &v, &e);
 	sp_db_volume_get(db, "", a, &w, &e);
+	snprintf(v.writer, sizeof v.writer, "%s", a);
+	v.epoch = 3;
 	rc = sp_db_volume_set(db, &v, "[{\"sandbox\":\"x\"}]", "[]", "n1", &e);
 	tap_okf(sp_code_name(e.code), e.msg, rc == 0 && sp_db_volume_set(db, &w,
 	    "[]", "[]", "n2", &e) == -1 && e.code == SP_E_BUSY && e.temp,
@@ -1168,6 +1170,7 @@ test_volumes(void)
 	rc = sp_db_volume_get(db, "", a, &w, &e);
 	tap_okf(sp_code_name(e.code), e.msg, rc == 0 && w.gen == 1 &&
 	    strcmp(w.node, "n1") == 0 && strstr(w.mounts, "\"x\"") != NULL &&
+	    strcmp(w.writer, a) == 0 && w.epoch == 3 &&
 	    sp_db_volume_delete(db, &w, &e) == -1 && e.code == SP_E_BUSY,
 	    "%s: a mounted volume's row is not deleted", backend);
 	sp_db_volume_release(&v);
