@@ -285,15 +285,6 @@ run_dir(int run_parent, const char *run_name, mode_t mode, struct sp_err *e)
 	return fd;
 }
 
-/* One entry of an ACL in the kernel's xattr format. */
-static void
-acl_entry(struct posix_acl_xattr_entry *a, int tag, int perm, unsigned id)
-{
-	a->e_tag = htole16(tag);
-	a->e_perm = htole16(perm);
-	a->e_id = htole32(id);
-}
-
 /*
  * A VM's run directory as the group space (the unprivileged manager's)
  * needs it, when there is such a group: space may reach a socket there by
@@ -322,12 +313,12 @@ space_acl(int rfd, int owner_group, struct sp_err *e)
 		/* Access: search for space; default: read and write. */
 		mask = owner_group | (i == 0 ? ACL_EXECUTE : ACL_READ | ACL_WRITE);
 		acl.h.a_version = htole32(POSIX_ACL_XATTR_VERSION);
-		acl_entry(&acl.a[0], ACL_USER_OBJ, 07, ACL_UNDEFINED_ID);
-		acl_entry(&acl.a[1], ACL_GROUP_OBJ, owner_group, ACL_UNDEFINED_ID);
-		acl_entry(&acl.a[2], ACL_GROUP, i == 0 ? ACL_EXECUTE :
+		sp_acl_entry(&acl.a[0], ACL_USER_OBJ, 07, ACL_UNDEFINED_ID);
+		sp_acl_entry(&acl.a[1], ACL_GROUP_OBJ, owner_group, ACL_UNDEFINED_ID);
+		sp_acl_entry(&acl.a[2], ACL_GROUP, i == 0 ? ACL_EXECUTE :
 		    ACL_READ | ACL_WRITE, g->gr_gid);
-		acl_entry(&acl.a[3], ACL_MASK, mask, ACL_UNDEFINED_ID);
-		acl_entry(&acl.a[4], ACL_OTHER, 0, ACL_UNDEFINED_ID);
+		sp_acl_entry(&acl.a[3], ACL_MASK, mask, ACL_UNDEFINED_ID);
+		sp_acl_entry(&acl.a[4], ACL_OTHER, 0, ACL_UNDEFINED_ID);
 		/* A filesystem without ACLs: as before, root's alone. */
 		if (fsetxattr(rfd, i == 0 ? "system.posix_acl_access" :
 		    "system.posix_acl_default", &acl, sizeof acl, 0) == -1)

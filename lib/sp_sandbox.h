@@ -436,6 +436,11 @@ int sp_template_warm(struct sp_ctx *x, const char *ref, const struct sp_warm *w,
     json_t **out, struct sp_err *e);
 
 /* ---- volumes (sp_volume.c): disks apart from sandboxes, mounted in them ---- */
+/* One entry of a POSIX ACL in the kernel's xattr format (a struct
+ * posix_acl_xattr_entry; sp_jail.c writes them too). */
+struct posix_acl_xattr_entry;
+void sp_acl_entry(struct posix_acl_xattr_entry *a, int tag, int perm,
+    unsigned id);
 /* A mount path: absolute, not /, no empty, . or .. parts, <= 255 bytes. */
 int sp_volume_path_check(const char *path, struct sp_err *e);
 /* A new volume of bytes (whole MiB), or a writable copy of from

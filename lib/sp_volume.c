@@ -84,8 +84,8 @@ volumes_area(const struct sp_ctx *x, struct sp_err *e)
 
 /* ---- the ACL: who of the VMs may open the image ---- */
 
-static void
-acl_entry(struct posix_acl_xattr_entry *a, int tag, int perm, unsigned id)
+void
+sp_acl_entry(struct posix_acl_xattr_entry *a, int tag, int perm, unsigned id)
 {
 	a->e_tag = htole16(tag);
 	a->e_perm = htole16(perm);
@@ -117,14 +117,14 @@ set_acl(const char *path, int owner, const unsigned *uids, const int *perms,
 		return 0;
 	}
 	acl.h.a_version = htole32(POSIX_ACL_XATTR_VERSION);
-	acl_entry(&acl.a[k++], ACL_USER_OBJ, owner, ACL_UNDEFINED_ID);
+	sp_acl_entry(&acl.a[k++], ACL_USER_OBJ, owner, ACL_UNDEFINED_ID);
 	for (i = 0; i < n; i++) {
-		acl_entry(&acl.a[k++], ACL_USER, perms[i], uids[i]);
+		sp_acl_entry(&acl.a[k++], ACL_USER, perms[i], uids[i]);
 		mask |= perms[i];
 	}
-	acl_entry(&acl.a[k++], ACL_GROUP_OBJ, 0, ACL_UNDEFINED_ID);
-	acl_entry(&acl.a[k++], ACL_MASK, mask, ACL_UNDEFINED_ID);
-	acl_entry(&acl.a[k++], ACL_OTHER, 0, ACL_UNDEFINED_ID);
+	sp_acl_entry(&acl.a[k++], ACL_GROUP_OBJ, 0, ACL_UNDEFINED_ID);
+	sp_acl_entry(&acl.a[k++], ACL_MASK, mask, ACL_UNDEFINED_ID);
+	sp_acl_entry(&acl.a[k++], ACL_OTHER, 0, ACL_UNDEFINED_ID);
 	if (setxattr(path, "system.posix_acl_access", &acl, sizeof acl.h +
 	    k * sizeof acl.a[0], 0) == -1)
 		return sp_err_sys(e, SP_E_IO, "the ACL of %s", path);
@@ -1149,6 +1149,41 @@ move_here(struct sp_ctx *x, struct sp_volume_row *v, const char *img,
 	return 0;
 }
 
+/* dir/volumes.json: *list (an empty one when there is none). */
+static int
+load_entries(const char *dir, json_t **list, struct sp_err *e)
+{
+	char p[SP_PATH_MAX];
+
+	*list = NULL;
+	if (sp_path_fmt(p, sizeof p, e, "%s/volumes.json", dir) == -1)
+		return -1;
+	if (access(p, F_OK) == -1) {
+		*list = json_array();
+		return 0;
+	}
+	if ((*list = json_load_file(p, 0, NULL)) == NULL ||
+	    !json_is_array(*list)) {
+		json_decref(*list);
+		*list = NULL;
+		return sp_err_set(e, SP_E_CORRUPT, 0, "%s is not a list", p);
+	}
+	return 0;
+}
+
+/* The row of a checkpoint's volume vid. */
+static int
+entry_row(struct sp_ctx *x, const char *vid, struct sp_volume_row *v,
+    struct sp_err *e)
+{
+	if (sp_db_volume_get(x->db, NULL, vid, v, e) == 0)
+		return 0;
+	if (e->code == SP_E_NOT_FOUND)
+		sp_err_set(e, SP_E_NOT_FOUND, 0, "volume %s of this checkpoint "
+		    "is gone", vid);
+	return -1;
+}
+
 /*
  * Whether sandbox id may have volume v (its row read, mounts parsed) back
  * as a checkpoint's entry says (ro, the epoch then, have: a clone of the
@@ -1188,7 +1223,7 @@ int
 sp_volume_restore_check(struct sp_ctx *x, const char *id, const char *dir,
     struct sp_err *e)
 {
-	char p[SP_PATH_MAX], img[SP_PATH_MAX];
+	char img[SP_PATH_MAX];
 	struct sp_volume_row v;
 	json_t *list, *ent, *mounts;
 	const char *vid;
@@ -1196,30 +1231,19 @@ sp_volume_restore_check(struct sp_ctx *x, const char *id, const char *dir,
 	size_t i;
 	int rc = 0, ro;
 
-	if (sp_path_fmt(p, sizeof p, e, "%s/volumes.json", dir) == -1)
+	if (load_entries(dir, &list, e) == -1)
 		return -1;
-	if (access(p, F_OK) == -1)
-		return 0;
-	if ((list = json_load_file(p, 0, NULL)) == NULL || !json_is_array(list)) {
-		json_decref(list);
-		return sp_err_set(e, SP_E_CORRUPT, 0, "%s is not a list", p);
-	}
 	json_array_foreach(list, i, ent) {
 		ro = 0;
 		if (json_unpack(ent, "{s:s, s:b, s:I}", "id", &vid, "ro", &ro,
 		    "epoch", &epoch) == -1 || !sp_id_valid(vid)) {
-			rc = sp_err_set(e, SP_E_CORRUPT, 0, "%s: a bad entry", p);
+			rc = sp_err_set(e, SP_E_CORRUPT, 0, "%s: a bad entry of "
+			    "volumes.json", dir);
 			break;
 		}
 		if ((rc = sp_path_fmt(img, sizeof img, e, "%s/volumes/%s.raw",
-		    dir, vid)) == -1)
+		    dir, vid)) == -1 || (rc = entry_row(x, vid, &v, e)) == -1)
 			break;
-		if ((rc = sp_db_volume_get(x->db, NULL, vid, &v, e)) == -1) {
-			if (e->code == SP_E_NOT_FOUND)
-				sp_err_set(e, SP_E_NOT_FOUND, 0, "volume %s of this "
-				    "checkpoint is gone", vid);
-			break;
-		}
 		mounts = parse_array(v.mounts);
 		rc = entry_ok(x, id, &v, mounts, ro, epoch, access(img, F_OK) == 0,
 		    e);
@@ -1246,21 +1270,16 @@ sp_volume_restore(struct sp_ctx *x, const char *id, const char *dir,
 	int rc = 0, ro, bus, tries, have;
 
 	*n = 0;
-	if (sp_path_fmt(p, sizeof p, e, "%s/volumes.json", dir) == -1)
+	if (load_entries(dir, &list, e) == -1)
 		return -1;
-	if (access(p, F_OK) == -1)
-		return 0;
-	if ((list = json_load_file(p, 0, NULL)) == NULL || !json_is_array(list)) {
-		json_decref(list);
-		return sp_err_set(e, SP_E_CORRUPT, 0, "%s is not a list", p);
-	}
 	json_array_foreach(list, i, ent) {
 		ro = bus = 0;
 		if (json_unpack(ent, "{s:s, s:s, s:b, s:s, s:i, s:I}", "id",
 		    &vid, "path", &path, "ro", &ro, "target", &target, "bus",
 		    &bus, "epoch", &epoch) == -1 || !sp_id_valid(vid) || *n >= max ||
 		    strlen(target) != 3 || sp_volume_path_check(path, e) == -1) {
-			rc = sp_err_set(e, SP_E_CORRUPT, 0, "%s: a bad entry", p);
+			rc = sp_err_set(e, SP_E_CORRUPT, 0, "%s: a bad entry of "
+			    "volumes.json", dir);
 			break;
 		}
 		if ((rc = sp_path_fmt(img, sizeof img, e, "%s/volumes/%s.raw",
@@ -1281,12 +1300,8 @@ sp_volume_restore(struct sp_ctx *x, const char *id, const char *dir,
 		/* Its row takes this sandbox's mount back (a compare-and-set,
 		 * again when the row changed in between). */
 		for (tries = 0; ; tries++) {
-			if ((rc = sp_db_volume_get(x->db, NULL, vid, &v, e)) == -1) {
-				if (e->code == SP_E_NOT_FOUND)
-					sp_err_set(e, SP_E_NOT_FOUND, 0, "volume "
-					    "%s of this checkpoint is gone", vid);
+			if ((rc = entry_row(x, vid, &v, e)) == -1)
 				break;
-			}
 			mounts = parse_array(v.mounts);
 			rc = entry_ok(x, id, &v, mounts, ro, epoch, have, e);
 			/* On another node: a read-write one moves here with

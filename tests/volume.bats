@@ -95,6 +95,14 @@ mounts_of() {
 	assert_failure 1
 	jout -e '.error == "exists"'
 	[ "$(mounts_of v-rw)" = "$a:/data:false" ]
+	# Its VM has one free PCIe port: a second volume is full, and its
+	# row is as it was.
+	space-volume create v-two --size 16M >/dev/null
+	run space-volume attach "$a" v-two /two
+	assert_failure 1
+	jout -e '.error == "full"'
+	[ -z "$(mounts_of v-two)" ]
+	space-volume rm v-two >/dev/null
 	space-exec "$a" -- sh -c 'grep " /data ext4 rw" /proc/mounts &&
 	    echo one > /data/f && sync'
 	space-pause "$a" >/dev/null
