@@ -254,6 +254,7 @@ stop_agents() {
 	run space-volume attach "$r" v-moving /r --ro
 	assert_failure 1
 	jout -e '.error == "bad-state"'
+	space-rm "$r" >/dev/null
 	on b space-exec "$id" -- sh -c 'echo on-b >> /data/f && sync'
 	on b space-rm "$id" >/dev/null
 	# It outlives the sandbox; another sandbox on B reads it.
