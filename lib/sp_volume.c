@@ -626,6 +626,22 @@ mount_of(json_t *mounts, const char *id, size_t *at)
 	return NULL;
 }
 
+/* Another sandbox's mount in mounts that keeps id from mounting it (ro:
+ * read-only): read-write is one sandbox's alone, read-only goes beside
+ * read-only only.  NULL when none does. */
+static json_t *
+mount_in_the_way(json_t *mounts, const char *id, int ro)
+{
+	json_t *m;
+	size_t i;
+
+	json_array_foreach(mounts, i, m)
+		if (strcmp(json_string_value(json_object_get(m, "sandbox")),
+		    id) != 0 && (!ro || !json_is_true(json_object_get(m, "ro"))))
+			return m;
+	return NULL;
+}
+
 /* A target of vdb..vdz that dom's disks do not use. */
 static int
 free_target(const char *xml, char out[4], struct sp_err *e)
@@ -644,10 +660,10 @@ free_target(const char *xml, char out[4], struct sp_err *e)
 }
 
 /* Plugs volume v into sandbox id's VM and mounts it at path, unless the VM
- * has it plugged already (*plugged then). */
+ * has it plugged already. */
 static int
 plug_and_mount(struct sp_ctx *x, const char *id, const struct sp_volume_row *v,
-    const char *path, int ro, unsigned uid, int *plugged, struct sp_err *e)
+    const char *path, int ro, unsigned uid, struct sp_err *e)
 {
 	struct sp_vm_volume d;
 	char dom[SP_ID_LEN + 4], disk[SP_PATH_MAX], alias[40];
@@ -656,14 +672,12 @@ plug_and_mount(struct sp_ctx *x, const char *id, const struct sp_volume_row *v,
 	struct sp_err ignored;
 	int rc;
 
-	*plugged = 0;
 	sp_sandbox_domain(id, dom);
 	if (volume_disk(x, v->id, disk, sizeof disk, e) == -1 ||
 	    sp_virt_xml(x->virt, dom, &xml, e) == -1)
 		return -1;
 	snprintf(alias, sizeof alias, "'ua-vol-%s'", v->id);
 	if (strstr(xml, alias) != NULL) {
-		*plugged = 1;
 		free(xml);
 		return 0;
 	}
@@ -707,9 +721,9 @@ sp_volume_attach(struct sp_ctx *x, const char *id, const char *ref,
 	char tenant[SP_NAME_MAX + 1], dom[SP_ID_LEN + 4];
 	json_t *mounts, *m;
 	struct sp_err ignored;
-	size_t at, i;
+	size_t at;
 	unsigned uid;
-	int rc, tries, plugged, reserved = 0;
+	int rc, tries, reserved = 0;
 
 	*changed = 0;
 	if (sp_volume_path_check(path, e) == -1 ||
@@ -745,17 +759,13 @@ sp_volume_attach(struct sp_ctx *x, const char *id, const char *ref,
 			    "in %s at %s already", v.name, id,
 			    json_string_value(json_object_get(m, "path")));
 		}
-		json_array_foreach(mounts, i, m)
-			if (rc == 0 && (!ro || !json_is_true(json_object_get(m,
-			    "ro"))))
-				rc = sp_err_set(e, SP_E_IN_USE, 0, "volume %s is "
-				    "mounted %s in %s: %s", v.name,
-				    json_is_true(json_object_get(m, "ro")) ?
-				    "read-only" : "read-write",
-				    json_string_value(json_object_get(m,
-				    "sandbox")), ro ? "read-only mounts wait "
-				    "for it to go" : "read-write is one "
-				    "sandbox's alone");
+		if (rc == 0 && (m = mount_in_the_way(mounts, id, ro)) != NULL)
+			rc = sp_err_set(e, SP_E_IN_USE, 0, "volume %s is mounted "
+			    "%s in %s: %s", v.name, json_is_true(json_object_get(m,
+			    "ro")) ? "read-only" : "read-write", json_string_value(
+			    json_object_get(m, "sandbox")), ro ? "read-only mounts "
+			    "wait for it to go" : "read-write is one sandbox's "
+			    "alone");
 		if (rc == 0 && json_array_size(mounts) >= MOUNTS_MAX)
 			rc = sp_err_set(e, SP_E_FULL, 0, "volume %s is mounted "
 			    "%d times", v.name, MOUNTS_MAX);
@@ -783,8 +793,7 @@ sp_volume_attach(struct sp_ctx *x, const char *id, const char *ref,
 		sp_db_volume_release(&v);
 	}
 	if (rc == 0 && (rc = apply_acl(x, v.id, mounts, e)) == 0 &&
-	    (rc = plug_and_mount(x, id, &v, path, ro, uid, &plugged,
-	    e)) == 0) {
+	    (rc = plug_and_mount(x, id, &v, path, ro, uid, e)) == 0) {
 		*changed = 1;
 		json_decref(mounts);
 		sp_db_volume_release(&v);
@@ -965,7 +974,7 @@ sp_volume_replug(struct sp_ctx *x, const char *id, struct sp_err *e)
 	json_t *mounts, *m;
 	size_t n, i, at;
 	unsigned uid;
-	int rc = 0, plugged;
+	int rc = 0;
 
 	if (volumes_of(x, id, ids, &n, e) == -1)
 		return -1;
@@ -992,8 +1001,7 @@ sp_volume_replug(struct sp_ctx *x, const char *id, struct sp_err *e)
 			if (rc == 0)
 				rc = plug_and_mount(x, id, &v,
 				    json_string_value(json_object_get(m, "path")),
-				    json_is_true(json_object_get(m, "ro")), uid,
-				    &plugged, e);
+				    json_is_true(json_object_get(m, "ro")), uid, e);
 		}
 		json_decref(mounts);
 		sp_db_volume_release(&v);
@@ -1194,16 +1202,10 @@ entry_ok(struct sp_ctx *x, const char *id, const struct sp_volume_row *v,
     json_t *mounts, int ro, json_int_t epoch, int have, struct sp_err *e)
 {
 	json_t *m;
-	size_t k;
 
-	/* Read-write is this sandbox's alone; read-only, with nobody's
-	 * read-write. */
-	json_array_foreach(mounts, k, m)
-		if (strcmp(json_string_value(json_object_get(m, "sandbox")),
-		    id) != 0 && (!ro || !json_is_true(json_object_get(m, "ro"))))
-			return sp_err_set(e, SP_E_IN_USE, 0, "volume %s is "
-			    "mounted in %s", v->name, json_string_value(
-			    json_object_get(m, "sandbox")));
+	if ((m = mount_in_the_way(mounts, id, ro)) != NULL)
+		return sp_err_set(e, SP_E_IN_USE, 0, "volume %s is mounted in %s",
+		    v->name, json_string_value(json_object_get(m, "sandbox")));
 	/* Written by another sandbox since the checkpoint: the guest's
 	 * memory would not match the disk, and putting the clone back would
 	 * lose that writing. */
