@@ -52,8 +52,8 @@ main(int argc, char *argv[])
 	    sp_tls_ca_cert_path(c.root, ca, sizeof ca, &e) == -1)
 		return sp_out_fail(NULL, &e);
 	return sp_out_ok(NULL, json_pack("{s:s, s:s, s:s, s:b, s:s, s:s, s:b, "
-	    "s:s, s:b, s:s}", "node", c.node, "root", c.root, "fs", info.fs,
+	    "s:s, s:b, s:s, s:s}", "node", c.node, "root", c.root, "fs", info.fs,
 	    "loop", info.loop, "libvirt", info.libvirt, "virt", info.virt_type,
 	    "kvm", info.kvm, "ca", ca, "ca_made", ca_made, "quota",
-	    info.quota[0] != '\0' ? info.quota : "none"));
+	    info.quota[0] != '\0' ? info.quota : "none", "ksm", c.ksm));
 }

@@ -185,6 +185,8 @@ _space() {
 		--wait) ;;
 		*) COMPREPLY=($(compgen -W "--wait $(_space_ids)" -- "$cur")) ;;
 		esac ;;
+	space-trim)
+		COMPREPLY=($(compgen -W "--once $(_space_ids)" -- "$cur")) ;;
 	space-pool)
 		if [ "$COMP_CWORD" -eq 1 ]; then
 			COMPREPLY=($(compgen -W "set fill ls" -- "$cur"))
@@ -402,4 +404,4 @@ complete -F _space space-init space-template space-create space-exec space-ls sp
 	space-ps space-logs space-kill space-fs space-cp space-pool \
 	space-snap space-rollback space-fork space-gc \
 	space-suspend space-restore space-key space-egress space-cred space-gatewayd \
-	space-node space-schedule space-backup space-apid space-tenant space-noded space-ttl space-events space-metrics space-port space-volume
+	space-node space-schedule space-backup space-apid space-tenant space-noded space-ttl space-events space-metrics space-port space-volume space-trim

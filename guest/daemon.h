@@ -130,6 +130,9 @@ int sd_op_thaw(struct port *p, uint32_t stream, json_t *req);
  * serial mounted at P; {"path":P}: unmounted. */
 int sd_op_volume_mount(struct port *p, uint32_t stream, json_t *req);
 int sd_op_volume_umount(struct port *p, uint32_t stream, json_t *req);
+/* daemon-trim.c: {}: the guest's free memory, less a reserve, taken and
+ * let go, so that free page reporting hands it to the host. */
+int sd_op_trim(struct port *p, uint32_t stream, json_t *req);
 json_t *sd_identity_env(void);
 /* The template's defaults for calls, read at start: "env" (an array of
  * NAME=VALUE under the sandbox's), "cwd", "user"; NULL when unset. */

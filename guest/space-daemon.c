@@ -68,6 +68,7 @@ static const struct op ops[] = {
 	{ "thaw", sd_op_thaw },
 	{ "volume-mount", sd_op_volume_mount },
 	{ "volume-umount", sd_op_volume_umount },
+	{ "trim", sd_op_trim },
 	{ "fs.read", fs_read },
 	{ "fs.write", fs_write },
 	{ "fs.append", fs_append },

@@ -139,9 +139,10 @@ walk_ports(const xmlNode *n, const char *path, struct sp_vm_layout *l,
 	return 0;
 }
 
-/* The first element called name whose attribute type is type, or NULL. */
+/* The first element called name whose attribute attr is value, or NULL. */
 static const xmlNode *
-find_typed(const xmlNode *n, const char *name, const char *type)
+find_element(const xmlNode *n, const char *name, const char *attr,
+    const char *value)
 {
 	const xmlNode *f;
 	char t[32];
@@ -149,10 +150,10 @@ find_typed(const xmlNode *n, const char *name, const char *type)
 	for (; n != NULL; n = n->next) {
 		if (n->type != XML_ELEMENT_NODE)
 			continue;
-		if (sp_xml_is(n, name) && sp_xml_attr(n, "type", t,
-		    sizeof t) == 0 && strcmp(t, type) == 0)
+		if (sp_xml_is(n, name) && sp_xml_attr(n, attr, t,
+		    sizeof t) == 0 && strcmp(t, value) == 0)
 			return n;
-		if ((f = find_typed(n->children, name, type)) != NULL)
+		if ((f = find_element(n->children, name, attr, value)) != NULL)
 			return f;
 	}
 	return NULL;
@@ -185,12 +186,14 @@ parse_layout(const xmlNode *root, const char *path, struct sp_vm_layout *l,
 	char v[16];
 
 	l->nports = l->egress = 0;
+	l->balloon = find_element(root, "memballoon", "model", "virtio") != NULL;
 	if (walk_ports(root, path, l, e) == -1)
 		return -1;
 	if (l->nports == 0)
 		return sp_err_set(e, SP_E_BAD_STATE, 0, "%s: no space.N port in "
 		    "its header", path);
-	if ((c = find_typed(root, "controller", "virtio-serial")) == NULL)
+	if ((c = find_element(root, "controller", "type",
+	    "virtio-serial")) == NULL)
 		return sp_err_set(e, SP_E_BAD_STATE, 0, "%s: no virtio-serial "
 		    "controller in its header", path);
 	l->shared_vectors = sp_xml_attr(c, "vectors", v, sizeof v) == -1;

@@ -39,6 +39,8 @@ static const struct key keys[] = {
 	K("SPACE_PIDS_MAX", pids_max),
 	K("SPACE_CPU_QUOTA", cpu_quota),
 	K("SPACE_IO_WEIGHT", io_weight),
+	K("SPACE_KSM", ksm),
+	K("SPACE_KSM_RATE", ksm_rate),
 };
 #define NKEYS (sizeof keys / sizeof keys[0])
 
@@ -257,6 +259,13 @@ check(struct sp_conf *c, struct sp_err *e)
 		    "SPACE_VIRT_TYPE must be auto, kvm or qemu");
 	if (check_jail(c, e) == -1)
 		return -1;
+	if (strcmp(c->ksm, "on") != 0 && strcmp(c->ksm, "off") != 0)
+		return sp_err_set(e, SP_E_BAD_INPUT, 0, "SPACE_KSM must be on or "
+		    "off");
+	c->ksm_on = strcmp(c->ksm, "on") == 0;
+	if (conf_num("SPACE_KSM_RATE", c->ksm_rate, 50, 10000000,
+	    &c->ksm_pages_per_s, e) == -1)
+		return -1;
 	/* SPACE_RETAIN is checked by space-gc, its one user, SPACE_IDLE
 	 * by space-ls --idle-due and SPACE_EVENTS_KEEP by the reconcile
 	 * pass: a slip there must not stop every other command. */
@@ -317,6 +326,10 @@ sp_conf_load(struct sp_conf *c, struct sp_err *e)
 		strcpy(c->mem_overhead, "auto");
 	if (c->pids_max[0] == '\0')
 		strcpy(c->pids_max, SP_PIDS_MAX_DEFAULT);
+	if (c->ksm[0] == '\0')
+		strcpy(c->ksm, "off");
+	if (c->ksm_rate[0] == '\0')
+		strcpy(c->ksm_rate, SP_KSM_RATE_DEFAULT);
 	if (c->node[0] == '\0' && gethostname(c->node, sizeof c->node - 1) == -1)
 		strcpy(c->node, "localhost");
 	return check(c, e);

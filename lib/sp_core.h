@@ -130,7 +130,13 @@ struct sp_conf {
 	char pids_max[16];		/* SPACE_PIDS_MAX: N | 0 */
 	char cpu_quota[16];		/* SPACE_CPU_QUOTA: CPUs, "" none */
 	char io_weight[16];		/* SPACE_IO_WEIGHT: 10..1000, "" none */
-	struct {			/* the above, parsed and checked */
+	/* Pages shared between VMs (sp_node.c, sp_jail.c), checked at
+	 * load. */
+	char ksm[8];			/* SPACE_KSM: off | on */
+	char ksm_rate[16];		/* SPACE_KSM_RATE: pages a second */
+	int ksm_on;
+	long ksm_pages_per_s;
+	struct {			/* the jail's, parsed and checked */
 		int on;
 		unsigned long first, count;	/* uids first .. first+count-1 */
 		long mem_overhead_mib;		/* -1: auto */
@@ -140,6 +146,9 @@ struct sp_conf {
 /* Uids no distribution hands out: above systemd's container range. */
 #define SP_JAIL_UIDS_DEFAULT	"1900000000-1900065535"
 #define SP_PIDS_MAX_DEFAULT	"512"
+/* KSM's scan when SPACE_KSM is on: pages a second (docs/benchmarks.md,
+ * "Density"). */
+#define SP_KSM_RATE_DEFAULT	"50000"
 #define SP_JAIL_PROBES		64	/* uids a sandbox's hash may try */
 /* Reads SPACE_CONF (default /etc/space/space.conf) when it exists, then the
  * environment; every value is validated. */
@@ -714,6 +723,9 @@ int sp_path_fmt(char *out, size_t n, struct sp_err *e, const char *fmt, ...)
 int sp_path_mkdirs(const char *path, mode_t mode, struct sp_err *e);
 /* rm -rf of a directory tree on this filesystem; absent is not an error. */
 int sp_path_remove_tree(const char *path, struct sp_err *e);
+/* text written to the existing file path in one write (a kernel's file:
+ * sysfs, cgroupfs). */
+int sp_path_write_text(const char *path, const char *text, struct sp_err *e);
 
 /* flock(LOCK_EX) on fd, waiting (wait 1) or not: busy (temp) when taken. */
 int sp_flock(int fd, int wait, struct sp_err *e);

@@ -498,6 +498,7 @@ sp_sandbox_restore_xml(struct sp_ctx *x, const char *id, const char *dir,
 		.cmdline = NULL, .disk = f.disk, .chan_dir = run,
 		.nports = l.nports, .virt_type = x->virt_type,
 		.shared_vectors = l.shared_vectors, .no_egress = !l.egress,
+		.balloon = l.balloon,
 		.cpu_quota_pct = cpu_pct,
 	};
 	/* The volumes its memory has plugged: mounted in it again. */
@@ -516,6 +517,7 @@ sp_jail_spec(struct sp_ctx *x, const struct sp_jail *j, struct sp_vm_spec *s,
 {
 	s->jail_uid = j->uid;
 	s->jail_gid = j->gid;
+	s->mergeable = x->conf.ksm_on;
 	if (!sp_jail_on(&x->conf))
 		return 0;
 	/* A sandbox's own quota (--cpu-quota), else the node's. */
@@ -538,26 +540,6 @@ mem_overhead(const struct sp_ctx *x)
 		return x->conf.lim.mem_overhead_mib;
 	return strcmp(x->virt_type, "kvm") == 0 ? SP_MEM_OVERHEAD_KVM :
 	    SP_MEM_OVERHEAD_TCG;
-}
-
-static int
-write_text(const char *path, const char *text, struct sp_err *e)
-{
-	int fd;
-	ssize_t n;
-	size_t len = strlen(text);
-
-	if ((fd = open(path, O_WRONLY | O_CLOEXEC)) == -1)
-		return sp_err_sys(e, SP_E_IO, "%s", path);
-	n = write(fd, text, len);
-	if (n != (ssize_t)len) {
-		sp_err_sys(e, SP_E_IO, "write %s", path);
-		close(fd);
-		return -1;
-	}
-	if (close(fd) == -1)
-		return sp_err_sys(e, SP_E_IO, "%s", path);
-	return 0;
 }
 
 /* QEMU's pid, from libvirt's pid file: 0 when it has none. */
@@ -587,7 +569,7 @@ cg_write(const char *dir, const char *file, unsigned long long value,
 	snprintf(num, sizeof num, "%llu", value);
 	if (sp_path_fmt(p, sizeof p, e, "%s/%s", dir, file) == -1)
 		return -1;
-	return write_text(p, num, e);
+	return sp_path_write_text(p, num, e);
 }
 
 /* Limits the VM whose QEMU is pid, in its memory cgroup cg: under v2 one

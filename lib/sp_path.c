@@ -152,3 +152,23 @@ sp_tls_ca_cert_path(const char *root, char *out, size_t n, struct sp_err *e)
 		    "is not a regular file", out);
 	return 0;
 }
+
+int
+sp_path_write_text(const char *path, const char *text, struct sp_err *e)
+{
+	int fd;
+	ssize_t n;
+	size_t len = strlen(text);
+
+	if ((fd = open(path, O_WRONLY | O_CLOEXEC)) == -1)
+		return sp_err_sys(e, SP_E_IO, "%s", path);
+	n = write(fd, text, len);
+	if (n != (ssize_t)len) {
+		sp_err_sys(e, SP_E_IO, "write %s", path);
+		close(fd);
+		return -1;
+	}
+	if (close(fd) == -1)
+		return sp_err_sys(e, SP_E_IO, "%s", path);
+	return 0;
+}

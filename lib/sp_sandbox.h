@@ -327,8 +327,9 @@ int sp_jail_prepare(struct sp_ctx *x, const char *id, const char *dir,
 #define SP_DISK_LIMIT_SLACK (256ull << 20)
 int sp_jail_disk_limit(struct sp_ctx *x, const char *dir, int64_t disk_bytes,
     struct sp_err *e);
-/* Puts j's uid and the configured limits in s (after s->memory_mib); a CPU
- * quota s has already (the sandbox's own) stays. */
+/* Puts j's uid, the configured limits and whether KSM may merge its pages
+ * (SPACE_KSM) in s (after s->memory_mib); a CPU quota s has already (the
+ * sandbox's own) stays. */
 int sp_jail_spec(struct sp_ctx *x, const struct sp_jail *j,
     struct sp_vm_spec *s, struct sp_err *e);
 /* The domain XML a sandbox's VM saved in dir/mem.sav comes back with here:

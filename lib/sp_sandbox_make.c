@@ -439,7 +439,8 @@ sp_sandbox_make(struct sp_ctx *x, const struct sp_make *m,
 		.kernel = f.kernel, .initrd = f.initrd, .cmdline = NULL,
 		.disk = f.disk, .chan_dir = run, .nports = l.nports,
 		.virt_type = x->virt_type, .shared_vectors = l.shared_vectors,
-		.no_egress = !l.egress, .cpu_quota_pct = m->cpu_pct,
+		.no_egress = !l.egress, .balloon = l.balloon,
+		.cpu_quota_pct = m->cpu_pct,
 	};
 	sp_volume_spec(&spec, plugs, nvols, vols);
 	if (sp_jail_spec(x, &jail, &spec, e) == -1 ||

@@ -85,6 +85,19 @@ ready(struct sp_ctx *x, const char *id, const struct sp_warm *w,
 	    "succeed in %d tries (last exit %d)", tries, status);
 }
 
+static void
+trim(struct sp_ctx *x, const char *id)
+{
+	struct sp_chan *c = NULL;
+	struct sp_err ignored;
+	json_t *a = NULL;
+
+	if (sp_chan_open(&c, x->conf.run, id, 5000, &ignored) == 0)
+		(void)sp_trim_chan(c, &a, &ignored);
+	json_decref(a);
+	sp_chan_close(c);
+}
+
 /* Boots the template in dir as domain sp-<id>, waits for its daemon, starts
  * and waits for what w says, and saves its memory to dir/mem.sav (which
  * stops it). */
@@ -115,6 +128,7 @@ boot_and_save(struct sp_ctx *x, const char *dir, const char *id,
 		.cmdline = NULL, .disk = f.disk, .chan_dir = run,
 		.nports = l.nports, .virt_type = x->virt_type,
 		.shared_vectors = l.shared_vectors, .no_egress = !l.egress,
+		.balloon = l.balloon,
 	};
 	if (sp_jail_spec(x, &jail, &spec, e) == -1 ||
 	    sp_virt_domain_xml(&spec, &xml, e) == -1 ||
@@ -142,6 +156,10 @@ boot_and_save(struct sp_ctx *x, const char *dir, const char *id,
 	 * sync's writes).  Best effort, as the sync. */
 	sp_sandbox_exec_quiet(x, id, settle_argv, 5000, SYNC_MS, &status,
 	    &ignored);
+	/* The guest's free memory zeroed and freed just before the save:
+	 * saved as zero pages, and reported to the host by each copy soon
+	 * after its restore (design.md, "Memory").  Best effort. */
+	trim(x, id);
 	if (sp_virt_save(x->virt, dom, f.sav, e) == -1)
 		goto out;
 	rc = 0;

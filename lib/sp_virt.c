@@ -439,6 +439,7 @@ sp_virt_boot_layout(struct sp_vm_layout *l)
 	l->shared_vectors = v != NULL && (strcmp(v, "shared") == 0 ||
 	    strcmp(v, "pre-egress") == 0);
 	l->egress = v == NULL || strcmp(v, "pre-egress") != 0;
+	l->balloon = v == NULL || strcmp(v, "shared") == 0;
 }
 
 const char *
@@ -455,7 +456,7 @@ sp_virt_boot_cmdline(const char *virt_type)
 int
 sp_vm_layout_current(const struct sp_vm_layout *l)
 {
-	return l->nports == SP_PORTS_DEFAULT && l->egress;
+	return l->nports == SP_PORTS_DEFAULT && l->egress && l->balloon;
 }
 
 /*
@@ -531,9 +532,9 @@ sp_virt_volume_xml(const struct sp_vm_volume *d, int jailed, char **xml,
 }
 
 /* The PCIe root ports libvirt gives a VM of ours it defines: one for the
- * virtio-serial controller, one for the root disk, and a spare, which a
- * volume takes (sp_volume.c). */
-#define ROOT_PORTS	3
+ * virtio-serial controller, one for the root disk, one for the balloon if
+ * it has one, and a spare, which a volume takes (sp_volume.c). */
+#define ROOT_PORTS(s)	(3 + (s)->balloon)
 
 static void
 write_xml(FILE *f, const struct sp_vm_spec *s)
@@ -552,6 +553,11 @@ write_xml(FILE *f, const struct sp_vm_spec *s)
 	}
 	fprintf(f, "  <memory unit='MiB'>%d</memory>\n", s->memory_mib);
 	fprintf(f, "  <vcpu placement='static'>%d</vcpu>\n", s->vcpus);
+	/* QEMU marks guest memory mergeable unless told not to. */
+	if (!s->mergeable)
+		fputs("  <memoryBacking>\n"
+		    "    <nosharepages/>\n"
+		    "  </memoryBacking>\n", f);
 	/*
 	 * The limits of its cgroup (sp_jail.c).  Not memtune's hard_limit:
 	 * libvirt then raises QEMU's RLIMIT_MEMLOCK to it, which needs
@@ -628,7 +634,7 @@ write_xml(FILE *f, const struct sp_vm_spec *s)
 	 * PCIe root, its ports).
 	 */
 	if (s->nvolumes > 0) {
-		for (i = 0, ports = ROOT_PORTS; i < s->nvolumes; i++)
+		for (i = 0, ports = ROOT_PORTS(s); i < s->nvolumes; i++)
 			if (s->volumes[i].bus > ports)
 				ports = s->volumes[i].bus;
 		fputs("    <controller type='sata' index='0'/>\n"
@@ -667,8 +673,17 @@ write_xml(FILE *f, const struct sp_vm_spec *s)
 		    "      <target type='virtio' name='" SP_EGRESS_PORT_NAME
 		    "'/>\n    </channel>\n", f);
 	}
-	fputs("    <memballoon model='none'/>\n"
-	    "  </devices>\n", f);
+	/*
+	 * The balloon is there for its free page reporting: the guest tells
+	 * QEMU which runs of pages (4 MiB) it has freed, and QEMU gives them
+	 * back to the host.  It is never inflated.
+	 */
+	if (s->balloon)
+		fputs("    <memballoon model='virtio' freePageReporting='on'/>\n",
+		    f);
+	else
+		fputs("    <memballoon model='none'/>\n", f);
+	fputs("  </devices>\n", f);
 	/*
 	 * Its own uid and gid: libvirt chowns the disk, kernel and initrd to
 	 * them at each start (and back at the end); no other VM's QEMU can
@@ -825,6 +840,8 @@ sp_virt_xml_spec(const char *xml, struct sp_vm_spec *s,
 	    !s->no_egress;
 	s->shared_vectors = strstr(xml,
 	    "<controller type='virtio-serial' index='0'/>") != NULL;
+	s->balloon = strstr(xml, "<memballoon model='virtio'") != NULL;
+	s->mergeable = strstr(xml, "<nosharepages/>") == NULL;
 	s->name = t->name;
 	s->virt_type = t->virt_type;
 	s->kernel = t->kernel;

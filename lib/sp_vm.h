@@ -43,8 +43,14 @@ struct sp_vm_spec {
 					 * ours alone, a vector per queue */
 	int no_egress;			/* 1: no egress port (VMs saved before
 					 * 2026-11-30 have none) */
+	int balloon;			/* 1: a virtio balloon that gives the
+					 * host back the pages the guest frees
+					 * (VMs saved before 2026-12-06 have
+					 * none) */
 	unsigned jail_uid, jail_gid;	/* 0: libvirt's user for QEMU; else
 					 * the VM's own (sp_jail.c) */
+	int mergeable;			/* 1: KSM may merge its memory's pages
+					 * with any other VM's (SPACE_KSM) */
 	int cpu_quota_pct;		/* 0: none; 150: 1.5 CPUs */
 	int io_weight;			/* 0: none; else 10..1000 */
 	const struct sp_vm_volume *volumes;	/* plugged in when saved */
@@ -58,14 +64,18 @@ struct sp_vm_layout {
 	int shared_vectors;		/* as in sp_vm_spec */
 	int nports;			/* space.0 .. space.N-1 */
 	int egress;			/* has the egress port */
+	int balloon;			/* has the balloon */
 };
 /* What a VM booted, not restored, gets: this build's layout, unless
  * SPACE_VM_LAYOUT says "shared" (the controller of VMs saved before
- * 2026-12) or "pre-egress" (that, and no egress port: VMs saved before
- * 2026-11-30) — to test what restoring those needs, or to go back. */
+ * 2026-12), "pre-balloon" (no balloon: VMs saved before 2026-12-06) or
+ * "pre-egress" (no balloon, the old controller and no egress port: VMs
+ * saved before 2026-11-30) — to test what restoring those needs, or to go
+ * back. */
 void sp_virt_boot_layout(struct sp_vm_layout *l);
 /* 1 when l is this build's layout (either controller), else 0: a template
- * checkpoint of another is stale, its guest made by an older build. */
+ * checkpoint of another is stale, its guest made by an older build (or,
+ * without the balloon, one whose copies would never give memory back). */
 int sp_vm_layout_current(const struct sp_vm_layout *l);
 /* Where the daemon writes the sandbox's id, host name and labels for the
  * workload (the identity op). */
@@ -537,6 +547,17 @@ int sp_ckpt_current(const char *ckpt, struct sp_err *e);
 int sp_ckpt_reidentify(const char *path, const char *old_name,
     const char *new_name, const char *old_uuid, const char *new_uuid,
     struct sp_err *e);
+
+/* ---- trim: a guest's free memory back to the host (sp_trim.c) ---- */
+/* Sandbox id's guest (running, on this node) takes and lets go its free
+ * memory, less a reserve, which its balloon's free page reporting hands
+ * back to the host.  With once, not again while the same QEMU runs it
+ * (*out then says "trimmed": false).  *out: the fields of its line. */
+int sp_trim(struct sp_ctx *x, const char *id, int once, json_t **out,
+    struct sp_err *e);
+/* The trim op on an open channel (a VM with no sandbox row): the guest's
+ * answer (free_kib, taken_kib, balloon). */
+int sp_trim_chan(struct sp_chan *c, json_t **answer, struct sp_err *e);
 
 /* ---- ctx_virt: a command's libvirt connection (sp_ctx_virt.c) ---- */
 /* Loads the config, opens the DB and, when with_virt, libvirt. */

@@ -178,6 +178,12 @@ test_conf(void)
 	    c.lim.first == 70000 && c.lim.count == 64 &&
 	    c.lim.mem_overhead_mib == 0 && c.lim.pids_max == 0 &&
 	    c.lim.io_weight == 500, "the jail's settings parse");
+	tap_ok(c.ksm_on == 0 && c.ksm_pages_per_s == 50000, "KSM: off by "
+	    "default, 50000 pages a second when on");
+	setenv("SPACE_KSM", "on", 1);
+	setenv("SPACE_KSM_RATE", "2000", 1);
+	tap_ok(sp_conf_load(&c, &e) == 0 && c.ksm_on == 1 &&
+	    c.ksm_pages_per_s == 2000, "KSM's settings parse");
 	{
 		static const char *const bad[][2] = {
 			{ "SPACE_JAIL", "yes" }, { "SPACE_JAIL_UIDS", "70000" },
@@ -192,6 +198,9 @@ test_conf(void)
 			{ "SPACE_MEM_OVERHEAD_MIB", "-1" },
 			{ "SPACE_MEM_OVERHEAD_MIB", "1e3" },
 			{ "SPACE_IO_WEIGHT", "5" }, { "SPACE_IO_WEIGHT", "1001" },
+			{ "SPACE_KSM", "yes" }, { "SPACE_KSM", "On" },
+			{ "SPACE_KSM_RATE", "49" }, { "SPACE_KSM_RATE", "1e5" },
+			{ "SPACE_KSM_RATE", "10000001" },
 		};
 		size_t i;
 		char was[64];
@@ -214,6 +223,8 @@ test_conf(void)
 	unsetenv("SPACE_MEM_OVERHEAD_MIB");
 	unsetenv("SPACE_PIDS_MAX");
 	unsetenv("SPACE_IO_WEIGHT");
+	unsetenv("SPACE_KSM");
+	unsetenv("SPACE_KSM_RATE");
 	unsetenv("SPACE_NODE");
 
 	f = fopen(path, "w");

@@ -145,6 +145,23 @@ test_xml(void)
 	xml = NULL;
 
 	s = spec("sp-abcdefghijkl");
+	ok(sp_virt_domain_xml(&s, &xml, &e) == 0 &&
+	    has(xml, "<memoryBacking>\n    <nosharepages/>\n"
+	    "  </memoryBacking>\n"), "xml keeps KSM off the guest's memory");
+	free(xml);
+	xml = NULL;
+
+	s = spec("sp-abcdefghijkl");
+	s.balloon = 1;
+	s.mergeable = 1;
+	ok(sp_virt_domain_xml(&s, &xml, &e) == 0 &&
+	    has(xml, "<memballoon model='virtio' freePageReporting='on'/>") &&
+	    !has(xml, "nosharepages"), "xml with a balloon has it report "
+	    "freed pages; mergeable memory has no nosharepages");
+	free(xml);
+	xml = NULL;
+
+	s = spec("sp-abcdefghijkl");
 	s.shared_vectors = 1;
 	ok(sp_virt_domain_xml(&s, &xml, &e) == 0 &&
 	    has(xml, "<controller type='virtio-serial' index='0'/>") &&
@@ -275,7 +292,8 @@ round_trip(const struct sp_vm_spec *s)
 	    back.jail_uid == s->jail_uid && back.cpu_quota_pct ==
 	    s->cpu_quota_pct && back.io_weight == s->io_weight &&
 	    back.no_egress == s->no_egress && back.shared_vectors ==
-	    s->shared_vectors && strcmp(back.disk, s->disk) == 0 &&
+	    s->shared_vectors && back.balloon == s->balloon &&
+	    back.mergeable == s->mergeable && strcmp(back.disk, s->disk) == 0 &&
 	    strcmp(back.chan_dir, s->chan_dir) == 0;
 	free(xml);
 	free(again);
@@ -327,6 +345,11 @@ test_xml_spec(void)
 	ok(round_trip(&s), "xml spec: an older layout (shared vectors, no "
 	    "egress, 3 ports) reads back");
 	s = spec("sp-abcdefghijkl");
+	s.balloon = 1;
+	s.mergeable = 1;
+	ok(round_trip(&s), "xml spec: a balloon, and memory KSM may merge, "
+	    "read back");
+	s = spec("sp-abcdefghijkl");
 	s.jail_uid = s.jail_gid = 1900000042;
 	forged(&s, "<devices>\n", "<devices>\n    <hostdev mode='subsystem' "
 	    "type='pci'/>\n", "a device more");
@@ -364,9 +387,10 @@ fake_image(const char *path, const char *xml)
 		abort();
 }
 
-/* An image's header with a controller (ctl) and n ports, egress or not. */
+/* An image's header with a controller (ctl) and n ports, egress or not,
+ * a balloon or not. */
 static void
-fake_layout(const char *path, const char *ctl, int n, int egress)
+fake_layout(const char *path, const char *ctl, int n, int egress, int balloon)
 {
 	char xml[8192];
 	size_t k;
@@ -381,6 +405,10 @@ fake_layout(const char *path, const char *ctl, int n, int egress)
 		k += (size_t)snprintf(xml + k, sizeof xml - k,
 		    "    <channel type='unix'>\n      <target type='virtio' "
 		    "name='" SP_EGRESS_PORT_NAME "'/>\n    </channel>\n");
+	if (balloon)
+		k += (size_t)snprintf(xml + k, sizeof xml - k,
+		    "    <memballoon model='virtio' freePageReporting='on'>\n"
+		    "    </memballoon>\n");
 	snprintf(xml + k, sizeof xml - k, "</devices></domain>");
 	fake_image(path, xml);
 }
@@ -407,7 +435,8 @@ fake_ckpt(const char *dir, const char *type, const char *cmdline)
 		k += (size_t)snprintf(xml + k, sizeof xml - k,
 		    "    <target type='virtio' name='space.%d'/>\n", i);
 	snprintf(xml + k, sizeof xml - k, "    <target type='virtio' name='"
-	    SP_EGRESS_PORT_NAME "'/>\n  </devices>\n</domain>\n");
+	    SP_EGRESS_PORT_NAME "'/>\n    <memballoon model='virtio'/>\n"
+	    "  </devices>\n</domain>\n");
 	snprintf(path, sizeof path, "%s/mem.sav", dir);
 	fake_image(path, xml);
 }
@@ -472,27 +501,31 @@ test_saved_layout(void)
 	if ((fd = mkstemp(path)) == -1)
 		abort();
 	close(fd);
-	fake_layout(path, shared, 8, 1);
+	fake_layout(path, shared, 8, 1, 1);
 	ok(sp_ckpt_layout(path, &l, &e) == 0 && l.shared_vectors == 1 &&
 	    l.nports == 8 && l.egress == 1 && sp_vm_layout_current(&l),
 	    "an image saved with libvirt's default controller has shared "
 	    "vectors, 8 ports and egress: current");
-	fake_layout(path, own, 8, 1);
+	fake_layout(path, own, 8, 1, 1);
 	ok(sp_ckpt_layout(path, &l, &e) == 0 && l.shared_vectors == 0 &&
 	    l.nports == 8 && l.egress == 1 && sp_vm_layout_current(&l),
 	    "an image saved with ports and vectors has a vector per queue");
 	fake_layout(path, "    <controller type='virtio-serial' index='0'/>\n"
-	    "    <controller type='pci' vectors='4'/>", 8, 1);
+	    "    <controller type='pci' vectors='4'/>", 8, 1, 1);
 	ok(sp_ckpt_layout(path, &l, &e) == 0 && l.shared_vectors == 1,
 	    "another controller's vectors are not the serial one's");
-	fake_layout(path, shared, 8, 0);
+	fake_layout(path, shared, 8, 0, 1);
 	ok(sp_ckpt_layout(path, &l, &e) == 0 && l.nports == 8 &&
 	    l.egress == 0 && !sp_vm_layout_current(&l),
 	    "an image saved without the egress port is read so, and is stale");
-	fake_layout(path, own, 3, 1);
+	fake_layout(path, own, 3, 1, 1);
 	ok(sp_ckpt_layout(path, &l, &e) == 0 && l.nports == 3 &&
 	    !sp_vm_layout_current(&l), "an image with 3 ports is read so, and "
 	    "is stale");
+	fake_layout(path, own, 8, 1, 0);
+	ok(sp_ckpt_layout(path, &l, &e) == 0 && l.balloon == 0 &&
+	    l.nports == 8 && l.egress == 1 && !sp_vm_layout_current(&l),
+	    "an image saved without the balloon is read so, and is stale");
 	fake_image(path, "<domain><devices><controller type='virtio-serial'/>"
 	    "<target type='virtio' name='space.0'/>"
 	    "<target type='virtio' name='space.2'/></devices></domain>");
@@ -503,10 +536,10 @@ test_saved_layout(void)
 	    "<target type='virtio' name='space.0'/></devices></domain>");
 	ok(sp_ckpt_layout(path, &l, &e) == -1 && e.code == SP_E_BAD_STATE,
 	    "an image with a port twice is refused");
-	fake_layout(path, shared, 0, 1);
+	fake_layout(path, shared, 0, 1, 1);
 	ok(sp_ckpt_layout(path, &l, &e) == -1 && e.code == SP_E_BAD_STATE,
 	    "an image without our ports is refused");
-	fake_layout(path, "", 8, 1);
+	fake_layout(path, "", 8, 1, 1);
 	ok(sp_ckpt_layout(path, &l, &e) == -1 && e.code == SP_E_BAD_STATE,
 	    "an image without a serial controller is refused");
 	fd = open(path, O_WRONLY | O_TRUNC);
@@ -519,16 +552,23 @@ test_saved_layout(void)
 
 	unsetenv("SPACE_VM_LAYOUT");
 	sp_virt_boot_layout(&boot);
-	ok(boot.nports == SP_PORTS_DEFAULT && boot.egress &&
+	ok(boot.nports == SP_PORTS_DEFAULT && boot.egress && boot.balloon &&
 	    !boot.shared_vectors && sp_vm_layout_current(&boot),
 	    "a VM booted gets this build's layout");
 	setenv("SPACE_VM_LAYOUT", "shared", 1);
 	sp_virt_boot_layout(&boot);
-	ok(boot.egress && boot.shared_vectors && sp_vm_layout_current(&boot),
+	ok(boot.egress && boot.shared_vectors && boot.balloon &&
+	    sp_vm_layout_current(&boot),
 	    "SPACE_VM_LAYOUT=shared: the old controller, still current");
+	setenv("SPACE_VM_LAYOUT", "pre-balloon", 1);
+	sp_virt_boot_layout(&boot);
+	ok(boot.egress && !boot.shared_vectors && !boot.balloon &&
+	    !sp_vm_layout_current(&boot),
+	    "SPACE_VM_LAYOUT=pre-balloon: the layout before the balloon");
 	setenv("SPACE_VM_LAYOUT", "pre-egress", 1);
 	sp_virt_boot_layout(&boot);
-	ok(!boot.egress && boot.shared_vectors && !sp_vm_layout_current(&boot),
+	ok(!boot.egress && boot.shared_vectors && !boot.balloon &&
+	    !sp_vm_layout_current(&boot),
 	    "SPACE_VM_LAYOUT=pre-egress: the layout before the egress port");
 	unsetenv("SPACE_VM_LAYOUT");
 }

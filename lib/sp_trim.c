@@ -1,0 +1,94 @@
+/*
+ * sp_trim: a running guest's free memory handed back to the host.  The
+ * guest's trim op (guest/daemon-trim.c) takes its free memory and lets it
+ * go, and its balloon's free page reporting tells QEMU, which gives those
+ * pages back.  A VM restored from a checkpoint needs it once: on a host
+ * that commits a page on a read, QEMU's restore has every page resident
+ * (design.md, "Memory").  So a trim can be asked once per start of a VM:
+ * the run directory keeps which QEMU was trimmed (its monitor socket,
+ * made anew by each QEMU).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "sp_vm.h"
+
+#define TRIM_MS		60000	/* the guest's answer: TCG touches slowly */
+#define TRIMMED_FILE	"trimmed"
+
+/* Which QEMU runs the VM now, as a short string: the monitor socket's
+ * inode and time. */
+static int
+qemu_mark(const char *dir, char *out, size_t n, struct sp_err *e)
+{
+	char p[SP_PATH_MAX];
+	struct stat st;
+
+	if (sp_path_fmt(p, sizeof p, e, "%s/" SP_QMP_SOCK, dir) == -1)
+		return -1;
+	if (stat(p, &st) == -1)
+		return sp_err_sys(e, errno == ENOENT ? SP_E_BAD_STATE : SP_E_IO,
+		    "%s", p);
+	snprintf(out, n, "%llu %lld.%09ld\n", (unsigned long long)st.st_ino,
+	    (long long)st.st_mtim.tv_sec, st.st_mtim.tv_nsec);
+	return 0;
+}
+
+int
+sp_trim_chan(struct sp_chan *c, json_t **answer, struct sp_err *e)
+{
+	return sp_chan_call(c, json_pack("{s:s}", "op", "trim"), TRIM_MS,
+	    answer, e);
+}
+
+int
+sp_trim(struct sp_ctx *x, const char *id, int once, json_t **out,
+    struct sp_err *e)
+{
+	char dir[SP_PATH_MAX], marker[SP_PATH_MAX], mark[64], had[64] = "";
+	struct sp_chan *c = NULL;
+	json_t *a = NULL;
+	int64_t t0 = sp_clock_ms();
+	FILE *f;
+
+	*out = NULL;
+	if (sp_sandbox_run_dir(x, id, dir, sizeof dir, e) == -1 ||
+	    sp_path_fmt(marker, sizeof marker, e, "%s/" TRIMMED_FILE,
+	    dir) == -1 ||
+	    sp_chan_open_running(x, id, &c, 30000, e) == -1 ||
+	    qemu_mark(dir, mark, sizeof mark, e) == -1)
+		goto fail;
+	if (once && (f = fopen(marker, "re")) != NULL) {
+		(void)!fgets(had, sizeof had, f);
+		fclose(f);
+		if (strcmp(had, mark) == 0) {
+			sp_chan_close(c);
+			*out = json_pack("{s:b, s:s}", "trimmed", 0, "why",
+			    "trimmed since its VM started");
+			return *out != NULL ? 0 :
+			    sp_err_set(e, SP_E_NOMEM, 0, "trim");
+		}
+	}
+	if (sp_trim_chan(c, &a, e) == -1)
+		goto fail;
+	sp_chan_close(c);
+	c = NULL;
+	/* Best effort: without the mark, --once trims once more. */
+	if ((f = fopen(marker, "we")) != NULL) {
+		fputs(mark, f);
+		fclose(f);
+	}
+	*out = json_pack("{s:b, s:I, s:I, s:b, s:I}", "trimmed", 1, "free_mib",
+	    json_integer_value(json_object_get(a, "free_kib")) / 1024,
+	    "taken_mib", json_integer_value(json_object_get(a,
+	    "taken_kib")) / 1024, "balloon", json_is_true(json_object_get(a,
+	    "balloon")), "ms", (json_int_t)(sp_clock_ms() - t0));
+	json_decref(a);
+	return *out != NULL ? 0 : sp_err_set(e, SP_E_NOMEM, 0, "trim");
+fail:
+	sp_chan_close(c);
+	json_decref(a);
+	return -1;
+}
