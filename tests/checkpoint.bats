@@ -131,6 +131,42 @@ has_egress_port() {
 	stale_checkpoint_replaced layoutpre SPACE_VM_LAYOUT=pre-egress has_egress_port
 }
 
+# Today's balloon, and a daemon that answers.
+has_balloon() {
+	virsh -c qemu:///system dumpxml "sp-$1" |
+	    grep -q "<memballoon model='virtio' freePageReporting='on'>"
+	run space-exec "$1" -- sh -c 'echo "$(hostname) answers"'
+	assert_output "$1 answers"
+}
+
+@test "a checkpoint made before the balloon is stale: creates boot cold past it, warm replaces it" {
+	# SPACE_VM_LAYOUT=pre-balloon boots as the code before 2026-12-06
+	# did: no balloon, so copies of its checkpoint would never give the
+	# host back what they free (and libvirt restores a VM only into the
+	# devices it was saved with).
+	stale_checkpoint_replaced layoutpb SPACE_VM_LAYOUT=pre-balloon has_balloon
+}
+
+@test "a sandbox booted before the balloon snapshots and rolls back into its layout" {
+	run env SPACE_VM_LAYOUT=pre-balloon space-create --template minimal --cold
+	assert_success
+	id=$(jout -r .id)
+	echo "$id" >> "$BATS_FILE_TMPDIR/ids"
+	virsh -c qemu:///system dumpxml "sp-$id" | grep -q "<memballoon model='none'/>"
+	space-exec "$id" -- sh -c 'echo before > /root/mark'
+	snap=$(space-snap --full "$id" | jq -r .snap)
+	space-exec "$id" -- sh -c 'echo after > /root/mark'
+	run space-rollback "$id" "$snap"
+	assert_success
+	run space-exec "$id" -- cat /root/mark
+	assert_output before
+	virsh -c qemu:///system dumpxml "sp-$id" | grep -q "<memballoon model='none'/>"
+	# It takes a trim, and says the host gets nothing of it.
+	run space-trim "$id"
+	assert_success
+	jout -e '.balloon == false and .taken_mib == 0'
+}
+
 # Booted with this build's command line, not the old one.
 has_build_cmdline() {
 	run space-exec "$1" -- cat /proc/cmdline
