@@ -269,22 +269,6 @@ space_account(struct sp_err *e)
 #define KSM_DIR		"/sys/kernel/mm/ksm"
 #define KSM_SLEEP_MS	20
 
-static long
-ksm_read(const char *name)
-{
-	char p[128], buf[32];
-	FILE *f;
-	long v = -1;
-
-	snprintf(p, sizeof p, KSM_DIR "/%s", name);
-	if ((f = fopen(p, "re")) != NULL) {
-		if (fgets(buf, sizeof buf, f) != NULL)
-			v = strtol(buf, NULL, 10);
-		fclose(f);
-	}
-	return v;
-}
-
 static int
 ksm_write(const char *name, long v, struct sp_err *e)
 {
@@ -298,31 +282,19 @@ ksm_write(const char *name, long v, struct sp_err *e)
 /*
  * SPACE_KSM=on: ksmd scans SPACE_KSM_RATE pages a second, and a page of
  * zeros becomes the kernel's zero page (use_zero_pages), which tells no
- * sandbox anything of another and frees what a restore filled in.  The
- * kernel takes a new use_zero_pages only with nothing merged, so KSM
- * unmerges everything first when it must change (once: it stays).  off:
- * the node's KSM is left as it is, and no VM's memory may be merged
- * (sp_jail_spec).  design.md, "Memory".
+ * sandbox anything of another.  off: the node's KSM is left as it is, and
+ * no VM's memory may be merged (sp_jail_spec).  design.md, "Memory".
  */
 static int
 ksm_apply(const struct sp_conf *c, struct sp_err *e)
 {
-	int i;
-
 	if (!c->ksm_on)
 		return 0;
 	if (access(KSM_DIR "/run", W_OK) == -1)
 		return sp_err_set(e, SP_E_BAD_STATE, 0, "SPACE_KSM is on, but "
 		    KSM_DIR "/run cannot be written (%s)", strerror(errno));
-	if (ksm_read("use_zero_pages") != 1) {
-		if (ksm_write("run", 2, e) == -1)
-			return -1;
-		for (i = 0; i < 600 && ksm_read("pages_shared") != 0; i++)
-			usleep(100000);
-		if (ksm_write("use_zero_pages", 1, e) == -1)
-			return -1;
-	}
-	if (ksm_write("sleep_millisecs", KSM_SLEEP_MS, e) == -1 ||
+	if (ksm_write("use_zero_pages", 1, e) == -1 ||
+	    ksm_write("sleep_millisecs", KSM_SLEEP_MS, e) == -1 ||
 	    ksm_write("pages_to_scan", c->ksm_pages_per_s * KSM_SLEEP_MS /
 	    1000 > 0 ? c->ksm_pages_per_s * KSM_SLEEP_MS / 1000 : 1, e) == -1)
 		return -1;

@@ -19,7 +19,7 @@ setup_file() {
 teardown_file() {
 	suite_sandboxes_removed
 	[ -s "$BATS_FILE_TMPDIR/ksm" ] || return 0
-	# use_zero_pages changes only once nothing is merged.
+	# Everything merged unmerged, then the settings as they were.
 	echo 2 >"$ksm/run"
 	for _ in $(seq 300); do
 		[ "$(<"$ksm/pages_shared")" -eq 0 ] && break
