@@ -48,16 +48,30 @@ sp_trim(struct sp_ctx *x, const char *id, int once, json_t **out,
     struct sp_err *e)
 {
 	char dir[SP_PATH_MAX], marker[SP_PATH_MAX], mark[64], had[64] = "";
+	struct sp_sandbox_row r;
+	char node[sizeof r.node];
+	enum sp_state st;
 	struct sp_chan *c = NULL;
 	json_t *a = NULL;
 	int64_t t0 = sp_clock_ms();
 	FILE *f;
 
 	*out = NULL;
+	if (sp_id_check(id, e) == -1 || sp_db_sandbox_get(x->db, id, &r, e) == -1)
+		return -1;
+	snprintf(node, sizeof node, "%s", r.node);
+	st = r.state;
+	sp_db_row_release(&r);
+	if (strcmp(node, x->conf.node) != 0)
+		return sp_err_set(e, SP_E_BAD_STATE, 0, "sandbox is on node "
+		    "'%s': trim it there", node);
+	if (st != SP_ST_RUNNING)
+		return sp_err_set(e, SP_E_BAD_STATE, 0, "sandbox is %s, not "
+		    "running", sp_state_name(st));
 	if (sp_sandbox_run_dir(x, id, dir, sizeof dir, e) == -1 ||
 	    sp_path_fmt(marker, sizeof marker, e, "%s/" TRIMMED_FILE,
 	    dir) == -1 ||
-	    sp_chan_open_running(x, id, &c, 30000, e) == -1 ||
+	    sp_chan_open(&c, x->conf.run, id, 30000, e) == -1 ||
 	    qemu_mark(dir, mark, sizeof mark, e) == -1)
 		goto fail;
 	if (once && (f = fopen(marker, "re")) != NULL) {

@@ -112,6 +112,9 @@ pss_sum() {
 	run space-trim nosuchsandbx
 	[ "$status" -ne 0 ]
 	jout -e '.error == "not-found"'
+	run env SPACE_NODE=elsewhere space-trim "$ID"
+	[ "$status" -ne 0 ]
+	jout -e '.error == "bad-state" and (.msg | test("on node .check."))'
 	run space-trim '../etc'
 	[ "$status" -eq 100 ]
 	run space-trim --twice "$ID"
