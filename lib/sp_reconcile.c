@@ -319,9 +319,12 @@ out:
 	sp_sandbox_unlock(fd);
 }
 
+/* A set of ids: the first `sorted` of them sorted (ids_sort), those added
+ * since not.  Looking one up is a binary search and a look at the few added
+ * since: a pass over n sandboxes is not n times n. */
 struct ids {
 	char (*v)[SP_ID_LEN + 1];
-	size_t n, cap;
+	size_t n, cap, sorted;
 };
 
 static int
@@ -340,11 +343,37 @@ add_id(struct ids *s, const char *id)
 }
 
 static int
+cmp_id(const void *a, const void *b)
+{
+	return strcmp(a, b);
+}
+
+/* Sorts s, each id once. */
+static void
+ids_sort(struct ids *s)
+{
+	size_t i, k = 0;
+
+	if (s->n > 0)
+		qsort(s->v, s->n, sizeof *s->v, cmp_id);
+	for (i = 0; i < s->n; i++)
+		if (k == 0 || strcmp(s->v[k - 1], s->v[i]) != 0) {
+			if (k != i)
+				memcpy(s->v[k], s->v[i], sizeof *s->v);
+			k++;
+		}
+	s->n = s->sorted = k;
+}
+
+static int
 has_id(const struct ids *s, const char *id)
 {
 	size_t i;
 
-	for (i = 0; i < s->n; i++)
+	if (s->sorted > 0 && bsearch(id, s->v, s->sorted, sizeof *s->v,
+	    cmp_id) != NULL)
+		return 1;
+	for (i = s->sorted; i < s->n; i++)
 		if (strcmp(s->v[i], id) == 0)
 			return 1;
 	return 0;
@@ -443,11 +472,11 @@ orphans(struct pass *p, const struct ids *known)
 		    (dp = opendir(dir)) == NULL)
 			continue;
 		while ((d = readdir(dp)) != NULL)
-			if (sp_id_valid(d->d_name) && !has_id(known, d->d_name) &&
-			    !has_id(&w.found, d->d_name))
+			if (sp_id_valid(d->d_name) && !has_id(known, d->d_name))
 				add_id(&w.found, d->d_name);
 		closedir(dp);
 	}
+	ids_sort(&w.found);
 	if (sp_virt_list(p->x->virt, orphan_domain, &w, &e) == -1)
 		tell(p, "", "list-domains", "", -1, &e);
 	for (i = 0; i < w.found.n; i++) {
@@ -516,6 +545,7 @@ sp_reconcile_once(struct sp_ctx *x, int (*fn)(json_t *, void *), void *arg,
 		free(known.v);
 		return -1;
 	}
+	ids_sort(&known);
 	for (i = 0; i < known.n; i++) {
 		one(&p, known.v[i]);
 		/* A create killed while its claim was boosted left the VM's
