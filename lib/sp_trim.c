@@ -36,6 +36,13 @@ qemu_mark(const char *dir, char *out, size_t n, struct sp_err *e)
 	return 0;
 }
 
+static int
+kib_ok(const json_t *v)
+{
+	return json_is_integer(v) && json_integer_value(v) >= 0 &&
+	    json_integer_value(v) <= (json_int_t)1 << 40;
+}
+
 int
 sp_trim_chan(struct sp_chan *c, json_t **answer, struct sp_err *e)
 {
@@ -71,24 +78,31 @@ sp_trim(struct sp_ctx *x, const char *id, int once, json_t **out,
 	if (sp_sandbox_run_dir(x, id, dir, sizeof dir, e) == -1 ||
 	    sp_path_fmt(marker, sizeof marker, e, "%s/" TRIMMED_FILE,
 	    dir) == -1 ||
-	    sp_chan_open(&c, x->conf.run, id, 30000, e) == -1 ||
 	    qemu_mark(dir, mark, sizeof mark, e) == -1)
-		goto fail;
+		return -1;
 	if (once && (f = fopen(marker, "re")) != NULL) {
 		(void)!fgets(had, sizeof had, f);
 		fclose(f);
 		if (strcmp(had, mark) == 0) {
-			sp_chan_close(c);
 			*out = json_pack("{s:b, s:s}", "trimmed", 0, "why",
 			    "trimmed since its VM started");
 			return *out != NULL ? 0 :
 			    sp_err_set(e, SP_E_NOMEM, 0, "trim");
 		}
 	}
-	if (sp_trim_chan(c, &a, e) == -1)
+	if (sp_chan_open(&c, x->conf.run, id, 30000, e) == -1 ||
+	    sp_trim_chan(c, &a, e) == -1)
 		goto fail;
 	sp_chan_close(c);
 	c = NULL;
+	/* The guest's figures, as it says them: whole KiB, a sane size. */
+	if (!kib_ok(json_object_get(a, "free_kib")) ||
+	    !kib_ok(json_object_get(a, "taken_kib")) ||
+	    !json_is_boolean(json_object_get(a, "balloon"))) {
+		sp_err_set(e, SP_E_PROTOCOL, 0, "the guest's trim answer is "
+		    "not free_kib, taken_kib and balloon");
+		goto fail;
+	}
 	/* Best effort: without the mark, --once trims once more. */
 	if ((f = fopen(marker, "we")) != NULL) {
 		fputs(mark, f);
