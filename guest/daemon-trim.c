@@ -91,7 +91,7 @@ int
 sd_op_trim(struct port *p, uint32_t stream, json_t *req)
 {
 	long long total, free_kib, reserve, take_kib;
-	int ws;
+	int ws, balloon;
 	pid_t pid;
 
 	(void)req;
@@ -100,10 +100,11 @@ sd_op_trim(struct port *p, uint32_t stream, json_t *req)
 		    "/proc/meminfo");
 	reserve = total / 16 > RESERVE_MIN_KIB ? total / 16 : RESERVE_MIN_KIB;
 	take_kib = free_kib - reserve;
-	if (take_kib < 4096 || !has_balloon())
+	balloon = has_balloon();
+	if (take_kib < 4096 || !balloon)
 		return sd_send_json(p, SP_FR_EXIT, stream, json_pack("{s:i, "
 		    "s:I, s:I, s:b}", "status", 0, "free_kib", free_kib,
-		    "taken_kib", (json_int_t)0, "balloon", has_balloon()));
+		    "taken_kib", (json_int_t)0, "balloon", balloon));
 	if ((pid = fork()) == 0)
 		take((size_t)take_kib * 1024);
 	if (pid == -1)
