@@ -86,8 +86,8 @@ pss_sum() {
 @test "space-trim hands a guest's free memory over, once per VM with --once" {
 	id=$(own --no-pool)
 	# Once its restore's pages are reported (a trim while the guest still
-	# reports them leaves ~40 MB more here: 129-133 MB against 92.5), as
-	# space-idle.timer trims only sandboxes idle for a minute.
+	# reports them leaves its free memory in smaller runs, a few MB more),
+	# as space-idle.timer trims only sandboxes idle for a minute.
 	anon_under "$id" 60 $((256 * 1024 / 2))
 	run space-trim "$id"
 	assert_success
