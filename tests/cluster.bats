@@ -17,6 +17,9 @@ setup_file() {
 	import_minimal
 	space-template warm minimal >/dev/null
 	space-node beat >/dev/null
+	# A run stopped before its teardown leaves nodes B and C mounted, with
+	# the template B restored from: they start empty here, as they must.
+	remove_nodes
 	for n in b c; do
 		on "$n" space-init --loop-size 6G >/dev/null
 	done
@@ -35,12 +38,18 @@ teardown_file() {
 	for n in b c; do
 		on "$n" space-reconcile --once >/dev/null 2>&1 || true
 	done
+	remove_nodes
+	"$top/tests/pg-server" stop "$PGDIR" || true
+	rm -rf "$PGDIR"
+}
+
+# The other nodes' loop btrfs, image and run dir.
+remove_nodes() {
+	local n
 	for n in b c d; do
 		umount "$ROOT_A-c$n" 2>/dev/null || true
 		rm -rf "$ROOT_A-c$n" "$ROOT_A-c$n.img" "$RUN_A-c$n"
 	done
-	"$top/tests/pg-server" stop "$PGDIR" || true
-	rm -rf "$PGDIR"
 }
 
 # on a|b|c COMMAND...: runs it as that node.
