@@ -12,8 +12,10 @@
  * so one that does not read only stalls itself).  Each request is carried
  * out on a thread of its own, as a libvirt call may take seconds (a restore
  * under TCG): one client's save does not hold up another's start.  Every
- * request is logged, a JSON line on stdout with the peer's uid.  SIGTERM
- * and SIGINT stop it.
+ * request is logged, a JSON line on stdout with the peer's uid.  A send
+ * or a receive comes with a descriptor (SCM_RIGHTS) for its stream: it goes
+ * with the next request line, and any other op passed one is refused.
+ * SIGTERM and SIGINT stop it.
  */
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -42,6 +44,7 @@ struct client {
 	int64_t last;			/* ms of its last byte either way */
 	size_t n;			/* bytes of requests in buf */
 	int busy;			/* a request on a worker */
+	int passed;			/* a descriptor it passed, or -1 */
 	int done;			/* its answer is in obuf (under lock) */
 	char *obuf;			/* an answer line */
 	size_t out, sent;		/* of it, not yet all sent */
@@ -78,10 +81,45 @@ usage(void)
 static void
 drop(int i)
 {
+	if (clients[i]->passed >= 0)
+		close(clients[i]->passed);
 	close(clients[i]->fd);
 	free(clients[i]->obuf);
 	free(clients[i]);
 	clients[i] = NULL;
+}
+
+/* What c sent next, and a descriptor passed with it (SCM_RIGHTS): one is
+ * kept, the newest; the kernel closes any more in one message (they do not
+ * fit the room given). */
+static ssize_t
+read_in(struct client *c)
+{
+	union {
+		struct cmsghdr h;
+		char b[CMSG_SPACE(sizeof(int))];
+	} cm;
+	struct iovec iov = { c->buf + c->n, sizeof c->buf - c->n };
+	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1,
+	    .msg_control = cm.b, .msg_controllen = sizeof cm.b };
+	struct cmsghdr *h;
+	ssize_t got;
+	size_t k;
+	int fd;
+
+	if ((got = recvmsg(c->fd, &m, MSG_CMSG_CLOEXEC)) < 0)
+		return got;
+	for (h = CMSG_FIRSTHDR(&m); h != NULL; h = CMSG_NXTHDR(&m, h)) {
+		if (h->cmsg_level != SOL_SOCKET || h->cmsg_type != SCM_RIGHTS)
+			continue;
+		for (k = 0; k < (h->cmsg_len - CMSG_LEN(0)) / sizeof fd; k++) {
+			memcpy(&fd, CMSG_DATA(h) + k * sizeof fd, sizeof fd);
+			if (c->passed >= 0)
+				close(c->passed);
+			c->passed = fd;
+		}
+	}
+	return got;
 }
 
 /* Sends what is left of c's answer; -1 when the client must go. */
@@ -188,7 +226,7 @@ work(void *arg)
 	int rc;
 
 	rc = j->r.op >= SP_NODED_VM_DEFINE ? sp_noded_vm_do(&vm, &j->r, &value,
-	    &e) : sp_noded_do(vm.root_fd, &j->r, &e);
+	    &e) : sp_noded_do(vm.root_fd, vm.conf->root, &j->r, &e);
 	log_line(j->c, &j->r, rc == 0 ? NULL : &e);
 	line = answer_line(rc == 0 ? NULL : &e, value);
 	pthread_mutex_lock(&lock);
@@ -212,6 +250,7 @@ serve(struct client *c)
 	struct job *j;
 	char *nl;
 	size_t len;
+	int rc;
 
 	while (!c->busy && c->out == 0 &&
 	    (nl = memchr(c->buf, '\n', c->n)) != NULL) {
@@ -219,7 +258,21 @@ serve(struct client *c)
 		if ((j = calloc(1, sizeof *j)) == NULL)
 			return -1;
 		j->c = c;
-		if (sp_noded_parse(c->buf, len, &j->r, &e) == -1) {
+		/* A descriptor passed goes with the next line, whatever
+		 * it asks: a stream op needs one, no other op takes one. */
+		rc = sp_noded_parse(c->buf, len, &j->r, &e);
+		if (rc == 0 && c->passed >= 0 && sp_noded_op_fd(j->r.op) == -1)
+			rc = sp_err_set(&e, SP_E_BAD_INPUT, 0, "%s takes no "
+			    "descriptor", sp_noded_op_name(j->r.op));
+		if (rc == 0) {
+			j->r.fd = c->passed;
+			c->passed = -1;
+		} else if (c->passed >= 0) {
+			close(c->passed);
+			c->passed = -1;
+		}
+		if (rc == -1) {
+			sp_noded_req_free(&j->r);
 			free(j);
 			log_line(c, NULL, &e);
 			if (answer(c, answer_line(&e, NULL)) == -1)
@@ -334,6 +387,7 @@ accept_one(int lfd)
 		return;
 	}
 	clients[i]->fd = fd;
+	clients[i]->passed = -1;
 	clients[i]->uid = cred.uid;
 	clients[i]->last = sp_clock_ms();
 }
@@ -431,7 +485,7 @@ main(int argc, char *argv[])
 					drop(idx[k]);
 				continue;
 			}
-			got = read(c->fd, c->buf + c->n, sizeof c->buf - c->n);
+			got = read_in(c);
 			if (got <= 0) {
 				/* Gone, perhaps mid-request: what it sent
 				 * without its newline is dropped. */

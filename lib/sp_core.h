@@ -759,6 +759,11 @@ int sp_proc_errfd(struct sp_err *e);
  * tail of err. */
 int sp_proc_spawn(char *const argv[], int in, int out, int err, pid_t *pid,
     struct sp_err *e);
+/* The same, and fds[0..nfds) as its descriptors 3, 4, ... (for a path
+ * /proc/self/fd/N to what the caller opened). */
+#define SP_PROC_FDS_MAX	4
+int sp_proc_spawn_fds(char *const argv[], int in, int out, int err,
+    const int *fds, int nfds, pid_t *pid, struct sp_err *e);
 int sp_proc_wait(pid_t pid, const char *what, int err, struct sp_err *e);
 /*
  * Runs argv in a process group of its own: in (inlen bytes) on its stdin,

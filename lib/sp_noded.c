@@ -5,13 +5,17 @@
  * RESOLVE_NO_SYMLINKS (no component a symlink: a client cannot point one
  * into /etc) and RESOLVE_NO_XDEV (no other mount), and libbtrfsutil acts
  * on the file descriptors it got, never on a path it would look up again.
+ * btrfs send and receive, which do look up again, get the same checks and
+ * directories only root may change.
  */
+#include <sys/stat.h>
 #include <sys/syscall.h>
 
 #include <linux/openat2.h>
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdbool.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -29,6 +33,50 @@ sp_noded_open_beneath(int root_fd, const char *path, int flags)
 	};
 
 	return (int)syscall(SYS_openat2, root_fd, path, &how, sizeof how);
+}
+
+/* 1 when only root may change what the directory at fd holds. */
+static int
+root_only(int fd)
+{
+	struct stat st;
+
+	return fstat(fd, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == 0 &&
+	    (st.st_mode & 022) == 0;
+}
+
+int
+sp_noded_root_only(int root_fd, const char *root, const char *what,
+    const char *abs, const char *dir, struct sp_err *e)
+{
+	char part[SP_NODED_PATH_MAX + 1];
+	const char *p = dir;
+	int fd, ok;
+
+	if (!root_only(root_fd))
+		return sp_err_set(e, SP_E_BAD_INPUT, 0, "%s: %s may be changed "
+		    "by others than root", what, root);
+	if (*dir == '\0')
+		return 0;
+	for (;;) {
+		p = strchr(p, '/');
+		snprintf(part, sizeof part, "%.*s", p != NULL ?
+		    (int)(p - dir) : (int)strlen(dir), dir);
+		if ((fd = sp_noded_open_beneath(root_fd, part, O_PATH |
+		    O_DIRECTORY)) == -1)
+			return sp_err_sys(e, errno == ENOENT ? SP_E_NOT_FOUND :
+			    SP_E_BAD_INPUT, "%s: the directory of '%.64s'", what,
+			    abs);
+		ok = root_only(fd);
+		close(fd);
+		if (!ok)
+			return sp_err_set(e, SP_E_BAD_INPUT, 0, "%s '%.64s': "
+			    "%s/%s may be changed by others than root", what,
+			    abs, root, part);
+		if (p == NULL)
+			return 0;
+		p++;
+	}
 }
 
 static int
@@ -93,8 +141,124 @@ open_subvol(int root_fd, const char *what, const char *path, struct sp_err *e)
 	return fd;
 }
 
+/* A subvolume that is read-only, as btrfs send wants its source and
+ * parent: bad-state when it is not. */
+static int
+open_read_only(int root_fd, const char *what, const char *path,
+    struct sp_err *e)
+{
+	enum btrfs_util_error err;
+	bool ro = false;
+	int fd;
+
+	if ((fd = open_subvol(root_fd, what, path, e)) == -1)
+		return -1;
+	if ((err = btrfs_util_get_subvolume_read_only_fd(fd, &ro)) !=
+	    BTRFS_UTIL_OK || !ro) {
+		close(fd);
+		if (err != BTRFS_UTIL_OK)
+			return bt_err(e, err, what, path);
+		return sp_err_set(e, SP_E_BAD_STATE, 0, "%s '%s' is not "
+		    "read-only", what, path);
+	}
+	return fd;
+}
+
+/* The descriptor passed with a send or a receive: a pipe or a regular
+ * file, open for what the op does with it. */
+static int
+passed_ok(const struct sp_noded_req *r, struct sp_err *e)
+{
+	int need = sp_noded_op_fd(r->op), mode;
+	struct stat st;
+
+	if (r->fd < 0)
+		return sp_err_set(e, SP_E_BAD_INPUT, 0, "%s needs a descriptor "
+		    "passed with the request", sp_noded_op_name(r->op));
+	if ((mode = fcntl(r->fd, F_GETFL)) == -1 || fstat(r->fd, &st) == -1)
+		return sp_err_sys(e, SP_E_BAD_INPUT, "the descriptor passed");
+	if (!S_ISFIFO(st.st_mode) && !S_ISREG(st.st_mode))
+		return sp_err_set(e, SP_E_BAD_INPUT, 0, "the descriptor passed "
+		    "is not a pipe or a regular file");
+	mode &= O_ACCMODE;
+	if (mode != need && mode != O_RDWR)
+		return sp_err_set(e, SP_E_BAD_INPUT, 0, "the descriptor passed "
+		    "is not open for %s", need == O_WRONLY ? "writing" :
+		    "reading");
+	return 0;
+}
+
+/*
+ * btrfs send and btrfs receive, on what was opened and checked here beneath
+ * the root (no symlink on the way, a read-only subvolume to send), handed
+ * to btrfs as /proc/self/fd/3 (and 4).  btrfs-progs resolves that to the
+ * real path and opens it again by name, so the directories above it must
+ * be root's alone, as libvirt's files must: nobody swaps one in between.
+ * A receive is chrooted into its directory: no path in the stream reaches
+ * out of it.  The stream goes to, or comes from, the client's descriptor;
+ * the call waits for the program.
+ */
+/* The directories above path (relative) only root may change, as btrfs
+ * opens it again by its real path (sp_noded_root_only). */
+static int
+above_root_only(int root_fd, const char *root, const char *what,
+    const char *path, struct sp_err *e)
+{
+	char dir[SP_NODED_PATH_MAX + 1];
+	const char *slash = strrchr(path, '/');
+
+	snprintf(dir, sizeof dir, "%.*s", slash != NULL ? (int)(slash - path) :
+	    0, path);
+	return sp_noded_root_only(root_fd, root, what, path, dir, e);
+}
+
+static int
+stream(int root_fd, const char *root, const struct sp_noded_req *r,
+    struct sp_err *e)
+{
+	char *send[] = { "btrfs", "-q", "send", "/proc/self/fd/3", NULL };
+	char *send_p[] = { "btrfs", "-q", "send", "-p", "/proc/self/fd/4",
+	    "/proc/self/fd/3", NULL };
+	char *recv[] = { "btrfs", "-q", "receive", "--chroot",
+	    "/proc/self/fd/3", NULL };
+	int fds[2] = { -1, -1 }, n = 1, errs = -1, rc = -1;
+	pid_t pid;
+
+	if (passed_ok(r, e) == -1 ||
+	    above_root_only(root_fd, root, "path", r->path, e) == -1 ||
+	    (r->parent[0] != '\0' && above_root_only(root_fd, root, "parent",
+	    r->parent, e) == -1))
+		return -1;
+	if (r->op == SP_NODED_SEND) {
+		if ((fds[0] = open_read_only(root_fd, "path", r->path, e)) == -1 ||
+		    (r->parent[0] != '\0' && (fds[n++] = open_read_only(root_fd,
+		    "parent", r->parent, e)) == -1))
+			goto out;
+	} else if ((fds[0] = sp_noded_open_beneath(root_fd, r->path, O_RDONLY |
+	    O_DIRECTORY)) == -1) {
+		sys_err(e, "receive into", r->path);
+		goto out;
+	}
+	if ((errs = sp_proc_errfd(e)) == -1 ||
+	    sp_proc_spawn_fds(r->op == SP_NODED_RECEIVE ? recv : n == 2 ?
+	    send_p : send, r->op == SP_NODED_RECEIVE ? r->fd : -1,
+	    r->op == SP_NODED_SEND ? r->fd : -1, errs, fds, n, &pid, e) == -1)
+		goto out;
+	rc = sp_proc_wait(pid, r->op == SP_NODED_SEND ? "btrfs send" :
+	    "btrfs receive", errs, e);
+out:
+	if (fds[0] != -1)
+		close(fds[0]);
+	if (fds[1] != -1)
+		close(fds[1]);
+	if (errs != -1)
+		close(errs);
+	return rc;
+}
+
 int
-sp_noded_do(int root_fd, const struct sp_noded_req *r, struct sp_err *e)
+sp_noded_do(int root_fd, const char *root, const struct sp_noded_req *r,
+    struct sp_err *e)
 {
 	enum btrfs_util_error err = BTRFS_UTIL_OK;
 	const char *name;
@@ -102,6 +266,8 @@ sp_noded_do(int root_fd, const struct sp_noded_req *r, struct sp_err *e)
 
 	if (r->op == SP_NODED_PING)
 		return 0;
+	if (r->op == SP_NODED_SEND || r->op == SP_NODED_RECEIVE)
+		return stream(root_fd, root, r, e);
 	if ((pfd = open_parent(root_fd, r->path, &name, e)) == -1)
 		return -1;
 	switch (r->op) {

@@ -3,12 +3,16 @@
  * anything is touched.  A request is one line of JSON, an object with "op"
  * from a closed list and the fields that op takes, no others.  Every path
  * is relative to SPACE_ROOT: 2 to SP_NODED_DEPTH components of
- * [A-Za-z0-9._@+-], none "." or "..", the first one an area the op may
- * touch.  Whether a path exists, and that no component of it is a symlink,
- * is sp_noded.c's to find out, beneath the root.
+ * [A-Za-z0-9._@+-] (a receive's directory may be an area, one), none "."
+ * or "..", the first one an area the op may touch.  Whether a path exists,
+ * and that no component of it is a symlink, is sp_noded.c's to find out,
+ * beneath the root.  The descriptor a send or a receive needs comes beside
+ * the line (space-noded's to attach).
  */
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "sp_storage.h"
 
@@ -19,7 +23,7 @@
 enum {
 	K_PATH = 1, K_SRC = 2, K_READONLY = 4, K_NAME = 8, K_FILE = 16,
 	K_XML = 32, K_WANT = 64, K_DISK = 128, K_BYTES = 256, K_DIR = 512,
-	K_UID = 1024, K_PIDS = 2048,
+	K_UID = 1024, K_PIDS = 2048, K_PARENT = 4096,
 };
 
 static const struct {
@@ -53,11 +57,13 @@ static const struct {
 	{ "vm-prepare", SP_NODED_VM_PREPARE, K_NAME | K_DIR | K_UID, 0 },
 	{ "vm-limit", SP_NODED_VM_LIMIT, K_NAME | K_BYTES | K_PIDS, 0 },
 	{ "disk-limit", SP_NODED_DISK_LIMIT, K_DIR | K_BYTES, 0 },
+	{ "subvol-send", SP_NODED_SEND, K_PATH, K_PARENT },
+	{ "subvol-receive", SP_NODED_RECEIVE, K_PATH, 0 },
 };
 
 static const char *const keys[] = {
 	"path", "src", "readonly", "name", "file", "xml", "want", "disk",
-	"bytes", "dir", "uid", "pids",
+	"bytes", "dir", "uid", "pids", "parent",
 };
 
 /* A disk's size or a limit at most: 16 TiB. */
@@ -76,11 +82,21 @@ sp_noded_op_name(enum sp_noded_op op)
 	return "";
 }
 
+int
+sp_noded_op_fd(enum sp_noded_op op)
+{
+	return op == SP_NODED_SEND ? O_WRONLY : op == SP_NODED_RECEIVE ?
+	    O_RDONLY : -1;
+}
+
 void
 sp_noded_req_free(struct sp_noded_req *r)
 {
 	free(r->xml);
 	r->xml = NULL;
+	if (r->fd >= 0)
+		close(r->fd);
+	r->fd = -1;
 }
 
 /* The areas of SPACE_ROOT a path may name: where subvolumes are made and
@@ -104,9 +120,10 @@ in(const char *s, size_t n, const char *const *list, size_t count)
 }
 
 int
-sp_noded_path_check(const char *what, const char *p, int source,
+sp_noded_path_check(const char *what, const char *p, int how,
     struct sp_err *e)
 {
+	int source = how & SP_NODED_SOURCE;
 	static const char ok[] = "abcdefghijklmnopqrstuvwxyz"
 	    "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._@+-";
 	const char *c = p, *slash;
@@ -139,14 +156,14 @@ sp_noded_path_check(const char *what, const char *p, int source,
 			break;
 		c = slash + 1;
 	}
-	if (depth < 2)
+	if (depth < 2 && !(how & SP_NODED_AREA))
 		return sp_err_set(e, SP_E_BAD_INPUT, 0, "%s '%.64s': an area "
 		    "itself is not a subvolume space-noded touches", what, p);
 	return 0;
 }
 
 static int
-copy_path(json_t *req, const char *key, int source, char *out,
+copy_path(json_t *req, const char *key, int how, char *out,
     struct sp_err *e)
 {
 	json_t *v = json_object_get(req, key);
@@ -157,7 +174,7 @@ copy_path(json_t *req, const char *key, int source, char *out,
 	s = json_string_value(v);
 	if (strlen(s) != json_string_length(v))
 		return sp_err_set(e, SP_E_BAD_INPUT, 0, "%s holds a NUL", key);
-	if (sp_noded_path_check(key, s, source, e) == -1)
+	if (sp_noded_path_check(key, s, how, e) == -1)
 		return -1;
 	memcpy(out, s, strlen(s) + 1);
 	return 0;
@@ -290,6 +307,7 @@ sp_noded_parse(const char *line, size_t n, struct sp_noded_req *r,
 	int rc = -1;
 
 	memset(r, 0, sizeof *r);
+	r->fd = -1;
 	if (n > SP_NODED_LINE_MAX)
 		return sp_err_set(e, SP_E_BAD_INPUT, 0, "a request is at most %d "
 		    "bytes", SP_NODED_LINE_MAX);
@@ -334,9 +352,17 @@ sp_noded_parse(const char *line, size_t n, struct sp_noded_req *r,
 		sp_err_set(e, SP_E_BAD_INPUT, 0, "%s needs '%s'", op, keys[k]);
 		goto out;
 	}
-	if ((have & K_PATH) && copy_path(req, "path", 0, r->path, e) == -1)
+	/* A send's path is its source; a receive's, the directory the
+	 * stream's subvolume is made in (an area itself too). */
+	if ((have & K_PATH) && copy_path(req, "path", r->op == SP_NODED_SEND ?
+	    SP_NODED_SOURCE : r->op == SP_NODED_RECEIVE ? SP_NODED_AREA : 0,
+	    r->path, e) == -1)
 		goto out;
-	if ((have & K_SRC) && copy_path(req, "src", 1, r->src, e) == -1)
+	if ((have & K_SRC) && copy_path(req, "src", SP_NODED_SOURCE, r->src,
+	    e) == -1)
+		goto out;
+	if ((have & K_PARENT) && copy_path(req, "parent", SP_NODED_SOURCE,
+	    r->parent, e) == -1)
 		goto out;
 	if ((v = json_object_get(req, "readonly")) != NULL) {
 		if (!json_is_boolean(v)) {

@@ -47,59 +47,11 @@ rel_of(const struct sp_noded_vm *c, const char *what, const char *abs,
 	    abs + n + 1;
 }
 
-/* 1 when only root may change what the directory at fd holds. */
-static int
-root_only(int fd)
-{
-	struct stat st;
-
-	return fstat(fd, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == 0 &&
-	    (st.st_mode & 022) == 0;
-}
-
-/*
- * libvirt opens a VM's files by path after space-noded has checked them:
- * nobody but root may be able to swap a file, or a directory on the way,
- * in between.  So the root and every directory from it down to dir (rel)
- * must be root's and writable by root alone.
- */
-static int
-path_root_only(const struct sp_noded_vm *c, const char *what, const char *abs,
-    const char *dir, struct sp_err *e)
-{
-	char part[SP_NODED_PATH_MAX + 1];
-	const char *p = dir;
-	int fd, ok;
-
-	if (!root_only(c->root_fd))
-		return sp_err_set(e, SP_E_BAD_INPUT, 0, "%s: %s may be changed "
-		    "by others than root", what, c->conf->root);
-	for (;;) {
-		p = strchr(p, '/');
-		snprintf(part, sizeof part, "%.*s", p != NULL ?
-		    (int)(p - dir) : (int)strlen(dir), dir);
-		if ((fd = sp_noded_open_beneath(c->root_fd, part, O_PATH |
-		    O_DIRECTORY)) == -1)
-			return sp_err_sys(e, errno == ENOENT ? SP_E_NOT_FOUND :
-			    SP_E_BAD_INPUT, "%s: the directory of '%.64s'", what,
-			    abs);
-		ok = root_only(fd);
-		close(fd);
-		if (!ok)
-			return sp_err_set(e, SP_E_BAD_INPUT, 0, "%s '%.64s': "
-			    "%s/%s may be changed by others than root", what,
-			    abs, c->conf->root, part);
-		if (p == NULL)
-			return 0;
-		p++;
-	}
-}
-
 /*
  * A VM file at abs (named base) as libvirt will find it: AREA/NAME/base
  * beneath the root (the file of a subvolume, not an area's), with no
  * symlink on the way and only root able to change the directories there
- * (path_root_only), a regular file with one link (not another file's hard
+ * (sp_noded_root_only), a regular file with one link (not another file's hard
  * link).  must 0: absent is fine too.
  */
 static int
@@ -118,7 +70,8 @@ vm_file(const struct sp_noded_vm *c, const char *what, const char *abs,
 		return sp_err_set(e, SP_E_BAD_INPUT, 0, "%s '%.64s' is not a "
 		    "sandbox's %s", what, abs, base);
 	snprintf(dir, sizeof dir, "%.*s", (int)(slash - rel), rel);
-	if (path_root_only(c, what, abs, dir, e) == -1)
+	if (sp_noded_root_only(c->root_fd, c->conf->root, what, abs, dir,
+	    e) == -1)
 		return -1;
 	if ((fd = sp_noded_open_beneath(c->root_fd, dir, O_PATH | O_DIRECTORY)) ==
 	    -1)

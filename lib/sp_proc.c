@@ -158,8 +158,27 @@ int
 sp_proc_spawn(char *const argv[], int in, int out, int err, pid_t *pid,
     struct sp_err *e)
 {
-	posix_spawn_file_actions_t fa;
+	return sp_proc_spawn_fds(argv, in, out, err, NULL, 0, pid, e);
+}
 
+int
+sp_proc_spawn_fds(char *const argv[], int in, int out, int err,
+    const int *fds, int nfds, pid_t *pid, struct sp_err *e)
+{
+	posix_spawn_file_actions_t fa;
+	int high[SP_PROC_FDS_MAX], i, n, rc = -1;
+
+	if (nfds < 0 || nfds > SP_PROC_FDS_MAX)
+		return sp_err_set(e, SP_E_INTERNAL, 0, "%d descriptors to pass",
+		    nfds);
+	/* Copies above every target first: a descriptor that is itself 3 or
+	 * 4 would be overwritten before it is passed on. */
+	for (n = 0; n < nfds; n++)
+		if ((high[n] = fcntl(fds[n], F_DUPFD_CLOEXEC, 64)) == -1) {
+			sp_err_sys(e, SP_E_INTERNAL, "pass descriptor %d",
+			    fds[n]);
+			goto out;
+		}
 	posix_spawn_file_actions_init(&fa);
 	if (in >= 0)
 		posix_spawn_file_actions_adddup2(&fa, in, 0);
@@ -173,11 +192,18 @@ sp_proc_spawn(char *const argv[], int in, int out, int err, pid_t *pid,
 		posix_spawn_file_actions_adddup2(&fa, err, 2);
 	else
 		posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+	for (i = 0; i < nfds; i++)
+		posix_spawn_file_actions_adddup2(&fa, high[i], 3 + i);
 	errno = posix_spawnp(pid, argv[0], &fa, NULL, argv, environ);
 	posix_spawn_file_actions_destroy(&fa);
 	if (errno != 0)
-		return sp_err_sys(e, SP_E_INTERNAL, "run %s", argv[0]);
-	return 0;
+		sp_err_sys(e, SP_E_INTERNAL, "run %s", argv[0]);
+	else
+		rc = 0;
+out:
+	while (n > 0)
+		close(high[--n]);
+	return rc;
 }
 
 /* Waits for pid; an error names what and the tail of err (may be -1). */

@@ -187,9 +187,56 @@ sp_remote_keyref(struct sp_ctx *x, const struct sp_sandbox_row *sb,
 
 /* ---- pipelines ---- */
 
+/* abs as a path relative to the root, for space-noded. */
+static int
+rel_path(const struct sp_ctx *x, const char *abs, char *out, size_t n,
+    struct sp_err *e)
+{
+	size_t k = strlen(x->conf.root);
+
+	if (strncmp(abs, x->conf.root, k) != 0 || abs[k] != '/')
+		return sp_err_set(e, SP_E_BAD_INPUT, 0, "%s is not beneath %s",
+		    abs, x->conf.root);
+	return sp_path_fmt(out, n, e, "%s", abs + k + 1);
+}
+
+/*
+ * Asks space-noded (when the process goes through it, sp_noded_for) to run
+ * btrfs send of subvol (against parent when not NULL) into fd, or btrfs
+ * receive into dir (subvol NULL) from fd: 1 with the connection in *conn
+ * for sp_noded_answer once the stream is through; 0 when this process
+ * runs btrfs itself.
+ */
+static int
+noded_stream(const struct sp_ctx *x, const char *parent, const char *subvol,
+    const char *dir, int fd, char sock[SP_PATH_MAX], int *conn,
+    struct sp_err *e)
+{
+	char path[SP_PATH_MAX], par[SP_PATH_MAX];
+	int via;
+
+	if ((via = sp_noded_for(&x->conf, sock, e)) != 1)
+		return via;
+	if (rel_path(x, subvol != NULL ? subvol : dir, path, sizeof path,
+	    e) == -1 || (parent != NULL && rel_path(x, parent, par, sizeof par,
+	    e) == -1))
+		return -1;
+	if (subvol == NULL)
+		*conn = sp_noded_request(sock, json_pack("{s:s, s:s}", "op",
+		    "subvol-receive", "path", path), fd, e);
+	else if (parent != NULL)
+		*conn = sp_noded_request(sock, json_pack("{s:s, s:s, s:s}", "op",
+		    "subvol-send", "path", path, "parent", par), fd, e);
+	else
+		*conn = sp_noded_request(sock, json_pack("{s:s, s:s}", "op",
+		    "subvol-send", "path", path), fd, e);
+	return *conn == -1 ? -1 : 1;
+}
+
 /*
  * `btrfs send [-p parent] subvol` | zstd, then encrypted with key when it is
- * not NULL, into the file at out_path.
+ * not NULL, into the file at out_path.  The send is space-noded's when
+ * the process goes through it (btrfs send needs CAP_SYS_ADMIN).
  */
 int
 sp_remote_send(const struct sp_ctx *x, const char *parent, const char *subvol,
@@ -201,6 +248,8 @@ sp_remote_send(const struct sp_ctx *x, const char *parent, const char *subvol,
 	char *send_full[] = { "btrfs", "-q", "send", (char *)subvol, NULL };
 	char *zstd[] = { "zstd", "-q", "-c", "-3", "-T0", NULL };
 	int a[2] = { -1, -1 }, b[2] = { -1, -1 }, out = -1, rc = -1, errs;
+	int conn = -1, via;
+	char sock[SP_PATH_MAX];
 	pid_t ps = -1, pz = -1;
 	struct sp_err we;
 	uint64_t n;
@@ -218,7 +267,9 @@ sp_remote_send(const struct sp_ctx *x, const char *parent, const char *subvol,
 		sp_err_sys(e, SP_E_INTERNAL, "pipe");
 		goto out;
 	}
-	if (sp_proc_spawn(parent ? send_p : send_full, -1, a[1], errs, &ps, e) == -1)
+	if ((via = noded_stream(x, parent, subvol, NULL, a[1], sock, &conn,
+	    e)) == -1 || (!via && sp_proc_spawn(parent ? send_p : send_full, -1,
+	    a[1], errs, &ps, e) == -1))
 		goto out;
 	close(a[1]);
 	a[1] = -1;
@@ -240,6 +291,9 @@ out:
 	if (b[1] >= 0) close(b[1]);
 	if (ps > 0 && sp_proc_wait(ps, "btrfs send", errs, rc == 0 ? e : &we) == -1)
 		rc = -1;
+	if (conn != -1 && sp_noded_answer(conn, sock, NULL, rc == 0 ? e :
+	    &we) == -1)
+		rc = -1;
 	if (pz > 0 && sp_proc_wait(pz, "zstd", errs, rc == 0 ? e : &we) == -1)
 		rc = -1;
 	if (rc == 0 && fsync(out) == -1)
@@ -251,7 +305,7 @@ out:
 }
 
 /* The file at in_path, decrypted with key (when not NULL) | unzstd |
- * `btrfs receive dir`. */
+ * `btrfs receive dir`: space-noded's when the process goes through it. */
 int
 sp_remote_receive(const struct sp_ctx *x, const char *in_path,
     const unsigned char *key, const char *dir, struct sp_err *e)
@@ -262,8 +316,9 @@ sp_remote_receive(const struct sp_ctx *x, const char *in_path,
 	int a[2] = { -1, -1 }, b[2] = { -1, -1 }, in = -1, rc = -1, errs;
 	pid_t pr = -1, pz = -1;
 	struct sp_err de = { 0 }, ez, er;
+	char sock[SP_PATH_MAX];
+	int rz, rr, ran, conn = -1, via;
 	uint64_t n;
-	int rz, rr;
 
 	if ((errs = sp_proc_errfd(e)) == -1)
 		return -1;
@@ -277,7 +332,8 @@ sp_remote_receive(const struct sp_ctx *x, const char *in_path,
 		sp_err_sys(e, SP_E_INTERNAL, "pipe");
 		goto out;
 	}
-	if (sp_proc_spawn(recv, b[0], -1, errs, &pr, e) == -1)
+	if ((via = noded_stream(x, NULL, NULL, dir, b[0], sock, &conn, e)) == -1 ||
+	    (!via && sp_proc_spawn(recv, b[0], -1, errs, &pr, e) == -1))
 		goto out;
 	close(b[0]);
 	b[0] = -1;
@@ -301,15 +357,17 @@ out:
 	/* Which failure says why: a corrupt stream (found before its bytes
 	 * went on), else the stage furthest down that failed, since a stage
 	 * that dies makes the one before it see a broken pipe. */
+	ran = pr > 0 || conn != -1;
 	rz = pz > 0 ? sp_proc_wait(pz, "zstd -d", errs, &ez) : 0;
-	rr = pr > 0 ? sp_proc_wait(pr, "btrfs receive", errs, &er) : 0;
-	if (rc == -1 && pr > 0 && de.code == SP_E_CORRUPT)
+	rr = pr > 0 ? sp_proc_wait(pr, "btrfs receive", errs, &er) :
+	    conn != -1 ? sp_noded_answer(conn, sock, NULL, &er) : 0;
+	if (rc == -1 && ran && de.code == SP_E_CORRUPT)
 		*e = de;
 	else if (rr == -1)
 		*e = er;
 	else if (rz == -1)
 		*e = ez;
-	else if (rc == -1 && pr > 0)
+	else if (rc == -1 && ran)
 		*e = de;
 	if (rr == -1 || rz == -1)
 		rc = -1;

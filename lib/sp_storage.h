@@ -46,6 +46,9 @@ void sp_sandbox_unlock(int fd);
 					 * unprivileged side (space-init) */
 enum sp_noded_op {
 	SP_NODED_PING, SP_NODED_CREATE, SP_NODED_SNAPSHOT, SP_NODED_DELETE,
+	/* a read-only subvolume's btrfs stream out to, and a stream in from,
+	 * a descriptor the client passes with its request (SCM_RIGHTS) */
+	SP_NODED_SEND, SP_NODED_RECEIVE,
 	/* libvirt's, on the domain sp-<id> of name (sp_noded_virt.c) */
 	SP_NODED_VM_DEFINE, SP_NODED_VM_START, SP_NODED_VM_DESTROY,
 	SP_NODED_VM_UNDEFINE, SP_NODED_VM_PAUSE, SP_NODED_VM_RESUME,
@@ -64,6 +67,7 @@ struct sp_noded_req {
 	enum sp_noded_op op;
 	char path[SP_NODED_PATH_MAX + 1];	/* relative to SPACE_ROOT */
 	char src[SP_NODED_PATH_MAX + 1];	/* a snapshot's source */
+	char parent[SP_NODED_PATH_MAX + 1];	/* a send's parent, or "" */
 	int readonly;
 	char name[SP_NAME_MAX + 1];		/* a domain: sp-<id> */
 	char file[SP_NODED_PATH_MAX + 1];	/* a VM's mem.sav, absolute */
@@ -74,23 +78,52 @@ struct sp_noded_req {
 	long pids;				/* a pids limit, or 0 */
 	char *xml;				/* a domain XML: freed by
 						 * sp_noded_req_free */
+	int fd;					/* the descriptor passed with
+						 * it, or -1: closed by
+						 * sp_noded_req_free */
 };
 /* The op's name in requests. */
 const char *sp_noded_op_name(enum sp_noded_op op);
+/* O_WRONLY or O_RDONLY: the descriptor op needs passed with it; else -1. */
+int sp_noded_op_fd(enum sp_noded_op op);
 void sp_noded_req_free(struct sp_noded_req *r);
 /* bad-input unless line (n bytes, no newline) is a request space-noded
  * takes, each path well-formed in an area its op may touch. */
 int sp_noded_parse(const char *line, size_t n, struct sp_noded_req *r,
     struct sp_err *e);
-/* bad-input unless p is such a path: source 1 for a snapshot's source. */
-int sp_noded_path_check(const char *what, const char *p, int source,
+/* bad-input unless p is such a path, in the areas of a subvolume made
+ * (how 0) or of a snapshot's or a send's source (SP_NODED_SOURCE); with
+ * SP_NODED_AREA an area itself too (where a stream is received). */
+#define SP_NODED_SOURCE		1
+#define SP_NODED_AREA		2
+int sp_noded_path_check(const char *what, const char *p, int how,
     struct sp_err *e);
-/* Carries out r beneath root_fd (SPACE_ROOT, open O_PATH): no component
- * of a path may be a symlink or leave the root. */
-int sp_noded_do(int root_fd, const struct sp_noded_req *r, struct sp_err *e);
+/* Carries out r beneath root_fd (SPACE_ROOT, open O_PATH, named root): no
+ * component of a path may be a symlink or leave the root. */
+int sp_noded_do(int root_fd, const char *root, const struct sp_noded_req *r,
+    struct sp_err *e);
 /* path (relative) opened beneath root_fd with openat2: nothing outside it,
  * no symlink, no magic link, no other mount; -1 with errno. */
 int sp_noded_open_beneath(int root_fd, const char *path, int flags);
+/*
+ * bad-input unless only root may change the root (root_fd, named root) and
+ * each directory from it down to dir (relative; "" for the root alone): a
+ * program that opens abs (what) by path after space-noded checked it
+ * (libvirt, btrfs send and receive) finds what was checked.
+ */
+int sp_noded_root_only(int root_fd, const char *root, const char *what,
+    const char *abs, const char *dir, struct sp_err *e);
+/* A client's request in two halves (sp_virt_noded.c), for one whose
+ * stream flows in between: req (taken) sent with fd passed beside it (-1:
+ * none), the connection returned; then its answer (*value may be NULL),
+ * the connection closed.  sp_virt_noded_call is both at once. */
+int sp_noded_request(const char *sock, json_t *req, int fd, struct sp_err *e);
+int sp_noded_answer(int conn, const char *sock, json_t **value,
+    struct sp_err *e);
+/* 1 with space-noded's socket in sock when c sends what needs root there
+ * (as sp_virt_connect does libvirt's calls, sp_ctx_virt.c), else 0. */
+int sp_noded_for(const struct sp_conf *c, char sock[SP_PATH_MAX],
+    struct sp_err *e);
 
 /* ---- subvol: btrfs through libbtrfsutil ---- */
 int sp_subvol_is_btrfs(const char *path);			/* 1 or 0 */

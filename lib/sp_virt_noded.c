@@ -83,32 +83,66 @@ read_answer(int fd, const char *sock, char **out, struct sp_err *e)
 	    "over %d bytes", sock, ANSWER_MAX);
 }
 
+/* req's line out on a new connection, fd (when not -1) passed with its
+ * first byte (SCM_RIGHTS). */
 int
-sp_virt_noded_call(const char *sock, json_t *req, json_t **value,
-    struct sp_err *e)
+sp_noded_request(const char *sock, json_t *req, int fd, struct sp_err *e)
 {
-	char *line = NULL, *ans = NULL;
-	const char *token = NULL, *msg = "";
-	enum sp_code code;
-	json_t *a = NULL, *v;
-	int fd = -1, rc = -1, temp = 0;
+	union {
+		struct cmsghdr h;
+		char b[CMSG_SPACE(sizeof(int))];
+	} cm;
+	struct iovec iov;
+	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1 };
+	char *line = NULL;
+	int conn = -1;
+	ssize_t sent;
 	size_t len;
 
-	if (value != NULL)
-		*value = NULL;
 	if (req == NULL || (line = json_dumps(req, JSON_COMPACT)) == NULL) {
 		sp_err_sys(e, SP_E_NOMEM, "space-noded request");
 		goto out;
 	}
 	len = strlen(line);
 	line[len] = '\n';		/* over the NUL: sent by length */
-	if ((fd = connect_to(sock, e)) == -1)
+	if ((conn = connect_to(sock, e)) == -1)
 		goto out;
-	if (sp_write_all(fd, line, len + 1) == -1) {
-		gone(e, sock, "");
-		goto out;
+	iov = (struct iovec){ line, fd >= 0 ? 1 : len + 1 };
+	if (fd >= 0) {
+		memset(&cm, 0, sizeof cm);
+		m.msg_control = cm.b;
+		m.msg_controllen = sizeof cm.b;
+		cm.h.cmsg_level = SOL_SOCKET;
+		cm.h.cmsg_type = SCM_RIGHTS;
+		cm.h.cmsg_len = CMSG_LEN(sizeof fd);
+		memcpy(CMSG_DATA(&cm.h), &fd, sizeof fd);
 	}
-	if (read_answer(fd, sock, &ans, e) == -1)
+	while ((sent = sendmsg(conn, &m, MSG_NOSIGNAL)) == -1 && errno == EINTR)
+		;
+	if (sent <= 0 || sp_write_all(conn, line + sent, len + 1 -
+	    (size_t)sent) == -1) {
+		gone(e, sock, "");
+		close(conn);
+		conn = -1;
+	}
+out:
+	json_decref(req);
+	free(line);
+	return conn;
+}
+
+int
+sp_noded_answer(int conn, const char *sock, json_t **value, struct sp_err *e)
+{
+	const char *token = NULL, *msg = "";
+	enum sp_code code;
+	json_t *a = NULL, *v;
+	char *ans = NULL;
+	int rc = -1, temp = 0;
+
+	if (value != NULL)
+		*value = NULL;
+	if (read_answer(conn, sock, &ans, e) == -1)
 		goto out;
 	if ((a = json_loads(ans, 0, NULL)) == NULL || !json_is_object(a) ||
 	    !json_is_boolean(json_object_get(a, "ok"))) {
@@ -128,11 +162,21 @@ sp_virt_noded_call(const char *sock, json_t *req, json_t **value,
 		*value = json_incref(v);
 	rc = 0;
 out:
-	if (fd != -1)
-		close(fd);
-	json_decref(req);
+	close(conn);
 	json_decref(a);
-	free(line);
 	free(ans);
 	return rc;
+}
+
+int
+sp_virt_noded_call(const char *sock, json_t *req, json_t **value,
+    struct sp_err *e)
+{
+	int conn;
+
+	if (value != NULL)
+		*value = NULL;
+	if ((conn = sp_noded_request(sock, req, -1, e)) == -1)
+		return -1;
+	return sp_noded_answer(conn, sock, value, e);
 }

@@ -20,7 +20,11 @@ teardown_file() {
 	for s in nd-a nd-b nd-c nd-flood; do
 		btrfs subvolume delete "$T/$s" >/dev/null 2>&1 || true
 	done
-	rm -rf "$T/nd-dir" "$T/nd-link" "$T/nd-vm" "$T/nd-hl" "$T/nd-gw" "$T/nd-own"
+	for s in "$T"/nd-recv/* "$T/nd-open/ro" "$T/nd-s1" "$T/nd-s2" "$T/nd-s"; do
+		btrfs subvolume delete "$s" >/dev/null 2>&1 || true
+	done
+	rm -rf "$T/nd-dir" "$T/nd-link" "$T/nd-vm" "$T/nd-hl" "$T/nd-gw" "$T/nd-own" \
+		"$T/nd-recv" "$T/nd-recv2" "$T/nd-open"
 }
 
 # A proxy in front of space-noded at $PROXY: it writes each request line it
@@ -63,6 +67,39 @@ EOF
 
 alive() {
 	[ "$(call '{"op":"ping"}')" = '{"ok":true}' ]
+}
+
+# stream REQUEST HOW [FILE]: sends one request with a descriptor passed
+# beside it (SCM_RIGHTS), as a send or a receive needs; prints the answer
+# (to stderr with HOW stdout). HOW: w (FILE opened to write), r (to read),
+# stdout (this process's fd 1), socket (a socket's), none (no descriptor).
+stream() {
+	python3 - "$SOCK" "$@" <<'EOF'
+import os, socket, sys
+path, req, how = sys.argv[1:4]
+s = socket.socket(socket.AF_UNIX)
+s.connect(path)
+line = req.encode() + b"\n"
+out = sys.stdout
+if how == "none":
+    s.sendall(line)
+else:
+    if how == "w":
+        fd = os.open(sys.argv[4], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    elif how == "r":
+        fd = os.open(sys.argv[4], os.O_RDONLY)
+    elif how == "stdout":
+        fd = os.dup(1)
+        out = sys.stderr
+    else:
+        other = socket.socket(socket.AF_UNIX)
+        fd = os.dup(other.fileno())
+    socket.send_fds(s, [line], [fd])
+    os.close(fd)
+    if how == "stdout":
+        os.close(1)
+print(s.makefile("rb").readline().decode().strip(), file=out)
+EOF
 }
 
 @test "create, snapshot (read-only too) and delete subvolumes beneath the root, each logged with the peer's uid" {
@@ -163,6 +200,105 @@ print(sum(1 for _ in range(2000) if f.readline() == b'{"ok":true}\n'))
 EOF
 	[ "$output" = 2000 ]
 	alive
+}
+
+@test "send and receive: a read-only subvolume's stream out to a descriptor passed with the request, and in again beneath the root" {
+	btrfs subvolume create "$T/nd-s" >/dev/null
+	head -c 1048576 /dev/urandom > "$T/nd-s/one"
+	btrfs subvolume snapshot -r "$T/nd-s" "$T/nd-s1" >/dev/null
+	echo two > "$T/nd-s/two"
+	btrfs subvolume snapshot -r "$T/nd-s" "$T/nd-s2" >/dev/null
+	run stream '{"op":"subvol-send","path":"tmp/nd-s1"}' w "$BATS_FILE_TMPDIR/s1"
+	[ "$output" = '{"ok":true}' ]
+	run stream '{"op":"subvol-send","path":"tmp/nd-s2","parent":"tmp/nd-s1"}' w "$BATS_FILE_TMPDIR/s2"
+	[ "$output" = '{"ok":true}' ]
+	# The full stream holds the MiB, the delta only what changed.
+	[ "$(stat -c %s "$BATS_FILE_TMPDIR/s1")" -gt 1048576 ]
+	[ "$(stat -c %s "$BATS_FILE_TMPDIR/s2")" -lt 4096 ]
+	btrfs receive --dump < "$BATS_FILE_TMPDIR/s2" | grep -q 'write.*nd-s2/two'
+	mkdir "$T/nd-recv"
+	run stream '{"op":"subvol-receive","path":"tmp/nd-recv"}' r "$BATS_FILE_TMPDIR/s1"
+	[ "$output" = '{"ok":true}' ]
+	run stream '{"op":"subvol-receive","path":"tmp/nd-recv"}' r "$BATS_FILE_TMPDIR/s2"
+	[ "$output" = '{"ok":true}' ]
+	cmp "$T/nd-s/one" "$T/nd-recv/nd-s2/one"
+	[ "$(cat "$T/nd-recv/nd-s2/two")" = two ]
+	[ "$(btrfs property get -ts "$T/nd-recv/nd-s2" ro)" = "ro=true" ]
+	grep -q '"uid":0,"op":"subvol-receive","path":"tmp/nd-recv","ok":true' "$BATS_FILE_TMPDIR/log"
+	# A member of the socket's group, whom btrfs send refuses (it needs
+	# CAP_SYS_ADMIN), has the stream sent into its own pipe.
+	run setpriv --reuid=nobody --regid=nogroup --clear-groups btrfs send "$T/nd-s1"
+	[ "$status" -ne 0 ]
+	setpriv --reuid=nobody --regid=nogroup --groups="$GROUP" bash -c \
+		"$(declare -f stream); SOCK=$SOCK; stream "'"$@"' _ \
+		'{"op":"subvol-send","path":"tmp/nd-s1"}' stdout \
+		2> "$BATS_FILE_TMPDIR/s1.answer" | cat > "$BATS_FILE_TMPDIR/s1.nobody"
+	[ "$(cat "$BATS_FILE_TMPDIR/s1.answer")" = '{"ok":true}' ]
+	cmp "$BATS_FILE_TMPDIR/s1" "$BATS_FILE_TMPDIR/s1.nobody"
+	grep -q "\"uid\":$(id -u nobody),\"op\":\"subvol-send\"" "$BATS_FILE_TMPDIR/log"
+}
+
+@test "send and receive refuse a missing or wrong descriptor, a writable source, a path out of bounds and a bad stream; nothing changed" {
+	[ -e "$T/nd-s1" ] && [ -s "$BATS_FILE_TMPDIR/s1" ]	# the test before's
+	ln -sfn /etc "$T/nd-link"
+	mkdir -p "$T/nd-recv2"
+	head -c 4096 /dev/urandom > "$BATS_FILE_TMPDIR/junk"
+	run stream '{"op":"subvol-send","path":"tmp/nd-s1"}' none
+	[[ "$output" == *'"error":"bad-input"'*"needs a descriptor"* ]]
+	run stream '{"op":"ping"}' w "$BATS_FILE_TMPDIR/x"
+	[[ "$output" == *'"error":"bad-input"'*"ping takes no descriptor"* ]]
+	run stream '{"op":"subvol-send","path":"tmp/nd-s"}' w "$BATS_FILE_TMPDIR/x"
+	[[ "$output" == *'"error":"bad-state"'*"not read-only"* ]]
+	run stream '{"op":"subvol-send","path":"tmp/nd-s1","parent":"tmp/nd-s"}' w "$BATS_FILE_TMPDIR/x"
+	[[ "$output" == *'"error":"bad-state"'*"not read-only"* ]]
+	run stream '{"op":"subvol-send","path":"tmp/nd-s1"}' r "$BATS_FILE_TMPDIR/s1"
+	[[ "$output" == *'"error":"bad-input"'*"not open for writing"* ]]
+	run stream '{"op":"subvol-receive","path":"tmp/nd-recv2"}' w "$BATS_FILE_TMPDIR/x"
+	[[ "$output" == *'"error":"bad-input"'*"not open for reading"* ]]
+	run stream '{"op":"subvol-send","path":"tmp/nd-s1"}' socket
+	[[ "$output" == *'"error":"bad-input"'*"not a pipe or a regular file"* ]]
+	run stream '{"op":"subvol-send","path":"pool/nd-s1"}' w "$BATS_FILE_TMPDIR/x"
+	[[ "$output" == *'"error":"bad-input"'* ]]
+	run stream '{"op":"subvol-send","path":"tmp/../../etc"}' w "$BATS_FILE_TMPDIR/x"
+	[[ "$output" == *'"error":"bad-input"'* ]]
+	run stream '{"op":"subvol-send","path":"tmp/nd-s1","src":"tmp/nd-s"}' w "$BATS_FILE_TMPDIR/x"
+	[[ "$output" == *'"error":"bad-input"'*"takes no 'src'"* ]]
+	run stream '{"op":"subvol-send","path":"tmp/nd-link"}' w "$BATS_FILE_TMPDIR/x"
+	[[ "$output" == *'"error":"bad-input"'* ]]
+	run stream '{"op":"subvol-receive","path":"tmp/nd-link"}' r "$BATS_FILE_TMPDIR/s1"
+	[[ "$output" == *'"error":"bad-input"'* ]]
+	run stream '{"op":"subvol-receive","path":"etc"}' r "$BATS_FILE_TMPDIR/s1"
+	[[ "$output" == *'"error":"bad-input"'* ]]
+	# btrfs opens what was checked again by its path: only where nobody
+	# but root can change a directory above it.
+	mkdir -p "$T/nd-open/in"
+	btrfs subvolume snapshot -r "$T/nd-s" "$T/nd-open/ro" >/dev/null
+	chmod 0777 "$T/nd-open"
+	run stream '{"op":"subvol-send","path":"tmp/nd-open/ro"}' w "$BATS_FILE_TMPDIR/x"
+	[[ "$output" == *'"error":"bad-input"'*"nd-open may be changed by others than root"* ]]
+	run stream '{"op":"subvol-receive","path":"tmp/nd-open/in"}' r "$BATS_FILE_TMPDIR/s1"
+	[[ "$output" == *'"error":"bad-input"'*"nd-open may be changed by others than root"* ]]
+	[ -z "$(ls -A "$T/nd-open/in")" ]
+	run stream '{"op":"subvol-receive","path":"tmp/nd-recv2"}' r "$BATS_FILE_TMPDIR/junk"
+	[[ "$output" == *'"error":"io"'*"btrfs receive"* ]]
+	[ -z "$(ls -A "$T/nd-recv2")" ]
+	[ ! -e /etc/nd-s1 ]
+	# Descriptors flooded in (three a message, a byte each, no line
+	# ended), then the peer gone: space-noded holds none of them.
+	local pid fds
+	pid=$(cat "$BATS_FILE_TMPDIR/pid")
+	fds=$(ls /proc/"$pid"/fd | wc -l)
+	python3 - "$SOCK" <<'EOF'
+import os, socket, sys
+s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])
+r, w = os.pipe()
+for _ in range(300):
+    socket.send_fds(s, [b"{"], [r, w, r])
+s.close()
+EOF
+	sleep 0.5
+	alive
+	[ "$(ls /proc/"$pid"/fd | wc -l)" -eq "$fds" ]
 }
 
 @test "as another user with no help a privileged act fails; through the socket's group only the list's acts succeed" {

@@ -13,8 +13,17 @@ setup_file() {
 	export ROOT_B=${ROOT_A}-b
 	export RUN_B=${SPACE_RUN}-b
 	export NODE_B=${SPACE_NODE}-b
+	# Node B starts empty, even after a run stopped before its teardown.
+	umount "$ROOT_B" 2>/dev/null || true
+	rm -rf "$ROOT_B" "$ROOT_B.img" "$RUN_B"
 	SPACE_ROOT=$ROOT_B SPACE_RUN=$RUN_B SPACE_NODE=$NODE_B \
 	    space-init --loop-size 6G >/dev/null
+	# Each node its own node manager, when the commands go through one.
+	if [ "${SPACE_LIBVIRT_URI:-}" = noded ]; then
+		on_b exec space-noded >"$BATS_FILE_TMPDIR/noded-b.log" 2>&1 3>&- &
+		echo $! > "$BATS_FILE_TMPDIR/noded-b.pid"
+		for _ in $(seq 50); do [ -S "$RUN_B/noded.sock" ] && break; sleep 0.1; done
+	fi
 	# The bucket: s3rver on a free loopback port, its files in a temp dir.
 	export S3DIR=$BATS_FILE_TMPDIR/s3
 	mkdir -p "$S3DIR"
@@ -38,6 +47,9 @@ teardown_file() {
 	on_b remove_listed "$BATS_FILE_TMPDIR/ids"
 	kill "$(cat "$BATS_FILE_TMPDIR/s3rver.pid")" 2>/dev/null || true
 	on_b space-reconcile --once >/dev/null 2>&1 || true
+	if [ -f "$BATS_FILE_TMPDIR/noded-b.pid" ]; then
+		kill "$(cat "$BATS_FILE_TMPDIR/noded-b.pid")" 2>/dev/null || true
+	fi
 	umount "$ROOT_B" 2>/dev/null || true
 	rm -rf "$ROOT_B" "$ROOT_B.img" "$RUN_B"
 }

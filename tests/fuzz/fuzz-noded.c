@@ -2,10 +2,11 @@
  * fuzz-noded: libFuzzer target for what a client of space-noded sends, the
  * node manager's request line (lib/sp_noded_parse.c).  A request it takes
  * must hold what sp_noded.c and sp_noded_virt.c rely on: an op of the list,
- * every path relative, of at least two parts, none "." or "..", in its op's
- * area, and short enough; a domain named sp-<id>; a VM's file absolute; a
- * domain XML where its op needs one, and none elsewhere.  Built and run by
- * `make fuzz`.
+ * every path relative, of at least two parts (a receive's directory may be
+ * an area, one), none "." or "..", in its op's area, and short enough; no
+ * descriptor of the line's own; a domain named sp-<id>; a VM's file
+ * absolute; a domain XML where its op needs one, and none elsewhere.  Built
+ * and run by `make fuzz`.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -13,13 +14,14 @@
 
 #include "sp_storage.h"
 
+/* area: the path may be an area itself, one part (a receive's). */
 static void
-check_path(const char *p)
+check_path(const char *p, int area)
 {
 	const char *c;
 
 	if (p[0] == '\0' || p[0] == '/' || strlen(p) > SP_NODED_PATH_MAX ||
-	    strchr(p, '/') == NULL || strstr(p, "//") != NULL ||
+	    (!area && strchr(p, '/') == NULL) || strstr(p, "//") != NULL ||
 	    p[strlen(p) - 1] == '/')
 		abort();
 	for (c = p; c != NULL; c = strchr(c, '/')) {
@@ -45,13 +47,21 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if ((unsigned)r.op >= SP_NODED__COUNT)
 		abort();
 	if (r.op == SP_NODED_CREATE || r.op == SP_NODED_SNAPSHOT ||
-	    r.op == SP_NODED_DELETE)
-		check_path(r.path);
+	    r.op == SP_NODED_DELETE || r.op == SP_NODED_SEND ||
+	    r.op == SP_NODED_RECEIVE)
+		check_path(r.path, r.op == SP_NODED_RECEIVE);
 	else if (r.path[0] != '\0')
 		abort();
 	if (r.op == SP_NODED_SNAPSHOT)
-		check_path(r.src);
+		check_path(r.src, 0);
 	else if (r.src[0] != '\0' || r.readonly)
+		abort();
+	if (r.op == SP_NODED_SEND && r.parent[0] != '\0')
+		check_path(r.parent, 0);
+	else if (r.parent[0] != '\0')
+		abort();
+	/* The descriptor is the server's to attach, never the line's. */
+	if (r.fd != -1)
 		abort();
 	if (r.name[0] != '\0' && (strncmp(r.name, "sp-", 3) != 0 ||
 	    !sp_id_valid(r.name + 3)))

@@ -1,5 +1,6 @@
 /* test-core: error tokens, ids, names, UTF-8, configuration, the stdin
  * input loop and the external programs' stderr. */
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/statfs.h>
@@ -403,10 +404,88 @@ test_proc_stderr(void)
 	    strcmp(e.msg, "quiet exited 2: ") == 0, "no stderr asked for: the exit alone");
 }
 
+/* Reads what is in a pipe's read end once its writers are gone. */
+static void
+read_all(int fd, char *buf, size_t n)
+{
+	ssize_t got;
+	size_t have = 0;
+
+	while (have + 1 < n && (got = read(fd, buf + have, n - 1 - have)) > 0)
+		have += (size_t)got;
+	buf[have] = '\0';
+}
+
+/* fd as a descriptor from 100 up, the old number closed. */
+static int
+moved_high(int fd)
+{
+	int to = fcntl(fd, F_DUPFD_CLOEXEC, 100);
+
+	close(fd);
+	return to;
+}
+
+static void
+test_proc_fds(void)
+{
+	char *two[] = { "sh", "-c", "echo to-3 >&3; echo to-4 >&4", NULL };
+	char *five[] = { "true", NULL };
+	int p[2], q[2], s3, s4, fds[2], many[5] = { 0, 0, 0, 0, 0 };
+	char a[64], b[64];
+	struct sp_err e;
+	pid_t pid;
+
+	/* Each descriptor as 3, 4 in the child, even when the parent's own
+	 * numbers are 4 and 3 (the second would be overwritten by the first
+	 * if passed as is). */
+	s3 = fcntl(3, F_DUPFD_CLOEXEC, 100);
+	s4 = fcntl(4, F_DUPFD_CLOEXEC, 100);
+	close(3);
+	close(4);
+	if (pipe2(p, O_CLOEXEC) == -1 || pipe2(q, O_CLOEXEC) == -1) {
+		tap_ok(0, "pipes for sp_proc_spawn_fds");
+		return;
+	}
+	/* Their write ends as 4 (p) and 3 (q), whatever pipe2 gave. */
+	p[0] = moved_high(p[0]);
+	p[1] = moved_high(p[1]);
+	q[0] = moved_high(q[0]);
+	q[1] = moved_high(q[1]);
+	if (dup3(p[1], 4, O_CLOEXEC) == -1 || dup3(q[1], 3, O_CLOEXEC) == -1) {
+		tap_ok(0, "descriptors 3 and 4 for sp_proc_spawn_fds");
+		return;
+	}
+	close(p[1]);
+	close(q[1]);
+	fds[0] = 4;		/* p's write end */
+	fds[1] = 3;		/* q's */
+	tap_ok(sp_proc_spawn_fds(two, -1, -1, -1, fds, 2, &pid, &e) == 0 &&
+	    sp_proc_wait(pid, "two", -1, &e) == 0, "a program gets two "
+	    "descriptors passed");
+	close(3);
+	close(4);
+	read_all(p[0], a, sizeof a);
+	read_all(q[0], b, sizeof b);
+	tap_ok(strcmp(a, "to-3\n") == 0 && strcmp(b, "to-4\n") == 0,
+	    "the first as its 3, the second as its 4, though the parent's "
+	    "were 4 and 3");
+	close(p[0]);
+	close(q[0]);
+	/* The test's own 3 and 4, if it had them, back. */
+	if (s3 >= 0 && dup3(s3, 3, O_CLOEXEC) != -1)
+		close(s3);
+	if (s4 >= 0 && dup3(s4, 4, O_CLOEXEC) != -1)
+		close(s4);
+	tap_ok(sp_proc_spawn_fds(five, -1, -1, -1, many, 5, &pid, &e) == -1 &&
+	    e.code == SP_E_INTERNAL, "more than SP_PROC_FDS_MAX refused");
+}
+
 int
 main(void)
 {
 	test_proc_stderr();
+	test_proc_fds();
 	test_codes();
 	test_ids();
 	test_handles();
