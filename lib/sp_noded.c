@@ -188,16 +188,6 @@ passed_ok(const struct sp_noded_req *r, struct sp_err *e)
 	return 0;
 }
 
-/*
- * btrfs send and btrfs receive, on what was opened and checked here beneath
- * the root (no symlink on the way, a read-only subvolume to send), handed
- * to btrfs as /proc/self/fd/3 (and 4).  btrfs-progs resolves that to the
- * real path and opens it again by name, so the directories above it must
- * be root's alone, as libvirt's files must: nobody swaps one in between.
- * A receive is chrooted into its directory: no path in the stream reaches
- * out of it.  The stream goes to, or comes from, the client's descriptor;
- * the call waits for the program.
- */
 /* The directories above path (relative) only root may change, as btrfs
  * opens it again by its real path (sp_noded_root_only). */
 static int
@@ -212,6 +202,16 @@ above_root_only(int root_fd, const char *root, const char *what,
 	return sp_noded_root_only(root_fd, root, what, path, dir, e);
 }
 
+/*
+ * btrfs send and btrfs receive, on what was opened and checked here beneath
+ * the root (no symlink on the way, a read-only subvolume to send), handed
+ * to btrfs as /proc/self/fd/3 (and 4).  btrfs-progs resolves that to the
+ * real path and opens it again by name, so the directories above it must
+ * be root's alone, as libvirt's files must: nobody swaps one in between.
+ * A receive is chrooted into its directory: no path in the stream reaches
+ * out of it.  The stream goes to, or comes from, the client's descriptor;
+ * the call waits for the program.
+ */
 static int
 stream(int root_fd, const char *root, const struct sp_noded_req *r,
     struct sp_err *e)
