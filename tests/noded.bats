@@ -361,6 +361,27 @@ EOF
 	grep -q "\"op\":\"vm-define\",\"path\":\"sp-$id\",\"ok\":true" "$BATS_FILE_TMPDIR/log"
 }
 
+@test "a suspend and restore through space-noded: its btrfs send and receive are space-noded's, and the files come back" {
+	space-template ls | jq -e 'select(.template == "minimal")' >/dev/null || import_minimal
+	export SPACE_LIBVIRT_URI=noded:$SOCK
+	export SPACE_STORE=file://$BATS_FILE_TMPDIR/store
+	export SPACE_KMS=file:$BATS_FILE_TMPDIR/keys/default.key
+	id=$(create --no-pool)
+	[ -n "$id" ]
+	echo "$id" >> "$BATS_FILE_TMPDIR/ids"
+	space-exec "$id" -- sh -c 'head -c 65536 /dev/urandom > /root/mark; sync'
+	sum=$(space-exec "$id" -- sha256sum /root/mark)
+	run space-suspend "$id"
+	assert_success
+	grep -q "\"op\":\"subvol-send\",\"path\":\"snapshots/$id/[a-z0-9]*\",\"ok\":true" "$BATS_FILE_TMPDIR/log"
+	grep -q '"op":"subvol-send","path":"templates/minimal@[0-9a-f]*","ok":true' "$BATS_FILE_TMPDIR/log"
+	run space-restore "$id"
+	assert_success
+	grep -q "\"op\":\"subvol-receive\",\"path\":\"snapshots/$id\",\"ok\":true" "$BATS_FILE_TMPDIR/log"
+	[ "$(space-exec "$id" -- sha256sum /root/mark)" = "$sum" ]
+	space-rm "$id" >/dev/null
+}
+
 @test "space-noded defines only space's own domain XML, for a sandbox of this node: forged ones are refused, nothing changed" {
 	space-template ls | jq -e 'select(.template == "minimal")' >/dev/null || import_minimal
 	proxy
