@@ -47,8 +47,7 @@ teardown_file() {
 remove_nodes() {
 	local n
 	for n in b c d; do
-		umount "$ROOT_A-c$n" 2>/dev/null || true
-		rm -rf "$ROOT_A-c$n" "$ROOT_A-c$n.img" "$RUN_A-c$n"
+		remove_node "$ROOT_A-c$n" "$RUN_A-c$n"
 	done
 }
 

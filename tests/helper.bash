@@ -36,6 +36,14 @@ remove_listed() {
 	[ -f "$1" ] && space-rm <"$1" >/dev/null 2>&1 || true
 }
 
+# remove_node ROOT RUN: another node's loop btrfs, its image and run dir
+# (a suite's second node), gone: also what a run stopped before its
+# teardown left.
+remove_node() {
+	umount "$1" 2>/dev/null || true
+	rm -rf "$1" "$1.img" "$2"
+}
+
 # A suite's own sandboxes: one made for the whole file (setup_file calls
 # suite_sandbox; its id is $ID), more with own (create's arguments; the id
 # on stdout), all removed by suite_sandboxes_removed in teardown_file.

@@ -14,8 +14,7 @@ setup_file() {
 	export RUN_B=${SPACE_RUN}-b
 	export NODE_B=${SPACE_NODE}-b
 	# Node B starts empty, even after a run stopped before its teardown.
-	umount "$ROOT_B" 2>/dev/null || true
-	rm -rf "$ROOT_B" "$ROOT_B.img" "$RUN_B"
+	remove_node "$ROOT_B" "$RUN_B"
 	SPACE_ROOT=$ROOT_B SPACE_RUN=$RUN_B SPACE_NODE=$NODE_B \
 	    space-init --loop-size 6G >/dev/null
 	# Each node its own node manager, when the commands go through one.
@@ -50,8 +49,7 @@ teardown_file() {
 	if [ -f "$BATS_FILE_TMPDIR/noded-b.pid" ]; then
 		kill "$(cat "$BATS_FILE_TMPDIR/noded-b.pid")" 2>/dev/null || true
 	fi
-	umount "$ROOT_B" 2>/dev/null || true
-	rm -rf "$ROOT_B" "$ROOT_B.img" "$RUN_B"
+	remove_node "$ROOT_B" "$RUN_B"
 }
 
 # Runs a command as node B.
