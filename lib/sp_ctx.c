@@ -20,7 +20,8 @@ sp_ctx_open_db(struct sp_ctx *x, struct sp_err *e)
 	if (!sp_subvol_is_btrfs(x->conf.root))
 		return sp_err_set(e, SP_E_NOT_INITIALIZED, 0,
 		    "%s is not a btrfs filesystem: run space-init first", x->conf.root);
-	if (sp_db_open(&x->db, &x->conf, e) == -1)
+	if (sp_subvol_route(&x->conf, e) == -1 ||
+	    sp_db_open(&x->db, &x->conf, e) == -1)
 		return -1;
 	sp_event_open(x->db);
 	return 0;

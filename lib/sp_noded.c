@@ -16,6 +16,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdbool.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -112,10 +113,19 @@ open_parent(int root_fd, const char *path, const char **name,
 	const char *slash = strrchr(path, '/');
 	int fd;
 
-	/* sp_noded_parse made sure of at least two parts. */
-	memcpy(parent, path, (size_t)(slash - path));
-	parent[slash - path] = '\0';
-	*name = slash + 1;
+	/* A request's path has two parts at least (sp_noded_parse); a
+	 * subvolume's in another may have one, or be longer than a request's. */
+	if (strlen(path) > SP_NODED_PATH_MAX)
+		return sp_err_set(e, SP_E_BAD_STATE, 0, "'%.64s...' is longer "
+		    "than %d bytes", path, SP_NODED_PATH_MAX);
+	if (slash == NULL) {
+		strcpy(parent, ".");
+		*name = path;
+	} else {
+		memcpy(parent, path, (size_t)(slash - path));
+		parent[slash - path] = '\0';
+		*name = slash + 1;
+	}
 	if ((fd = sp_noded_open_beneath(root_fd, parent, O_RDONLY | O_DIRECTORY)) == -1)
 		return sys_err(e, "the directory of", path);
 	return fd;
@@ -256,6 +266,73 @@ out:
 	return rc;
 }
 
+/*
+ * Clears the read-only flag of the subvolume at fd (path) and of every
+ * subvolume in it (top first: one's entry lives in the subvolume above),
+ * then deletes those, deepest first, so that a tree with read-only parts
+ * goes as a whole, as the commands' own deletes go (sp_subvol.c).  The
+ * iterator names them from btrfs's own records; each is opened beneath
+ * fd, no symlink followed, so a directory swapped in between is refused.
+ */
+static int
+delete_tree(int fd, const char *path, struct sp_err *e)
+{
+	struct btrfs_util_subvolume_iterator *it = NULL;
+	enum btrfs_util_error err;
+	const char *name;
+	char *rel = NULL;
+	int pass, sub, rc = -1;
+
+	if ((err = btrfs_util_set_subvolume_read_only_fd(fd, false)) !=
+	    BTRFS_UTIL_OK)
+		return bt_err(e, err, "make writable", path);
+	for (pass = 0; pass < 2; pass++) {
+		if ((err = btrfs_util_create_subvolume_iterator_fd(fd, 0, pass ==
+		    1 ? BTRFS_UTIL_SUBVOLUME_ITERATOR_POST_ORDER : 0, &it)) !=
+		    BTRFS_UTIL_OK) {
+			bt_err(e, err, "list the subvolumes in", path);
+			goto out;
+		}
+		while ((err = btrfs_util_subvolume_iterator_next(it, &rel,
+		    NULL)) == BTRFS_UTIL_OK) {
+			if (pass == 0) {
+				if ((sub = sp_noded_open_beneath(fd, rel, O_RDONLY |
+				    O_DIRECTORY)) == -1) {
+					sys_err(e, "a subvolume in", path);
+					goto out;
+				}
+				err = btrfs_util_set_subvolume_read_only_fd(sub,
+				    false);
+				close(sub);
+			} else {
+				if ((sub = open_parent(fd, rel, &name, e)) == -1)
+					goto out;
+				err = btrfs_util_delete_subvolume_fd(sub, name, 0);
+				close(sub);
+			}
+			if (err != BTRFS_UTIL_OK) {
+				bt_err(e, err, pass == 0 ? "make writable" :
+				    "delete", rel);
+				goto out;
+			}
+			free(rel);
+			rel = NULL;
+		}
+		if (err != BTRFS_UTIL_ERROR_STOP_ITERATION) {
+			bt_err(e, err, "list the subvolumes in", path);
+			goto out;
+		}
+		btrfs_util_destroy_subvolume_iterator(it);
+		it = NULL;
+	}
+	rc = 0;
+out:
+	free(rel);
+	if (it != NULL)
+		btrfs_util_destroy_subvolume_iterator(it);
+	return rc;
+}
+
 int
 sp_noded_do(int root_fd, const char *root, const struct sp_noded_req *r,
     struct sp_err *e)
@@ -282,12 +359,17 @@ sp_noded_do(int root_fd, const char *root, const struct sp_noded_req *r,
 		    NULL, NULL);
 		break;
 	case SP_NODED_DELETE:
-		/* Only a subvolume goes: not a directory that holds them. */
+		/* Only a subvolume goes, with those in it: not a directory
+		 * that holds them. */
+		if ((fd = open_subvol(root_fd, "path", r->path, e)) == -1 ||
+		    delete_tree(fd, r->path, e) == -1)
+			goto out;
+		err = btrfs_util_delete_subvolume_fd(pfd, name, 0);
+		break;
+	case SP_NODED_READONLY:
 		if ((fd = open_subvol(root_fd, "path", r->path, e)) == -1)
 			goto out;
-		close(fd);
-		fd = -1;
-		err = btrfs_util_delete_subvolume_fd(pfd, name, 0);
+		err = btrfs_util_set_subvolume_read_only_fd(fd, r->readonly);
 		break;
 	default:
 		sp_err_set(e, SP_E_INTERNAL, 0, "op %d", (int)r->op);
@@ -295,7 +377,9 @@ sp_noded_do(int root_fd, const char *root, const struct sp_noded_req *r,
 	}
 	if (err != BTRFS_UTIL_OK) {
 		bt_err(e, err, r->op == SP_NODED_CREATE ? "create" :
-		    r->op == SP_NODED_SNAPSHOT ? "snapshot to" : "delete", r->path);
+		    r->op == SP_NODED_SNAPSHOT ? "snapshot to" : r->op ==
+		    SP_NODED_DELETE ? "delete" : "set the read-only flag of",
+		    r->path);
 		goto out;
 	}
 	rc = 0;

@@ -16,8 +16,9 @@
 
 #include "sp_storage.h"
 
-/* A part of a path: the longest is a template's NAME@DIGEST. */
-#define PART_MAX	(2 * SP_NAME_MAX + 1)
+/* A part of a path: the longest is a template being imported,
+ * .building-NAME@DIGEST-RANDOM (sp_template.c): 10 + 64 + 1 + 64 + 1 + 12. */
+#define PART_MAX	(2 * SP_NAME_MAX + 24)
 
 /* The fields of a request. */
 enum {
@@ -36,6 +37,7 @@ static const struct {
 	{ "subvol-create", SP_NODED_CREATE, K_PATH, 0 },
 	{ "subvol-snapshot", SP_NODED_SNAPSHOT, K_PATH | K_SRC, K_READONLY },
 	{ "subvol-delete", SP_NODED_DELETE, K_PATH, 0 },
+	{ "subvol-readonly", SP_NODED_READONLY, K_PATH | K_READONLY, 0 },
 	{ "vm-define", SP_NODED_VM_DEFINE, K_XML, 0 },
 	{ "vm-start", SP_NODED_VM_START, K_NAME, 0 },
 	{ "vm-destroy", SP_NODED_VM_DESTROY, K_NAME, 0 },
@@ -103,9 +105,10 @@ sp_noded_req_free(struct sp_noded_req *r)
  * taken apart, and where they are snapshotted from. */
 static const char *const target_areas[] = {
 	"sandboxes", "snapshots", "templates", "lineages", "pool", "tmp",
+	"volumes",
 };
 static const char *const source_areas[] = {
-	"sandboxes", "snapshots", "templates", "lineages", "tmp",
+	"sandboxes", "snapshots", "templates", "lineages", "tmp", "volumes",
 };
 
 static int

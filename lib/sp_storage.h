@@ -46,6 +46,7 @@ void sp_sandbox_unlock(int fd);
 					 * unprivileged side (space-init) */
 enum sp_noded_op {
 	SP_NODED_PING, SP_NODED_CREATE, SP_NODED_SNAPSHOT, SP_NODED_DELETE,
+	SP_NODED_READONLY,
 	/* a read-only subvolume's btrfs stream out to, and a stream in from,
 	 * a descriptor the client passes with its request (SCM_RIGHTS) */
 	SP_NODED_SEND, SP_NODED_RECEIVE,
@@ -126,6 +127,11 @@ int sp_noded_for(const struct sp_conf *c, char sock[SP_PATH_MAX],
     struct sp_err *e);
 
 /* ---- subvol: btrfs through libbtrfsutil ---- */
+/* From then on this process's subvolume create, snapshot, read-only flag
+ * and delete go to space-noded when c sends what needs root there
+ * (sp_noded_for), every path beneath c's root; else they stay its own.
+ * sp_ctx_open_db calls it. */
+int sp_subvol_route(const struct sp_conf *c, struct sp_err *e);
 int sp_subvol_is_btrfs(const char *path);			/* 1 or 0 */
 int sp_subvol_create(const char *path, struct sp_err *e);
 /* A snapshot of src at dst; readonly 1 or 0.  exists when dst is there. */

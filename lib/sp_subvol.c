@@ -20,6 +20,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <fts.h>
+#include <pthread.h>
 #include <search.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -29,7 +30,7 @@
 
 #include <btrfsutil.h>
 
-#include "sp_storage.h"
+#include "sp_vm.h"
 
 /* Extents fetched per FIEMAP call; large files are walked in batches. */
 #define FIEMAP_BATCH	256
@@ -55,6 +56,86 @@ bterr(struct sp_err *e, enum btrfs_util_error err, const char *what,
 	    btrfs_util_strerror(err));
 }
 
+/*
+ * Where this process's subvolumes are made, snapshotted, flagged and
+ * deleted: here, or by space-noded at sock when the process goes through
+ * it (sp_noded_for), as one not run as root must (btrfs lets only root
+ * delete a subvolume that holds files).  Set once, by the first
+ * sp_subvol_route (a process has one config; the API server's threads
+ * each open a context, and each waits here until it is set); root and its
+ * real path name the paths it takes.
+ */
+static struct {
+	pthread_mutex_t mu;
+	int set;
+	char sock[SP_PATH_MAX];
+	char root[SP_PATH_MAX];
+	char real[SP_PATH_MAX];
+} via = { .mu = PTHREAD_MUTEX_INITIALIZER };
+
+int
+sp_subvol_route(const struct sp_conf *c, struct sp_err *e)
+{
+	char sock[SP_PATH_MAX], *real = NULL;
+	int rc = 0;
+
+	pthread_mutex_lock(&via.mu);
+	if (via.set)
+		goto out;
+	if ((rc = sp_noded_for(c, sock, e)) == 1) {
+		if ((real = realpath(c->root, NULL)) == NULL)
+			rc = sp_err_sys(e, SP_E_NOT_INITIALIZED, "%s", c->root);
+		else if (sp_path_fmt(via.real, sizeof via.real, e, "%s",
+		    real) == -1 || sp_path_fmt(via.root, sizeof via.root, e,
+		    "%s", c->root) == -1)
+			rc = -1;
+		else
+			memcpy(via.sock, sock, sizeof sock);
+	}
+	via.set = rc != -1;
+	rc = rc == -1 ? -1 : 0;
+out:
+	pthread_mutex_unlock(&via.mu);
+	free(real);
+	return rc;
+}
+
+/* path relative to SPACE_ROOT, as space-noded takes it. */
+static int
+rel(const char *path, char out[SP_PATH_MAX], struct sp_err *e)
+{
+	const char *roots[] = { via.root, via.real };
+	size_t i, k;
+
+	for (i = 0; i < 2; i++) {
+		k = strlen(roots[i]);
+		if (strncmp(path, roots[i], k) == 0 && path[k] == '/')
+			return sp_path_fmt(out, SP_PATH_MAX, e, "%s", path + k + 1);
+	}
+	return sp_err_set(e, SP_E_BAD_INPUT, 0, "subvolume '%s' is not beneath "
+	    "%s", path, via.root);
+}
+
+/* op on path (and src) by space-noded; 0 when this process acts itself. */
+static int
+by_noded(const char *op, const char *path, const char *src, int readonly,
+    struct sp_err *e)
+{
+	char p[SP_PATH_MAX], s[SP_PATH_MAX];
+	json_t *req;
+
+	if (via.sock[0] == '\0')
+		return 0;
+	if (rel(path, p, e) == -1 || (src != NULL && rel(src, s, e) == -1))
+		return -1;
+	req = json_pack("{s:s, s:s}", "op", op, "path", p);
+	if (req != NULL && src != NULL)
+		json_object_set_new(req, "src", json_string(s));
+	if (req != NULL && readonly != -1)
+		json_object_set_new(req, "readonly", json_boolean(readonly));
+	return sp_virt_noded_call(via.sock, req, NULL, e) == -1 ? -1 : 1;
+}
+
 int
 sp_subvol_is_btrfs(const char *path)
 {
@@ -76,9 +157,12 @@ sp_subvol_create(const char *path, struct sp_err *e)
 {
 	struct stat st;
 	enum btrfs_util_error err;
+	int rc;
 
 	if (lstat(path, &st) == 0)
 		return sp_err_set(e, SP_E_EXISTS, 0, "'%s' already exists", path);
+	if ((rc = by_noded("subvol-create", path, NULL, -1, e)) != 0)
+		return rc == 1 ? 0 : -1;
 	err = btrfs_util_create_subvolume(path, 0, NULL, NULL);
 	if (err != BTRFS_UTIL_OK)
 		return bterr(e, err, "create subvolume", path);
@@ -92,6 +176,7 @@ sp_subvol_snapshot(const char *src, const char *dst, int readonly,
 	struct stat st;
 	enum btrfs_util_error err;
 	int flags = readonly ? BTRFS_UTIL_CREATE_SNAPSHOT_READ_ONLY : 0;
+	int rc;
 
 	if (lstat(src, &st) == -1) {
 		if (errno == ENOENT)
@@ -101,6 +186,8 @@ sp_subvol_snapshot(const char *src, const char *dst, int readonly,
 	}
 	if (lstat(dst, &st) == 0)
 		return sp_err_set(e, SP_E_EXISTS, 0, "'%s' already exists", dst);
+	if ((rc = by_noded("subvol-snapshot", dst, src, readonly != 0, e)) != 0)
+		return rc == 1 ? 0 : -1;
 	err = btrfs_util_create_snapshot(src, dst, flags, NULL, NULL);
 	if (err != BTRFS_UTIL_OK)
 		return bterr(e, err, "snapshot to", dst);
@@ -111,7 +198,10 @@ int
 sp_subvol_set_readonly(const char *path, int readonly, struct sp_err *e)
 {
 	enum btrfs_util_error err;
+	int rc;
 
+	if ((rc = by_noded("subvol-readonly", path, NULL, readonly != 0, e)) != 0)
+		return rc == 1 ? 0 : -1;
 	err = btrfs_util_set_subvolume_read_only(path, readonly != 0);
 	if (err != BTRFS_UTIL_OK) {
 		if (errno == ENOENT)
@@ -192,6 +282,7 @@ sp_subvol_delete(const char *path, struct sp_err *e)
 {
 	struct stat st;
 	enum btrfs_util_error err;
+	int rc;
 
 	if (lstat(path, &st) == -1) {
 		if (errno == ENOENT)
@@ -205,6 +296,12 @@ sp_subvol_delete(const char *path, struct sp_err *e)
 		    "delete subvolume '%s': not a btrfs subvolume", path);
 	if (err != BTRFS_UTIL_OK)
 		return bterr(e, err, "delete subvolume", path);
+	if ((rc = by_noded("subvol-delete", path, NULL, -1, e)) != 0) {
+		/* Someone else deleting it at the same time is fine. */
+		if (rc == -1 && e->code == SP_E_NOT_FOUND && lstat(path, &st) == -1)
+			return 0;
+		return rc == 1 ? 0 : -1;
+	}
 	if (make_tree_writable(path, e) == -1)
 		return -1;
 	err = btrfs_util_delete_subvolume(path,

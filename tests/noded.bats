@@ -17,7 +17,7 @@ teardown_file() {
 	[ -f "$BATS_FILE_TMPDIR/proxy.pid" ] && kill "$(cat "$BATS_FILE_TMPDIR/proxy.pid")" 2>/dev/null
 	remove_listed "$BATS_FILE_TMPDIR/ids"
 	kill "$(cat "$BATS_FILE_TMPDIR/pid")" 2>/dev/null || true
-	for s in nd-a nd-b nd-c nd-flood; do
+	for s in nd-a nd-b nd-c nd-flood nd-t nd-t2; do
 		btrfs subvolume delete "$T/$s" >/dev/null 2>&1 || true
 	done
 	for s in "$T"/nd-recv/* "$T/nd-open/ro" "$T/nd-s1" "$T/nd-s2" "$T/nd-s"; do
@@ -114,6 +114,54 @@ EOF
 	[ "$output" = $'{"ok":true}\n{"ok":true}' ]
 	[ ! -e "$T/nd-b" ] && [ ! -e "$T/nd-c" ]
 	grep -q '"uid":0,"op":"subvol-snapshot","path":"tmp/nd-b","ok":true' "$BATS_FILE_TMPDIR/log"
+}
+
+@test "subvol-readonly flips the flag; subvol-delete takes a tree whose parts are read-only, and nothing beside it" {
+	run call '{"op":"subvol-create","path":"tmp/nd-t"}' \
+		'{"op":"subvol-create","path":"tmp/nd-t2"}' \
+		'{"op":"subvol-readonly","path":"tmp/nd-t2","readonly":true}'
+	[ "$output" = $'{"ok":true}\n{"ok":true}\n{"ok":true}' ]
+	[ "$(btrfs property get -ts "$T/nd-t2" ro)" = "ro=true" ]
+	run call '{"op":"subvol-readonly","path":"tmp/nd-t2","readonly":false}'
+	[ "$output" = '{"ok":true}' ]
+	[ "$(btrfs property get -ts "$T/nd-t2" ro)" = "ro=false" ]
+	# A tree: nd-t holds a/b, each read-only, and a file; nd-t2 beside it.
+	mkdir "$T/nd-t/d"
+	btrfs subvolume create "$T/nd-t/d/a" >/dev/null
+	btrfs subvolume create "$T/nd-t/d/a/b" >/dev/null
+	echo x > "$T/nd-t/d/a/b/f"
+	btrfs property set -ts "$T/nd-t/d/a/b" ro true
+	btrfs property set -ts "$T/nd-t/d/a" ro true
+	btrfs property set -ts "$T/nd-t" ro true
+	run call '{"op":"subvol-delete","path":"tmp/nd-t"}'
+	[ "$output" = '{"ok":true}' ]
+	[ ! -e "$T/nd-t" ] && [ -d "$T/nd-t2" ]
+	run call '{"op":"subvol-readonly","path":"tmp/nd-t"}' \
+		'{"op":"subvol-readonly","path":"tmp/nd-t","readonly":true}' \
+		'{"op":"subvol-readonly","path":"tmp/nd-t2","readonly":"yes"}'
+	[ "$(sed -n 1p <<<"$output" | jq -r .error)" = bad-input ]
+	[ "$(sed -n 2p <<<"$output" | jq -r .error)" = not-found ]
+	[ "$(sed -n 3p <<<"$output" | jq -r .error)" = bad-input ]
+	run call '{"op":"subvol-delete","path":"tmp/nd-t2"}'
+	[ "$output" = '{"ok":true}' ]
+}
+
+@test "a command's own subvolumes go through space-noded: a volume made, snapshotted and removed, each act its op in the log" {
+	export SPACE_LIBVIRT_URI=noded:$SOCK
+	cp "$BATS_FILE_TMPDIR/log" "$BATS_FILE_TMPDIR/log.before"
+	run space-volume create nd-vol --size 16M
+	assert_success
+	vid=$(jq -r .id <<<"$output")
+	space-volume snap nd-vol s1 >/dev/null
+	[ "$(btrfs property get -ts "$SPACE_ROOT/volumes/$vid@s1" ro)" = "ro=true" ]
+	space-volume rm nd-vol@s1 nd-vol >/dev/null
+	[ ! -e "$SPACE_ROOT/volumes/$vid" ] && [ ! -e "$SPACE_ROOT/volumes/$vid@s1" ]
+	new=$(diff "$BATS_FILE_TMPDIR/log.before" "$BATS_FILE_TMPDIR/log" | sed -n 's/^> //p')
+	echo "$new" | sed 's/^/# /' >&3
+	grep -q "\"op\":\"subvol-create\",\"path\":\"volumes/$vid\",\"ok\":true" <<<"$new"
+	grep -q "\"op\":\"subvol-snapshot\",\"path\":\"volumes/$vid@s1\",\"ok\":true" <<<"$new"
+	grep -q "\"op\":\"subvol-delete\",\"path\":\"volumes/$vid@s1\",\"ok\":true" <<<"$new"
+	grep -q "\"op\":\"subvol-delete\",\"path\":\"volumes/$vid\",\"ok\":true" <<<"$new"
 }
 
 @test "paths outside the root, with .. or through a symlink, and plain directories: clear errors, nothing changed" {

@@ -47,14 +47,14 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if ((unsigned)r.op >= SP_NODED__COUNT)
 		abort();
 	if (r.op == SP_NODED_CREATE || r.op == SP_NODED_SNAPSHOT ||
-	    r.op == SP_NODED_DELETE || r.op == SP_NODED_SEND ||
-	    r.op == SP_NODED_RECEIVE)
+	    r.op == SP_NODED_DELETE || r.op == SP_NODED_READONLY ||
+	    r.op == SP_NODED_SEND || r.op == SP_NODED_RECEIVE)
 		check_path(r.path, r.op == SP_NODED_RECEIVE);
 	else if (r.path[0] != '\0')
 		abort();
 	if (r.op == SP_NODED_SNAPSHOT)
 		check_path(r.src, 0);
-	else if (r.src[0] != '\0' || r.readonly)
+	else if (r.src[0] != '\0' || (r.readonly && r.op != SP_NODED_READONLY))
 		abort();
 	if (r.op == SP_NODED_SEND && r.parent[0] != '\0')
 		check_path(r.parent, 0);
