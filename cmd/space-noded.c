@@ -41,6 +41,7 @@
 struct client {
 	int fd;
 	uid_t uid;
+	gid_t gid;
 	int64_t last;			/* ms of its last byte either way */
 	size_t n;			/* bytes of requests in buf */
 	int busy;			/* a request on a worker */
@@ -265,6 +266,8 @@ serve(struct client *c)
 			rc = sp_err_set(&e, SP_E_BAD_INPUT, 0, "%s takes no "
 			    "descriptor", sp_noded_op_name(j->r.op));
 		if (rc == 0) {
+			j->r.peer_uid = c->uid;
+			j->r.peer_gid = c->gid;
 			j->r.fd = c->passed;
 			c->passed = -1;
 		} else if (c->passed >= 0) {
@@ -389,6 +392,7 @@ accept_one(int lfd)
 	clients[i]->fd = fd;
 	clients[i]->passed = -1;
 	clients[i]->uid = cred.uid;
+	clients[i]->gid = cred.gid;
 	clients[i]->last = sp_clock_ms();
 }
 

@@ -730,6 +730,11 @@ int sp_path_write_text(const char *path, const char *text, struct sp_err *e);
 /* flock(LOCK_EX) on fd, waiting (wait 1) or not: busy (temp) when taken. */
 int sp_flock(int fd, int wait, struct sp_err *e);
 #define sp_flock_wait(fd, e) sp_flock((fd), 1, (e))
+/* The lock file at path (made when missing) in *fd, held as sp_flock
+ * holds it.  Open read-only, all flock needs, and readable by all: a lock
+ * file a command run as root made, a command run as space takes as well
+ * (the locks/ directory is space's alone, space-init). */
+int sp_lock_path(const char *path, int wait, int *fd, struct sp_err *e);
 
 /* A size like 512, 64K, 256M, 8G or 1T (powers of 1024). */
 int sp_size_parse(const char *s, uint64_t *out, struct sp_err *e);

@@ -68,14 +68,7 @@ sp_sandbox_lock(const struct sp_ctx *x, const char *id, int wait, int *fd,
 	if (sp_path_fmt(p, sizeof p, e, "%s/locks/sandbox-%s.lock", x->conf.root,
 	    id) == -1)
 		return -1;
-	if ((*fd = open(p, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600)) == -1)
-		return sp_err_sys(e, SP_E_IO, "%s", p);
-	if (sp_flock(*fd, wait, e) == -1) {
-		close(*fd);
-		*fd = -1;
-		return -1;
-	}
-	return 0;
+	return sp_lock_path(p, wait, fd, e);
 }
 
 void

@@ -66,7 +66,8 @@ slot_path(const struct sp_conf *c, unsigned long uid, char *out, size_t n,
 	return sp_path_fmt(out, n, e, "%s/jail/%lu", c->root, uid);
 }
 
-/* 1 when slot uid is id's, 0 when it is free, 2 when another's. */
+/* 1 when slot uid is id's, 0 when it is free, 2 when another's; -1
+ * (errno) when it cannot be read. */
 static int
 slot_owner(const char *path, const char *id)
 {
@@ -74,7 +75,7 @@ slot_owner(const char *path, const char *id)
 	ssize_t n;
 
 	if ((n = readlink(path, buf, sizeof buf - 1)) == -1)
-		return errno == ENOENT ? 0 : 2;
+		return errno == ENOENT ? 0 : errno == EINVAL ? 2 : -1;
 	buf[n] = '\0';
 	return strcmp(buf, id) == 0 ? 1 : 2;
 }
@@ -104,7 +105,8 @@ sp_jail_get(struct sp_ctx *x, const char *id, struct sp_jail *j,
 			uid = first + (start + i) % n;
 			if (slot_path(&x->conf, uid, p, sizeof p, e) == -1)
 				return -1;
-			own = slot_owner(p, id);
+			if ((own = slot_owner(p, id)) == -1)
+				return sp_err_sys(e, SP_E_IO, "read %s", p);
 			if (own == 1) {
 				j->uid = j->gid = (unsigned)uid;
 				return 0;

@@ -266,6 +266,58 @@ space_account(struct sp_err *e)
 	return 0;
 }
 
+/*
+ * What of the root is the unprivileged side's alone: the node's SQLite
+ * state (its WAL and shared-memory files too: SQLite run as root gives
+ * those it makes the database's owner), the jail uids' claims (jail/:
+ * space-noded reads a claim, never follows it), and locks/ with the lock
+ * files in it (commands open them read-only: sp_lock_path).  The subvolumes' areas
+ * stay root's (space-noded makes what is in them): see design.md.
+ */
+static int
+give(const char *p, const struct passwd *pw, mode_t mode, int must,
+    struct sp_err *e)
+{
+	if ((lchown(p, pw->pw_uid, pw->pw_gid) == -1 || chmod(p, mode) == -1) &&
+	    (errno != ENOENT || must))
+		return sp_err_sys(e, SP_E_IO, "give %s to %s", p, SP_USER);
+	return 0;
+}
+
+static int
+space_owns(const struct sp_conf *c, struct sp_err *e)
+{
+	static const char *const ends[] = { "", "-wal", "-shm" };
+	char p[SP_PATH_MAX];
+	struct passwd *pw;
+	struct dirent *d;
+	DIR *dir;
+	size_t i;
+	int rc = 0;
+
+	if (geteuid() != 0 || (pw = getpwnam(SP_USER)) == NULL)
+		return 0;
+	for (i = 0; strncmp(c->db, "sqlite:", 7) == 0 &&
+	    i < sizeof ends / sizeof ends[0]; i++)
+		if (sp_path_fmt(p, sizeof p, e, "%s%s", c->db + 7, ends[i]) ==
+		    -1 || give(p, pw, 0600, i == 0, e) == -1)
+			return -1;
+	if (sp_path_fmt(p, sizeof p, e, "%s/jail", c->root) == -1 ||
+	    give(p, pw, 0700, 0, e) == -1 ||
+	    sp_path_fmt(p, sizeof p, e, "%s/locks", c->root) == -1 ||
+	    give(p, pw, 0700, 1, e) == -1)
+		return -1;
+	if ((dir = opendir(p)) == NULL)
+		return sp_err_sys(e, SP_E_IO, "%s", p);
+	while (rc == 0 && (d = readdir(dir)) != NULL)
+		if (d->d_type == DT_REG && (sp_path_fmt(p, sizeof p, e,
+		    "%s/locks/%s", c->root, d->d_name) == -1 ||
+		    give(p, pw, 0644, 0, e) == -1))
+			rc = -1;
+	closedir(dir);
+	return rc;
+}
+
 #define KSM_DIR		"/sys/kernel/mm/ksm"
 #define KSM_SLEEP_MS	20
 
@@ -342,7 +394,7 @@ sp_node_init(const struct sp_conf *c, uint64_t loop_bytes,
 	if (sp_path_mkdirs(c->run, 0755, e) == -1 || jail_dirs(c, e) == -1 ||
 	    space_account(e) == -1 || ksm_apply(c, e) == -1)
 		goto out;
-	if (sp_db_open(&db, c, e) == -1)
+	if (sp_db_open(&db, c, e) == -1 || space_owns(c, e) == -1)
 		goto out;
 	/* Root's, before space-noded can serve: libvirt itself. */
 	if (sp_virt_open(&v, sp_virt_uri_noded(c->libvirt_uri) ?

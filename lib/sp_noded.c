@@ -333,13 +333,53 @@ out:
 	return rc;
 }
 
+/*
+ * A subvolume just made in pfd (name) is its maker's, so that a client of
+ * the space group fills what it asked for; a read-only one is root's, and
+ * so is one about to be made read-only: btrfs lets a subvolume's owner
+ * clear the flag, and what libvirt and btrfs open by path must not change
+ * under them (sp_noded_root_only).  Opened beneath pfd, no symlink.
+ */
+static int
+give(int pfd, const char *name, const char *path, unsigned uid, unsigned gid,
+    int readonly, struct sp_err *e)
+{
+	enum btrfs_util_error err;
+	struct stat st;
+	bool ro = false;
+	int fd, rc = -1;
+
+	if ((fd = sp_noded_open_beneath(pfd, name, O_RDONLY | O_DIRECTORY)) ==
+	    -1)
+		return sys_err(e, "subvolume", path);
+	/* Read-only already (made so again): root's as it is, or its flag
+	 * cleared while it changes hands. */
+	if (readonly && fstat(fd, &st) == 0 && (err =
+	    btrfs_util_get_subvolume_read_only_fd(fd, &ro)) == BTRFS_UTIL_OK &&
+	    ro && st.st_uid == 0 && st.st_gid == 0)
+		rc = 0;
+	else if (ro && (err = btrfs_util_set_subvolume_read_only_fd(fd,
+	    false)) != BTRFS_UTIL_OK)
+		bt_err(e, err, "clear the read-only flag of", path);
+	else if (fchown(fd, readonly ? 0 : uid, readonly ? 0 : gid) == -1)
+		sys_err(e, "chown", path);
+	else if (readonly && (err = btrfs_util_set_subvolume_read_only_fd(fd,
+	    true)) != BTRFS_UTIL_OK)
+		bt_err(e, err, "set the read-only flag of", path);
+	else
+		rc = 0;
+	close(fd);
+	return rc;
+}
+
 int
 sp_noded_do(int root_fd, const char *root, const struct sp_noded_req *r,
     struct sp_err *e)
 {
 	enum btrfs_util_error err = BTRFS_UTIL_OK;
 	const char *name;
-	int pfd = -1, fd = -1, rc = -1;
+	struct stat st;
+	int pfd = -1, fd = -1, rc = -1, direct;
 
 	if (r->op == SP_NODED_PING)
 		return 0;
@@ -349,14 +389,26 @@ sp_noded_do(int root_fd, const char *root, const struct sp_noded_req *r,
 		return -1;
 	switch (r->op) {
 	case SP_NODED_CREATE:
-		err = btrfs_util_create_subvolume_fd(pfd, name, 0, NULL, NULL);
+		if ((err = btrfs_util_create_subvolume_fd(pfd, name, 0, NULL,
+		    NULL)) == BTRFS_UTIL_OK && give(pfd, name, r->path,
+		    r->peer_uid, r->peer_gid, 0, e) == -1)
+			goto out;
 		break;
 	case SP_NODED_SNAPSHOT:
+		/* A snapshot's top is its source's: read-only at once when
+		 * that is root's, else given its owner first. */
 		if ((fd = open_subvol(root_fd, "src", r->src, e)) == -1)
 			goto out;
-		err = btrfs_util_create_snapshot_fd2(fd, pfd, name,
-		    r->readonly ? BTRFS_UTIL_CREATE_SNAPSHOT_READ_ONLY : 0,
-		    NULL, NULL);
+		if (fstat(fd, &st) == -1) {
+			sys_err(e, "src", r->src);
+			goto out;
+		}
+		direct = r->readonly && st.st_uid == 0 && st.st_gid == 0;
+		if ((err = btrfs_util_create_snapshot_fd2(fd, pfd, name, direct ?
+		    BTRFS_UTIL_CREATE_SNAPSHOT_READ_ONLY : 0, NULL, NULL)) ==
+		    BTRFS_UTIL_OK && !direct && give(pfd, name, r->path,
+		    r->peer_uid, r->peer_gid, r->readonly, e) == -1)
+			goto out;
 		break;
 	case SP_NODED_DELETE:
 		/* Only a subvolume goes, with those in it: not a directory
@@ -369,7 +421,11 @@ sp_noded_do(int root_fd, const char *root, const struct sp_noded_req *r,
 	case SP_NODED_READONLY:
 		if ((fd = open_subvol(root_fd, "path", r->path, e)) == -1)
 			goto out;
-		err = btrfs_util_set_subvolume_read_only_fd(fd, r->readonly);
+		if (r->readonly) {
+			rc = give(pfd, name, r->path, 0, 0, 1, e);
+			goto out;
+		}
+		err = btrfs_util_set_subvolume_read_only_fd(fd, false);
 		break;
 	default:
 		sp_err_set(e, SP_E_INTERNAL, 0, "op %d", (int)r->op);

@@ -132,6 +132,20 @@ sp_flock(int fd, int wait, struct sp_err *e)
 	return 0;
 }
 
+int
+sp_lock_path(const char *path, int wait, int *fd, struct sp_err *e)
+{
+	if ((*fd = open(path, O_RDONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW,
+	    0644)) == -1)
+		return sp_err_sys(e, SP_E_IO, "open lock '%s'", path);
+	if (sp_flock(*fd, wait, e) == -1) {
+		close(*fd);
+		*fd = -1;
+		return -1;
+	}
+	return 0;
+}
+
 /* Here and not in sp_tls.c: a template build asks for this path, and
  * should not pay for loading OpenSSL to learn it. */
 int

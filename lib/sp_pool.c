@@ -193,21 +193,19 @@ sp_pool_fill(struct sp_ctx *x, int (*fn)(json_t *, void *), void *arg,
 	}
 	for (i = 0; i < f.n; i++) {
 		/* One filler per pool at a time, or two would overfill it. */
+		fd = -1;
 		if (sp_path_fmt(lock, sizeof lock, &pe, "%s/locks/pool-%s.lock",
 		    x->conf.root, f.rows[i].template) == -1 ||
-		    (fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0600)) == -1) {
-			rc = sp_err_sys(e, SP_E_IO, "%s", lock);
-			continue;
-		}
-		if (sp_flock_wait(fd, &pe) == -1 || fill1(x, &f.rows[i], fn, arg,
-		    &pe) == -1) {
+		    sp_lock_path(lock, 1, &fd, &pe) == -1 ||
+		    fill1(x, &f.rows[i], fn, arg, &pe) == -1) {
 			tell(fn, arg, json_pack("{s:s, s:b, s:s, s:s}", "pool",
 			    f.rows[i].template, "ok", 0, "error", sp_code_name(pe.code), "msg",
 			    pe.msg));
 			*e = pe;
 			rc = -1;
 		}
-		close(fd);
+		if (fd != -1)
+			close(fd);
 	}
 	free(f.rows);
 	return rc;

@@ -161,10 +161,8 @@ sp_template_materialize(struct sp_ctx *x, const char *ref,
 	if (sp_path_fmt(lock, sizeof lock, e, "%s/locks/materialize-%s.lock",
 	    x->conf.root, ref) == -1)
 		return -1;
-	if ((fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0600)) == -1)
-		return sp_err_sys(e, SP_E_IO, "%s", lock);
-	if (sp_flock_wait(fd, e) == -1)
-		goto out;
+	if (sp_lock_path(lock, 1, &fd, e) == -1)
+		return -1;
 	/* Whoever held the lock before us may have built it. */
 	if (sp_db_template_get(x->db, ref, t, e) == 0) {
 		rc = 0;

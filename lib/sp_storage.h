@@ -82,6 +82,8 @@ struct sp_noded_req {
 	int fd;					/* the descriptor passed with
 						 * it, or -1: closed by
 						 * sp_noded_req_free */
+	unsigned peer_uid, peer_gid;		/* who sent it (SO_PEERCRED),
+						 * never from the line: 0 */
 };
 /* The op's name in requests. */
 const char *sp_noded_op_name(enum sp_noded_op op);

@@ -1098,18 +1098,7 @@ lock_digest(const char *root, const char *digest, int *fd, struct sp_err *e)
 	if (sp_path_fmt(path, sizeof path, e, "%s/locks/template-%s.lock",
 	    root, digest) == -1)
 		return -1;
-	*fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
-	if (*fd == -1)
-		return sp_err_sys(e, SP_E_IO, "open lock '%s'", path);
-	while (flock(*fd, LOCK_EX) == -1) {
-		if (errno != EINTR) {
-			sp_err_sys(e, SP_E_IO, "lock '%s'", path);
-			close(*fd);
-			*fd = -1;
-			return -1;
-		}
-	}
-	return 0;
+	return sp_lock_path(path, 1, fd, e);
 }
 
 /*

@@ -240,10 +240,8 @@ sp_template_warm(struct sp_ctx *x, const char *ref, const struct sp_warm *w,
 	    x->conf.root, t.digest) == -1)
 		return -1;
 	/* One warm-up per template at a time; the others find it done. */
-	if ((fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0600)) == -1)
-		return sp_err_sys(e, SP_E_IO, "%s", lock);
-	if (sp_flock_wait(fd, e) == -1)
-		goto out;
+	if (sp_lock_path(lock, 1, &fd, e) == -1)
+		return -1;
 	if (sp_subvol_exists(ckpt)) {
 		if (sp_ckpt_current(ckpt, &ignored) == 1 && same_start(ckpt, w)) {
 			reused = 1;

@@ -132,6 +132,7 @@ EOF
 		list "$SPACE_ROOT/creds" \
 		list "$SPACE_ROOT/egress" \
 		list "$SPACE_ROOT/jail" \
+		read "$SPACE_ROOT/space.db" \
 		write "$SPACE_ROOT/space.db" \
 		ptrace "$pb" \
 		signal "$pb" \
@@ -139,7 +140,7 @@ EOF
 		exec /bin/sh
 	echo "$output" | sed 's/^/# /' >&3
 	[ "$status" -eq 0 ]
-	[ "$(grep -c '^{' <<<"$output")" -eq 19 ]
+	[ "$(grep -c '^{' <<<"$output")" -eq 20 ]
 	# Every try failed, each for want of permission.
 	[ "$(jout -s 'map(select(.result != "EACCES" and .result != "EPERM")) | length')" -eq 0 ]
 }

@@ -17,7 +17,7 @@ teardown_file() {
 	[ -f "$BATS_FILE_TMPDIR/proxy.pid" ] && kill "$(cat "$BATS_FILE_TMPDIR/proxy.pid")" 2>/dev/null
 	remove_listed "$BATS_FILE_TMPDIR/ids"
 	kill "$(cat "$BATS_FILE_TMPDIR/pid")" 2>/dev/null || true
-	for s in nd-a nd-b nd-c nd-flood nd-t nd-t2; do
+	for s in nd-a nd-b nd-c nd-flood nd-ro nd-t nd-t2; do
 		btrfs subvolume delete "$T/$s" >/dev/null 2>&1 || true
 	done
 	for s in "$T"/nd-recv/* "$T/nd-open/ro" "$T/nd-s1" "$T/nd-s2" "$T/nd-s"; do
@@ -162,6 +162,40 @@ EOF
 	grep -q "\"op\":\"subvol-snapshot\",\"path\":\"volumes/$vid@s1\",\"ok\":true" <<<"$new"
 	grep -q "\"op\":\"subvol-delete\",\"path\":\"volumes/$vid@s1\",\"ok\":true" <<<"$new"
 	grep -q "\"op\":\"subvol-delete\",\"path\":\"volumes/$vid\",\"ok\":true" <<<"$new"
+}
+
+@test "run as the user space, space-volume makes, snapshots, lists and removes a volume: its subvolumes through space-noded, space's until read-only" {
+	space-init >/dev/null
+	as_space() {
+		setpriv --reuid=space --regid=space --groups="$GROUP" \
+			env SPACE_LIBVIRT_URI=noded:$SOCK "$@"
+	}
+	run as_space space-volume create nd-svol --size 16M
+	assert_success
+	vid=$(jq -r .id <<<"$output")
+	[ "$(stat -c %U "$SPACE_ROOT/volumes/$vid")" = space ]
+	[ "$(stat -c %U "$SPACE_ROOT/volumes/$vid/disk.raw")" = space ]
+	run as_space space-volume snap nd-svol s1
+	assert_success
+	[ "$(stat -c '%U %G' "$SPACE_ROOT/volumes/$vid@s1")" = "root root" ]
+	[ "$(btrfs property get -ts "$SPACE_ROOT/volumes/$vid@s1" ro)" = "ro=true" ]
+	run as_space space-volume ls nd-svol
+	assert_success
+	[ "$(jq -r '.snaps[0].snap' <<<"$output")" = s1 ]
+	run as_space space-volume rm nd-svol@s1 nd-svol
+	assert_success
+	[ ! -e "$SPACE_ROOT/volumes/$vid" ] && [ ! -e "$SPACE_ROOT/volumes/$vid@s1" ]
+	for op in subvol-create subvol-snapshot subvol-delete; do
+		grep -q "\"uid\":$(id -u space),\"op\":\"$op\",\"path\":\"volumes/$vid" "$BATS_FILE_TMPDIR/log"
+	done
+	# Without space-noded, btrfs keeps space from deleting what it made.
+	run as_space space-volume create nd-svol2 --size 16M
+	assert_success
+	vid=$(jq -r .id <<<"$output")
+	run setpriv --reuid=space --regid=space --clear-groups btrfs subvolume delete "$SPACE_ROOT/volumes/$vid"
+	[ "$status" -ne 0 ]
+	run as_space space-volume rm nd-svol2
+	assert_success
 }
 
 @test "paths outside the root, with .. or through a symlink, and plain directories: clear errors, nothing changed" {
@@ -364,15 +398,30 @@ EOF
 		'import socket,sys; socket.socket(socket.AF_UNIX).connect(sys.argv[1])' "$SOCK"
 	[ "$status" -ne 0 ]
 	[[ "$output" == *"Permission denied"* ]]
-	# In it: the snapshot is made (and is root's), an act off the list is not.
+	# In it: the snapshot is made, and is its maker's to fill; an act
+	# off the list is not.
 	run setpriv --reuid=nobody --regid=nogroup --groups="$GROUP" bash -c "$(declare -f call); SOCK=$SOCK; call "'"$@"' _ \
 		'{"op":"subvol-snapshot","src":"templates/'"$t"'","path":"tmp/nd-flood"}' \
 		'{"op":"chown","path":"tmp/nd-flood","uid":65534}'
 	echo "$output" | sed 's/^/# /' >&3
 	[ "${lines[0]}" = '{"ok":true}' ]
 	[[ "${lines[1]}" == *'"error":"bad-input"'*"unknown op"* ]]
-	[ "$(stat -c %u "$T/nd-flood")" = 0 ]
+	[ "$(stat -c '%u %g' "$T/nd-flood")" = "$(id -u nobody) $(getent group nogroup | cut -d: -f3)" ]
+	setpriv --reuid=nobody --regid=nogroup --clear-groups touch "$T/nd-flood/mine"
 	grep -q "\"uid\":$(id -u nobody),\"op\":\"subvol-snapshot\"" "$BATS_FILE_TMPDIR/log"
+	# Read-only, it is root's: its maker cannot clear the flag again.
+	run setpriv --reuid=nobody --regid=nogroup --groups="$GROUP" bash -c "$(declare -f call); SOCK=$SOCK; call "'"$@"' _ \
+		'{"op":"subvol-snapshot","src":"tmp/nd-flood","path":"tmp/nd-ro","readonly":true}' \
+		'{"op":"subvol-readonly","path":"tmp/nd-flood","readonly":true}'
+	[ "$output" = $'{"ok":true}\n{"ok":true}' ]
+	for s in nd-ro nd-flood; do
+		[ "$(stat -c '%u %g' "$T/$s")" = "0 0" ]
+		[ "$(btrfs property get -ts "$T/$s" ro)" = "ro=true" ]
+		[ -e "$T/$s/mine" ]
+	done
+	run setpriv --reuid=nobody --regid=nogroup --clear-groups btrfs property set -ts "$T/nd-flood" ro false
+	[ "$status" -ne 0 ]
+	[ "$(btrfs property get -ts "$T/nd-flood" ro)" = "ro=true" ]
 	# libvirt itself is closed to it, even read-only; its VMs are
 	# listed through the socket.
 	run setpriv --reuid=nobody --regid=nogroup --groups="$GROUP" virsh -c qemu:///system list --all
@@ -568,4 +617,11 @@ EOF
 	[ "$(id -u space)" -lt 1000 ]			# a system account
 	space-init >/dev/null
 	[ "$(getent passwd space | wc -l)" -eq 1 ]
+	# The node's state is space's alone; a command run as root keeps
+	# it so (SQLite gives the WAL files it makes the database's owner).
+	[ "$(stat -c '%U %G %a' "$SPACE_ROOT/space.db")" = "space space 600" ]
+	space-ls >/dev/null
+	for f in "$SPACE_ROOT"/space.db-*; do
+		[ "$(stat -c '%U %a' "$f")" = "space 600" ]
+	done
 }
