@@ -10,6 +10,7 @@
 #include <sys/ioctl.h>
 #include <sys/random.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 
 #include <errno.h>
@@ -119,25 +120,39 @@ port_path(char *buf, size_t n, const char *run, const char *id, int port,
 	return 0;
 }
 
-/* Tries the lock file of each port from..to: 1 with *lockfd and *port
- * when one was free, 0 when all are busy. */
+/*
+ * Tries the lock file of each port from..to: 1 with *lockfd and *port
+ * when one was free, 0 when all are busy.  Opened read-only, all flock
+ * needs, and made readable (the run directory's ACL lets the group space
+ * read it then): a lock file one command made, a command run as root or
+ * as space takes alike.  A jailed VM's run directory is its QEMU's, where
+ * space may not make a file: sp_jail_dirs_at makes them there first.  A
+ * QEMU that swaps one for something else than a regular file is refused,
+ * never waited on (O_NONBLOCK: a FIFO).
+ */
 static int
 lock_port(const char *run, const char *id, int from, int to, int *lockfd,
     int *port, struct sp_err *e)
 {
 	char path[SP_PATH_MAX];
+	struct stat st;
 	int i, fd, saved;
 
 	for (i = from; i <= to; i++) {
 		if (port_path(path, sizeof path, run, id, i, "lock", e) == -1)
 			return -1;
-		fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW,
-		    0600);
+		fd = open(path, O_RDONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW |
+		    O_NONBLOCK, 0644);
 		if (fd == -1 && errno == ENOENT)
 			return sp_err_set(e, SP_E_NOT_RUNNING, 0,
 			    "no channel directory \"%s/%s\"", run, id);
 		if (fd == -1)
 			return sp_err_sys(e, SP_E_IO, "open \"%s\"", path);
+		if (fstat(fd, &st) == -1 || !S_ISREG(st.st_mode)) {
+			close(fd);
+			return sp_err_set(e, SP_E_BAD_STATE, 0, "\"%s\" is not "
+			    "a lock file", path);
+		}
 		if (flock(fd, LOCK_EX | LOCK_NB) == 0) {
 			*lockfd = fd;
 			*port = i;

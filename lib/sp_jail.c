@@ -330,6 +330,31 @@ space_acl(int rfd, int owner_group, struct sp_err *e)
 	return 0;
 }
 
+/*
+ * The channel ports' lock files, root's and readable (0644; the group
+ * space reads them through the directory's default ACL), made in a jailed
+ * VM's run directory where space may only search (sp_chan.c's lock_port).
+ */
+static int
+port_locks(int rfd, struct sp_err *e)
+{
+	char name[32];
+	int i, fd;
+
+	for (i = 0; i < SP_PORTS_MAX; i++) {
+		snprintf(name, sizeof name, "space.%d.lock", i);
+		if ((fd = openat(rfd, name, O_RDONLY | O_CREAT | O_CLOEXEC |
+		    O_NOFOLLOW | O_NONBLOCK, 0644)) == -1)
+			return sp_err_sys(e, SP_E_IO, "make %s", name);
+		if (fchmod(fd, 0644) == -1) {
+			close(fd);
+			return sp_err_sys(e, SP_E_IO, "chmod %s", name);
+		}
+		close(fd);
+	}
+	return 0;
+}
+
 int
 sp_jail_dirs_at(const struct sp_jail *j, int dfd, int run_parent,
     const char *run_name, struct sp_err *e)
@@ -370,7 +395,7 @@ sp_jail_dirs_at(const struct sp_jail *j, int dfd, int run_parent,
 		close(rfd);
 		return -1;
 	}
-	rc = space_acl(rfd, 0, e);
+	rc = space_acl(rfd, 0, e) == -1 ? -1 : port_locks(rfd, e);
 	close(rfd);
 	if (rc == -1)
 		return -1;

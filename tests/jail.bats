@@ -112,6 +112,32 @@ EOF
 	[ "$(readlink "$SPACE_ROOT/jail/$ua")" = "$A" ]
 }
 
+@test "run as the user space, space-exec reaches a jailed sandbox: the DB, its lock and the channel's ports are space's to use" {
+	local run=$SPACE_RUN/$A
+	# The ports' lock files, made before QEMU by root, readable.
+	[ "$(stat -c '%U %a' "$run/space.0.lock")" = "root 644" ]
+	[ "$(stat -c '%U %a' "$run/space.30.lock")" = "root 644" ]
+	run runuser -u space -- space-exec "$A" -- sh -c 'echo "$(id -u) $1"' _ hi
+	assert_success
+	[ "$output" = "0 hi" ]
+	# With port 0 held, a second exec as space takes the next one.
+	runuser -u space -- space-exec "$A" -- sleep 3 &
+	sleep 1
+	run runuser -u space -- space-exec "$A" -- echo two
+	wait
+	assert_success
+	[ "$output" = two ]
+	# A QEMU that swaps a lock file for a FIFO gets a clear refusal,
+	# not a command waiting on it.
+	mv "$run/space.0.lock" "$run/space.0.lock.was"
+	mkfifo "$run/space.0.lock"
+	run timeout 20 space-exec "$A" -- true
+	rm -f "$run/space.0.lock"
+	mv "$run/space.0.lock.was" "$run/space.0.lock"
+	[ "$status" -ne 0 ] && [ "$status" -ne 124 ]
+	[[ "$output" == *"is not a lock file"* ]]
+}
+
 @test "a compromised QEMU of A, simulated, reaches nothing of B's nor the node's secrets: EACCES or EPERM" {
 	local ua pb key
 	ua=$(qemu_uid "$A") pb=$(qemu_pid "$B")
