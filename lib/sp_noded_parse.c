@@ -59,6 +59,7 @@ static const struct {
 	{ "vm-prepare", SP_NODED_VM_PREPARE, K_NAME | K_DIR | K_UID, 0 },
 	{ "vm-limit", SP_NODED_VM_LIMIT, K_NAME | K_BYTES | K_PIDS, 0 },
 	{ "disk-limit", SP_NODED_DISK_LIMIT, K_DIR | K_BYTES, 0 },
+	{ "vm-release", SP_NODED_VM_RELEASE, K_NAME, 0 },
 	{ "subvol-send", SP_NODED_SEND, K_PATH, K_PARENT },
 	{ "subvol-receive", SP_NODED_RECEIVE, K_PATH, 0 },
 };

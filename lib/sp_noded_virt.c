@@ -215,6 +215,29 @@ prepare(const struct sp_noded_vm *c, const struct sp_noded_req *r,
 	return rc;
 }
 
+/*
+ * The run directory of r's VM removed, as its sandbox's removal and a
+ * restore elsewhere leave it: its jail's, in SPACE_RUN which is root's, so
+ * the unprivileged side cannot.  Not while libvirt runs the VM (bad-state):
+ * its sockets are there.
+ */
+static int
+release(const struct sp_noded_vm *c, struct sp_virt *v,
+    const struct sp_noded_req *r, struct sp_err *e)
+{
+	char run[SP_PATH_MAX], state[16];
+
+	if (sp_virt_state(v, r->name, state, e) == -1)
+		return -1;
+	if (strcmp(state, "absent") != 0 && strcmp(state, "shutoff") != 0)
+		return sp_err_set(e, SP_E_BAD_STATE, 0, "%s is %s: its run "
+		    "directory stays", r->name, state);
+	if (sp_path_fmt(run, sizeof run, e, "%s/%s", c->conf->run, r->name +
+	    3) == -1)
+		return -1;
+	return sp_path_remove_tree(run, e);
+}
+
 /* The qgroup limit of the subvolume at r->dir. */
 static int
 disk_limit(const struct sp_noded_vm *c, const struct sp_noded_req *r,
@@ -262,6 +285,8 @@ run_op(struct sp_noded_vm *c, struct sp_virt *v, const struct sp_noded_req *r,
 	json_t *list;
 
 	switch (r->op) {
+	case SP_NODED_VM_RELEASE:
+		return release(c, v, r, e);
 	case SP_NODED_VM_DEFINE:
 		return check_xml(c, r->xml, NULL, e) == -1 ? -1 :
 		    sp_virt_define(v, r->xml, e);

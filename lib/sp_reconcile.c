@@ -451,7 +451,7 @@ release_left(struct sp_ctx *x, const char *id, struct sp_err *e)
 	if (sp_subvol_delete(dir, e) == -1 || sp_subvol_delete(tmp, e) == -1 ||
 	    sp_snap_remove_all(x, id, e) == -1)
 		return -1;
-	return ours ? sp_path_remove_tree(run, e) : 0;
+	return ours ? sp_jail_run_remove(x, id, run, e) : 0;
 }
 
 static void

@@ -298,6 +298,11 @@ int sp_jail_get(struct sp_ctx *x, const char *id, struct sp_jail *j,
     struct sp_err *e);
 /* Gives id's uid back (its VM was undefined). */
 void sp_jail_release(struct sp_ctx *x, const char *id);
+/* The run directory of id's VM (run), gone with the VM: space-noded's
+ * vm-release when x goes through it (the directory is the jail's, in
+ * root's SPACE_RUN), else removed here. */
+int sp_jail_run_remove(struct sp_ctx *x, const char *id, const char *run,
+    struct sp_err *e);
 /* Frees the uids of ids for which in_use says 0; *freed counts them. */
 int sp_jail_gc(struct sp_ctx *x, int (*in_use)(struct sp_ctx *, const char *),
     int *freed, struct sp_err *e);

@@ -221,7 +221,7 @@ sp_sandbox_teardown(struct sp_ctx *x, const char *id, int *existed,
 		*existed = 1;
 	if (sp_subvol_delete(dir, e) == -1 || sp_subvol_delete(tmp, e) == -1)
 		return -1;
-	return sp_path_remove_tree(run, e);
+	return sp_jail_run_remove(x, id, run, e);
 }
 
 int
@@ -427,7 +427,9 @@ sp_sandbox_make(struct sp_ctx *x, const struct sp_make *m,
 			goto out;
 	} else
 		unlink(f.sav);	/* a disk snapshot of a checkpoint has one */
-	if (sp_jail_prepare(x, row.id, dir, run, &jail, e) == -1)
+	/* Its jail's uid, then its files beside its disk while the
+	 * directory is still its maker's, then the directory its jail's. */
+	if (sp_jail_get(x, row.id, &jail, e) == -1)
 		goto out;
 	/* A checkpoint with volumes plugged: read-only ones are shared. */
 	if (m->saved != NULL && sp_volume_restore(x, row.id, dir, jail.uid, 1,
@@ -454,7 +456,8 @@ sp_sandbox_make(struct sp_ctx *x, const struct sp_make *m,
 	    (json_int_t)row.created, "memory_mib", row.memory_mib, "vcpus",
 	    row.vcpus, "labels", m->labels ? m->labels : json_object());
 	if (meta == NULL || sp_path_fmt(p, sizeof p, e, "%s/sandbox.json", dir) == -1 ||
-	    write_json(p, meta, e) == -1)
+	    write_json(p, meta, e) == -1 ||
+	    sp_jail_dirs(x, &jail, dir, run, e) == -1)
 		goto out;
 	if (sp_virt_define(x->virt, xml, e) == -1)
 		goto out;

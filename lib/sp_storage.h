@@ -61,6 +61,8 @@ enum sp_noded_op {
 	/* a VM's host side: its directories' owners, its cgroup's limits,
 	 * its subvolume's qgroup limit */
 	SP_NODED_VM_PREPARE, SP_NODED_VM_LIMIT, SP_NODED_DISK_LIMIT,
+	/* its run directory gone, once the VM is */
+	SP_NODED_VM_RELEASE,
 	SP_NODED__COUNT
 };
 #define SP_NODED_XML_MAX	16384	/* a domain XML in a request */

@@ -145,7 +145,7 @@ release_local(struct sp_ctx *x, const char *id, int keep_local,
 	    sp_sandbox_run_dir(x, id, run, sizeof run, e) == -1 ||
 	    sp_subvol_delete(dir, e) == -1 ||
 	    sp_snap_remove_all(x, id, e) == -1 ||
-	    sp_path_remove_tree(run, e) == -1)
+	    sp_jail_run_remove(x, id, run, e) == -1)
 		return -1;
 	return sp_db_snap_drop_local(x->db, id, e);
 }
@@ -455,14 +455,18 @@ define_here(struct sp_ctx *x, const char *id, const char *dir,
 	struct sp_jail jail;
 	FILE *f;
 
+	/* Its XML beside its disk while the directory is still its
+	 * maker's, then the directory its jail's. */
 	if (sp_sandbox_run_dir(x, id, run, sizeof run, e) == -1 ||
 	    sp_path_fmt(p, sizeof p, e, "%s/domain.xml", dir) == -1 ||
-	    sp_jail_prepare(x, id, dir, run, &jail, e) == -1 ||
+	    sp_jail_get(x, id, &jail, e) == -1 ||
 	    sp_sandbox_restore_xml(x, id, dir, ci, cpu_pct, &jail, xml, e) == -1)
 		return -1;
 	if ((f = fopen(p, "we")) == NULL || fputs(*xml, f) == EOF ||
 	    fclose(f) != 0)
 		return sp_err_sys(e, SP_E_IO, "%s", p);
+	if (sp_jail_dirs(x, &jail, dir, run, e) == -1)
+		return -1;
 	return sp_virt_define(x->virt, *xml, e);
 }
 

@@ -167,7 +167,7 @@ out:
 	sp_virt_destroy(x->virt, dom, &ignored);
 	sp_virt_undefine(x->virt, dom, &ignored);
 	sp_jail_release(x, id);
-	sp_path_remove_tree(run, &ignored);
+	sp_jail_run_remove(x, id, run, &ignored);
 	free(xml);
 	return rc;
 }

@@ -450,7 +450,8 @@ EOF
 	space-rm "$id" >/dev/null
 	[ "$(virsh -c qemu:///system domstate "sp-$id" 2>&1)" != running ]
 	echo "# ops: $(command jq -r .op "$BATS_FILE_TMPDIR/requests" | sort -u | tr '\n' ' ')" >&3
-	for op in vm-define vm-start vm-destroy vm-undefine vm-save-memory vm-restore vm-state; do
+	for op in vm-define vm-start vm-destroy vm-undefine vm-save-memory vm-restore vm-state \
+	    subvol-snapshot subvol-readonly subvol-delete vm-release; do
 		command jq -se --arg op "$op" 'any(.[]; .op == $op)' "$BATS_FILE_TMPDIR/requests" >/dev/null
 	done
 	grep -q "\"op\":\"vm-restore\",\"path\":\"sp-$id\",\"ok\":true" "$BATS_FILE_TMPDIR/log"
@@ -477,6 +478,46 @@ EOF
 	grep -q "\"op\":\"subvol-receive\",\"path\":\"snapshots/$id\",\"ok\":true" "$BATS_FILE_TMPDIR/log"
 	[ "$(space-exec "$id" -- sha256sum /root/mark)" = "$sum" ]
 	space-rm "$id" >/dev/null
+}
+
+@test "run as the user space, a sandbox's life through space-noded: made, run, paused, stopped, started and removed, nothing left" {
+	space-template ls | jq -e 'select(.template == "minimal")' >/dev/null || import_minimal
+	space-init >/dev/null
+	as_space() {
+		setpriv --reuid=space --regid=space --groups="$GROUP" \
+			env SPACE_LIBVIRT_URI=noded:$SOCK "$@"
+	}
+	run as_space space-create --template minimal --no-pool
+	assert_success
+	id=$(jq -r .id <<<"$output")
+	echo "$id" >> "$BATS_FILE_TMPDIR/ids"
+	run as_space space-exec "$id" -- sh -c 'echo kept > /root/mark; sync; cat /root/mark'
+	assert_success
+	[ "$output" = kept ]
+	for c in space-pause space-resume space-stop space-start; do
+		run as_space "$c" "$id"
+		assert_success
+	done
+	run as_space space-ls "$id"
+	[ "$(jq -r .state <<<"$output")" = running ]
+	run as_space space-exec "$id" -- cat /root/mark
+	[ "$output" = kept ]
+	run as_space space-rm "$id"
+	assert_success
+	[ ! -e "$SPACE_ROOT/sandboxes/$id" ] && [ ! -e "$SPACE_RUN/$id" ]
+	[ "$(virsh -c qemu:///system domstate "sp-$id" 2>&1)" != running ]
+	local u
+	u=$(id -u space)
+	for op in subvol-snapshot vm-prepare vm-define vm-start vm-destroy subvol-delete vm-release; do
+		grep -q "\"uid\":$u,\"op\":\"$op\",.*\"ok\":true" "$BATS_FILE_TMPDIR/log"
+	done
+	# Not while its VM runs: the run directory stays.
+	sid=$(create --no-pool)
+	echo "$sid" >> "$BATS_FILE_TMPDIR/ids"
+	run call '{"op":"vm-release","name":"sp-'"$sid"'"}'
+	[ "$(jq -r .error <<<"$output")" = bad-state ]
+	[ -d "$SPACE_RUN/$sid" ]
+	space-rm "$sid" >/dev/null
 }
 
 @test "space-noded defines only space's own domain XML, for a sandbox of this node: forged ones are refused, nothing changed" {
