@@ -372,6 +372,44 @@ give(int pfd, const char *name, const char *path, unsigned uid, unsigned gid,
 	return rc;
 }
 
+/*
+ * path and each missing directory above it beneath the area, made root's
+ * (0755, as the areas are: what a client may not change, and what the
+ * directories above a stream's or a VM's files must be), one mkdirat at
+ * a time in a directory opened beneath the root.
+ */
+static int
+make_dirs(int root_fd, const char *path, struct sp_err *e)
+{
+	char part[SP_NODED_PATH_MAX + 1];
+	const char *slash = strchr(path, '/'), *name;
+	int fd, pfd;
+
+	for (;;) {
+		slash = slash != NULL ? strchr(slash + 1, '/') : NULL;
+		snprintf(part, sizeof part, "%.*s", slash != NULL ?
+		    (int)(slash - path) : (int)strlen(path), path);
+		if ((fd = sp_noded_open_beneath(root_fd, part, O_PATH |
+		    O_DIRECTORY)) == -1) {
+			if (errno != ENOENT)
+				return sys_err(e, "dir", part);
+			if ((pfd = open_parent(root_fd, part, &name, e)) == -1)
+				return -1;
+			if (mkdirat(pfd, name, 0755) == -1 && errno != EEXIST) {
+				close(pfd);
+				return sys_err(e, "make", part);
+			}
+			close(pfd);
+			if ((fd = sp_noded_open_beneath(root_fd, part, O_PATH |
+			    O_DIRECTORY)) == -1)
+				return sys_err(e, "dir", part);
+		}
+		close(fd);
+		if (slash == NULL)
+			return 0;
+	}
+}
+
 int
 sp_noded_do(int root_fd, const char *root, const struct sp_noded_req *r,
     struct sp_err *e)
@@ -385,8 +423,16 @@ sp_noded_do(int root_fd, const char *root, const struct sp_noded_req *r,
 		return 0;
 	if (r->op == SP_NODED_SEND || r->op == SP_NODED_RECEIVE)
 		return stream(root_fd, root, r, e);
+	if (r->op == SP_NODED_DIR)
+		return make_dirs(root_fd, r->path, e);
 	if ((pfd = open_parent(root_fd, r->path, &name, e)) == -1)
 		return -1;
+	if (r->op == SP_NODED_RMDIR) {
+		if ((rc = unlinkat(pfd, name, AT_REMOVEDIR)) == -1)
+			sys_err(e, "remove", r->path);
+		close(pfd);
+		return rc;
+	}
 	switch (r->op) {
 	case SP_NODED_CREATE:
 		if ((err = btrfs_util_create_subvolume_fd(pfd, name, 0, NULL,

@@ -38,6 +38,8 @@ static const struct {
 	{ "subvol-snapshot", SP_NODED_SNAPSHOT, K_PATH | K_SRC, K_READONLY },
 	{ "subvol-delete", SP_NODED_DELETE, K_PATH, 0 },
 	{ "subvol-readonly", SP_NODED_READONLY, K_PATH | K_READONLY, 0 },
+	{ "dir-create", SP_NODED_DIR, K_PATH, 0 },
+	{ "dir-remove", SP_NODED_RMDIR, K_PATH, 0 },
 	{ "vm-define", SP_NODED_VM_DEFINE, K_XML, 0 },
 	{ "vm-start", SP_NODED_VM_START, K_NAME, 0 },
 	{ "vm-destroy", SP_NODED_VM_DESTROY, K_NAME, 0 },

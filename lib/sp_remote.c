@@ -626,7 +626,7 @@ sp_remote_lineage(struct sp_ctx *x, struct sp_store *s,
 	else if (sp_path_fmt(dir, sizeof dir, e, "%s/templates", x->conf.root) == -1)
 		goto out;
 	if (sp_path_fmt(got, sizeof got, e, "%s/%s@%s", dir, t->name,
-	    t->digest) == -1 || sp_path_mkdirs(dir, 0755, e) == -1 ||
+	    t->digest) == -1 || sp_subvol_mkdirs(dir, 0755, e) == -1 ||
 	    sp_remote_tmpfile(x, &tfd, tmp, sizeof tmp, e) == -1)
 		goto out;
 	if (sp_remote_download(s, key, tmp, (uint64_t)size, hex, e) == -1 ||

@@ -212,7 +212,7 @@ take_locked(struct sp_ctx *x, const char *id, int flags, const char *tag,
 	    sp_sandbox_dir(x, id, src, sizeof src, e) == -1 ||
 	    snap_dir(x, id, NULL, parent, sizeof parent, e) == -1 ||
 	    snap_dir(x, id, r->snap, dst, sizeof dst, e) == -1 ||
-	    sp_path_mkdirs(parent, 0700, e) == -1)
+	    sp_subvol_mkdirs(parent, 0700, e) == -1)
 		goto out;
 	/* The row first: a crash leaves a "taking" row reconcile clears. */
 	if (sp_db_snap_insert(x->db, r, e) == -1)
@@ -866,7 +866,7 @@ sp_snap_remove_all(struct sp_ctx *x, const char *id, struct sp_err *e)
 		}
 	}
 	closedir(dp);
-	if (rc == 0 && rmdir(dir) == -1 && errno != ENOENT)
-		rc = sp_err_sys(e, SP_E_IO, "rmdir %s", dir);
+	if (rc == 0)
+		rc = sp_subvol_rmdir(dir, e);
 	return rc;
 }

@@ -47,6 +47,9 @@ void sp_sandbox_unlock(int fd);
 enum sp_noded_op {
 	SP_NODED_PING, SP_NODED_CREATE, SP_NODED_SNAPSHOT, SP_NODED_DELETE,
 	SP_NODED_READONLY,
+	/* a plain directory (and those above it) in an area, to hold
+	 * subvolumes: a sandbox's snapshots; and one removed, empty */
+	SP_NODED_DIR, SP_NODED_RMDIR,
 	/* a read-only subvolume's btrfs stream out to, and a stream in from,
 	 * a descriptor the client passes with its request (SCM_RIGHTS) */
 	SP_NODED_SEND, SP_NODED_RECEIVE,
@@ -136,6 +139,11 @@ int sp_noded_for(const struct sp_conf *c, char sock[SP_PATH_MAX],
  * (sp_noded_for), every path beneath c's root; else they stay its own.
  * sp_ctx_open_db calls it. */
 int sp_subvol_route(const struct sp_conf *c, struct sp_err *e);
+/* dir, a directory in an area to hold subvolumes, and those above it:
+ * space-noded's dir-create when routed (root's, 0755), else made here. */
+int sp_subvol_mkdirs(const char *dir, mode_t mode, struct sp_err *e);
+/* dir removed when empty (gone already: 0), by space-noded when routed. */
+int sp_subvol_rmdir(const char *dir, struct sp_err *e);
 int sp_subvol_is_btrfs(const char *path);			/* 1 or 0 */
 int sp_subvol_create(const char *path, struct sp_err *e);
 /* A snapshot of src at dst; readonly 1 or 0.  exists when dst is there. */

@@ -137,6 +137,28 @@ by_noded(const char *op, const char *path, const char *src, int readonly,
 }
 
 int
+sp_subvol_mkdirs(const char *dir, mode_t mode, struct sp_err *e)
+{
+	int rc;
+
+	if ((rc = by_noded("dir-create", dir, NULL, -1, e)) != 0)
+		return rc == 1 ? 0 : -1;
+	return sp_path_mkdirs(dir, mode, e);
+}
+
+int
+sp_subvol_rmdir(const char *dir, struct sp_err *e)
+{
+	int rc;
+
+	if ((rc = by_noded("dir-remove", dir, NULL, -1, e)) != 0)
+		return rc == 1 || e->code == SP_E_NOT_FOUND ? 0 : -1;
+	if (rmdir(dir) == -1 && errno != ENOENT)
+		return sp_err_sys(e, SP_E_IO, "rmdir %s", dir);
+	return 0;
+}
+
+int
 sp_subvol_is_btrfs(const char *path)
 {
 	struct statfs sfs;

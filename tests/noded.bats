@@ -23,7 +23,7 @@ teardown_file() {
 	for s in "$T"/nd-recv/* "$T/nd-open/ro" "$T/nd-s1" "$T/nd-s2" "$T/nd-s"; do
 		btrfs subvolume delete "$s" >/dev/null 2>&1 || true
 	done
-	rm -rf "$T/nd-dir" "$T/nd-link" "$T/nd-vm" "$T/nd-hl" "$T/nd-gw" "$T/nd-own" \
+	rm -rf "$T/nd-dir" "$T/nd-d" "$T/nd-link" "$T/nd-vm" "$T/nd-hl" "$T/nd-gw" "$T/nd-own" \
 		"$T/nd-recv" "$T/nd-recv2" "$T/nd-open"
 }
 
@@ -144,6 +144,26 @@ EOF
 	[ "$(sed -n 3p <<<"$output" | jq -r .error)" = bad-input ]
 	run call '{"op":"subvol-delete","path":"tmp/nd-t2"}'
 	[ "$output" = '{"ok":true}' ]
+}
+
+@test "dir-create makes a directory and those above it, root's; dir-remove takes an empty one; symlinks and out-of-area paths refused" {
+	ln -sfn /etc "$T/nd-link"
+	run call '{"op":"dir-create","path":"tmp/nd-d/x/y"}' '{"op":"dir-create","path":"tmp/nd-d/x/y"}' \
+		'{"op":"dir-create","path":"tmp/nd-link/x"}' '{"op":"dir-create","path":"ca/x"}' \
+		'{"op":"dir-remove","path":"tmp/nd-d/x"}' '{"op":"dir-remove","path":"tmp/nd-d/x/y"}' \
+		'{"op":"dir-remove","path":"tmp/nd-d/x/y"}' '{"op":"dir-remove","path":"tmp/nd-link/x"}'
+	echo "$output" | sed 's/^/# /' >&3
+	[ "$(sed -n 1p <<<"$output")" = '{"ok":true}' ]
+	[ "$(sed -n 2p <<<"$output")" = '{"ok":true}' ]
+	[ "$(sed -n 3p <<<"$output" | jq -r .error)" = bad-input ]
+	[ "$(sed -n 4p <<<"$output" | jq -r .error)" = bad-input ]
+	[[ "$(sed -n 5p <<<"$output")" == *"not empty"* ]]	# x holds y
+	[ "$(sed -n 6p <<<"$output")" = '{"ok":true}' ]
+	[ "$(sed -n 7p <<<"$output" | jq -r .error)" = not-found ]
+	[ "$(sed -n 8p <<<"$output" | jq -r .error)" = bad-input ]
+	[ "$(stat -c '%U %a' "$T/nd-d/x")" = "root 755" ]
+	[ ! -e "$T/nd-d/x/y" ] && [ ! -e /etc/x ]
+	rm -rf "$T/nd-d"
 }
 
 @test "a command's own subvolumes go through space-noded: a volume made, snapshotted and removed, each act its op in the log" {
@@ -480,7 +500,7 @@ EOF
 	space-rm "$id" >/dev/null
 }
 
-@test "run as the user space, a sandbox's life through space-noded: made, run, paused, stopped, started and removed, nothing left" {
+@test "run as the user space, a sandbox's life through space-noded: made, run, paused, stopped, started, snapshotted and removed, nothing left" {
 	space-template ls | jq -e 'select(.template == "minimal")' >/dev/null || import_minimal
 	space-init >/dev/null
 	as_space() {
@@ -502,13 +522,21 @@ EOF
 	[ "$(jq -r .state <<<"$output")" = running ]
 	run as_space space-exec "$id" -- cat /root/mark
 	[ "$output" = kept ]
+	# A disk snapshot: its directory made by space-noded, root's.
+	run as_space space-snap "$id"
+	assert_success
+	snap=$(jq -r .snap <<<"$output")
+	[ "$(stat -c %U "$SPACE_ROOT/snapshots/$id")" = root ]
+	[ "$(btrfs property get -ts "$SPACE_ROOT/snapshots/$id/$snap" ro)" = "ro=true" ]
 	run as_space space-rm "$id"
 	assert_success
 	[ ! -e "$SPACE_ROOT/sandboxes/$id" ] && [ ! -e "$SPACE_RUN/$id" ]
+	[ ! -e "$SPACE_ROOT/snapshots/$id" ]
 	[ "$(virsh -c qemu:///system domstate "sp-$id" 2>&1)" != running ]
 	local u
 	u=$(id -u space)
-	for op in subvol-snapshot vm-prepare vm-define vm-start vm-destroy subvol-delete vm-release; do
+	for op in subvol-snapshot vm-prepare vm-define vm-start vm-destroy subvol-delete vm-release \
+	    dir-create dir-remove; do
 		grep -q "\"uid\":$u,\"op\":\"$op\",.*\"ok\":true" "$BATS_FILE_TMPDIR/log"
 	done
 	# Not while its VM runs: the run directory stays.
