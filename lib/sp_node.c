@@ -7,6 +7,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <grp.h>
 #include <pwd.h>
 #include <stdio.h>
@@ -267,8 +268,8 @@ space_account(struct sp_err *e)
 }
 
 /*
- * What of the root is the unprivileged side's alone: the node's SQLite
- * state (its WAL and shared-memory files too: SQLite run as root gives
+ * What of the root is the unprivileged side's alone: the manager's stores
+ * (below), the node's SQLite state (its WAL and shared-memory files too: SQLite run as root gives
  * those it makes the database's owner), the jail uids' claims (jail/:
  * space-noded reads a claim, never follows it), and locks/ with the lock
  * files in it (commands open them read-only: sp_lock_path).  The subvolumes' areas
@@ -284,9 +285,27 @@ give(const char *p, const struct passwd *pw, mode_t mode, int must,
 	return 0;
 }
 
+/* nftw's walk: each entry of a tree space's, no link followed. */
+static uid_t owns_uid;
+static gid_t owns_gid;
+
+static int
+own_one(const char *p, const struct stat *st, int flag, struct FTW *f)
+{
+	(void)st;
+	(void)flag;
+	(void)f;
+	return lchown(p, owns_uid, owns_gid) == -1 ? -1 : 0;
+}
+
 static int
 space_owns(const struct sp_conf *c, struct sp_err *e)
 {
+	/* The manager's own stores: egress policies and counts, the
+	 * credentials and their vault, the tenants' keys, inbound ports.
+	 * Their modes stay (0700: no VM's jail reads them). */
+	static const char *const trees[] = { "creds", "egress",
+	    "egress-counts", "keys", "ports", "api" };
 	static const char *const ends[] = { "", "-wal", "-shm" };
 	char p[SP_PATH_MAX];
 	struct passwd *pw;
@@ -297,6 +316,14 @@ space_owns(const struct sp_conf *c, struct sp_err *e)
 
 	if (geteuid() != 0 || (pw = getpwnam(SP_USER)) == NULL)
 		return 0;
+	owns_uid = pw->pw_uid;
+	owns_gid = pw->pw_gid;
+	for (i = 0; i < sizeof trees / sizeof trees[0]; i++)
+		if (sp_path_fmt(p, sizeof p, e, "%s/%s", c->root, trees[i]) ==
+		    -1 || (nftw(p, own_one, 16, FTW_PHYS) == -1 &&
+		    errno != ENOENT))
+			return sp_err_sys(e, SP_E_IO, "give %s to %s", p,
+			    SP_USER);
 	for (i = 0; strncmp(c->db, "sqlite:", 7) == 0 &&
 	    i < sizeof ends / sizeof ends[0]; i++)
 		if (sp_path_fmt(p, sizeof p, e, "%s%s", c->db + 7, ends[i]) ==

@@ -139,8 +139,12 @@ by_noded(const char *op, const char *path, const char *src, int readonly,
 int
 sp_subvol_mkdirs(const char *dir, mode_t mode, struct sp_err *e)
 {
+	struct stat st;
 	int rc;
 
+	/* There already (an area itself, say): nothing to ask. */
+	if (stat(dir, &st) == 0 && S_ISDIR(st.st_mode))
+		return 0;
 	if ((rc = by_noded("dir-create", dir, NULL, -1, e)) != 0)
 		return rc == 1 ? 0 : -1;
 	return sp_path_mkdirs(dir, mode, e);
