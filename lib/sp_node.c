@@ -269,11 +269,12 @@ space_account(struct sp_err *e)
 
 /*
  * What of the root is the unprivileged side's alone: the manager's stores
- * (below), the node's SQLite state (its WAL and shared-memory files too: SQLite run as root gives
- * those it makes the database's owner), the jail uids' claims (jail/:
- * space-noded reads a claim, never follows it), and locks/ with the lock
- * files in it (commands open them read-only: sp_lock_path).  The subvolumes' areas
- * stay root's (space-noded makes what is in them): see design.md.
+ * (below), the node's SQLite state (its WAL and shared-memory files too:
+ * SQLite run as root gives those it makes the database's owner), the jail
+ * uids' claims (jail/: space-noded reads a claim, never follows it), and
+ * locks/ with the lock files in it (commands open them read-only:
+ * sp_lock_path).  The subvolumes' areas stay root's (space-noded makes
+ * what is in them): see design.md.
  */
 static int
 give(const char *p, const struct passwd *pw, mode_t mode, int must,

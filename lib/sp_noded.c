@@ -462,6 +462,8 @@ sp_noded_do(int root_fd, const char *root, const struct sp_noded_req *r,
 		if ((fd = open_subvol(root_fd, "path", r->path, e)) == -1 ||
 		    delete_tree(fd, r->path, e) == -1)
 			goto out;
+		close(fd);
+		fd = -1;
 		err = btrfs_util_delete_subvolume_fd(pfd, name, 0);
 		break;
 	case SP_NODED_READONLY:
