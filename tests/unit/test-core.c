@@ -3,8 +3,10 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/types.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "sp.h"
@@ -481,6 +483,55 @@ test_proc_fds(void)
 	    e.code == SP_E_INTERNAL, "more than SP_PROC_FDS_MAX refused");
 }
 
+/*
+ * sp_lock_path: a lock file made readable and held through a read-only
+ * descriptor; a second holder is told busy; a symlink is not followed;
+ * and, as root, one root made is taken by another user.
+ */
+static void
+test_lock_path(void)
+{
+	char dir[] = "/tmp/sp-lock-XXXXXX", p[64], q[64];
+	struct sp_err e;
+	struct stat st;
+	int fd = -1, fd2 = -1, status;
+	pid_t pid;
+
+	umask(022);
+	if (!tap_ok(mkdtemp(dir) != NULL, "lock: a temporary directory"))
+		return;
+	snprintf(p, sizeof p, "%s/a.lock", dir);
+	snprintf(q, sizeof q, "%s/link.lock", dir);
+	tap_okf(sp_code_name(e.code), e.msg, sp_lock_path(p, 0, &fd, &e) == 0 &&
+	    fd >= 0, "lock: made and held");
+	tap_ok(stat(p, &st) == 0 && (st.st_mode & 07777) == 0644 &&
+	    (fcntl(fd, F_GETFL) & O_ACCMODE) == O_RDONLY,
+	    "lock: the file is 0644, the descriptor read-only");
+	tap_ok(sp_lock_path(p, 0, &fd2, &e) == -1 && e.code == SP_E_BUSY &&
+	    e.temp && fd2 == -1, "lock: a second holder is told busy");
+	close(fd);
+	tap_ok(sp_lock_path(p, 0, &fd2, &e) == 0, "lock: free again once closed");
+	close(fd2);
+	tap_ok(symlink(p, q) == 0 && sp_lock_path(q, 0, &fd, &e) == -1 &&
+	    e.code == SP_E_IO, "lock: a symlink is not followed");
+	if (geteuid() != 0) {
+		printf("ok %d # SKIP another user's lock needs root\n", ++tap_n);
+	} else {
+		chmod(dir, 0755);
+		if ((pid = fork()) == 0) {
+			if (setgid(65534) == -1 || setuid(65534) == -1)
+				_exit(2);
+			_exit(sp_lock_path(p, 0, &fd, &e) == 0 ? 0 : 1);
+		}
+		tap_ok(pid > 0 && waitpid(pid, &status, 0) == pid &&
+		    WIFEXITED(status) && WEXITSTATUS(status) == 0,
+		    "lock: one root made, another user takes");
+	}
+	unlink(q);
+	unlink(p);
+	rmdir(dir);
+}
+
 int
 main(void)
 {
@@ -493,5 +544,6 @@ main(void)
 	test_utf8();
 	test_conf();
 	test_each();
+	test_lock_path();
 	return tap_done();
 }
