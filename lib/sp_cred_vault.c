@@ -9,6 +9,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +28,7 @@ vault_key(const char *root, int create, unsigned char key[32],
     struct sp_err *e)
 {
 	char p[SP_PATH_MAX];
+	struct passwd *pw;
 	struct stat st;
 	ssize_t r;
 	int fd, rc = -1;
@@ -46,11 +48,16 @@ vault_key(const char *root, int create, unsigned char key[32],
 		sp_err_sys(e, SP_E_VAULT, "stat %s", p);
 		goto out;
 	}
-	/* Root-only, or it is not a key to trust with every secret. */
+	/* Its user's alone, or it is not a key to trust with every secret:
+	 * this process's, or space's, whose store it is (space-init gives
+	 * the store to space; root trusts what space keeps). */
 	if (!S_ISREG(st.st_mode) || st.st_size != 32 ||
-	    (st.st_mode & 077) != 0 || st.st_uid != geteuid()) {
+	    (st.st_mode & 077) != 0 || (st.st_uid != geteuid() &&
+	    (geteuid() != 0 || (pw = getpwnam(SP_USER)) == NULL ||
+	    st.st_uid != pw->pw_uid))) {
 		sp_err_set(e, SP_E_VAULT, 0, "the vault key %s must be 32 bytes, "
-		    "mode 0600, owned by uid %d", p, (int)geteuid());
+		    "mode 0600, owned by uid %d%s", p, (int)geteuid(),
+		    geteuid() == 0 ? " or " SP_USER : "");
 		goto out;
 	}
 	while ((r = read(fd, key, 32)) == -1 && errno == EINTR)

@@ -13,26 +13,6 @@
 #include "sp_vm.h"
 
 int
-sp_virt_uri_noded(const char *uri)
-{
-	return strcmp(uri, "noded") == 0 || strncmp(uri, "noded:", 6) == 0;
-}
-
-int
-sp_noded_for(const struct sp_conf *c, char sock[SP_PATH_MAX],
-    struct sp_err *e)
-{
-	if (strncmp(c->libvirt_uri, "noded:", 6) == 0)
-		return sp_path_fmt(sock, SP_PATH_MAX, e, "%s",
-		    c->libvirt_uri + 6) == -1 ? -1 : 1;
-	if (!sp_virt_uri_noded(c->libvirt_uri) && (geteuid() == 0 ||
-	    strcmp(c->libvirt_uri, "qemu:///system") != 0))
-		return 0;
-	return sp_path_fmt(sock, SP_PATH_MAX, e, "%s/" SP_NODED_SOCK,
-	    c->run) == -1 ? -1 : 1;
-}
-
-int
 sp_virt_connect(const struct sp_conf *c, struct sp_virt **v,
     struct sp_err *e)
 {

@@ -168,6 +168,28 @@ out:
 	return rc;
 }
 
+/* Whether a process goes through space-noded: here, beside the client,
+ * so that what asks (sp_subvol.c, sp_ctx_virt.c) needs no context. */
+int
+sp_virt_uri_noded(const char *uri)
+{
+	return strcmp(uri, "noded") == 0 || strncmp(uri, "noded:", 6) == 0;
+}
+
+int
+sp_noded_for(const struct sp_conf *c, char sock[SP_PATH_MAX],
+    struct sp_err *e)
+{
+	if (strncmp(c->libvirt_uri, "noded:", 6) == 0)
+		return sp_path_fmt(sock, SP_PATH_MAX, e, "%s",
+		    c->libvirt_uri + 6) == -1 ? -1 : 1;
+	if (!sp_virt_uri_noded(c->libvirt_uri) && (geteuid() == 0 ||
+	    strcmp(c->libvirt_uri, "qemu:///system") != 0))
+		return 0;
+	return sp_path_fmt(sock, SP_PATH_MAX, e, "%s/" SP_NODED_SOCK,
+	    c->run) == -1 ? -1 : 1;
+}
+
 int
 sp_virt_noded_call(const char *sock, json_t *req, json_t **value,
     struct sp_err *e)
