@@ -721,6 +721,9 @@ int sp_path_fmt(char *out, size_t n, struct sp_err *e, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 /* mkdir -p with mode for the directories it creates. */
 int sp_path_mkdirs(const char *path, mode_t mode, struct sp_err *e);
+/* The part of abs after root and a slash, or NULL when abs is not
+ * beneath root (space-noded takes paths relative to SPACE_ROOT). */
+const char *sp_path_beneath(const char *root, const char *abs);
 /* rm -rf of a directory tree on this filesystem; absent is not an error. */
 int sp_path_remove_tree(const char *path, struct sp_err *e);
 /* text written to the existing file path in one write (a kernel's file:

@@ -150,22 +150,6 @@ sp_jail_release(struct sp_ctx *x, const char *id)
 }
 
 int
-sp_jail_run_remove(struct sp_ctx *x, const char *id, const char *run,
-    struct sp_err *e)
-{
-	char sock[SP_PATH_MAX], dom[SP_ID_LEN + 4];
-	int via;
-
-	if ((via = sp_noded_for(&x->conf, sock, e)) == -1)
-		return -1;
-	if (!via)
-		return sp_path_remove_tree(run, e);
-	sp_sandbox_domain(id, dom);
-	return sp_virt_noded_call(sock, json_pack("{s:s, s:s}", "op",
-	    "vm-release", "name", dom), NULL, e);
-}
-
-int
 sp_jail_gc(struct sp_ctx *x, int (*in_use)(struct sp_ctx *, const char *),
     int *freed, struct sp_err *e)
 {
@@ -435,6 +419,20 @@ via_noded(struct sp_ctx *x)
 	if (sp_ctx_virt(x, &ignored) == -1)
 		return NULL;
 	return sp_virt_noded_sock(x->virt);
+}
+
+int
+sp_jail_run_remove(struct sp_ctx *x, const char *id, const char *run,
+    struct sp_err *e)
+{
+	char dom[SP_ID_LEN + 4];
+	const char *sock;
+
+	if ((sock = via_noded(x)) == NULL)
+		return sp_path_remove_tree(run, e);
+	sp_sandbox_domain(id, dom);
+	return sp_virt_noded_call(sock, json_pack("{s:s, s:s}", "op",
+	    "vm-release", "name", dom), NULL, e);
 }
 
 int

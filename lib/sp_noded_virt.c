@@ -36,15 +36,14 @@ static const char *
 rel_of(const struct sp_noded_vm *c, const char *what, const char *abs,
     struct sp_err *e)
 {
-	size_t n = strlen(c->conf->root);
+	const char *rel = sp_path_beneath(c->conf->root, abs);
 
-	if (strncmp(abs, c->conf->root, n) != 0 || abs[n] != '/') {
+	if (rel == NULL) {
 		sp_err_set(e, SP_E_BAD_INPUT, 0, "%s '%.64s' is not beneath %s",
 		    what, abs, c->conf->root);
 		return NULL;
 	}
-	return sp_noded_path_check(what, abs + n + 1, 0, e) == -1 ? NULL :
-	    abs + n + 1;
+	return sp_noded_path_check(what, rel, 0, e) == -1 ? NULL : rel;
 }
 
 /*

@@ -132,6 +132,14 @@ sp_flock(int fd, int wait, struct sp_err *e)
 	return 0;
 }
 
+const char *
+sp_path_beneath(const char *root, const char *abs)
+{
+	size_t n = strlen(root);
+
+	return strncmp(abs, root, n) == 0 && abs[n] == '/' ? abs + n + 1 : NULL;
+}
+
 int
 sp_lock_path(const char *path, int wait, int *fd, struct sp_err *e)
 {

@@ -192,12 +192,12 @@ static int
 rel_path(const struct sp_ctx *x, const char *abs, char *out, size_t n,
     struct sp_err *e)
 {
-	size_t k = strlen(x->conf.root);
+	const char *rel = sp_path_beneath(x->conf.root, abs);
 
-	if (strncmp(abs, x->conf.root, k) != 0 || abs[k] != '/')
+	if (rel == NULL)
 		return sp_err_set(e, SP_E_BAD_INPUT, 0, "%s is not beneath %s",
 		    abs, x->conf.root);
-	return sp_path_fmt(out, n, e, "%s", abs + k + 1);
+	return sp_path_fmt(out, n, e, "%s", rel);
 }
 
 /*

@@ -104,14 +104,11 @@ out:
 static int
 rel(const char *path, char out[SP_PATH_MAX], struct sp_err *e)
 {
-	const char *roots[] = { via.root, via.real };
-	size_t i, k;
+	const char *r;
 
-	for (i = 0; i < 2; i++) {
-		k = strlen(roots[i]);
-		if (strncmp(path, roots[i], k) == 0 && path[k] == '/')
-			return sp_path_fmt(out, SP_PATH_MAX, e, "%s", path + k + 1);
-	}
+	if ((r = sp_path_beneath(via.root, path)) != NULL ||
+	    (r = sp_path_beneath(via.real, path)) != NULL)
+		return sp_path_fmt(out, SP_PATH_MAX, e, "%s", r);
 	return sp_err_set(e, SP_E_BAD_INPUT, 0, "subvolume '%s' is not beneath "
 	    "%s", path, via.root);
 }
