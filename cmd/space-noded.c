@@ -227,7 +227,8 @@ work(void *arg)
 	int rc;
 
 	rc = j->r.op >= SP_NODED_VM_DEFINE ? sp_noded_vm_do(&vm, &j->r, &value,
-	    &e) : sp_noded_do(vm.root_fd, vm.conf->root, &j->r, &e);
+	    &e) : sp_noded_do(vm.root_fd, vm.conf->root, &j->r, &value,
+	    &e);
 	log_line(j->c, &j->r, rc == 0 ? NULL : &e);
 	line = answer_line(rc == 0 ? NULL : &e, value);
 	pthread_mutex_lock(&lock);

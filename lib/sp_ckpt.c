@@ -7,9 +7,11 @@
  * time of a restore instead of a boot.
  *
  * libvirt 9 refuses to restore a save image under another UUID, so each copy
- * of mem.sav is re-identified in place first: its XML header's name and UUID
- * are rewritten with ones of the same length (ids are fixed-length for this),
- * as bytes, so that the header keeps its size.  What the header says is read
+ * of mem.sav is re-identified in place first, by whoever restores it (the
+ * manager when it is root, else space-noded, as the image is root's): its
+ * XML header's name and UUID are rewritten with those of the domain XML it
+ * is restored with, of the same length (ids are fixed-length for this), as
+ * bytes, so that the header keeps its size.  What the header says is read
  * with libxml2 (sp_xml.h).
  */
 #include <errno.h>
@@ -325,24 +327,43 @@ sp_ckpt_current(const char *ckpt, struct sp_err *e)
 }
 
 int
-sp_ckpt_reidentify(const char *path, const char *old_name, const char *new_name,
-    const char *old_uuid, const char *new_uuid, struct sp_err *e)
+sp_ckpt_identify(const char *path, const char *name, const char *uuid,
+    struct sp_err *e)
 {
+	char old_name[64], old_uuid[37];
+	xmlNodePtr root, n, u;
+	xmlDocPtr doc = NULL;
 	char *xml = NULL;
 	uint32_t len;
 	int fd, rc = -1;
 
-	if (strlen(old_name) != strlen(new_name) ||
-	    strlen(old_uuid) != strlen(new_uuid))
-		return sp_err_set(e, SP_E_INTERNAL, 0, "re-identify: lengths differ");
 	if ((fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW)) == -1)
 		return sp_err_sys(e, SP_E_IO, "%s", path);
-	if (header_xml(fd, path, &xml, &len, e) == -1)
+	if (header_xml(fd, path, &xml, &len, e) == -1 ||
+	    header_doc(xml, len, path, &doc, &root, e) == -1)
 		goto out;
-	if (replace_all((unsigned char *)xml, len, old_name, new_name) == 0 ||
-	    replace_all((unsigned char *)xml, len, old_uuid, new_uuid) == 0) {
-		sp_err_set(e, SP_E_BAD_STATE, 0, "%s: name or uuid not in its header",
-		    path);
+	if ((n = sp_xml_child(root, "name")) == NULL ||
+	    (u = sp_xml_child(root, "uuid")) == NULL ||
+	    sp_xml_text(n, old_name, sizeof old_name) == -1 ||
+	    sp_xml_text(u, old_uuid, sizeof old_uuid) == -1) {
+		sp_err_set(e, SP_E_BAD_STATE, 0, "%s: no name or uuid in its "
+		    "header", path);
+		goto out;
+	}
+	if (strcmp(old_name, name) == 0 && strcmp(old_uuid, uuid) == 0) {
+		rc = 0;
+		goto out;
+	}
+	if (strlen(old_name) != strlen(name) || strlen(old_uuid) !=
+	    strlen(uuid)) {
+		sp_err_set(e, SP_E_BAD_STATE, 0, "%s: %s is not re-identified "
+		    "as %s: their lengths differ", path, old_name, name);
+		goto out;
+	}
+	if (replace_all((unsigned char *)xml, len, old_name, name) == 0 ||
+	    replace_all((unsigned char *)xml, len, old_uuid, uuid) == 0) {
+		sp_err_set(e, SP_E_BAD_STATE, 0, "%s: name or uuid not in its "
+		    "header", path);
 		goto out;
 	}
 	/* Only the header's blocks are written: the rest stays shared. */
@@ -352,6 +373,7 @@ sp_ckpt_reidentify(const char *path, const char *old_name, const char *new_name,
 	}
 	rc = 0;
 out:
+	sp_xml_free(doc);
 	free(xml);
 	close(fd);
 	return rc;

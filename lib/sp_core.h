@@ -755,6 +755,14 @@ int64_t sp_clock_ms(void);
  * SPACE_STOP_AT does, it stops (SIGSTOP) until sent SIGCONT. */
 void sp_crashpoint(const char *name);
 
+/* ---- the user of the node's unprivileged side (space-init makes it) ---- */
+#define SP_USER			"space"	/* the user and its group */
+/* 1 with its uid and group's gid (either may be NULL), 0 when there is no
+ * such user; thread-safe (getpwnam_r), as the API server's threads ask. */
+int sp_space_ids(uid_t *uid, gid_t *gid);
+/* 1 with the group name's gid, 0 when there is none; thread-safe. */
+int sp_group_id(const char *name, gid_t *gid);
+
 /* ---- proc: running the few external programs we need (no shell) ---- */
 /* Runs argv[0] (PATH search) and waits; a non-zero exit is an error whose
  * message carries the tail of its stderr. */

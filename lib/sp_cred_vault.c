@@ -9,7 +9,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,7 +27,7 @@ vault_key(const char *root, int create, unsigned char key[32],
     struct sp_err *e)
 {
 	char p[SP_PATH_MAX];
-	struct passwd *pw;
+	uid_t space_uid;
 	struct stat st;
 	ssize_t r;
 	int fd, rc = -1;
@@ -53,8 +52,8 @@ vault_key(const char *root, int create, unsigned char key[32],
 	 * the store to space; root trusts what space keeps). */
 	if (!S_ISREG(st.st_mode) || st.st_size != 32 ||
 	    (st.st_mode & 077) != 0 || (st.st_uid != geteuid() &&
-	    (geteuid() != 0 || (pw = getpwnam(SP_USER)) == NULL ||
-	    st.st_uid != pw->pw_uid))) {
+	    (geteuid() != 0 || !sp_space_ids(&space_uid, NULL) ||
+	    st.st_uid != space_uid))) {
 		sp_err_set(e, SP_E_VAULT, 0, "the vault key %s must be 32 bytes, "
 		    "mode 0600, owned by uid %d%s", p, (int)geteuid(),
 		    geteuid() == 0 ? " or " SP_USER : "");

@@ -26,7 +26,6 @@
 #include <endian.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <grp.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -306,10 +305,10 @@ space_acl(int rfd, int owner_group, struct sp_err *e)
 		struct posix_acl_xattr_header h;
 		struct posix_acl_xattr_entry a[5];
 	} acl;
-	struct group *g;
+	gid_t gid;
 	int i, mask;
 
-	if ((g = getgrnam("space")) == NULL)
+	if (!sp_space_ids(NULL, &gid))
 		return 0;
 	for (i = 0; i < 2; i++) {
 		/* Access: search for space; default: read and write. */
@@ -318,7 +317,7 @@ space_acl(int rfd, int owner_group, struct sp_err *e)
 		sp_acl_entry(&acl.a[0], ACL_USER_OBJ, 07, ACL_UNDEFINED_ID);
 		sp_acl_entry(&acl.a[1], ACL_GROUP_OBJ, owner_group, ACL_UNDEFINED_ID);
 		sp_acl_entry(&acl.a[2], ACL_GROUP, i == 0 ? ACL_EXECUTE :
-		    ACL_READ | ACL_WRITE, g->gr_gid);
+		    ACL_READ | ACL_WRITE, gid);
 		sp_acl_entry(&acl.a[3], ACL_MASK, mask, ACL_UNDEFINED_ID);
 		sp_acl_entry(&acl.a[4], ACL_OTHER, 0, ACL_UNDEFINED_ID);
 		/* A filesystem without ACLs: as before, root's alone. */
@@ -328,6 +327,63 @@ space_acl(int rfd, int owner_group, struct sp_err *e)
 			    "the ACL of a VM's run directory");
 	}
 	return 0;
+}
+
+/* fd's access ACL: its mode's entries, and perm for the group gid. */
+static int
+group_acl(int fd, gid_t gid, int perm)
+{
+	struct {
+		struct posix_acl_xattr_header h;
+		struct posix_acl_xattr_entry a[5];
+	} acl;
+	struct stat st;
+
+	if (fstat(fd, &st) == -1)
+		return -1;
+	acl.h.a_version = htole32(POSIX_ACL_XATTR_VERSION);
+	sp_acl_entry(&acl.a[0], ACL_USER_OBJ, (st.st_mode >> 6) & 07,
+	    ACL_UNDEFINED_ID);
+	sp_acl_entry(&acl.a[1], ACL_GROUP_OBJ, (st.st_mode >> 3) & 07,
+	    ACL_UNDEFINED_ID);
+	sp_acl_entry(&acl.a[2], ACL_GROUP, perm, gid);
+	sp_acl_entry(&acl.a[3], ACL_MASK, ((st.st_mode >> 3) & 07) | perm,
+	    ACL_UNDEFINED_ID);
+	sp_acl_entry(&acl.a[4], ACL_OTHER, st.st_mode & 07, ACL_UNDEFINED_ID);
+	return fsetxattr(fd, "system.posix_acl_access", &acl, sizeof acl, 0);
+}
+
+int
+sp_jail_share_ckpt(const char *dir, struct sp_err *e)
+{
+	struct sp_err ignored;
+	gid_t gid;
+	int dfd, fd = -1, ro, rc = -1;
+
+	if (!sp_space_ids(NULL, &gid))
+		return 0;
+	/* Read-only once made (a checkpoint from before the group): open for
+	 * the change, then closed again. */
+	if ((ro = sp_subvol_readonly(dir)) && sp_subvol_set_readonly(dir, 0,
+	    e) == -1)
+		return -1;
+	if ((dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) == -1)
+		sp_err_sys(e, SP_E_IO, "open %s", dir);
+	else if ((fd = openat(dfd, "mem.sav", O_RDONLY | O_NOFOLLOW |
+	    O_CLOEXEC)) == -1)
+		sp_err_sys(e, SP_E_IO, "open %s/mem.sav", dir);
+	else if ((group_acl(dfd, gid, ACL_EXECUTE) == -1 ||
+	    group_acl(fd, gid, ACL_READ) == -1) && errno != EOPNOTSUPP)
+		sp_err_sys(e, SP_E_IO, "the ACL of %s", dir);
+	else
+		rc = 0;
+	if (fd != -1)
+		close(fd);
+	if (dfd != -1)
+		close(dfd);
+	if (ro && sp_subvol_set_readonly(dir, 1, rc == 0 ? e : &ignored) == -1)
+		rc = -1;
+	return rc;
 }
 
 /*
@@ -362,9 +418,9 @@ sp_jail_dirs_at(const struct sp_jail *j, int dfd, int run_parent,
 	static const char *const files[] = {
 		"disk.raw", "vmlinuz", "initrd.img", "mem.sav",
 	};
-	struct group *g;
+	gid_t qemu_gid;
 	size_t i;
-	int rfd, rc = -1;
+	int rfd, qemu, rc = -1;
 
 	if (j->uid == 0) {
 		/*
@@ -375,11 +431,11 @@ sp_jail_dirs_at(const struct sp_jail *j, int dfd, int run_parent,
 		 */
 		if ((rfd = run_dir(run_parent, run_name, 0770, e)) == -1)
 			return -1;
-		g = getgrnam("libvirt-qemu");
-		if ((g != NULL && fchown(rfd, 0, g->gr_gid) == -1) ||
-		    fchmod(rfd, g != NULL ? 0770 : 0777) == -1)
+		qemu = sp_group_id("libvirt-qemu", &qemu_gid);
+		if ((qemu && fchown(rfd, 0, qemu_gid) == -1) ||
+		    fchmod(rfd, qemu ? 0770 : 0777) == -1)
 			sp_err_sys(e, SP_E_IO, "chown %s", run_name);
-		else if (g != NULL && space_acl(rfd, 07, e) == -1)
+		else if (qemu && space_acl(rfd, 07, e) == -1)
 			;
 		else if (fchown(dfd, 0, 0) == -1 || fchmod(dfd, 0755) == -1)
 			sp_err_sys(e, SP_E_IO, "chown the sandbox's directory");

@@ -299,14 +299,43 @@ own_one(const char *p, const struct stat *st, int flag, struct FTW *f)
 	return lchown(p, owns_uid, owns_gid) == -1 ? -1 : 0;
 }
 
+/* The templates' checkpoints, for space to make sandboxes of: those warmed
+ * before its group was there (sp_jail_share_ckpt). */
+static int
+share_ckpts(const struct sp_conf *c, struct sp_err *e)
+{
+	char p[SP_PATH_MAX];
+	struct dirent *d;
+	size_t n;
+	DIR *dir;
+	int rc = 0;
+
+	if (sp_path_fmt(p, sizeof p, e, "%s/templates", c->root) == -1)
+		return -1;
+	if ((dir = opendir(p)) == NULL)
+		return errno == ENOENT ? 0 : sp_err_sys(e, SP_E_IO, "%s", p);
+	while (rc == 0 && (d = readdir(dir)) != NULL) {
+		n = strlen(d->d_name);
+		if (d->d_name[0] == '.' || n < 6 ||
+		    strcmp(d->d_name + n - 5, ".ckpt") != 0)
+			continue;
+		if (sp_path_fmt(p, sizeof p, e, "%s/templates/%s", c->root,
+		    d->d_name) == -1 || sp_jail_share_ckpt(p, e) == -1)
+			rc = -1;
+	}
+	closedir(dir);
+	return rc;
+}
+
 static int
 space_owns(const struct sp_conf *c, struct sp_err *e)
 {
 	/* The manager's own stores: egress policies and counts, the
-	 * credentials and their vault, the tenants' keys, inbound ports.
+	 * credentials and their vault, the tenants' keys, inbound ports
+	 * (and the object store, below, when it is a directory).
 	 * Their modes stay (0700: no VM's jail reads them). */
 	static const char *const trees[] = { "creds", "egress",
-	    "egress-counts", "keys", "ports", "api" };
+	    "egress-counts", "keys", "ports", "api", "tmp/transfer" };
 	static const char *const ends[] = { "", "-wal", "-shm" };
 	char p[SP_PATH_MAX];
 	struct passwd *pw;
@@ -319,17 +348,35 @@ space_owns(const struct sp_conf *c, struct sp_err *e)
 		return 0;
 	owns_uid = pw->pw_uid;
 	owns_gid = pw->pw_gid;
+	/* Its temporary files' directory, in root's tmp/ (sp_remote_tmp). */
+	if (sp_path_fmt(p, sizeof p, e, "%s/tmp/transfer", c->root) == -1 ||
+	    sp_path_mkdirs(p, 0700, e) == -1)
+		return -1;
 	for (i = 0; i < sizeof trees / sizeof trees[0]; i++)
 		if (sp_path_fmt(p, sizeof p, e, "%s/%s", c->root, trees[i]) ==
 		    -1 || (nftw(p, own_one, 16, FTW_PHYS) == -1 &&
 		    errno != ENOENT))
 			return sp_err_sys(e, SP_E_IO, "give %s to %s", p,
 			    SP_USER);
+	/* A file store (the default, objects/): the snapshots suspend and
+	 * backup send there are the manager's. */
+	if (strncmp(c->store, "file://", 7) == 0 &&
+	    nftw(c->store + 7, own_one, 16, FTW_PHYS) == -1 && errno != ENOENT)
+		return sp_err_sys(e, SP_E_IO, "give %s to %s", c->store + 7,
+		    SP_USER);
 	for (i = 0; strncmp(c->db, "sqlite:", 7) == 0 &&
 	    i < sizeof ends / sizeof ends[0]; i++)
 		if (sp_path_fmt(p, sizeof p, e, "%s%s", c->db + 7, ends[i]) ==
 		    -1 || give(p, pw, 0600, i == 0, e) == -1)
 			return -1;
+	/* volumes/ stays root's, searched by the VMs, listed by space's
+	 * group (sp_volume.c's volumes_area). */
+	if (sp_path_fmt(p, sizeof p, e, "%s/volumes", c->root) == -1)
+		return -1;
+	if ((mkdir(p, 0751) == -1 && errno != EEXIST) ||
+	    chown(p, 0, pw->pw_gid) == -1 || chmod(p, 0751) == -1)
+		return sp_err_sys(e, SP_E_IO, "give %s to the group %s", p,
+		    SP_USER);
 	if (sp_path_fmt(p, sizeof p, e, "%s/jail", c->root) == -1 ||
 	    give(p, pw, 0700, 0, e) == -1 ||
 	    sp_path_fmt(p, sizeof p, e, "%s/locks", c->root) == -1 ||
@@ -343,7 +390,7 @@ space_owns(const struct sp_conf *c, struct sp_err *e)
 		    give(p, pw, 0644, 0, e) == -1))
 			rc = -1;
 	closedir(dir);
-	return rc;
+	return rc == -1 ? -1 : share_ckpts(c, e);
 }
 
 #define KSM_DIR		"/sys/kernel/mm/ksm"

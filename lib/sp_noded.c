@@ -334,34 +334,42 @@ out:
 }
 
 /*
- * A subvolume just made in pfd (name) is its maker's, so that a client of
- * the space group fills what it asked for; a read-only one is root's, and
- * so is one about to be made read-only: btrfs lets a subvolume's owner
- * clear the flag, and what libvirt and btrfs open by path must not change
- * under them (sp_noded_root_only).  Opened beneath pfd, no symlink.
+ * A subvolume just made in pfd (name) is its maker's (uid, gid), so that a
+ * client of the space group fills what it asked for; a read-only one is
+ * root's, and so is one about to be made read-only: btrfs lets a
+ * subvolume's owner clear the flag, and what libvirt and btrfs open by path
+ * must not change under them (sp_noded_root_only).  A read-only one made for
+ * a client other than root stays readable to its group (root:gid 0750), as
+ * the manager reads a snapshot's ckpt.json back.  Opened beneath pfd, no
+ * symlink.
  */
 static int
 give(int pfd, const char *name, const char *path, unsigned uid, unsigned gid,
     int readonly, struct sp_err *e)
 {
 	enum btrfs_util_error err;
+	unsigned to_uid = readonly ? 0 : uid, to_gid = gid;
 	struct stat st;
 	bool ro = false;
 	int fd, rc = -1;
 
+	if (readonly && uid == 0)
+		to_gid = 0;
 	if ((fd = sp_noded_open_beneath(pfd, name, O_RDONLY | O_DIRECTORY)) ==
 	    -1)
 		return sys_err(e, "subvolume", path);
-	/* Read-only already (made so again): root's as it is, or its flag
-	 * cleared while it changes hands. */
+	/* Read-only already (made so again): kept as it is when it is as it
+	 * would be made, else its flag cleared while it changes hands. */
 	if (readonly && fstat(fd, &st) == 0 && (err =
 	    btrfs_util_get_subvolume_read_only_fd(fd, &ro)) == BTRFS_UTIL_OK &&
-	    ro && st.st_uid == 0 && st.st_gid == 0)
+	    ro && st.st_uid == 0 && st.st_gid == to_gid && (uid == 0 ||
+	    (st.st_mode & 07777) == 0750))
 		rc = 0;
 	else if (ro && (err = btrfs_util_set_subvolume_read_only_fd(fd,
 	    false)) != BTRFS_UTIL_OK)
 		bt_err(e, err, "clear the read-only flag of", path);
-	else if (fchown(fd, readonly ? 0 : uid, readonly ? 0 : gid) == -1)
+	else if (fchown(fd, to_uid, to_gid) == -1 || (readonly && uid != 0 &&
+	    fchmod(fd, 0750) == -1))
 		sys_err(e, "chown", path);
 	else if (readonly && (err = btrfs_util_set_subvolume_read_only_fd(fd,
 	    true)) != BTRFS_UTIL_OK)
@@ -410,17 +418,43 @@ make_dirs(int root_fd, const char *path, struct sp_err *e)
 	}
 }
 
+/*
+ * What the subvolume at path holds of its own, walked as root (a sandbox's
+ * disk is its jail's alone), beneath the root: through the opened
+ * directory's /proc link, which the trailing slash makes the walk follow,
+ * and nothing below it followed (sp_subvol_exclusive_bytes).
+ */
+static int
+usage(int root_fd, const char *path, json_t **value, struct sp_err *e)
+{
+	char self[64];
+	uint64_t bytes;
+	int fd, rc;
+
+	if ((fd = open_subvol(root_fd, "path", path, e)) == -1)
+		return -1;
+	snprintf(self, sizeof self, "/proc/self/fd/%d/", fd);
+	rc = sp_subvol_exclusive_bytes(self, &bytes, e);
+	close(fd);
+	if (rc == 0 && (*value = json_integer((json_int_t)bytes)) == NULL)
+		rc = sp_err_set(e, SP_E_INTERNAL, 0, "out of memory");
+	return rc;
+}
+
 int
 sp_noded_do(int root_fd, const char *root, const struct sp_noded_req *r,
-    struct sp_err *e)
+    json_t **value, struct sp_err *e)
 {
 	enum btrfs_util_error err = BTRFS_UTIL_OK;
 	const char *name;
 	struct stat st;
 	int pfd = -1, fd = -1, rc = -1, direct;
 
+	*value = NULL;
 	if (r->op == SP_NODED_PING)
 		return 0;
+	if (r->op == SP_NODED_USAGE)
+		return usage(root_fd, r->path, value, e);
 	if (r->op == SP_NODED_SEND || r->op == SP_NODED_RECEIVE)
 		return stream(root_fd, root, r, e);
 	if (r->op == SP_NODED_DIR)
@@ -470,7 +504,8 @@ sp_noded_do(int root_fd, const char *root, const struct sp_noded_req *r,
 		if ((fd = open_subvol(root_fd, "path", r->path, e)) == -1)
 			goto out;
 		if (r->readonly) {
-			rc = give(pfd, name, r->path, 0, 0, 1, e);
+			rc = give(pfd, name, r->path, r->peer_uid,
+			    r->peer_gid, 1, e);
 			goto out;
 		}
 		err = btrfs_util_set_subvolume_read_only_fd(fd, false);

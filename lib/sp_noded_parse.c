@@ -38,6 +38,7 @@ static const struct {
 	{ "subvol-snapshot", SP_NODED_SNAPSHOT, K_PATH | K_SRC, K_READONLY },
 	{ "subvol-delete", SP_NODED_DELETE, K_PATH, 0 },
 	{ "subvol-readonly", SP_NODED_READONLY, K_PATH | K_READONLY, 0 },
+	{ "subvol-usage", SP_NODED_USAGE, K_PATH, 0 },
 	{ "dir-create", SP_NODED_DIR, K_PATH, 0 },
 	{ "dir-remove", SP_NODED_RMDIR, K_PATH, 0 },
 	{ "vm-define", SP_NODED_VM_DEFINE, K_XML, 0 },
@@ -360,8 +361,8 @@ sp_noded_parse(const char *line, size_t n, struct sp_noded_req *r,
 	}
 	/* A send's path is its source; a receive's, the directory the
 	 * stream's subvolume is made in (an area itself too). */
-	if ((have & K_PATH) && copy_path(req, "path", r->op == SP_NODED_SEND ?
-	    SP_NODED_SOURCE : r->op == SP_NODED_RECEIVE ? SP_NODED_AREA : 0,
+	if ((have & K_PATH) && copy_path(req, "path", r->op == SP_NODED_SEND ||
+	    r->op == SP_NODED_USAGE ? SP_NODED_SOURCE : r->op == SP_NODED_RECEIVE ? SP_NODED_AREA : 0,
 	    r->path, e) == -1)
 		goto out;
 	if ((have & K_SRC) && copy_path(req, "src", SP_NODED_SOURCE, r->src,

@@ -11,7 +11,9 @@
  *     no symlink on the way (openat2 RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS);
  *   - a jail uid from SPACE_JAIL_UIDS that $SPACE_ROOT/jail/<uid> gives to
  *     that id, or none (libvirt's own user for QEMU).
- * A save image (mem.sav) is written and read in such a directory too.  A
+ * A save image (mem.sav) is written and read in such a directory too (one
+ * the client made, a full checkpoint's snapshot, is made root's first), and
+ * re-identified here before a restore, as the client may not write it.  A
  * VM's host side is set up the same way: its directory (beneath the root)
  * and run directory ($SPACE_RUN/<id>, made here) owned by its jail, each
  * reached with no symlink; its cgroup's limits; its subvolume's qgroup
@@ -46,6 +48,24 @@ rel_of(const struct sp_noded_vm *c, const char *what, const char *abs,
 	return sp_noded_path_check(what, rel, 0, e) == -1 ? NULL : rel;
 }
 
+/* dir: the directory of the VM file at abs, AREA/NAME[/...] beneath the
+ * root, when abs is one named base. */
+static int
+file_dir(const struct sp_noded_vm *c, const char *what, const char *abs,
+    const char *base, char dir[SP_NODED_PATH_MAX + 1], struct sp_err *e)
+{
+	const char *rel, *slash;
+
+	if ((rel = rel_of(c, what, abs, e)) == NULL)
+		return -1;
+	if ((slash = strrchr(rel, '/')) == NULL || strcmp(slash + 1, base) != 0 ||
+	    strchr(rel, '/') == slash)
+		return sp_err_set(e, SP_E_BAD_INPUT, 0, "%s '%.64s' is not a "
+		    "sandbox's %s", what, abs, base);
+	snprintf(dir, SP_NODED_PATH_MAX + 1, "%.*s", (int)(slash - rel), rel);
+	return 0;
+}
+
 /*
  * A VM file at abs (named base) as libvirt will find it: AREA/NAME/base
  * beneath the root (the file of a subvolume, not an area's), with no
@@ -58,17 +78,11 @@ vm_file(const struct sp_noded_vm *c, const char *what, const char *abs,
     const char *base, int must, struct sp_err *e)
 {
 	char dir[SP_NODED_PATH_MAX + 1];
-	const char *rel, *slash;
 	struct stat st;
 	int fd;
 
-	if ((rel = rel_of(c, what, abs, e)) == NULL)
+	if (file_dir(c, what, abs, base, dir, e) == -1)
 		return -1;
-	if ((slash = strrchr(rel, '/')) == NULL || strcmp(slash + 1, base) != 0 ||
-	    strchr(rel, '/') == slash)
-		return sp_err_set(e, SP_E_BAD_INPUT, 0, "%s '%.64s' is not a "
-		    "sandbox's %s", what, abs, base);
-	snprintf(dir, sizeof dir, "%.*s", (int)(slash - rel), rel);
 	if (sp_noded_root_only(c->root_fd, c->conf->root, what, abs, dir,
 	    e) == -1)
 		return -1;
@@ -88,6 +102,78 @@ vm_file(const struct sp_noded_vm *c, const char *what, const char *abs,
 		return sp_err_set(e, SP_E_BAD_INPUT, 0, "%s '%.64s' is not a "
 		    "regular file of one link", what, abs);
 	return 0;
+}
+
+/*
+ * The directory r's save image goes in, when r's client owns it (a full
+ * checkpoint's snapshot, just made and filled by the unprivileged
+ * manager): root's before libvirt writes there, so nothing in it changes
+ * under libvirt or under a later restore (root:gid 0750, as a read-only
+ * snapshot made for that client).  A mem.sav already there is not one
+ * libvirt wrote: refused.  What the client does not own is left to
+ * vm_file.
+ */
+static int
+take_dir(const struct sp_noded_vm *c, const struct sp_noded_req *r,
+    struct sp_err *e)
+{
+	char dir[SP_NODED_PATH_MAX + 1];
+	struct stat st;
+	int fd, rc = -1;
+
+	if (r->peer_uid == 0)
+		return 0;
+	if (file_dir(c, "file", r->file, "mem.sav", dir, e) == -1)
+		return -1;
+	if ((fd = sp_noded_open_beneath(c->root_fd, dir, O_RDONLY |
+	    O_DIRECTORY)) == -1)
+		return sp_err_sys(e, errno == ENOENT ? SP_E_NOT_FOUND :
+		    SP_E_BAD_INPUT, "file: the directory of '%.64s'", r->file);
+	if (fstat(fd, &st) == -1)
+		sp_err_sys(e, SP_E_IO, "%s", dir);
+	else if (st.st_uid != r->peer_uid)
+		rc = 0;
+	else if (fstatat(fd, "mem.sav", &st, AT_SYMLINK_NOFOLLOW) == 0 ||
+	    errno != ENOENT)
+		sp_err_set(e, SP_E_BAD_INPUT, 0, "file '%.64s': a save image "
+		    "is there already", r->file);
+	else if (fchown(fd, 0, r->peer_gid) == -1 || fchmod(fd, 0750) == -1)
+		sp_err_sys(e, SP_E_IO, "chown %s", dir);
+	else
+		rc = 0;
+	close(fd);
+	return rc;
+}
+
+/*
+ * r's VM saved (stopped, or left as it was for a memory save) into r's
+ * file, in a directory taken first when the client made it (take_dir).
+ * The image is given to the client's group to read (root:gid 0640), as
+ * the manager reads its header back (its jail, its layout).
+ */
+static int
+save(const struct sp_noded_vm *c, struct sp_virt *v,
+    const struct sp_noded_req *r, struct sp_err *e)
+{
+	char dir[SP_NODED_PATH_MAX + 1], file[SP_NODED_PATH_MAX + 16];
+	int fd, rc;
+
+	if (take_dir(c, r, e) == -1 ||
+	    vm_file(c, "file", r->file, "mem.sav", 0, e) == -1 ||
+	    file_dir(c, "file", r->file, "mem.sav", dir, e) == -1)
+		return -1;
+	rc = r->op == SP_NODED_VM_SAVE ? sp_virt_save(v, r->name, r->file, e) :
+	    sp_virt_save_memory(v, r->name, r->file, e);
+	if (rc == -1 || r->peer_uid == 0)
+		return rc;
+	snprintf(file, sizeof file, "%s/mem.sav", dir);
+	if ((fd = sp_noded_open_beneath(c->root_fd, file, O_RDONLY |
+	    O_NOFOLLOW)) == -1)
+		return sp_err_sys(e, SP_E_IO, "open %s", file);
+	if (fchown(fd, 0, r->peer_gid) == -1 || fchmod(fd, 0640) == -1)
+		rc = sp_err_sys(e, SP_E_IO, "chown %s", file);
+	close(fd);
+	return rc;
 }
 
 /* 1 when uid is id's jail: in the node's range and reserved for it. */
@@ -113,10 +199,11 @@ jail_of(const struct sp_noded_vm *c, unsigned uid, const char *id)
 	return strcmp(to, id) == 0;
 }
 
-/* xml is space's, for a sandbox of this node (the file's comment). */
+/* xml is space's, for a sandbox of this node (the file's comment); its
+ * domain's name and UUID to dom and uuid (may be NULL). */
 static int
 check_xml(const struct sp_noded_vm *c, const char *xml, const char *name,
-    struct sp_err *e)
+    char dom[SP_ID_LEN + 4], char uuid[37], struct sp_err *e)
 {
 	struct sp_vm_spec_text *t;
 	struct sp_vm_spec s;
@@ -166,6 +253,10 @@ check_xml(const struct sp_noded_vm *c, const char *xml, const char *name,
 		    s.jail_uid, s.name);
 		goto out;
 	}
+	if (dom != NULL)
+		snprintf(dom, SP_ID_LEN + 4, "%s", s.name);
+	if (uuid != NULL)
+		snprintf(uuid, 37, "%s", t->uuid);
 	rc = 0;
 out:
 	free(t);
@@ -237,6 +328,37 @@ release(const struct sp_noded_vm *c, struct sp_virt *v,
 	return sp_path_remove_tree(run, e);
 }
 
+/*
+ * r's VM restored from its save image, which is first re-identified as the
+ * domain of r's XML (a copy of a checkpoint is named as the VM it was
+ * saved from, and the manager may not write the image), and goes once
+ * restored (it has done its work; a later snapshot of the directory would
+ * carry it).
+ */
+static int
+restore(const struct sp_noded_vm *c, struct sp_virt *v,
+    const struct sp_noded_req *r, struct sp_err *e)
+{
+	char dir[SP_NODED_PATH_MAX + 1], dom[SP_ID_LEN + 4], uuid[37];
+	int fd;
+
+	if (vm_file(c, "file", r->file, "mem.sav", 1, e) == -1 ||
+	    file_dir(c, "file", r->file, "mem.sav", dir, e) == -1 ||
+	    check_xml(c, r->xml, r->name[0] ? r->name : NULL, dom, uuid,
+	    e) == -1)
+		return -1;
+	if (sp_ckpt_identify(r->file, dom, uuid, e) == -1 ||
+	    sp_virt_restore(v, r->file, r->xml, r->name[0] ? r->name : NULL,
+	    e) == -1)
+		return -1;
+	if ((fd = sp_noded_open_beneath(c->root_fd, dir, O_PATH |
+	    O_DIRECTORY)) != -1) {
+		(void)unlinkat(fd, "mem.sav", 0);
+		close(fd);
+	}
+	return 0;
+}
+
 /* The qgroup limit of the subvolume at r->dir. */
 static int
 disk_limit(const struct sp_noded_vm *c, const struct sp_noded_req *r,
@@ -287,7 +409,7 @@ run_op(struct sp_noded_vm *c, struct sp_virt *v, const struct sp_noded_req *r,
 	case SP_NODED_VM_RELEASE:
 		return release(c, v, r, e);
 	case SP_NODED_VM_DEFINE:
-		return check_xml(c, r->xml, NULL, e) == -1 ? -1 :
+		return check_xml(c, r->xml, NULL, NULL, NULL, e) == -1 ? -1 :
 		    sp_virt_define(v, r->xml, e);
 	case SP_NODED_VM_START:
 		return sp_virt_start(v, r->name, e);
@@ -300,17 +422,10 @@ run_op(struct sp_noded_vm *c, struct sp_virt *v, const struct sp_noded_req *r,
 	case SP_NODED_VM_RESUME:
 		return sp_virt_resume(v, r->name, e);
 	case SP_NODED_VM_SAVE:
-		return vm_file(c, "file", r->file, "mem.sav", 0, e) == -1 ? -1 :
-		    sp_virt_save(v, r->name, r->file, e);
 	case SP_NODED_VM_SAVE_MEMORY:
-		return vm_file(c, "file", r->file, "mem.sav", 0, e) == -1 ? -1 :
-		    sp_virt_save_memory(v, r->name, r->file, e);
+		return save(c, v, r, e);
 	case SP_NODED_VM_RESTORE:
-		if (vm_file(c, "file", r->file, "mem.sav", 1, e) == -1 ||
-		    check_xml(c, r->xml, r->name[0] ? r->name : NULL, e) == -1)
-			return -1;
-		return sp_virt_restore(v, r->file, r->xml, r->name[0] ?
-		    r->name : NULL, e);
+		return restore(c, v, r, e);
 	case SP_NODED_VM_RESIZE:
 		return sp_virt_block_resize(v, r->name, "vda", r->bytes, e);
 	case SP_NODED_VM_STATE:

@@ -52,7 +52,8 @@ sp_remote_tmp(const struct sp_ctx *x, const char *name, char *out, size_t n,
 {
 	char dir[SP_PATH_MAX];
 
-	if (sp_path_fmt(dir, sizeof dir, e, "%s/tmp", x->conf.root) == -1 ||
+	if (sp_path_fmt(dir, sizeof dir, e, "%s/tmp/transfer", x->conf.root) ==
+	    -1 ||
 	    sp_path_mkdirs(dir, 0700, e) == -1)
 		return -1;
 	return sp_path_fmt(out, n, e, "%s/%s", dir, name);

@@ -320,6 +320,11 @@ int sp_jail_dirs(struct sp_ctx *x, const struct sp_jail *j, const char *dir,
  * if not there), neither reached through a symlink: space-noded's. */
 int sp_jail_dirs_at(const struct sp_jail *j, int dfd, int run_parent,
     const char *run_name, struct sp_err *e);
+/* A template's checkpoint at dir (still writable) as the group space, the
+ * unprivileged manager's, reads it: dir searchable and its mem.sav
+ * readable (an ACL entry each), so that a sandbox can be made from it;
+ * nothing when there is no such group or the filesystem has no ACLs. */
+int sp_jail_share_ckpt(const char *dir, struct sp_err *e);
 /* Before a new VM of id is defined: sp_jail_get, then sp_jail_dirs. */
 int sp_jail_prepare(struct sp_ctx *x, const char *id, const char *dir,
     const char *run, struct sp_jail *j, struct sp_err *e);

@@ -363,7 +363,7 @@ sp_sandbox_make(struct sp_ctx *x, const struct sp_make *m,
 	char dir[SP_PATH_MAX], run[SP_PATH_MAX];
 	struct sp_vm_files f;
 	char p[SP_PATH_MAX], dom[SP_ID_LEN + 4], *xml = NULL, *labels = NULL;
-	char *envtext = NULL, old[SP_ID_LEN + 4], uuid[37];
+	char *envtext = NULL, uuid[37];
 	struct sp_sandbox_row row = { 0 };
 	struct sp_vm_spec spec;
 	struct sp_volume_plug plugs[SP_VOLUMES_MAX];
@@ -421,9 +421,7 @@ sp_sandbox_make(struct sp_ctx *x, const struct sp_make *m,
 	sp_crashpoint("create-after-snapshot");
 	sp_sandbox_domain(row.id, dom);
 	if (m->saved != NULL) {
-		sp_sandbox_domain(m->saved->id, old);
-		if (sp_ckpt_reidentify(f.sav, old, dom, m->saved->uuid, uuid, e) == -1 ||
-		    sp_ckpt_layout(f.sav, &l, e) == -1)
+		if (sp_ckpt_layout(f.sav, &l, e) == -1)
 			goto out;
 	} else
 		unlink(f.sav);	/* a disk snapshot of a checkpoint has one */
@@ -463,9 +461,13 @@ sp_sandbox_make(struct sp_ctx *x, const struct sp_make *m,
 		goto out;
 	sp_crashpoint("create-after-define");
 	if (m->saved != NULL) {
-		/* The guest goes on from its checkpoint; its memory image has
-		 * done its work and need not stay in the sandbox. */
-		if (sp_virt_restore(x->virt, f.sav, xml, dom, e) == -1)
+		/* The guest goes on from its checkpoint under its own name
+		 * and UUID (space-noded re-identifies the image it restores
+		 * itself); its memory image has done its work and need not
+		 * stay in the sandbox. */
+		if ((sp_virt_noded_sock(x->virt) == NULL &&
+		    sp_ckpt_identify(f.sav, dom, uuid, e) == -1) ||
+		    sp_virt_restore(x->virt, f.sav, xml, dom, e) == -1)
 			goto out;
 		unlink(f.sav);
 	} else if (sp_virt_start(x->virt, dom, e) == -1)

@@ -88,6 +88,9 @@ write_ckpt_info(const char *dir, const char *id, const char *uuid,
 
 	if (sp_path_fmt(p, sizeof p, e, "%s/ckpt.json", dir) == -1)
 		return -1;
+	/* The template's, copied with the sandbox, is root's: a new file. */
+	if (unlink(p) == -1 && errno != ENOENT)
+		return sp_err_sys(e, SP_E_IO, "unlink %s", p);
 	j = json_pack("{s:s, s:s, s:i, s:i, s:I, s:s}", "id", id, "uuid", uuid,
 	    "memory_mib", sb->memory_mib, "vcpus", sb->vcpus, "created",
 	    (json_int_t)taken, "template", sb->template);
@@ -156,17 +159,19 @@ take_full(struct sp_ctx *x, const struct sp_sandbox_row *sb, const char *src,
 	t0 = sp_clock_ms();
 	if (was_running && sp_virt_pause(x->virt, dom, e) == -1)
 		return -1;
-	/* Its volumes' read-write images are cloned at the same instant. */
+	/* Its volumes' read-write images are cloned at the same instant.  All
+	 * the snapshot holds is written before the memory: space-noded makes
+	 * the directory root's for that, when the manager is not root. */
 	if (sp_subvol_snapshot(src, dst, 0, e) == 0 &&
-	    sp_virt_save_memory(x->virt, dom, sav, e) == 0 &&
-	    sp_volume_capture(x, sb->id, dst, e) == 0)
+	    sp_volume_capture(x, sb->id, dst, e) == 0 &&
+	    write_ckpt_info(dst, sb->id, uuid, sb, taken, e) == 0 &&
+	    sp_virt_save_memory(x->virt, dom, sav, e) == 0)
 		rc = 0;
 	sp_crashpoint("snap-full-paused");
 	if (was_running && sp_virt_resume(x->virt, dom, rc == 0 ? e : &lost) == -1)
 		rc = -1;
 	*paused_ms = was_running ? sp_clock_ms() - t0 : 0;
-	if (rc == 0 && (write_ckpt_info(dst, sb->id, uuid, sb, taken, e) == -1 ||
-	    sp_subvol_set_readonly(dst, 1, e) == -1))
+	if (rc == 0 && sp_subvol_set_readonly(dst, 1, e) == -1)
 		rc = -1;
 	return rc;
 }
@@ -406,32 +411,34 @@ finish_recovery(struct sp_ctx *x, const struct sp_sandbox_row *sb,
 	if (!sp_subvol_exists(src))
 		return sp_err_set(e, SP_E_NOT_FOUND, 0, "snapshot %s has no "
 		    "subvolume (%s)", snap, src);
-	/* Off with the VM, then swap the disk for a copy of the snapshot. */
+	/* Off with the VM, then the disk swapped for a copy of the snapshot
+	 * (what was there is kept as a snapshot already, or is the crash
+	 * being recovered from).  No rename: sandboxes/ is root's, and the
+	 * manager may not be; a step cut short is done again from the
+	 * start.  A copy made by a rollback before 2026-12-07 goes too. */
 	if (sp_virt_destroy(x->virt, dom, e) == -1 ||
 	    sp_subvol_delete(tmp, e) == -1 ||
-	    sp_subvol_snapshot(src, tmp, 0, e) == -1)
+	    sp_subvol_delete(dir, e) == -1)
+		return -1;
+	sp_crashpoint("rollback-after-delete");
+	if (sp_subvol_snapshot(src, dir, 0, e) == -1)
 		return -1;
 	sp_crashpoint("rollback-after-copy");
-	if (sp_subvol_delete(dir, e) == -1)
-		return -1;
-	if (rename(tmp, dir) == -1)
-		return sp_err_sys(e, SP_E_IO, "rename %s", tmp);
-	sp_crashpoint("rollback-after-swap");
 	if (sp_jail_disk_limit(x, dir, 0, e) == -1)
 		return -1;
 	/* The snapshot's files get the jail the VM comes back in: the saved
 	 * image's (its XML goes on), or the domain's. */
 	if (sp_sandbox_run_dir(x, sb->id, run, sizeof run, e) == -1 ||
 	    (full ? sp_jail_of_image(sav, &jail, e) :
-	    sp_jail_of_vm(x, dom, &jail, e)) == -1 ||
-	    sp_jail_dirs(x, &jail, dir, run, e) == -1)
+	    sp_jail_of_vm(x, dom, &jail, e)) == -1)
 		return -1;
 	if (full) {
 		/* The image's own XML is this sandbox's (same name, same
 		 * paths), written again: space-noded takes only ours, and
-		 * the sandbox's CPU quota is what its row says now.  A
-		 * snapshot without ckpt.json (before 2026-11-30) goes back
-		 * with the image's. */
+		 * the sandbox's CPU quota is what its row says now.  Read
+		 * while the directory is still its maker's, before its jail
+		 * has it.  A snapshot without ckpt.json (before 2026-11-30)
+		 * goes back with the image's. */
 		struct sp_ckpt_info ci;
 		struct sp_err old;
 		char *xml = NULL;
@@ -440,14 +447,16 @@ finish_recovery(struct sp_ctx *x, const struct sp_sandbox_row *sb,
 		    sp_sandbox_restore_xml(x, sb->id, dir, &ci, sb->cpu_pct,
 		    &jail, &xml, e) == -1)
 			return -1;
-		rc = sp_virt_restore(x->virt, sav, xml, dom, e);
+		rc = sp_jail_dirs(x, &jail, dir, run, e) == -1 ? -1 :
+		    sp_virt_restore(x->virt, sav, xml, dom, e);
 		free(xml);
 		if (rc == -1)
 			return -1;
 		unlink(sav);
 	} else {
 		unlink(sav);	/* a disk snapshot of a checkpoint may hold one */
-		if (sp_virt_start(x->virt, dom, e) == -1)
+		if (sp_jail_dirs(x, &jail, dir, run, e) == -1 ||
+		    sp_virt_start(x->virt, dom, e) == -1)
 			return -1;
 	}
 	if (sp_jail_started(x, dom, e) == -1)

@@ -42,8 +42,6 @@ void sp_sandbox_unlock(int fd);
 #define SP_NODED_PATH_MAX	512
 #define SP_NODED_DEPTH		4	/* parts of a path */
 #define SP_NODED_SOCK		"noded.sock"	/* in SPACE_RUN */
-#define SP_USER			"space"	/* the user and group of the node's
-					 * unprivileged side (space-init) */
 enum sp_noded_op {
 	SP_NODED_PING, SP_NODED_CREATE, SP_NODED_SNAPSHOT, SP_NODED_DELETE,
 	SP_NODED_READONLY,
@@ -53,6 +51,9 @@ enum sp_noded_op {
 	/* a read-only subvolume's btrfs stream out to, and a stream in from,
 	 * a descriptor the client passes with its request (SCM_RIGHTS) */
 	SP_NODED_SEND, SP_NODED_RECEIVE,
+	/* the bytes a subvolume holds of its own (sp_subvol_exclusive_bytes),
+	 * its files the VMs' alone */
+	SP_NODED_USAGE,
 	/* libvirt's, on the domain sp-<id> of name (sp_noded_virt.c) */
 	SP_NODED_VM_DEFINE, SP_NODED_VM_START, SP_NODED_VM_DESTROY,
 	SP_NODED_VM_UNDEFINE, SP_NODED_VM_PAUSE, SP_NODED_VM_RESUME,
@@ -107,9 +108,10 @@ int sp_noded_parse(const char *line, size_t n, struct sp_noded_req *r,
 int sp_noded_path_check(const char *what, const char *p, int how,
     struct sp_err *e);
 /* Carries out r beneath root_fd (SPACE_ROOT, open O_PATH, named root): no
- * component of a path may be a symlink or leave the root. */
+ * component of a path may be a symlink or leave the root.  *value gets
+ * what the op answers, if anything (else NULL). */
 int sp_noded_do(int root_fd, const char *root, const struct sp_noded_req *r,
-    struct sp_err *e);
+    json_t **value, struct sp_err *e);
 /* path (relative) opened beneath root_fd with openat2: nothing outside it,
  * no symlink, no magic link, no other mount; -1 with errno. */
 int sp_noded_open_beneath(int root_fd, const char *path, int flags);
@@ -254,10 +256,13 @@ int sp_template_materialize(struct sp_ctx *x, const char *ref,
 
 /* ---- remote: moving things to and from the object store (design.md) ---- */
 struct sp_store;
-/* $SPACE_ROOT/tmp/name (the directory made). */
+/* $SPACE_ROOT/tmp/transfer/name (the directory made): the manager's own
+ * (space-init gives it to the user space), beside the subvolumes space-noded
+ * receives in tmp/, on the same filesystem. */
 int sp_remote_tmp(const struct sp_ctx *x, const char *name, char *out,
     size_t n, struct sp_err *e);
-/* A file of no name in $SPACE_ROOT/tmp (O_TMPFILE), *fd open read-write;
+/* A file of no name in sp_remote_tmp's directory (O_TMPFILE), *fd open
+ * read-write;
  * path (/proc/self/fd/N) opens it again in this process.  Closing *fd is
  * all it leaves: nothing of a call killed on the way, none two calls share. */
 int sp_remote_tmpfile(const struct sp_ctx *x, int *fd, char *path, size_t n,

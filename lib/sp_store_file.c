@@ -41,6 +41,34 @@ file_mkparent(const char *path, struct sp_err *e)
 	return sp_path_mkdirs(dir, 0700, e);
 }
 
+/*
+ * What root writes into a store another user owns (the user space's, which
+ * space-init gives it) is that user's too, so that the unprivileged
+ * manager goes on using the store whoever wrote last: path's directories
+ * below the store's, and the file out about to become path.
+ */
+static int
+adopt(struct sp_store *s, const char *path, int out, struct sp_err *e)
+{
+	char p[SP_PATH_MAX], *c;
+	struct stat top, st;
+
+	if (geteuid() != 0 || stat(s->dir, &top) == -1 || top.st_uid == 0)
+		return 0;
+	if (sp_path_fmt(p, sizeof p, e, "%s", path) == -1)
+		return -1;
+	for (c = p + strlen(s->dir) + 1; (c = strchr(c, '/')) != NULL; c++) {
+		*c = '\0';
+		if (lstat(p, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == 0 &&
+		    lchown(p, top.st_uid, top.st_gid) == -1)
+			return sp_err_sys(e, SP_E_IO, "chown %s", p);
+		*c = '/';
+	}
+	if (fchown(out, top.st_uid, top.st_gid) == -1)
+		return sp_err_sys(e, SP_E_IO, "chown the file of %s", path);
+	return 0;
+}
+
 /* fsync of the directory holding path, so that a rename in it lasts. */
 static int
 file_sync_parent(const char *path, struct sp_err *e)
@@ -92,6 +120,8 @@ store_file_put(struct sp_store *s, const char *key, int fd, uint64_t *bytes,
 		    (errno != ENOENT || tries == 3))
 			return sp_err_sys(e, SP_E_IO, "create %s", tmp);
 	}
+	if (adopt(s, path, out, e) == -1)
+		goto out;
 	if ((buf = malloc(COPY_BUF)) == NULL) {
 		sp_err_set(e, SP_E_NOMEM, 1, "put %s: no memory", key);
 		goto out;

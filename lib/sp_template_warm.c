@@ -245,6 +245,8 @@ sp_template_warm(struct sp_ctx *x, const char *ref, const struct sp_warm *w,
 	if (sp_subvol_exists(ckpt)) {
 		if (sp_ckpt_current(ckpt, &ignored) == 1 && same_start(ckpt, w)) {
 			reused = 1;
+			if (sp_jail_share_ckpt(ckpt, e) == -1)
+				goto out;
 			goto done;
 		}
 		/* Made by an older build (or unreadable), or starting other
@@ -280,7 +282,8 @@ sp_template_warm(struct sp_ctx *x, const char *ref, const struct sp_warm *w,
 		sp_err_set(e, SP_E_IO, 0, "cannot write %s", p);
 		goto fail;
 	}
-	if (sp_subvol_set_readonly(work, 1, e) == -1)
+	if (sp_jail_share_ckpt(work, e) == -1 ||
+	    sp_subvol_set_readonly(work, 1, e) == -1)
 		goto fail;
 	if (rename(work, ckpt) == -1) {
 		sp_err_sys(e, SP_E_IO, "rename %s", work);

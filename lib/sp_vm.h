@@ -543,9 +543,9 @@ int sp_ckpt_jail(const char *path, unsigned *uid, struct sp_err *e);
  * virt type boots with now (sp_virt_boot_cmdline), 0 when it is stale, -1
  * when it cannot be read. */
 int sp_ckpt_current(const char *ckpt, struct sp_err *e);
-/* Rewrites name and uuid (same lengths) in a libvirt save image's header. */
-int sp_ckpt_reidentify(const char *path, const char *old_name,
-    const char *new_name, const char *old_uuid, const char *new_uuid,
+/* The libvirt save image at path named name and uuid in its header, whose
+ * name and uuid (of the same lengths) are rewritten if they are others. */
+int sp_ckpt_identify(const char *path, const char *name, const char *uuid,
     struct sp_err *e);
 
 /* ---- trim: a guest's free memory back to the host (sp_trim.c) ---- */

@@ -69,16 +69,23 @@ snap_dir(const struct sp_ctx *x, const char *id, const char *snap, char *out,
 	    snap);
 }
 
-/* volumes/ itself: root's, search only for the VMs' uids. */
+/* volumes/ itself: root's, search only for the VMs' uids; listed by the
+ * group space too, the manager's, when there is one (as space-init
+ * makes it). */
 static int
 volumes_area(const struct sp_ctx *x, struct sp_err *e)
 {
 	char p[SP_PATH_MAX];
+	gid_t gid;
 
 	if (sp_path_fmt(p, sizeof p, e, "%s/volumes", x->conf.root) == -1)
 		return -1;
-	if (mkdir(p, 0711) == -1 && errno != EEXIST)
-		return sp_err_sys(e, SP_E_IO, "mkdir %s", p);
+	if (mkdir(p, 0711) == -1)
+		return errno == EEXIST ? 0 : sp_err_sys(e, SP_E_IO, "mkdir %s",
+		    p);
+	if (sp_space_ids(NULL, &gid) && (chown(p, 0, gid) == -1 ||
+	    chmod(p, 0751) == -1))
+		return sp_err_sys(e, SP_E_IO, "chown %s", p);
 	return 0;
 }
 

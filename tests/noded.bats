@@ -17,13 +17,13 @@ teardown_file() {
 	[ -f "$BATS_FILE_TMPDIR/proxy.pid" ] && kill "$(cat "$BATS_FILE_TMPDIR/proxy.pid")" 2>/dev/null
 	remove_listed "$BATS_FILE_TMPDIR/ids"
 	kill "$(cat "$BATS_FILE_TMPDIR/pid")" 2>/dev/null || true
-	for s in nd-a nd-b nd-c nd-flood nd-ro nd-t nd-t2; do
+	for s in nd-a nd-b nd-c nd-flood nd-ro nd-t nd-t2 nd-take nd-u; do
 		btrfs subvolume delete "$T/$s" >/dev/null 2>&1 || true
 	done
 	for s in "$T"/nd-recv/* "$T/nd-open/ro" "$T/nd-s1" "$T/nd-s2" "$T/nd-s"; do
 		btrfs subvolume delete "$s" >/dev/null 2>&1 || true
 	done
-	rm -rf "$T/nd-dir" "$T/nd-d" "$T/nd-link" "$T/nd-vm" "$T/nd-hl" "$T/nd-gw" "$T/nd-own" \
+	rm -rf "$T/nd-ulink" "$T/nd-udir" "$T/nd-dir" "$T/nd-d" "$T/nd-link" "$T/nd-vm" "$T/nd-hl" "$T/nd-gw" "$T/nd-own" \
 		"$T/nd-recv" "$T/nd-recv2" "$T/nd-open"
 }
 
@@ -197,7 +197,7 @@ EOF
 	[ "$(stat -c %U "$SPACE_ROOT/volumes/$vid/disk.raw")" = space ]
 	run as_space space-volume snap nd-svol s1
 	assert_success
-	[ "$(stat -c '%U %G' "$SPACE_ROOT/volumes/$vid@s1")" = "root root" ]
+	[ "$(stat -c '%U %G %a' "$SPACE_ROOT/volumes/$vid@s1")" = "root space 750" ]
 	[ "$(btrfs property get -ts "$SPACE_ROOT/volumes/$vid@s1" ro)" = "ro=true" ]
 	run as_space space-volume ls nd-svol
 	assert_success
@@ -435,7 +435,7 @@ EOF
 		'{"op":"subvol-readonly","path":"tmp/nd-flood","readonly":true}'
 	[ "$output" = $'{"ok":true}\n{"ok":true}' ]
 	for s in nd-ro nd-flood; do
-		[ "$(stat -c '%u %g' "$T/$s")" = "0 0" ]
+		[ "$(stat -c '%u %g %a' "$T/$s")" = "0 $(getent group nogroup | cut -d: -f3) 750" ]
 		[ "$(btrfs property get -ts "$T/$s" ro)" = "ro=true" ]
 		[ -e "$T/$s/mine" ]
 	done
@@ -546,6 +546,144 @@ EOF
 	[ "$(jq -r .error <<<"$output")" = bad-state ]
 	[ -d "$SPACE_RUN/$sid" ]
 	space-rm "$sid" >/dev/null
+}
+
+@test "run as the user space: made from the checkpoint, a full checkpoint, rollbacks, a fork, suspend and restore, a pool's pod, reconcile, usage" {
+	space-template ls | jq -e 'select(.template == "minimal")' >/dev/null || import_minimal
+	space-template warm minimal >/dev/null
+	space-init >/dev/null
+	as_space() {
+		setpriv --reuid=space --regid=space --groups="$GROUP" \
+			env SPACE_LIBVIRT_URI=noded:$SOCK "$@"
+	}
+	local gid
+	gid=$(getent group space | cut -d: -f3)
+	# From the template's checkpoint, which space may search and whose
+	# image it may read (the memory restored, not a boot).
+	run as_space space-create --template minimal --no-pool
+	assert_success
+	id=$(jq -r .id <<<"$output")
+	echo "$id" >> "$BATS_FILE_TMPDIR/ids"
+	[ "$(jq -r .path <<<"$output")" = checkpoint ]
+	[ ! -e "$SPACE_ROOT/sandboxes/$id/mem.sav" ]
+	as_space space-exec "$id" -- sh -c 'echo one > /root/v; sync'
+	# A full checkpoint: its directory and image root's, the group's to
+	# read; read-only.
+	run as_space space-snap --full "$id"
+	assert_success
+	full=$(jq -r .snap <<<"$output")
+	[ "$(jq -r .exclusive_bytes <<<"$output")" -ge 0 ]
+	d=$SPACE_ROOT/snapshots/$id/$full
+	[ "$(stat -c '%u %g %a' "$d")" = "0 $gid 750" ]
+	[ "$(stat -c '%u %g %a' "$d/mem.sav")" = "0 $gid 640" ]
+	[ "$(btrfs property get -ts "$d" ro)" = "ro=true" ]
+	grep -q "\"uid\":$(id -u space),\"op\":\"vm-save-memory\",.*\"ok\":true" "$BATS_FILE_TMPDIR/log"
+	# Back to it, and to a disk snapshot.
+	as_space space-exec "$id" -- sh -c 'echo two > /root/v; sync'
+	run as_space space-rollback "$id" "$full"
+	assert_success
+	[ "$(as_space space-exec "$id" -- cat /root/v)" = one ]
+	run as_space space-snap "$id"
+	assert_success
+	disk=$(jq -r .snap <<<"$output")
+	as_space space-exec "$id" -- sh -c 'echo three > /root/v; sync'
+	run as_space space-rollback "$id" "$disk"
+	assert_success
+	[ "$(as_space space-exec "$id" -- cat /root/v)" = one ]
+	# A fork of the full checkpoint: its image re-identified by
+	# space-noded, which the manager cannot write.
+	run as_space space-fork "$id" "$full"
+	assert_success
+	fid=$(jq -r .id <<<"$output")
+	echo "$fid" >> "$BATS_FILE_TMPDIR/ids"
+	[ "$(as_space space-exec "$fid" -- cat /root/v)" = one ]
+	[ "$(as_space space-exec "$fid" -- hostname)" = "$fid" ]
+	# Suspended to the store and restored, its temporary files in
+	# tmp/transfer, space's.
+	[ "$(stat -c %U "$SPACE_ROOT/tmp/transfer")" = space ]
+	run as_space space-suspend "$fid"
+	assert_success
+	[ "$(as_space space-ls "$fid" | jq -r .state)" = suspended ]
+	run as_space space-restore "$fid"
+	assert_success
+	[ "$(as_space space-exec "$fid" -- cat /root/v)" = one ]
+	# What root sends to the store space owns is space's too.
+	rid=$(create --no-pool)
+	echo "$rid" >> "$BATS_FILE_TMPDIR/ids"
+	run space-suspend "$rid"
+	assert_success
+	[ -z "$(find "$SPACE_ROOT/objects" -user root)" ]
+	space-rm "$rid" >/dev/null
+	# The usage of what the VMs alone may read, counted by space-noded.
+	[ "$(as_space space-ls "$id" | jq -r .disk_exclusive_bytes)" -ge 0 ]
+	grep -q "\"uid\":$(id -u space),\"op\":\"subvol-usage\",.*\"ok\":true" "$BATS_FILE_TMPDIR/log"
+	# A pool's pod, made and claimed.
+	run as_space space-pool set --template minimal --size 1
+	assert_success
+	run as_space space-pool fill
+	assert_success
+	run as_space space-create --template minimal
+	assert_success
+	pid=$(jq -r .id <<<"$output")
+	echo "$pid" >> "$BATS_FILE_TMPDIR/ids"
+	[ "$(jq -r .path <<<"$output")" = pool ]
+	run as_space space-pool set --template minimal --size 0
+	assert_success
+	# A reconcile pass finds nothing it cannot do (volumes/ is listed).
+	run as_space space-reconcile --once
+	assert_success
+	echo "$output" | sed 's/^/# /' >&3
+	[ -z "$(grep -v '"ok":true' <<<"$output")" ]
+	run as_space space-rm "$id" "$fid" "$pid"
+	assert_success
+}
+
+@test "space-noded's subvol-usage: a subvolume's own bytes, beneath the root only" {
+	btrfs subvolume create "$T/nd-u" >/dev/null
+	head -c 1048576 /dev/urandom > "$T/nd-u/f"
+	sync
+	run call '{"op":"subvol-usage","path":"tmp/nd-u"}'
+	[ "$(jq -r .value <<<"$output")" -ge 1048576 ]
+	ln -sfn "$T/nd-u" "$T/nd-ulink"
+	mkdir -p "$T/nd-udir"
+	run call '{"op":"subvol-usage","path":"tmp/nd-ulink"}' \
+		'{"op":"subvol-usage","path":"tmp/../etc"}' \
+		'{"op":"subvol-usage","path":"tmp/nd-udir"}' \
+		'{"op":"subvol-usage","path":"tmp/nd-u","readonly":true}' \
+		'{"op":"subvol-usage","path":"pool/x"}'
+	echo "$output" | sed 's/^/# /' >&3
+	[ "$(jq -r .error <<<"${lines[0]}")" = bad-input ]
+	[ "$(jq -r .error <<<"${lines[1]}")" = bad-input ]
+	[ "$(jq -r .error <<<"${lines[2]}")" = bad-state ]
+	[ "$(jq -r .error <<<"${lines[3]}")" = bad-input ]
+	[ "$(jq -r .error <<<"${lines[4]}")" = bad-input ]
+	rm -f "$T/nd-ulink"
+	rmdir "$T/nd-udir"
+	btrfs subvolume delete "$T/nd-u" >/dev/null
+}
+
+@test "a save into a directory its client made: taken first (root's, the client's group's, 0750); one holding a mem.sav already is refused" {
+	as_nobody() {
+		setpriv --reuid=nobody --regid=nogroup --groups="$GROUP" bash -c "$(declare -f call); SOCK=$SOCK; call "'"$@"' _ "$@"
+	}
+	local save='{"op":"vm-save-memory","name":"sp-aaaaaaaaaaaa","file":"'"$T"'/nd-take/mem.sav"}'
+	run as_nobody '{"op":"subvol-create","path":"tmp/nd-take"}'
+	[ "$output" = '{"ok":true}' ]
+	setpriv --reuid=nobody --regid=nogroup --clear-groups touch "$T/nd-take/mem.sav"
+	run as_nobody "$save"
+	echo "$output" | sed 's/^/# /' >&3
+	[ "$(jq -r .error <<<"$output")" = bad-input ]
+	[[ "$output" == *"a save image is there already"* ]]
+	[ "$(stat -c %U "$T/nd-take")" = nobody ]
+	setpriv --reuid=nobody --regid=nogroup --clear-groups rm "$T/nd-take/mem.sav"
+	# Taken, then libvirt has no such domain to save.
+	run as_nobody "$save"
+	echo "$output" | sed 's/^/# /' >&3
+	[ "$(jq -r .ok <<<"$output")" = false ]
+	[ "$(stat -c '%u %g %a' "$T/nd-take")" = "0 $(getent group nogroup | cut -d: -f3) 750" ]
+	run setpriv --reuid=nobody --regid=nogroup --clear-groups touch "$T/nd-take/planted"
+	[ "$status" -ne 0 ]
+	btrfs subvolume delete "$T/nd-take" >/dev/null
 }
 
 @test "space-noded defines only space's own domain XML, for a sandbox of this node: forged ones are refused, nothing changed" {

@@ -190,7 +190,7 @@ snap_of() {
 	id=$(own)
 	space-exec "$id" -- sh -c 'echo one > /root/v; sync'
 	s=$(snap_of --full "$id")
-	for point in rollback-after-claim rollback-after-copy rollback-after-swap; do
+	for point in rollback-after-claim rollback-after-delete rollback-after-copy; do
 		space-exec "$id" -- sh -c 'echo two > /root/v; sync'
 		run env SPACE_CRASH_AT=$point space-rollback "$id" "$s"
 		[ "$status" -eq 137 ]

@@ -49,7 +49,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (r.op == SP_NODED_CREATE || r.op == SP_NODED_SNAPSHOT ||
 	    r.op == SP_NODED_DELETE || r.op == SP_NODED_READONLY ||
 	    r.op == SP_NODED_DIR || r.op == SP_NODED_RMDIR ||
-	    r.op == SP_NODED_SEND || r.op == SP_NODED_RECEIVE)
+	    r.op == SP_NODED_SEND || r.op == SP_NODED_RECEIVE ||
+	    r.op == SP_NODED_USAGE)
 		check_path(r.path, r.op == SP_NODED_RECEIVE);
 	else if (r.path[0] != '\0')
 		abort();

@@ -1,6 +1,7 @@
 /* test-core: error tokens, ids, names, UTF-8, configuration, the stdin
  * input loop and the external programs' stderr. */
 #include <fcntl.h>
+#include <pwd.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -532,6 +533,25 @@ test_lock_path(void)
 	rmdir(dir);
 }
 
+/* sp_group_id and sp_space_ids: what getgrnam/getpwnam say, from threads
+ * too (the _r forms), and 0 for a name that is not there. */
+static void
+test_ids_of_names(void)
+{
+	struct passwd *pw;
+	gid_t gid = 1;
+	uid_t uid = 1;
+
+	tap_ok(sp_group_id("root", &gid) == 1 && gid == 0,
+	    "group id: root is 0");
+	tap_ok(sp_group_id("no-such-group-of-space", &gid) == 0,
+	    "group id: none for a missing group");
+	pw = getpwnam(SP_USER);
+	tap_ok(pw == NULL ? sp_space_ids(&uid, &gid) == 0 :
+	    sp_space_ids(&uid, &gid) == 1 && uid == pw->pw_uid &&
+	    gid == pw->pw_gid, "space's ids: as getpwnam says, or none");
+}
+
 int
 main(void)
 {
@@ -545,5 +565,6 @@ main(void)
 	test_conf();
 	test_each();
 	test_lock_path();
+	test_ids_of_names();
 	return tap_done();
 }
