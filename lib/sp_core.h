@@ -729,6 +729,11 @@ int sp_path_remove_tree(const char *path, struct sp_err *e);
 /* text written to the existing file path in one write (a kernel's file:
  * sysfs, cgroupfs). */
 int sp_path_write_text(const char *path, const char *text, struct sp_err *e);
+/* text as the new file path (0644, this process's): what was there is
+ * removed first, as a copy that came with a snapshot may be another
+ * user's (root's, in a directory the user space made). */
+int sp_path_replace_text(const char *path, const char *text,
+    struct sp_err *e);
 
 /* flock(LOCK_EX) on fd, waiting (wait 1) or not: busy (temp) when taken. */
 int sp_flock(int fd, int wait, struct sp_err *e);

@@ -176,6 +176,27 @@ sp_tls_ca_cert_path(const char *root, char *out, size_t n, struct sp_err *e)
 }
 
 int
+sp_path_replace_text(const char *path, const char *text, struct sp_err *e)
+{
+	size_t len = strlen(text);
+	int fd;
+
+	if (unlink(path) == -1 && errno != ENOENT)
+		return sp_err_sys(e, SP_E_IO, "unlink %s", path);
+	if ((fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW |
+	    O_CLOEXEC, 0644)) == -1)
+		return sp_err_sys(e, SP_E_IO, "create %s", path);
+	if (sp_write_all(fd, text, len) == -1) {
+		sp_err_sys(e, SP_E_IO, "write %s", path);
+		close(fd);
+		return -1;
+	}
+	if (close(fd) == -1)
+		return sp_err_sys(e, SP_E_IO, "%s", path);
+	return 0;
+}
+
+int
 sp_path_write_text(const char *path, const char *text, struct sp_err *e)
 {
 	int fd;

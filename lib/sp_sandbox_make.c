@@ -18,19 +18,6 @@
 #include "sp_sandbox.h"
 
 static int
-write_file(const char *path, const char *text, struct sp_err *e)
-{
-	FILE *f;
-
-	if ((f = fopen(path, "we")) == NULL)
-		return sp_err_sys(e, SP_E_IO, "%s", path);
-	fputs(text, f);
-	if (fclose(f) == EOF)
-		return sp_err_sys(e, SP_E_IO, "%s", path);
-	return 0;
-}
-
-static int
 write_json(const char *path, json_t *j, struct sp_err *e)
 {
 	char *s;
@@ -38,7 +25,7 @@ write_json(const char *path, json_t *j, struct sp_err *e)
 
 	if ((s = json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER)) == NULL)
 		return sp_err_set(e, SP_E_INTERNAL, 0, "json_dumps");
-	rc = write_file(path, s, e);
+	rc = sp_path_replace_text(path, s, e);
 	free(s);
 	return rc;
 }
@@ -447,7 +434,7 @@ sp_sandbox_make(struct sp_ctx *x, const struct sp_make *m,
 	    sp_virt_domain_xml(&spec, &xml, e) == -1)
 		goto out;
 	if (sp_path_fmt(p, sizeof p, e, "%s/domain.xml", dir) == -1 ||
-	    write_file(p, xml, e) == -1)
+	    sp_path_replace_text(p, xml, e) == -1)
 		goto out;
 	meta = json_pack("{s:s, s:s, s:s, s:I, s:i, s:i, s:O}", "id", row.id,
 	    "template", row.template, "node", row.node, "created",

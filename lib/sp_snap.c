@@ -82,21 +82,22 @@ static int
 write_ckpt_info(const char *dir, const char *id, const char *uuid,
     const struct sp_sandbox_row *sb, int64_t taken, struct sp_err *e)
 {
-	char p[SP_PATH_MAX];
+	char p[SP_PATH_MAX], *text;
 	json_t *j;
 	int rc;
 
 	if (sp_path_fmt(p, sizeof p, e, "%s/ckpt.json", dir) == -1)
 		return -1;
-	/* The template's, copied with the sandbox, is root's: a new file. */
-	if (unlink(p) == -1 && errno != ENOENT)
-		return sp_err_sys(e, SP_E_IO, "unlink %s", p);
 	j = json_pack("{s:s, s:s, s:i, s:i, s:I, s:s}", "id", id, "uuid", uuid,
 	    "memory_mib", sb->memory_mib, "vcpus", sb->vcpus, "created",
 	    (json_int_t)taken, "template", sb->template);
-	rc = j != NULL && json_dump_file(j, p, JSON_INDENT(2)) == 0 ? 0 :
-	    sp_err_set(e, SP_E_IO, 0, "cannot write %s", p);
+	text = j != NULL ? json_dumps(j, JSON_INDENT(2)) : NULL;
 	json_decref(j);
+	if (text == NULL)
+		return sp_err_set(e, SP_E_INTERNAL, 0, "out of memory");
+	/* The template's, copied with the sandbox, is root's: a new file. */
+	rc = sp_path_replace_text(p, text, e);
+	free(text);
 	return rc;
 }
 

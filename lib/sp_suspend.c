@@ -88,15 +88,12 @@ remote_snap(struct sp_ctx *x, const char *id, const char *want,
 static int
 write_base(const char *dir, const char *base, struct sp_err *e)
 {
-	char p[SP_PATH_MAX];
-	FILE *f;
+	char p[SP_PATH_MAX], line[SP_PATH_MAX + 2];
 
-	if (sp_path_fmt(p, sizeof p, e, "%s/" BASE_FILE, dir) == -1)
+	if (sp_path_fmt(p, sizeof p, e, "%s/" BASE_FILE, dir) == -1 ||
+	    sp_path_fmt(line, sizeof line, e, "%s\n", base) == -1)
 		return -1;
-	if ((f = fopen(p, "we")) == NULL || fprintf(f, "%s\n", base) < 0 ||
-	    fclose(f) != 0)
-		return sp_err_sys(e, SP_E_IO, "%s", p);
-	return 0;
+	return sp_path_replace_text(p, line, e);
 }
 
 /* The base a snapshot names, if it still is a subvolume of that lineage. */
@@ -453,7 +450,6 @@ define_here(struct sp_ctx *x, const char *id, const char *dir,
 {
 	char run[SP_PATH_MAX], p[SP_PATH_MAX];
 	struct sp_jail jail;
-	FILE *f;
 
 	/* Its XML beside its disk while the directory is still its
 	 * maker's, then the directory its jail's. */
@@ -462,10 +458,8 @@ define_here(struct sp_ctx *x, const char *id, const char *dir,
 	    sp_jail_get(x, id, &jail, e) == -1 ||
 	    sp_sandbox_restore_xml(x, id, dir, ci, cpu_pct, &jail, xml, e) == -1)
 		return -1;
-	if ((f = fopen(p, "we")) == NULL || fputs(*xml, f) == EOF ||
-	    fclose(f) != 0)
-		return sp_err_sys(e, SP_E_IO, "%s", p);
-	if (sp_jail_dirs(x, &jail, dir, run, e) == -1)
+	if (sp_path_replace_text(p, *xml, e) == -1 ||
+	    sp_jail_dirs(x, &jail, dir, run, e) == -1)
 		return -1;
 	return sp_virt_define(x->virt, *xml, e);
 }

@@ -1121,8 +1121,10 @@ sp_volume_capture(struct sp_ctx *x, const char *id, const char *dst,
 		json_decref(mounts);
 		sp_db_volume_release(&v);
 	}
+	/* A new file: one copied with the sandbox may be another user's. */
 	if (rc == 0 && sp_path_fmt(to, sizeof to, e, "%s/volumes.json",
-	    dst) == 0 && json_dump_file(list, to, JSON_COMPACT) == -1)
+	    dst) == 0 && ((unlink(to) == -1 && errno != ENOENT) ||
+	    json_dump_file(list, to, JSON_COMPACT) == -1))
 		rc = sp_err_sys(e, SP_E_IO, "write %s", to);
 	json_decref(list);
 	return rc;

@@ -533,6 +533,43 @@ test_lock_path(void)
 	rmdir(dir);
 }
 
+/* sp_path_replace_text: a new file, 0644, whatever was at the path; a
+ * symlink there is replaced, its target untouched. */
+static void
+test_replace_text(void)
+{
+	char dir[] = "/tmp/sp-replace-XXXXXX", p[64], t[64], buf[16] = "";
+	struct sp_err e;
+	struct stat st;
+	int fd;
+
+	umask(022);
+	if (!tap_ok(mkdtemp(dir) != NULL, "replace: a temporary directory"))
+		return;
+	snprintf(p, sizeof p, "%s/f", dir);
+	snprintf(t, sizeof t, "%s/target", dir);
+	tap_ok(sp_path_replace_text(p, "one\n", &e) == 0 &&
+	    sp_path_replace_text(p, "two\n", &e) == 0 && stat(p, &st) == 0 &&
+	    (st.st_mode & 07777) == 0644 && st.st_size == 4,
+	    "replace: written anew, 0644");
+	unlink(p);
+	fd = open(t, O_WRONLY | O_CREAT, 0600);
+	if (fd != -1) {
+		(void)!write(fd, "keep", 4);
+		close(fd);
+	}
+	tap_ok(symlink(t, p) == 0 && sp_path_replace_text(p, "new\n", &e) == 0 &&
+	    lstat(p, &st) == 0 && S_ISREG(st.st_mode) &&
+	    (fd = open(t, O_RDONLY)) != -1 && read(fd, buf, sizeof buf) == 4 &&
+	    memcmp(buf, "keep", 4) == 0, "replace: a symlink replaced, its "
+	    "target untouched");
+	if (fd != -1)
+		close(fd);
+	unlink(p);
+	unlink(t);
+	rmdir(dir);
+}
+
 /* sp_group_id and sp_space_ids: what getgrnam/getpwnam say, from threads
  * too (the _r forms), and 0 for a name that is not there. */
 static void
@@ -566,5 +603,6 @@ main(void)
 	test_each();
 	test_lock_path();
 	test_ids_of_names();
+	test_replace_text();
 	return tap_done();
 }
