@@ -357,30 +357,39 @@ int
 sp_jail_share_ckpt(const char *dir, struct sp_err *e)
 {
 	struct sp_err ignored;
+	int dfd, fd = -1, ro = 0, rc = -1;
 	gid_t gid;
-	int dfd, fd = -1, ro, rc = -1;
 
 	if (!sp_space_ids(NULL, &gid))
 		return 0;
+	if ((dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) == -1)
+		return sp_err_sys(e, SP_E_IO, "open %s", dir);
+	if ((fd = openat(dfd, "mem.sav", O_RDONLY | O_NOFOLLOW | O_CLOEXEC)) ==
+	    -1) {
+		sp_err_sys(e, SP_E_IO, "open %s/mem.sav", dir);
+		goto out;
+	}
+	/* Shared already (an ACL of its own): nothing to do. */
+	if (fgetxattr(fd, "system.posix_acl_access", NULL, 0) > 0) {
+		rc = 0;
+		goto out;
+	}
 	/* Read-only once made (a checkpoint from before the group): open for
 	 * the change, then closed again. */
 	if ((ro = sp_subvol_readonly(dir)) && sp_subvol_set_readonly(dir, 0,
-	    e) == -1)
-		return -1;
-	if ((dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) == -1)
-		sp_err_sys(e, SP_E_IO, "open %s", dir);
-	else if ((fd = openat(dfd, "mem.sav", O_RDONLY | O_NOFOLLOW |
-	    O_CLOEXEC)) == -1)
-		sp_err_sys(e, SP_E_IO, "open %s/mem.sav", dir);
-	else if ((group_acl(dfd, gid, ACL_EXECUTE) == -1 ||
+	    e) == -1) {
+		ro = 0;
+		goto out;
+	}
+	if ((group_acl(dfd, gid, ACL_EXECUTE) == -1 ||
 	    group_acl(fd, gid, ACL_READ) == -1) && errno != EOPNOTSUPP)
 		sp_err_sys(e, SP_E_IO, "the ACL of %s", dir);
 	else
 		rc = 0;
+out:
 	if (fd != -1)
 		close(fd);
-	if (dfd != -1)
-		close(dfd);
+	close(dfd);
 	if (ro && sp_subvol_set_readonly(dir, 1, rc == 0 ? e : &ignored) == -1)
 		rc = -1;
 	return rc;
