@@ -143,6 +143,8 @@ PY
 	[ ! -e /tmp/space-evil-abs ]
 	[ ! -e /tmp/space-evil-symlink ]
 	[ ! -e "$SPACE_ROOT/tmp/space-evil-dotdot" ]
-	[ -z "$(ls "$SPACE_ROOT/tmp" | grep -v '^unit$')" ]
+	# transfer/: the manager's own, for streams' nameless files.
+	[ -z "$(ls "$SPACE_ROOT/tmp" | grep -v -e '^unit$' -e '^transfer$')" ]
+	[ -z "$(ls -A "$SPACE_ROOT/tmp/transfer" 2>/dev/null)" ]
 	[ -z "$(ls -a "$SPACE_ROOT/templates" | grep building)" ]
 }
