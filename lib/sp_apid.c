@@ -18,7 +18,6 @@
 #include <unistd.h>
 
 #include <microhttpd.h>
-#include <openssl/pem.h>
 
 #include "sp_api.h"
 #include "sp_api_int.h"
@@ -758,44 +757,44 @@ parse_listen(const char *s, struct sockaddr_storage *ss, struct sp_err *e)
 	return 0;
 }
 
-/* The leaf for host the node CA signs, as PEM texts for libmicrohttpd. */
+/*
+ * The leaf for host the node CA signs, as PEM texts for libmicrohttpd:
+ * minted here, or by space-noded when this server goes through it (run
+ * as space, the CA's key is root's alone).
+ */
 static int
-tls_pems(const char *root, const char *host, char **key, char **cert,
-    struct sp_err *e)
+tls_pems(const struct sp_conf *c, const char *host, char **key,
+    char **cert, struct sp_err *e)
 {
-	struct sp_tls_ca *ca;
-	SSL_CTX *ctx;
-	BIO *kb, *cb;
-	char *p;
-	long n;
-	int rc = -1;
+	char sock[SP_PATH_MAX];
+	json_t *value = NULL;
+	const char *k, *p;
+	int via;
 
 	*key = *cert = NULL;
-	if (sp_tls_ca_load(root, &ca, e) == -1)
+	if ((via = sp_noded_for(c, sock, e)) == -1)
 		return -1;
-	ctx = sp_tls_server_ctx(ca, host, e);
-	sp_tls_ca_free(ca);
-	if (ctx == NULL)
+	if (via == 0)
+		return sp_tls_leaf_pems(c->root, host, key, cert, e);
+	if (sp_virt_noded_call(sock, json_pack("{s:s, s:s}", "op", "tls-leaf",
+	    "host", host), &value, e) == -1)
 		return -1;
-	kb = BIO_new(BIO_s_mem());
-	cb = BIO_new(BIO_s_mem());
-	if (kb == NULL || cb == NULL ||
-	    !PEM_write_bio_PrivateKey(kb, SSL_CTX_get0_privatekey(ctx), NULL,
-	    NULL, 0, NULL, NULL) ||
-	    !PEM_write_bio_X509(cb, SSL_CTX_get0_certificate(ctx))) {
-		sp_tls_err(e, "writing the API's certificate");
-		goto out;
+	if ((k = json_string_value(json_object_get(value, "key"))) == NULL ||
+	    (p = json_string_value(json_object_get(value, "cert"))) == NULL) {
+		json_decref(value);
+		return sp_err_set(e, SP_E_INTERNAL, 0, "tls-leaf: no key and "
+		    "certificate");
 	}
-	n = BIO_get_mem_data(kb, &p);
-	*key = strndup(p, n);
-	n = BIO_get_mem_data(cb, &p);
-	*cert = strndup(p, n);
-	rc = *key && *cert ? 0 : sp_err_set(e, SP_E_NOMEM, 1, "out of memory");
-out:
-	BIO_free(kb);
-	BIO_free(cb);
-	SSL_CTX_free(ctx);
-	return rc;
+	*key = strdup(k);
+	*cert = strdup(p);
+	json_decref(value);
+	if (*key == NULL || *cert == NULL) {
+		free(*key);
+		free(*cert);
+		*key = *cert = NULL;
+		return sp_err_set(e, SP_E_NOMEM, 1, "out of memory");
+	}
+	return 0;
 }
 
 int
@@ -838,7 +837,7 @@ sp_api_serve(const struct sp_api_opts *o, volatile int *stop,
 		if (host[0] == '[')
 			memmove(host, host + 1, strlen(host)),
 			    host[strlen(host) - 1] = '\0';
-		if (tls_pems(g.srv.conf.root, host, &key, &cert, e) == -1)
+		if (tls_pems(&g.srv.conf, host, &key, &cert, e) == -1)
 			return -1;
 		flags |= MHD_USE_TLS;
 	}

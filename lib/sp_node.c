@@ -348,8 +348,11 @@ space_owns(const struct sp_conf *c, struct sp_err *e)
 		return 0;
 	owns_uid = pw->pw_uid;
 	owns_gid = pw->pw_gid;
-	/* Its temporary files' directory, in root's tmp/ (sp_remote_tmp). */
+	/* Its temporary files' directory, in root's tmp/ (sp_remote_tmp),
+	 * and the API server's audit log's (space-apid). */
 	if (sp_path_fmt(p, sizeof p, e, "%s/tmp/transfer", c->root) == -1 ||
+	    sp_path_mkdirs(p, 0700, e) == -1 ||
+	    sp_path_fmt(p, sizeof p, e, "%s/api", c->root) == -1 ||
 	    sp_path_mkdirs(p, 0700, e) == -1)
 		return -1;
 	for (i = 0; i < sizeof trees / sizeof trees[0]; i++)
@@ -369,15 +372,8 @@ space_owns(const struct sp_conf *c, struct sp_err *e)
 		if (sp_path_fmt(p, sizeof p, e, "%s%s", c->db + 7, ends[i]) ==
 		    -1 || give(p, pw, 0600, i == 0, e) == -1)
 			return -1;
-	/* volumes/ stays root's, searched by the VMs, listed by space's
-	 * group (sp_volume.c's volumes_area). */
-	if (sp_path_fmt(p, sizeof p, e, "%s/volumes", c->root) == -1)
-		return -1;
-	if ((mkdir(p, 0751) == -1 && errno != EEXIST) ||
-	    chown(p, 0, pw->pw_gid) == -1 || chmod(p, 0751) == -1)
-		return sp_err_sys(e, SP_E_IO, "give %s to the group %s", p,
-		    SP_USER);
-	if (sp_path_fmt(p, sizeof p, e, "%s/jail", c->root) == -1 ||
+	if (sp_volume_area(c->root, e) == -1 ||
+	    sp_path_fmt(p, sizeof p, e, "%s/jail", c->root) == -1 ||
 	    give(p, pw, 0700, 0, e) == -1 ||
 	    sp_path_fmt(p, sizeof p, e, "%s/locks", c->root) == -1 ||
 	    give(p, pw, 0700, 1, e) == -1)

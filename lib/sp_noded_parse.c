@@ -9,6 +9,7 @@
  * beneath the root.  The descriptor a send or a receive needs comes beside
  * the line (space-noded's to attach).
  */
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,7 +25,7 @@
 enum {
 	K_PATH = 1, K_SRC = 2, K_READONLY = 4, K_NAME = 8, K_FILE = 16,
 	K_XML = 32, K_WANT = 64, K_DISK = 128, K_BYTES = 256, K_DIR = 512,
-	K_UID = 1024, K_PIDS = 2048, K_PARENT = 4096,
+	K_UID = 1024, K_PIDS = 2048, K_PARENT = 4096, K_HOST = 8192,
 };
 
 static const struct {
@@ -65,11 +66,12 @@ static const struct {
 	{ "vm-release", SP_NODED_VM_RELEASE, K_NAME, 0 },
 	{ "subvol-send", SP_NODED_SEND, K_PATH, K_PARENT },
 	{ "subvol-receive", SP_NODED_RECEIVE, K_PATH, 0 },
+	{ "tls-leaf", SP_NODED_TLS_LEAF, K_HOST, 0 },
 };
 
 static const char *const keys[] = {
 	"path", "src", "readonly", "name", "file", "xml", "want", "disk",
-	"bytes", "dir", "uid", "pids", "parent",
+	"bytes", "dir", "uid", "pids", "parent", "host",
 };
 
 /* A disk's size or a limit at most: 16 TiB. */
@@ -244,6 +246,7 @@ static int
 vm_fields(json_t *req, unsigned have, struct sp_noded_req *r,
     struct sp_err *e)
 {
+	unsigned char addr[16];
 	const char *s;
 	json_int_t n;
 
@@ -272,6 +275,17 @@ vm_fields(json_t *req, unsigned have, struct sp_noded_req *r,
 			return sp_err_set(e, SP_E_BAD_INPUT, 0, "want is auto, "
 			    "kvm or qemu");
 		strcpy(r->want, s);
+	}
+	/* A numeric address, as space-apid listens on: whether it is
+	 * this host's is sp_noded.c's to find out. */
+	if (have & K_HOST) {
+		if ((s = string_of(req, "host", SP_NODED_HOST_MAX, e)) == NULL)
+			return -1;
+		if (inet_pton(AF_INET, s, addr) != 1 &&
+		    inet_pton(AF_INET6, s, addr) != 1)
+			return sp_err_set(e, SP_E_BAD_INPUT, 0, "host '%.64s' is "
+			    "not an IPv4 or IPv6 address", s);
+		strcpy(r->host, s);
 	}
 	if (have & K_DISK) {
 		if ((s = string_of(req, "disk", 8, e)) == NULL)

@@ -67,22 +67,19 @@ file_dir(const struct sp_noded_vm *c, const char *what, const char *abs,
 }
 
 /*
- * A VM file at abs (named base) as libvirt will find it: AREA/NAME/base
- * beneath the root (the file of a subvolume, not an area's), with no
- * symlink on the way and only root able to change the directories there
- * (sp_noded_root_only), a regular file with one link (not another file's hard
- * link).  must 0: absent is fine too.
+ * A VM file at abs (named base, in dir: file_dir's) as libvirt will find
+ * it: AREA/NAME/base beneath the root (the file of a subvolume, not an
+ * area's), with no symlink on the way and only root able to change the
+ * directories there (sp_noded_root_only), a regular file with one link
+ * (not another file's hard link).  must 0: absent is fine too.
  */
 static int
-vm_file(const struct sp_noded_vm *c, const char *what, const char *abs,
-    const char *base, int must, struct sp_err *e)
+vm_file_in(const struct sp_noded_vm *c, const char *what, const char *abs,
+    const char *dir, const char *base, int must, struct sp_err *e)
 {
-	char dir[SP_NODED_PATH_MAX + 1];
 	struct stat st;
 	int fd;
 
-	if (file_dir(c, what, abs, base, dir, e) == -1)
-		return -1;
 	if (sp_noded_root_only(c->root_fd, c->conf->root, what, abs, dir,
 	    e) == -1)
 		return -1;
@@ -104,6 +101,17 @@ vm_file(const struct sp_noded_vm *c, const char *what, const char *abs,
 	return 0;
 }
 
+/* vm_file_in, the directory worked out from abs. */
+static int
+vm_file(const struct sp_noded_vm *c, const char *what, const char *abs,
+    const char *base, int must, struct sp_err *e)
+{
+	char dir[SP_NODED_PATH_MAX + 1];
+
+	return file_dir(c, what, abs, base, dir, e) == -1 ? -1 :
+	    vm_file_in(c, what, abs, dir, base, must, e);
+}
+
 /*
  * The directory r's save image goes in, when r's client owns it (a full
  * checkpoint's snapshot, just made and filled by the unprivileged
@@ -111,20 +119,17 @@ vm_file(const struct sp_noded_vm *c, const char *what, const char *abs,
  * under libvirt or under a later restore (root:gid 0750, as a read-only
  * snapshot made for that client).  A mem.sav already there is not one
  * libvirt wrote: refused.  What the client does not own is left to
- * vm_file.
+ * vm_file_in.
  */
 static int
 take_dir(const struct sp_noded_vm *c, const struct sp_noded_req *r,
-    struct sp_err *e)
+    const char *dir, struct sp_err *e)
 {
-	char dir[SP_NODED_PATH_MAX + 1];
 	struct stat st;
 	int fd, rc = -1;
 
 	if (r->peer_uid == 0)
 		return 0;
-	if (file_dir(c, "file", r->file, "mem.sav", dir, e) == -1)
-		return -1;
 	if ((fd = sp_noded_open_beneath(c->root_fd, dir, O_RDONLY |
 	    O_DIRECTORY)) == -1)
 		return sp_err_sys(e, errno == ENOENT ? SP_E_NOT_FOUND :
@@ -158,9 +163,9 @@ save(const struct sp_noded_vm *c, struct sp_virt *v,
 	char dir[SP_NODED_PATH_MAX + 1], file[SP_NODED_PATH_MAX + 16];
 	int fd, rc;
 
-	if (take_dir(c, r, e) == -1 ||
-	    vm_file(c, "file", r->file, "mem.sav", 0, e) == -1 ||
-	    file_dir(c, "file", r->file, "mem.sav", dir, e) == -1)
+	if (file_dir(c, "file", r->file, "mem.sav", dir, e) == -1 ||
+	    take_dir(c, r, dir, e) == -1 ||
+	    vm_file_in(c, "file", r->file, dir, "mem.sav", 0, e) == -1)
 		return -1;
 	rc = r->op == SP_NODED_VM_SAVE ? sp_virt_save(v, r->name, r->file, e) :
 	    sp_virt_save_memory(v, r->name, r->file, e);
@@ -342,8 +347,8 @@ restore(const struct sp_noded_vm *c, struct sp_virt *v,
 	char dir[SP_NODED_PATH_MAX + 1], dom[SP_ID_LEN + 4], uuid[37];
 	int fd;
 
-	if (vm_file(c, "file", r->file, "mem.sav", 1, e) == -1 ||
-	    file_dir(c, "file", r->file, "mem.sav", dir, e) == -1 ||
+	if (file_dir(c, "file", r->file, "mem.sav", dir, e) == -1 ||
+	    vm_file_in(c, "file", r->file, dir, "mem.sav", 1, e) == -1 ||
 	    check_xml(c, r->xml, r->name[0] ? r->name : NULL, dom, uuid,
 	    e) == -1)
 		return -1;

@@ -452,6 +452,9 @@ int sp_template_warm(struct sp_ctx *x, const char *ref, const struct sp_warm *w,
 struct posix_acl_xattr_entry;
 void sp_acl_entry(struct posix_acl_xattr_entry *a, int tag, int perm,
     unsigned id);
+/* ROOT/volumes made if missing; run as root, made root:space 0751 (the
+ * VMs search it, the manager lists it) when the user space exists. */
+int sp_volume_area(const char *root, struct sp_err *e);
 /* A mount path: absolute, not /, no empty, . or .. parts, <= 255 bytes. */
 int sp_volume_path_check(const char *path, struct sp_err *e);
 /* A new volume of bytes (whole MiB), or a writable copy of from

@@ -54,6 +54,9 @@ enum sp_noded_op {
 	/* the bytes a subvolume holds of its own (sp_subvol_exclusive_bytes),
 	 * its files the VMs' alone */
 	SP_NODED_USAGE,
+	/* a TLS leaf the node CA signs for one of this host's addresses
+	 * (the API server's, run as space: the CA's key is root's) */
+	SP_NODED_TLS_LEAF,
 	/* libvirt's, on the domain sp-<id> of name (sp_noded_virt.c) */
 	SP_NODED_VM_DEFINE, SP_NODED_VM_START, SP_NODED_VM_DESTROY,
 	SP_NODED_VM_UNDEFINE, SP_NODED_VM_PAUSE, SP_NODED_VM_RESUME,
@@ -70,6 +73,7 @@ enum sp_noded_op {
 	SP_NODED__COUNT
 };
 #define SP_NODED_XML_MAX	16384	/* a domain XML in a request */
+#define SP_NODED_HOST_MAX	45	/* an IPv6 address's text, at most */
 struct sp_noded_req {
 	enum sp_noded_op op;
 	char path[SP_NODED_PATH_MAX + 1];	/* relative to SPACE_ROOT */
@@ -80,6 +84,7 @@ struct sp_noded_req {
 	char file[SP_NODED_PATH_MAX + 1];	/* a VM's mem.sav, absolute */
 	char dir[SP_NODED_PATH_MAX + 1];	/* a VM's directory, absolute */
 	char want[8];				/* a virt type */
+	char host[SP_NODED_HOST_MAX + 1];	/* an address of this host */
 	uint64_t bytes;				/* a disk's size, a limit */
 	unsigned uid;				/* a jail's, or 0 */
 	long pids;				/* a pids limit, or 0 */

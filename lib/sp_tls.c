@@ -872,3 +872,42 @@ sp_tls_ca_free(struct sp_tls_ca *ca)
 	pthread_mutex_destroy(&ca->mu);
 	free(ca);
 }
+
+int
+sp_tls_leaf_pems(const char *root, const char *host, char **key, char **cert,
+    struct sp_err *e)
+{
+	struct sp_tls_ca *ca;
+	SSL_CTX *ctx;
+	BIO *kb, *cb;
+	char *p;
+	long n;
+	int rc = -1;
+
+	*key = *cert = NULL;
+	if (sp_tls_ca_load(root, &ca, e) == -1)
+		return -1;
+	ctx = sp_tls_server_ctx(ca, host, e);
+	sp_tls_ca_free(ca);
+	if (ctx == NULL)
+		return -1;
+	kb = BIO_new(BIO_s_mem());
+	cb = BIO_new(BIO_s_mem());
+	if (kb == NULL || cb == NULL ||
+	    !PEM_write_bio_PrivateKey(kb, SSL_CTX_get0_privatekey(ctx), NULL,
+	    NULL, 0, NULL, NULL) ||
+	    !PEM_write_bio_X509(cb, SSL_CTX_get0_certificate(ctx))) {
+		sp_tls_err(e, "writing the API's certificate");
+		goto out;
+	}
+	n = BIO_get_mem_data(kb, &p);
+	*key = strndup(p, n);
+	n = BIO_get_mem_data(cb, &p);
+	*cert = strndup(p, n);
+	rc = *key && *cert ? 0 : sp_err_set(e, SP_E_NOMEM, 1, "out of memory");
+out:
+	BIO_free(kb);
+	BIO_free(cb);
+	SSL_CTX_free(ctx);
+	return rc;
+}

@@ -48,6 +48,10 @@ void sp_tls_ca_free(struct sp_tls_ca *ca);
  */
 SSL_CTX *sp_tls_server_ctx(struct sp_tls_ca *ca, const char *host,
     struct sp_err *e);
+/* The leaf sp_tls_server_ctx mints for host with root's CA, as PEM texts
+ * (*key, *cert: the caller frees them). */
+int sp_tls_leaf_pems(const char *root, const char *host, char **key,
+    char **cert, struct sp_err *e);
 /* A client context that verifies peers against cafile, or against the
  * system trust store when cafile is NULL or "" (TLS 1.2 at least).  The
  * caller SSL_CTX_free's it. */

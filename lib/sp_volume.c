@@ -70,22 +70,22 @@ snap_dir(const struct sp_ctx *x, const char *id, const char *snap, char *out,
 }
 
 /* volumes/ itself: root's, search only for the VMs' uids; listed by the
- * group space too, the manager's, when there is one (as space-init
- * makes it). */
-static int
-volumes_area(const struct sp_ctx *x, struct sp_err *e)
+ * group space too, the manager's, when there is one (as root makes it:
+ * here, or space-init for one made before). */
+int
+sp_volume_area(const char *root, struct sp_err *e)
 {
 	char p[SP_PATH_MAX];
 	gid_t gid;
 
-	if (sp_path_fmt(p, sizeof p, e, "%s/volumes", x->conf.root) == -1)
+	if (sp_path_fmt(p, sizeof p, e, "%s/volumes", root) == -1)
 		return -1;
-	if (mkdir(p, 0711) == -1)
-		return errno == EEXIST ? 0 : sp_err_sys(e, SP_E_IO, "mkdir %s",
-		    p);
-	if (sp_space_ids(NULL, &gid) && (chown(p, 0, gid) == -1 ||
-	    chmod(p, 0751) == -1))
-		return sp_err_sys(e, SP_E_IO, "chown %s", p);
+	if (mkdir(p, 0711) == -1 && errno != EEXIST)
+		return sp_err_sys(e, SP_E_IO, "mkdir %s", p);
+	if (geteuid() == 0 && sp_space_ids(NULL, &gid) && (chown(p, 0,
+	    gid) == -1 || chmod(p, 0751) == -1))
+		return sp_err_sys(e, SP_E_IO, "give %s to the group %s", p,
+		    SP_USER);
 	return 0;
 }
 
@@ -420,7 +420,7 @@ sp_volume_create(struct sp_ctx *x, const char *name, const char *tenant,
 		snprintf(v.origin, sizeof v.origin, "%s", from);
 	} else if (bytes_check(bytes, e) == -1)
 		return -1;
-	if (sp_id_new(v.id, e) == -1 || volumes_area(x, e) == -1 ||
+	if (sp_id_new(v.id, e) == -1 || sp_volume_area(x->conf.root, e) == -1 ||
 	    volume_dir(x, v.id, dir, sizeof dir, e) == -1 ||
 	    volume_disk(x, v.id, disk, sizeof disk, e) == -1)
 		return -1;
@@ -1139,7 +1139,7 @@ move_here(struct sp_ctx *x, struct sp_volume_row *v, const char *img,
 	char dir[SP_PATH_MAX], disk[SP_PATH_MAX];
 	struct sp_err ignored;
 
-	if (volumes_area(x, e) == -1 ||
+	if (sp_volume_area(x->conf.root, e) == -1 ||
 	    volume_dir(x, v->id, dir, sizeof dir, e) == -1 ||
 	    volume_disk(x, v->id, disk, sizeof disk, e) == -1)
 		return -1;

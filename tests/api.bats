@@ -9,6 +9,11 @@ api() {
 	curl -s -S -m 60 -o "$T/body" -w '%{http_code}' "$@"
 }
 
+# The server run as SPACE_API_USER when there is one (run-all's round
+# through space-noded, as its unit runs it): $AS_API before a command (a
+# word list, not a function, so that $! is the server's own pid).
+export AS_API=${SPACE_API_USER:+setpriv --reuid=$SPACE_API_USER --regid=$SPACE_API_USER --init-groups}
+
 setup_file() {
 	export T="$BATS_FILE_TMPDIR"
 	import_minimal
@@ -23,9 +28,16 @@ setup_file() {
 	export KEY_SLOW=$(space-tenant key add "$RUN-b" --rate 60 | jq -r .key)
 	export KEY_ADMIN=$(space-tenant key add --admin --rate 0 | jq -r .key)
 	read -r PORT < <(free_ports 1)
-	export PORT URL="http://127.0.0.1:$PORT"
-	space-apid --listen "127.0.0.1:$PORT" --body-max 1048576 \
-	    --audit "$T/audit.log" >"$T/apid.out" 2>"$T/apid.err" &
+	export PORT URL="http://127.0.0.1:$PORT" AUDIT=$T/audit.log
+	# Run as SPACE_API_USER, its audit logs go in a directory of its own.
+	if [ -n "${SPACE_API_USER:-}" ]; then
+		export AUDIT_DIR
+		AUDIT_DIR=$(mktemp -d /tmp/sp-api-XXXXXX)
+		chown "$SPACE_API_USER" "$AUDIT_DIR"
+		AUDIT=$AUDIT_DIR/audit.log
+	fi
+	$AS_API space-apid --listen "127.0.0.1:$PORT" --body-max 1048576 \
+	    --audit "$AUDIT" >"$T/apid.out" 2>"$T/apid.err" &
 	echo $! >"$T/apid.pid"
 	for _ in $(seq 100); do
 		grep -q '"listen"' "$T/apid.out" 2>/dev/null && break
@@ -43,11 +55,13 @@ teardown_file() {
 		space-tenant rm "$RUN-$t" >/dev/null 2>&1 || true
 	done
 	space-tenant key rm "$(cut -c5-20 <<<"$KEY_ADMIN")" >/dev/null 2>&1 || true
+	[ -z "${AUDIT_DIR:-}" ] || rm -rf "$AUDIT_DIR"
 }
 
-@test "space-apid says where it listens" {
+@test "space-apid says where it listens, and runs as the user it was started as" {
 	run jq -e --arg l "127.0.0.1:$PORT" '.ok and .listen == $l and .tls == false' "$T/apid.out"
 	[ "$status" -eq 0 ]
+	[ "$(ps -o user= -p "$(cat "$T/apid.pid")")" = "${SPACE_API_USER:-root}" ]
 }
 
 @test "no key, a wrong key, a removed key: 401, nothing else said" {
@@ -385,11 +399,11 @@ teardown_file() {
 @test "every request is a line of the audit log: who, what, which sandbox, outcome" {
 	run api -H "X-API-KEY: $KEY_B" "$URL/v1/sandboxes/aaaaaaaaaaaa"
 	sleep 0.2
-	line=$(grep aaaaaaaaaaaa "$T/audit.log" | tail -n 1)
+	line=$(grep aaaaaaaaaaaa "$AUDIT" | tail -n 1)
 	jq -e --arg t "$RUN-b" '.tenant == $t and .method == "GET" and .sandbox == "aaaaaaaaaaaa" and .status == 404 and .error == "not-found" and (.key | length == 16) and .ms >= 0' <<<"$line"
 	# Nothing of a key's secret is in it.
-	! grep -q "${KEY_B#spk_*_}" "$T/audit.log"
-	n=$(wc -l <"$T/audit.log")
+	! grep -q "${KEY_B#spk_*_}" "$AUDIT"
+	n=$(wc -l <"$AUDIT")
 	[ "$n" -gt 100 ]
 }
 
@@ -473,10 +487,13 @@ teardown_file() {
 
 @test "--tls: a certificate the node CA signs, and no plain HTTP" {
 	read -r p < <(free_ports 1)
-	space-apid --tls --listen "127.0.0.1:$p" --audit "$T/tls.log" >"$T/tls.out" &
+	# As space, the leaf is space-noded's to mint (tls-leaf): the CA's
+	# key is root's alone.
+	$AS_API space-apid --tls --listen "127.0.0.1:$p" --audit "${AUDIT_DIR:-$T}/tls.log" >"$T/tls.out" &
 	pid=$!
 	for _ in $(seq 50); do grep -q listen "$T/tls.out" && break; sleep 0.1; done
 	jq -e '.tls == true' "$T/tls.out"
+	[ -z "${SPACE_API_USER:-}" ] || ! $AS_API cat "$SPACE_ROOT/ca/ca.key" >/dev/null
 	code=$(curl -s -o "$T/body" -w '%{http_code}' --cacert "$SPACE_ROOT/ca/ca.crt" \
 	    -H "X-API-KEY: $KEY_A" "https://127.0.0.1:$p/v1/sandboxes")
 	[ "$code" = 200 ]
@@ -490,7 +507,7 @@ teardown_file() {
 
 @test "the server stops on SIGTERM" {
 	read -r p < <(free_ports 1)
-	space-apid --listen "127.0.0.1:$p" >"$T/stop.out" &
+	$AS_API space-apid --listen "127.0.0.1:$p" >"$T/stop.out" &
 	pid=$!
 	for _ in $(seq 50); do grep -q listen "$T/stop.out" && break; sleep 0.1; done
 	kill -TERM "$pid"

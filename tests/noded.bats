@@ -634,6 +634,14 @@ EOF
 	assert_success
 	echo "$output" | sed 's/^/# /' >&3
 	[ -z "$(grep -v '"ok":true' <<<"$output")" ]
+	# The node's beat and a scheduler pass (its units' jobs): the
+	# node is alive, so nothing of it is lost.
+	run as_space space-node beat
+	assert_success
+	run as_space space-schedule
+	assert_success
+	! grep -q '"lost"' <<<"$output"
+	[ "$(space-ls "$id" | jq -r .state)" = running ]
 	run as_space space-rm "$id" "$fid" "$pid"
 	assert_success
 }
@@ -660,6 +668,35 @@ EOF
 	rm -f "$T/nd-ulink"
 	rmdir "$T/nd-udir"
 	btrfs subvolume delete "$T/nd-u" >/dev/null
+}
+
+@test "space-noded's tls-leaf: a leaf the node CA signs, for an address of this host only" {
+	[ -f "$SPACE_ROOT/ca/ca.key" ] || space-init >/dev/null
+	run call '{"op":"tls-leaf","host":"127.0.0.1"}'
+	jq -r .value.cert <<<"$output" > "$BATS_TEST_TMPDIR/leaf.crt"
+	jq -r .value.key <<<"$output" > "$BATS_TEST_TMPDIR/leaf.key"
+	# Signed by the CA, for that address, and the key is the leaf's.
+	openssl verify -CAfile "$SPACE_ROOT/ca/ca.crt" "$BATS_TEST_TMPDIR/leaf.crt"
+	openssl x509 -in "$BATS_TEST_TMPDIR/leaf.crt" -noout -ext subjectAltName | grep -q 'IP Address:127.0.0.1'
+	[ "$(openssl pkey -in "$BATS_TEST_TMPDIR/leaf.key" -pubout)" = \
+	  "$(openssl x509 -in "$BATS_TEST_TMPDIR/leaf.crt" -noout -pubkey)" ]
+	run call '{"op":"tls-leaf","host":"::1"}' '{"op":"tls-leaf","host":"0.0.0.0"}'
+	[ "$(jq -r .ok <<<"${lines[0]}")" = true ]
+	[ "$(jq -r .ok <<<"${lines[1]}")" = true ]
+	# Another host's address or a name would pass for a server the
+	# templates' trust of the CA reaches: refused, as is what is no host.
+	run call '{"op":"tls-leaf","host":"192.0.2.1"}' \
+		'{"op":"tls-leaf","host":"example.com"}' \
+		'{"op":"tls-leaf","host":"127.0.0.1","path":"tmp/x"}' \
+		'{"op":"tls-leaf"}' \
+		'{"op":"tls-leaf","host":""}' \
+		"{\"op\":\"tls-leaf\",\"host\":\"$(printf '1%.0s' $(seq 60))\"}" \
+		'{"op":"tls-leaf","host":["127.0.0.1"]}'
+	echo "$output" | sed 's/^/# /' >&3
+	[ "${#lines[@]}" -eq 7 ]
+	for l in "${lines[@]}"; do [ "$(jq -r .error <<<"$l")" = bad-input ]; done
+	grep -q 'not an address of this host' <<<"${lines[0]}"
+	alive
 }
 
 @test "a save into a directory its client made: taken first (root's, the client's group's, 0750); one holding a mem.sav already is refused" {

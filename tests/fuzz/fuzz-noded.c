@@ -5,8 +5,8 @@
  * every path relative, of at least two parts (a receive's directory may be
  * an area, one), none "." or "..", in its op's area, and short enough; no
  * descriptor of the line's own; a domain named sp-<id>; a VM's file
- * absolute; a domain XML where its op needs one, and none elsewhere.  Built
- * and run by `make fuzz`.
+ * absolute; a domain XML where its op needs one, and none elsewhere; a
+ * host only for tls-leaf, an address.  Built and run by `make fuzz`.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -85,6 +85,11 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		abort();
 	if (r.op == SP_NODED_VM_RESIZE && (r.bytes == 0 ||
 	    r.bytes > (16ULL << 40)))
+		abort();
+	/* A host only for tls-leaf, where it is an address's text. */
+	if ((r.host[0] != '\0') != (r.op == SP_NODED_TLS_LEAF) ||
+	    strlen(r.host) > SP_NODED_HOST_MAX ||
+	    strspn(r.host, "0123456789abcdefABCDEF.:") != strlen(r.host))
 		abort();
 	sp_noded_req_free(&r);
 	return 0;
