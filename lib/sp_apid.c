@@ -830,6 +830,8 @@ sp_api_serve(const struct sp_api_opts *o, volatile int *stop,
 	if (o->audit[0] != '\0' && (g.audit = open(o->audit, O_WRONLY |
 	    O_APPEND | O_CREAT | O_CLOEXEC, 0600)) == -1)
 		return sp_err_sys(e, SP_E_IO, "audit log %s", o->audit);
+	if (g.audit >= 0 && sp_path_adopt(g.audit, o->audit, e) == -1)
+		return -1;
 	if (o->tls) {
 		snprintf(host, sizeof host, "%s", o->listen);
 		if ((colon = strrchr(host, ':')) != NULL)

@@ -719,7 +719,12 @@ int sp_dl_load(struct sp_dl *dl, const char *const names[], void *slots[],
 /* ---- path: building paths without silent truncation ---- */
 int sp_path_fmt(char *out, size_t n, struct sp_err *e, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
-/* mkdir -p with mode for the directories it creates. */
+/* Run as root, what root makes at path (fd, or path itself when fd is
+ * -1) in a directory the user space owns is space's (its uid and gid), so
+ * that the unprivileged manager goes on using its stores whoever wrote
+ * last; anywhere else (root's, a VM jail's) nothing changes. */
+int sp_path_adopt(int fd, const char *path, struct sp_err *e);
+/* mkdir -p with mode for the directories it creates (sp_path_adopt'ed). */
 int sp_path_mkdirs(const char *path, mode_t mode, struct sp_err *e);
 /* The part of abs after root and a slash, or NULL when abs is not
  * beneath root (space-noded takes paths relative to SPACE_ROOT). */
@@ -729,9 +734,9 @@ int sp_path_remove_tree(const char *path, struct sp_err *e);
 /* text written to the existing file path in one write (a kernel's file:
  * sysfs, cgroupfs). */
 int sp_path_write_text(const char *path, const char *text, struct sp_err *e);
-/* text as the new file path (0644, this process's): what was there is
- * removed first, as a copy that came with a snapshot may be another
- * user's (root's, in a directory the user space made). */
+/* text as the new file path (0644, this process's, sp_path_adopt'ed):
+ * what was there is removed first, as a copy that came with a snapshot
+ * may be another user's (root's, in a directory the user space made). */
 int sp_path_replace_text(const char *path, const char *text,
     struct sp_err *e);
 

@@ -37,7 +37,7 @@ wlock(const char *root, int *fd, struct sp_err *e)
 		return -1;
 	if ((*fd = open(p, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600)) == -1)
 		return sp_err_sys(e, SP_E_IO, "open %s", p);
-	if (sp_flock_wait(*fd, e) == -1) {
+	if (sp_path_adopt(*fd, p, e) == -1 || sp_flock_wait(*fd, e) == -1) {
 		close(*fd);
 		*fd = -1;
 		return -1;
@@ -490,7 +490,7 @@ rate_take(const char *root, const struct sp_cred *c, const char *sandbox,
 	}
 	if (fd == -1)
 		return sp_err_sys(e, SP_E_IO, "open %s", p);
-	if (sp_flock_wait(fd, e) == -1)
+	if (sp_path_adopt(fd, p, e) == -1 || sp_flock_wait(fd, e) == -1)
 		goto out;
 	while ((r = pread(fd, b, sizeof b - 1, 0)) == -1 && errno == EINTR)
 		;

@@ -79,7 +79,9 @@ cred_audit_append(const char *root, const struct audit *a, struct sp_err *e)
 		goto fail;
 	}
 	/* One write per line: O_APPEND keeps concurrent lines whole. */
-	if (write(fd, line, n) != (ssize_t)n)
+	if (sp_path_adopt(fd, p, e) == -1)
+		;
+	else if (write(fd, line, n) != (ssize_t)n)
 		sp_err_sys(e, SP_E_AUDIT, "append to %s", p);
 	else
 		rc = 0;

@@ -114,6 +114,8 @@ cred_file_replace(const char *path, const void *buf, size_t n, struct sp_err *e)
 		return -1;
 	if ((fd = mkostemp(tmp, O_CLOEXEC)) == -1)
 		return sp_err_sys(e, SP_E_IO, "create %s", tmp);
+	if (sp_path_adopt(fd, tmp, e) == -1)
+		goto out;
 	if (fchmod(fd, 0600) == -1 || sp_write_all(fd, buf, n) == -1 ||
 	    fsync(fd) == -1) {
 		sp_err_sys(e, SP_E_IO, "write %s", tmp);

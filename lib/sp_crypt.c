@@ -263,6 +263,8 @@ sp_crypt_key_create(const char *path, struct sp_err *e)
 		sp_err_sys(e, SP_E_IO, "create key file %s", path);
 		goto out;
 	}
+	if (sp_path_adopt(fd, tmp, e) == -1)
+		goto out;
 	if (fchmod(fd, 0600) == -1 || sp_write_all(fd, key, sizeof key) == -1 ||
 	    fsync(fd) == -1) {
 		sp_err_sys(e, SP_E_IO, "write key file %s", tmp);

@@ -96,6 +96,8 @@ sp_egress_policy_write(const char *root, enum sp_egress_scope scope,
 		tmp[0] = '\0';
 		goto out;
 	}
+	if (sp_path_adopt(fd, tmp, e) == -1)
+		goto out;
 	if (fchmod(fd, 0600) == -1 || sp_write_all(fd, text, strlen(text)) == -1 ||
 	    sp_write_all(fd, "\n", 1) == -1 || fsync(fd) == -1) {
 		sp_err_sys(e, SP_E_IO, "write %s", tmp);

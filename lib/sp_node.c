@@ -330,12 +330,12 @@ share_ckpts(const struct sp_conf *c, struct sp_err *e)
 static int
 space_owns(const struct sp_conf *c, struct sp_err *e)
 {
-	/* The manager's own stores: egress policies and counts, the
+	/* The manager's own stores: egress policies, the
 	 * credentials and their vault, the tenants' keys, inbound ports
 	 * (and the object store, below, when it is a directory).
 	 * Their modes stay (0700: no VM's jail reads them). */
-	static const char *const trees[] = { "creds", "egress",
-	    "egress-counts", "keys", "ports", "api", "tmp/transfer" };
+	static const char *const trees[] = { "creds", "egress", "keys",
+	    "ports", "api", "tmp/transfer" };
 	static const char *const ends[] = { "", "-wal", "-shm" };
 	char p[SP_PATH_MAX];
 	struct passwd *pw;
@@ -348,17 +348,12 @@ space_owns(const struct sp_conf *c, struct sp_err *e)
 		return 0;
 	owns_uid = pw->pw_uid;
 	owns_gid = pw->pw_gid;
-	/* Its temporary files' directory, in root's tmp/ (sp_remote_tmp),
-	 * and the API server's audit log's (space-apid). */
-	if (sp_path_fmt(p, sizeof p, e, "%s/tmp/transfer", c->root) == -1 ||
-	    sp_path_mkdirs(p, 0700, e) == -1 ||
-	    sp_path_fmt(p, sizeof p, e, "%s/api", c->root) == -1 ||
-	    sp_path_mkdirs(p, 0700, e) == -1)
-		return -1;
+	/* Each made now if missing, so that what a command run as root
+	 * makes in it later is space's too (sp_path_adopt). */
 	for (i = 0; i < sizeof trees / sizeof trees[0]; i++)
 		if (sp_path_fmt(p, sizeof p, e, "%s/%s", c->root, trees[i]) ==
-		    -1 || (nftw(p, own_one, 16, FTW_PHYS) == -1 &&
-		    errno != ENOENT))
+		    -1 || sp_path_mkdirs(p, 0700, e) == -1 ||
+		    nftw(p, own_one, 16, FTW_PHYS) == -1)
 			return sp_err_sys(e, SP_E_IO, "give %s to %s", p,
 			    SP_USER);
 	/* A file store (the default, objects/): the snapshots suspend and

@@ -29,6 +29,32 @@ sp_path_fmt(char *out, size_t n, struct sp_err *e, const char *fmt, ...)
 }
 
 int
+sp_path_adopt(int fd, const char *path, struct sp_err *e)
+{
+	char dir[SP_PATH_MAX], *slash;
+	struct stat st;
+	uid_t uid;
+	gid_t gid;
+
+	if (geteuid() != 0)
+		return 0;
+	if (sp_path_fmt(dir, sizeof dir, e, "%s", path) == -1)
+		return -1;
+	if ((slash = strrchr(dir, '/')) == NULL)
+		snprintf(dir, sizeof dir, ".");
+	else if (slash == dir)
+		dir[1] = '\0';
+	else
+		*slash = '\0';
+	if (stat(dir, &st) == -1 || st.st_uid == 0 ||
+	    !sp_space_ids(&uid, &gid) || st.st_uid != uid)
+		return 0;
+	if ((fd >= 0 ? fchown(fd, uid, gid) : lchown(path, uid, gid)) == -1)
+		return sp_err_sys(e, SP_E_IO, "give %s to %s", path, SP_USER);
+	return 0;
+}
+
+int
 sp_path_mkdirs(const char *path, mode_t mode, struct sp_err *e)
 {
 	char buf[SP_PATH_MAX], *p;
@@ -42,7 +68,10 @@ sp_path_mkdirs(const char *path, mode_t mode, struct sp_err *e)
 		char c = *p;
 
 		*p = '\0';
-		if (mkdir(buf, mode) == -1 && errno != EEXIST)
+		if (mkdir(buf, mode) == 0) {
+			if (sp_path_adopt(-1, buf, e) == -1)
+				return -1;
+		} else if (errno != EEXIST)
 			return sp_err_sys(e, SP_E_IO, "mkdir %s", buf);
 		*p = c;
 		if (c == '\0')
@@ -186,6 +215,10 @@ sp_path_replace_text(const char *path, const char *text, struct sp_err *e)
 	if ((fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW |
 	    O_CLOEXEC, 0644)) == -1)
 		return sp_err_sys(e, SP_E_IO, "create %s", path);
+	if (sp_path_adopt(fd, path, e) == -1) {
+		close(fd);
+		return -1;
+	}
 	if (sp_write_all(fd, text, len) == -1) {
 		sp_err_sys(e, SP_E_IO, "write %s", path);
 		close(fd);

@@ -101,7 +101,8 @@ sp_port_add(const char *root, const struct sp_port *p, struct sp_err *e)
 	if ((fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
 	    0644)) == -1)
 		return sp_err_sys(e, SP_E_IO, "create %s", tmp);
-	ok = dprintf(fd, "%s\n", p->listen) > 0 && fsync(fd) == 0;
+	ok = sp_path_adopt(fd, tmp, e) == 0 &&
+	    dprintf(fd, "%s\n", p->listen) > 0 && fsync(fd) == 0;
 	if (close(fd) == -1 || !ok || rename(tmp, path) == -1) {
 		unlink(tmp);
 		return sp_err_sys(e, SP_E_IO, "write %s", path);

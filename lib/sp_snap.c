@@ -136,6 +136,31 @@ guest_thaw(const char *id, struct sp_chan *c)
 	sp_chan_close(c);
 }
 
+/*
+ * A full checkpoint root took itself (not through space-noded) as
+ * space-noded leaves one it took for the user space: its directory root's
+ * and the group space's (0750), its memory image the group's to read
+ * (0640), so that the unprivileged manager restores, rolls back to and
+ * forks it as its own (space-noded restores only from directories root
+ * alone may change).
+ */
+static int
+space_reads(const char *dst, struct sp_err *e)
+{
+	char sav[SP_PATH_MAX];
+	gid_t gid;
+
+	if (geteuid() != 0 || !sp_space_ids(NULL, &gid))
+		return 0;
+	if (sp_path_fmt(sav, sizeof sav, e, "%s/mem.sav", dst) == -1)
+		return -1;
+	if (lchown(sav, 0, gid) == -1 || chmod(sav, 0640) == -1 ||
+	    lchown(dst, 0, gid) == -1 || chmod(dst, 0750) == -1)
+		return sp_err_sys(e, SP_E_IO, "give %s to the group %s", dst,
+		    SP_USER);
+	return 0;
+}
+
 /* Pause, snapshot, memory, resume: the guest is stopped only for the middle
  * two.  *paused_ms is how long it was. */
 static int
@@ -172,7 +197,8 @@ take_full(struct sp_ctx *x, const struct sp_sandbox_row *sb, const char *src,
 	if (was_running && sp_virt_resume(x->virt, dom, rc == 0 ? e : &lost) == -1)
 		rc = -1;
 	*paused_ms = was_running ? sp_clock_ms() - t0 : 0;
-	if (rc == 0 && sp_subvol_set_readonly(dst, 1, e) == -1)
+	if (rc == 0 && (space_reads(dst, e) == -1 ||
+	    sp_subvol_set_readonly(dst, 1, e) == -1))
 		rc = -1;
 	return rc;
 }
@@ -218,7 +244,7 @@ take_locked(struct sp_ctx *x, const char *id, int flags, const char *tag,
 	    sp_sandbox_dir(x, id, src, sizeof src, e) == -1 ||
 	    snap_dir(x, id, NULL, parent, sizeof parent, e) == -1 ||
 	    snap_dir(x, id, r->snap, dst, sizeof dst, e) == -1 ||
-	    sp_subvol_mkdirs(parent, 0700, e) == -1)
+	    sp_subvol_mkdirs(parent, 0755, e) == -1)
 		goto out;
 	/* The row first: a crash leaves a "taking" row reconcile clears. */
 	if (sp_db_snap_insert(x->db, r, e) == -1)

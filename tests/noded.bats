@@ -646,6 +646,58 @@ EOF
 	assert_success
 }
 
+@test "what a command run as root makes, space goes on with: a credential, egress, a port, the key; a full checkpoint to roll back to and fork" {
+	space-template ls | jq -e 'select(.template == "minimal")' >/dev/null || import_minimal
+	space-template warm minimal >/dev/null
+	space-init >/dev/null
+	as_space() {
+		setpriv --reuid=space --regid=space --groups="$GROUP" \
+			env SPACE_LIBVIRT_URI=noded:$SOCK "$@"
+	}
+	local id fid full p
+	id=$(as_space space-create --template minimal --no-pool | jq -r .id)
+	echo "$id" >> "$BATS_FILE_TMPDIR/ids"
+	# Root, straight to libvirt and btrfs, in space's stores.
+	space-cred rm nd-root >/dev/null 2>&1 || true
+	echo tok | space-cred add --name nd-root --scope global --host a.example \
+	    --inject 'header:Authorization:Bearer {}' >/dev/null
+	space-egress set "$id" --allow a.example:443 >/dev/null
+	read -r p < <(free_ports 1)
+	space-port "$id" 8080 --listen "127.0.0.1:$p" >/dev/null
+	space-exec "$id" -- sh -c 'echo one > /root/v; sync'
+	full=$(space-snap --full "$id" | jq -r .snap)
+	# Nothing of space's stores is root's now (but the gateway's own
+	# decision log: it runs as root).
+	run find "$SPACE_ROOT/creds" "$SPACE_ROOT/egress" "$SPACE_ROOT/ports" \
+	    "$SPACE_ROOT/keys" "$SPACE_ROOT/api" ! -user space ! -name decisions.log
+	echo "$output" | sed 's/^/# root'"'"'s: /' >&3
+	[ -z "$output" ]
+	run as_space space-cred ls
+	assert_success
+	grep -q nd-root <<<"$output"
+	run as_space space-egress set "$id" --allow b.example:443
+	assert_success
+	run as_space space-port rm "$id" 8080
+	assert_success
+	# Root's checkpoint: root's and space's group's, as space-noded
+	# leaves one it takes for space; space rolls back to it and forks it.
+	d=$SPACE_ROOT/snapshots/$id/$full
+	[ "$(stat -c '%U %G %a' "$d")" = "root space 750" ]
+	[ "$(stat -c '%U %G %a' "$d/mem.sav")" = "root space 640" ]
+	as_space space-exec "$id" -- sh -c 'echo two > /root/v; sync'
+	run as_space space-rollback "$id" "$full"
+	assert_success
+	[ "$(as_space space-exec "$id" -- cat /root/v)" = one ]
+	run as_space space-fork "$id" "$full"
+	assert_success
+	fid=$(jq -r .id <<<"$output")
+	echo "$fid" >> "$BATS_FILE_TMPDIR/ids"
+	[ "$(as_space space-exec "$fid" -- cat /root/v)" = one ]
+	run as_space space-rm "$id" "$fid"
+	assert_success
+	space-cred rm nd-root >/dev/null
+}
+
 @test "space-noded's subvol-usage: a subvolume's own bytes, beneath the root only" {
 	btrfs subvolume create "$T/nd-u" >/dev/null
 	head -c 1048576 /dev/urandom > "$T/nd-u/f"
