@@ -5,7 +5,9 @@ load /usr/lib/bats/bats-support/load.bash
 load /usr/lib/bats/bats-assert/load.bash
 
 top=$(cd "$(dirname "${BATS_TEST_FILENAME}")/.." && pwd)
-export PATH="$top/build/bin:$PATH"
+# SPACE_AS_SPACE_BIN: a directory of the commands run as the user space
+# (run-all's round as space), found before the build's own.
+export PATH="${SPACE_AS_SPACE_BIN:+$SPACE_AS_SPACE_BIN:}$top/build/bin:$PATH"
 export SPACE_ROOT=${SPACE_ROOT:-/var/tmp/space-check}
 export SPACE_RUN=${SPACE_RUN:-/run/space-check}
 export SPACE_NODE=${SPACE_NODE:-check}
