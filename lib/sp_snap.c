@@ -137,26 +137,83 @@ guest_thaw(const char *id, struct sp_chan *c)
 }
 
 /*
- * A full checkpoint root took itself (not through space-noded) as
- * space-noded leaves one it took for the user space: its directory root's
- * and the group space's (0750), its memory image the group's to read
- * (0640), so that the unprivileged manager restores, rolls back to and
- * forks it as its own (space-noded restores only from directories root
- * alone may change).
+ * A snapshot root took itself (not through space-noded) as space-noded
+ * leaves one it took for the user space: its directory root's and the
+ * group space's (0750), taken first; then a full checkpoint's memory image
+ * the group's to read (0640; opened without following a link, a regular
+ * file of one link: the directory was the VM jail's until then).  So the
+ * unprivileged manager restores, rolls back to and forks it as its own
+ * (space-noded restores only from directories root alone may change).
  */
 static int
-space_reads(const char *dst, struct sp_err *e)
+space_reads(const char *dst, int full, struct sp_err *e)
 {
-	char sav[SP_PATH_MAX];
+	struct stat st;
 	gid_t gid;
+	int dfd, fd, rc = -1;
 
 	if (geteuid() != 0 || !sp_space_ids(NULL, &gid))
 		return 0;
-	if (sp_path_fmt(sav, sizeof sav, e, "%s/mem.sav", dst) == -1)
+	if ((dfd = open(dst, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
+	    O_CLOEXEC)) == -1)
+		return sp_err_sys(e, SP_E_IO, "open %s", dst);
+	if (fchown(dfd, 0, gid) == -1 || fchmod(dfd, 0750) == -1) {
+		sp_err_sys(e, SP_E_IO, "give %s to the group %s", dst, SP_USER);
+		goto out;
+	}
+	if (!full) {
+		rc = 0;
+		goto out;
+	}
+	if ((fd = openat(dfd, "mem.sav", O_RDONLY | O_NOFOLLOW |
+	    O_CLOEXEC)) == -1) {
+		sp_err_sys(e, SP_E_IO, "open %s/mem.sav", dst);
+		goto out;
+	}
+	if (fstat(fd, &st) == -1 || !S_ISREG(st.st_mode) || st.st_nlink != 1)
+		sp_err_set(e, SP_E_CORRUPT, 0, "%s/mem.sav is not a regular "
+		    "file of one link", dst);
+	else if (fchown(fd, 0, gid) == -1 || fchmod(fd, 0640) == -1)
+		sp_err_sys(e, SP_E_IO, "give %s/mem.sav to the group %s", dst,
+		    SP_USER);
+	else
+		rc = 0;
+	close(fd);
+out:
+	close(dfd);
+	return rc;
+}
+
+/* A disk snapshot, read-only: made writable first when root takes it
+ * itself and the user space is there, for space_reads. */
+static int
+take_disk(const char *src, const char *dst, struct sp_err *e)
+{
+	if (geteuid() != 0 || !sp_space_ids(NULL, NULL))
+		return sp_subvol_snapshot(src, dst, 1, e);
+	return sp_subvol_snapshot(src, dst, 0, e) == -1 ||
+	    space_reads(dst, 0, e) == -1 ||
+	    sp_subvol_set_readonly(dst, 1, e) == -1 ? -1 : 0;
+}
+
+/* A sandbox's snapshots' directory, made if missing: root's alone (the
+ * VMs' jails own their disk snapshots, which must stay out of their
+ * reach), listed by the group space when root makes it (0750; through
+ * space-noded it is root's 0755, its snapshots root's). */
+static int
+snap_parent(const char *parent, struct sp_err *e)
+{
+	struct stat st;
+	gid_t gid;
+
+	if (sp_subvol_mkdirs(parent, 0700, e) == -1)
 		return -1;
-	if (lchown(sav, 0, gid) == -1 || chmod(sav, 0640) == -1 ||
-	    lchown(dst, 0, gid) == -1 || chmod(dst, 0750) == -1)
-		return sp_err_sys(e, SP_E_IO, "give %s to the group %s", dst,
+	if (geteuid() != 0 || !sp_space_ids(NULL, &gid) ||
+	    lstat(parent, &st) == -1 || st.st_uid != 0 ||
+	    (st.st_mode & 07777) != 0700)
+		return 0;
+	if (chown(parent, 0, gid) == -1 || chmod(parent, 0750) == -1)
+		return sp_err_sys(e, SP_E_IO, "give %s to the group %s", parent,
 		    SP_USER);
 	return 0;
 }
@@ -197,7 +254,7 @@ take_full(struct sp_ctx *x, const struct sp_sandbox_row *sb, const char *src,
 	if (was_running && sp_virt_resume(x->virt, dom, rc == 0 ? e : &lost) == -1)
 		rc = -1;
 	*paused_ms = was_running ? sp_clock_ms() - t0 : 0;
-	if (rc == 0 && (space_reads(dst, e) == -1 ||
+	if (rc == 0 && (space_reads(dst, 1, e) == -1 ||
 	    sp_subvol_set_readonly(dst, 1, e) == -1))
 		rc = -1;
 	return rc;
@@ -244,7 +301,7 @@ take_locked(struct sp_ctx *x, const char *id, int flags, const char *tag,
 	    sp_sandbox_dir(x, id, src, sizeof src, e) == -1 ||
 	    snap_dir(x, id, NULL, parent, sizeof parent, e) == -1 ||
 	    snap_dir(x, id, r->snap, dst, sizeof dst, e) == -1 ||
-	    sp_subvol_mkdirs(parent, 0755, e) == -1)
+	    snap_parent(parent, e) == -1)
 		goto out;
 	/* The row first: a crash leaves a "taking" row reconcile clears. */
 	if (sp_db_snap_insert(x->db, r, e) == -1)
@@ -257,7 +314,7 @@ take_locked(struct sp_ctx *x, const char *id, int flags, const char *tag,
 	if (frozen != NULL)
 		sp_crashpoint("snap-frozen");
 	taken = full ? take_full(x, &sb, src, dst, r->taken, &r->paused_ms, e) :
-	    sp_subvol_snapshot(src, dst, 1, e);
+	    take_disk(src, dst, e);
 	consistent = full || frozen != NULL || sb.state == SP_ST_STOPPED;
 	if (frozen != NULL)
 		guest_thaw(id, frozen);

@@ -548,7 +548,7 @@ restore_locked_store(struct sp_ctx *x, struct sp_store *s, const char *id,
 	local = sp_subvol_exists(sdir) && sp_ckpt_read(sdir, &ci, &lost) == 0;
 	if (!local) {
 		if (sp_subvol_delete(sdir, e) == -1 ||
-		    sp_subvol_mkdirs(parent, 0755, e) == -1 ||
+		    sp_subvol_mkdirs(parent, 0700, e) == -1 ||
 		    sp_remote_tmpfile(x, &tfd, tmp, sizeof tmp, e) == -1)
 			goto back;
 		if (sp_remote_download(s, akey, tmp, (uint64_t)bytes, hex, e) == -1) {

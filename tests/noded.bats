@@ -646,7 +646,7 @@ EOF
 	assert_success
 }
 
-@test "what a command run as root makes, space goes on with: a credential, egress, a port, the key; a full checkpoint to roll back to and fork" {
+@test "what a command run as root makes, space goes on with: a credential, egress, a port, the key; its snapshots to roll back to and fork" {
 	space-template ls | jq -e 'select(.template == "minimal")' >/dev/null || import_minimal
 	space-template warm minimal >/dev/null
 	space-init >/dev/null
@@ -654,7 +654,7 @@ EOF
 		setpriv --reuid=space --regid=space --groups="$GROUP" \
 			env SPACE_LIBVIRT_URI=noded:$SOCK "$@"
 	}
-	local id fid full p
+	local id fid full disk d p
 	id=$(as_space space-create --template minimal --no-pool | jq -r .id)
 	echo "$id" >> "$BATS_FILE_TMPDIR/ids"
 	# Root, straight to libvirt and btrfs, in space's stores.
@@ -666,6 +666,8 @@ EOF
 	space-port "$id" 8080 --listen "127.0.0.1:$p" >/dev/null
 	space-exec "$id" -- sh -c 'echo one > /root/v; sync'
 	full=$(space-snap --full "$id" | jq -r .snap)
+	space-exec "$id" -- sh -c 'echo dsk > /root/v; sync'
+	disk=$(space-snap "$id" | jq -r .snap)
 	# Nothing of space's stores is root's now (but the gateway's own
 	# decision log: it runs as root).
 	run find "$SPACE_ROOT/creds" "$SPACE_ROOT/egress" "$SPACE_ROOT/ports" \
@@ -679,12 +681,19 @@ EOF
 	assert_success
 	run as_space space-port rm "$id" 8080
 	assert_success
-	# Root's checkpoint: root's and space's group's, as space-noded
-	# leaves one it takes for space; space rolls back to it and forks it.
-	d=$SPACE_ROOT/snapshots/$id/$full
+	# Root's snapshots: root's and space's group's, as space-noded
+	# leaves those it takes for space (their directory the group's to
+	# list, not the VMs'); space rolls back to them and forks one.
+	d=$SPACE_ROOT/snapshots/$id
 	[ "$(stat -c '%U %G %a' "$d")" = "root space 750" ]
-	[ "$(stat -c '%U %G %a' "$d/mem.sav")" = "root space 640" ]
+	[ "$(stat -c '%U %G %a' "$d/$full")" = "root space 750" ]
+	[ "$(stat -c '%U %G %a' "$d/$full/mem.sav")" = "root space 640" ]
+	[ "$(stat -c '%U %G %a' "$d/$disk")" = "root space 750" ]
+	[ "$(btrfs property get -ts "$d/$disk" ro)" = ro=true ]
 	as_space space-exec "$id" -- sh -c 'echo two > /root/v; sync'
+	run as_space space-rollback "$id" "$disk"
+	assert_success
+	[ "$(as_space space-exec "$id" -- cat /root/v)" = dsk ]
 	run as_space space-rollback "$id" "$full"
 	assert_success
 	[ "$(as_space space-exec "$id" -- cat /root/v)" = one ]
