@@ -172,7 +172,7 @@ $(B)/fuzz/fuzz-proto: tests/fuzz/fuzz-proto.c lib/sp_proto.c lib/sp_err.c \
 	$(FUZZ_CC) -o $@ $(filter %.c,$^) -ljansson
 $(B)/fuzz/fuzz-egress-rule: tests/fuzz/fuzz-egress-rule.c lib/sp_egress.c \
     lib/sp_err.c lib/sp_id.c lib/sp_io.c lib/sp_path.c lib/sp_proc.c \
-    $(wildcard lib/*.h)
+    lib/sp_user.c $(wildcard lib/*.h)
 	@mkdir -p $(@D)
 	$(FUZZ_CC) -o $@ $(filter %.c,$^) -ljansson -lsodium
 $(B)/fuzz/fuzz-dns: tests/fuzz/fuzz-dns.c guest/dns.c guest/dns.h
@@ -188,8 +188,8 @@ $(B)/fuzz/fuzz-api: tests/fuzz/fuzz-api.c lib/sp_api_parse.c lib/sp_err.c \
 	$(FUZZ_CC) $(shell pkg-config --cflags libxml-2.0 libpq) -o $@ \
 	    $(filter %.c,$^) -ljansson
 $(B)/fuzz/fuzz-image: tests/fuzz/fuzz-image.c lib/sp_image.c lib/sp_layer.c \
-    lib/sp_digest.c lib/sp_archive.c lib/sp_dl.c lib/sp_path.c lib/sp_err.c \
-    lib/sp_io.c $(wildcard lib/*.h)
+    lib/sp_digest.c lib/sp_archive.c lib/sp_dl.c lib/sp_path.c lib/sp_user.c \
+    lib/sp_err.c lib/sp_io.c $(wildcard lib/*.h)
 	@mkdir -p $(@D)
 	$(FUZZ_CC) $(shell pkg-config --cflags libxml-2.0 libpq) -o $@ \
 	    $(filter %.c,$^) -ljansson -lsodium -ldl
@@ -200,7 +200,7 @@ $(B)/fuzz/fuzz-noded: tests/fuzz/fuzz-noded.c lib/sp_noded_parse.c \
 	    $(filter %.c,$^) -ljansson
 $(B)/fuzz/fuzz-domain-xml: tests/fuzz/fuzz-domain-xml.c lib/sp_virt.c \
     lib/sp_virt_noded.c lib/sp_err.c lib/sp_dl.c lib/sp_io.c lib/sp_path.c \
-    $(wildcard lib/*.h)
+    lib/sp_user.c $(wildcard lib/*.h)
 	@mkdir -p $(@D)
 	$(FUZZ_CC) $(shell pkg-config --cflags libxml-2.0 libpq) -o $@ \
 	    $(filter %.c,$^) -ljansson -ldl

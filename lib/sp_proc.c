@@ -7,9 +7,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
-#include <grp.h>
 #include <poll.h>
-#include <pwd.h>
 #include <spawn.h>
 #include <stdio.h>
 #include <string.h>
@@ -427,33 +425,4 @@ sp_env_ms(const char *name, int def, int *ms, struct sp_err *e)
 		    "milliseconds 1..3600000", name);
 	*ms = (int)v;
 	return 0;
-}
-
-int
-sp_space_ids(uid_t *uid, gid_t *gid)
-{
-	struct passwd pw, *found = NULL;
-	char buf[4096];
-
-	if (getpwnam_r(SP_USER, &pw, buf, sizeof buf, &found) != 0 ||
-	    found == NULL)
-		return 0;
-	if (uid != NULL)
-		*uid = pw.pw_uid;
-	if (gid != NULL)
-		*gid = pw.pw_gid;
-	return 1;
-}
-
-int
-sp_group_id(const char *name, gid_t *gid)
-{
-	struct group gr, *found = NULL;
-	char buf[4096];
-
-	if (getgrnam_r(name, &gr, buf, sizeof buf, &found) != 0 ||
-	    found == NULL)
-		return 0;
-	*gid = gr.gr_gid;
-	return 1;
 }
