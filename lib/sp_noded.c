@@ -13,10 +13,6 @@
 
 #include <linux/openat2.h>
 
-#include <arpa/inet.h>
-#include <ifaddrs.h>
-#include <netinet/in.h>
-
 #include <errno.h>
 #include <fcntl.h>
 #include <stdbool.h>
@@ -25,10 +21,8 @@
 #include <unistd.h>
 
 #include <btrfsutil.h>
-#include <sodium.h>
 
 #include "sp_storage.h"
-#include "sp_net.h"
 
 int
 sp_noded_open_beneath(int root_fd, const char *path, int flags)
@@ -447,60 +441,6 @@ usage(int root_fd, const char *path, json_t **value, struct sp_err *e)
 	return rc;
 }
 
-/* 1 when the address host (parsed already) is unspecified (every one of
- * this host's) or one of this host's interfaces has it. */
-static int
-this_hosts(const char *host)
-{
-	unsigned char a[16], zero[16] = { 0 };
-	struct ifaddrs *list, *i;
-	const void *have;
-	int family = strchr(host, ':') != NULL ? AF_INET6 : AF_INET, found = 0;
-	size_t n = family == AF_INET ? 4 : 16;
-
-	if (inet_pton(family, host, a) != 1)
-		return 0;
-	if (memcmp(a, zero, n) == 0)
-		return 1;
-	if (getifaddrs(&list) == -1)
-		return 0;
-	for (i = list; i != NULL && !found; i = i->ifa_next) {
-		if (i->ifa_addr == NULL || i->ifa_addr->sa_family != family)
-			continue;
-		have = family == AF_INET ?
-		    (const void *)&((struct sockaddr_in *)i->ifa_addr)->sin_addr :
-		    (const void *)&((struct sockaddr_in6 *)i->ifa_addr)->sin6_addr;
-		found = memcmp(have, a, n) == 0;
-	}
-	freeifaddrs(list);
-	return found;
-}
-
-/*
- * A TLS leaf for host, signed by the node CA (its key root's alone), as
- * {"key", "cert"} PEM texts: only for an address of this host, so that the
- * leaf cannot pass for any other server the templates' trust of the CA
- * reaches (the gateway's TLS to the world).
- */
-static int
-tls_leaf(const char *root, const char *host, json_t **value,
-    struct sp_err *e)
-{
-	char *key, *cert;
-
-	if (!this_hosts(host))
-		return sp_err_set(e, SP_E_BAD_INPUT, 0, "host %s is not an "
-		    "address of this host", host);
-	if (sp_tls_leaf_pems(root, host, &key, &cert, e) == -1)
-		return -1;
-	*value = json_pack("{s:s, s:s}", "key", key, "cert", cert);
-	sodium_memzero(key, strlen(key));
-	free(key);
-	free(cert);
-	return *value != NULL ? 0 : sp_err_set(e, SP_E_INTERNAL, 0,
-	    "out of memory");
-}
-
 int
 sp_noded_do(int root_fd, const char *root, const struct sp_noded_req *r,
     json_t **value, struct sp_err *e)
@@ -515,8 +455,6 @@ sp_noded_do(int root_fd, const char *root, const struct sp_noded_req *r,
 		return 0;
 	if (r->op == SP_NODED_USAGE)
 		return usage(root_fd, r->path, value, e);
-	if (r->op == SP_NODED_TLS_LEAF)
-		return tls_leaf(root, r->host, value, e);
 	if (r->op == SP_NODED_SEND || r->op == SP_NODED_RECEIVE)
 		return stream(root_fd, root, r, e);
 	if (r->op == SP_NODED_DIR)

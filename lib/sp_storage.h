@@ -54,9 +54,6 @@ enum sp_noded_op {
 	/* the bytes a subvolume holds of its own (sp_subvol_exclusive_bytes),
 	 * its files the VMs' alone */
 	SP_NODED_USAGE,
-	/* a TLS leaf the node CA signs for one of this host's addresses
-	 * (the API server's, run as space: the CA's key is root's) */
-	SP_NODED_TLS_LEAF,
 	/* libvirt's, on the domain sp-<id> of name (sp_noded_virt.c) */
 	SP_NODED_VM_DEFINE, SP_NODED_VM_START, SP_NODED_VM_DESTROY,
 	SP_NODED_VM_UNDEFINE, SP_NODED_VM_PAUSE, SP_NODED_VM_RESUME,
@@ -70,6 +67,10 @@ enum sp_noded_op {
 	SP_NODED_VM_PREPARE, SP_NODED_VM_LIMIT, SP_NODED_DISK_LIMIT,
 	/* its run directory gone, once the VM is */
 	SP_NODED_VM_RELEASE,
+	/* a TLS leaf the node CA signs for one of this host's addresses
+	 * (the API server's, run as space: the CA's key is root's); with the
+	 * VM ops, in sp_noded_virt.c, where the network part is in reach */
+	SP_NODED_TLS_LEAF,
 	SP_NODED__COUNT
 };
 #define SP_NODED_XML_MAX	16384	/* a domain XML in a request */
