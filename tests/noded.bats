@@ -69,6 +69,13 @@ alive() {
 	[ "$(call '{"op":"ping"}')" = '{"ok":true}' ]
 }
 
+# Runs its arguments as the user space, let into this file's space-noded
+# by its group, every privileged act through it.
+as_space() {
+	setpriv --reuid=space --regid=space --groups="$GROUP" \
+		env SPACE_LIBVIRT_URI=noded:$SOCK "$@"
+}
+
 # stream REQUEST HOW [FILE]: sends one request with a descriptor passed
 # beside it (SCM_RIGHTS), as a send or a receive needs; prints the answer
 # (to stderr with HOW stdout). HOW: w (FILE opened to write), r (to read),
@@ -186,10 +193,6 @@ EOF
 
 @test "run as the user space, space-volume makes, snapshots, lists and removes a volume: its subvolumes through space-noded, space's until read-only" {
 	space-init >/dev/null
-	as_space() {
-		setpriv --reuid=space --regid=space --groups="$GROUP" \
-			env SPACE_LIBVIRT_URI=noded:$SOCK "$@"
-	}
 	run as_space space-volume create nd-svol --size 16M
 	assert_success
 	vid=$(jq -r .id <<<"$output")
@@ -503,10 +506,6 @@ EOF
 @test "run as the user space, a sandbox's life through space-noded: made, run, paused, stopped, started, snapshotted and removed, nothing left" {
 	space-template ls | jq -e 'select(.template == "minimal")' >/dev/null || import_minimal
 	space-init >/dev/null
-	as_space() {
-		setpriv --reuid=space --regid=space --groups="$GROUP" \
-			env SPACE_LIBVIRT_URI=noded:$SOCK "$@"
-	}
 	run as_space space-create --template minimal --no-pool
 	assert_success
 	id=$(jq -r .id <<<"$output")
@@ -552,10 +551,6 @@ EOF
 	space-template ls | jq -e 'select(.template == "minimal")' >/dev/null || import_minimal
 	space-template warm minimal >/dev/null
 	space-init >/dev/null
-	as_space() {
-		setpriv --reuid=space --regid=space --groups="$GROUP" \
-			env SPACE_LIBVIRT_URI=noded:$SOCK "$@"
-	}
 	local gid
 	gid=$(getent group space | cut -d: -f3)
 	# From the template's checkpoint, which space may search and whose
@@ -650,10 +645,6 @@ EOF
 	space-template ls | jq -e 'select(.template == "minimal")' >/dev/null || import_minimal
 	space-template warm minimal >/dev/null
 	space-init >/dev/null
-	as_space() {
-		setpriv --reuid=space --regid=space --groups="$GROUP" \
-			env SPACE_LIBVIRT_URI=noded:$SOCK "$@"
-	}
 	local id fid full disk d p
 	id=$(as_space space-create --template minimal --no-pool | jq -r .id)
 	echo "$id" >> "$BATS_FILE_TMPDIR/ids"
