@@ -9,8 +9,12 @@
  * The weight is the cgroup's that libvirt made for the VM (cpu.shares under
  * cgroup v1, cpu.weight under v2), found from its vCPU thread (sp_cgroup.c):
  * the topmost directory of that thread's cgroup whose name holds the
- * domain's name.
- * While boosted, run/ID/boost holds the file and the weight to put back,
+ * domain's name.  When the jail is on, space-noded gives that file to the
+ * user space as each VM starts (sp_boost_give), so that a claim run as
+ * space boosts too.
+ * While boosted, $SPACE_RUN/pods/ID.boost (the directory is space's: a claim
+ * as space writes there, and the VM's run directory is its jail's) holds
+ * the file and the weight to put back,
  * locked by the booster: space-reconcile puts back what a booster that was
  * killed left (sp_boost_repair), and removes a mark its booster did not get
  * to write (it had not raised the weight).  The restore is
@@ -30,6 +34,65 @@
 
 #define BOOST_FACTOR	10
 #define MARK		"boost"
+
+int
+sp_pod_file(const char *run_dir, const char *id, const char *what,
+    char *out, size_t n, struct sp_err *e)
+{
+	return sp_path_fmt(out, n, e, "%s/" SP_PODS_DIR "/%s.%s", run_dir, id,
+	    what);
+}
+
+void
+sp_pod_forget(const char *run_dir, const char *id)
+{
+	static const char *const whats[] = { "json", MARK };
+	char p[SP_PATH_MAX];
+	struct sp_err ignored;
+	size_t i;
+
+	for (i = 0; i < sizeof whats / sizeof whats[0]; i++)
+		if (sp_pod_file(run_dir, id, whats[i], p, sizeof p,
+		    &ignored) == 0)
+			unlink(p);
+}
+
+int
+sp_boost_file_ok(const char *file, const char *id)
+{
+	char dir[SP_PATH_MAX];
+	const char *name = strrchr(file, '/');
+
+	if (strncmp(file, "/sys/fs/cgroup/", 15) != 0 ||
+	    strstr(file, "..") != NULL || name == NULL ||
+	    (strcmp(name, "/cpu.shares") != 0 &&
+	    strcmp(name, "/cpu.weight") != 0) ||
+	    (size_t)snprintf(dir, sizeof dir, "%.*s", (int)(name - file),
+	    file) >= sizeof dir)
+		return 0;
+	return sp_cgroup_names_domain(dir, id);
+}
+
+int
+sp_boost_give(pid_t pid, const char *id, struct sp_err *e)
+{
+	char file[SP_PATH_MAX];
+	uid_t uid;
+	gid_t gid;
+	int fd, rc = 0;
+
+	if (!sp_space_ids(&uid, &gid))
+		return 0;
+	if (sp_boost_weight_file(pid, id, file, sizeof file) == -1)
+		return sp_err_set(e, SP_E_IO, 0, "no CPU weight file of sp-%s",
+		    id);
+	if ((fd = open(file, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)) == -1 ||
+	    fchown(fd, uid, (gid_t)-1) == -1)
+		rc = sp_err_sys(e, SP_E_IO, "give %s to %s", file, SP_USER);
+	if (fd != -1)
+		close(fd);
+	return rc;
+}
 
 /* The weight file of the VM's cgroup cg. */
 static int
@@ -87,6 +150,7 @@ sp_boost_start_file(struct sp_boost *b, const char *run_dir, const char *id,
 {
 	char val[32], rec[SP_PATH_MAX + 64];
 	long long old, max;
+	struct sp_err ignored;
 	struct stat st;
 	ssize_t r;
 	int n;
@@ -102,10 +166,13 @@ sp_boost_start_file(struct sp_boost *b, const char *run_dir, const char *id,
 	if (old <= 0 || old > max)
 		goto fail;
 	b->oldlen = (size_t)snprintf(b->old, sizeof b->old, "%lld", old);
-	/* The mark first: a booster killed after the write is repaired. */
-	snprintf(b->mark, sizeof b->mark, "%s/%s/" MARK, run_dir, id);
-	if ((b->markfd = open(b->mark, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC |
-	    O_NOFOLLOW, 0600)) == -1 || flock(b->markfd, LOCK_EX) == -1)
+	/* The mark first: a booster killed after the write is repaired
+	 * (by space-reconcile run as space: the mark is space's). */
+	if (sp_pod_file(run_dir, id, MARK, b->mark, sizeof b->mark,
+	    &ignored) == -1 ||
+	    (b->markfd = open(b->mark, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC |
+	    O_NOFOLLOW, 0600)) == -1 || flock(b->markfd, LOCK_EX) == -1 ||
+	    sp_path_adopt(b->markfd, b->mark, &ignored) == -1)
 		goto fail;
 	/* A repair that found it empty before this lock removed it: a
 	 * record written there now would be in no file (no boost then). */
@@ -158,7 +225,7 @@ sp_boost_repair(const char *run_dir, const char *id, struct sp_err *e)
 	ssize_t r;
 	int fd, w, rc = 0;
 
-	if (sp_path_fmt(mark, sizeof mark, e, "%s/%s/" MARK, run_dir, id) == -1)
+	if (sp_pod_file(run_dir, id, MARK, mark, sizeof mark, e) == -1)
 		return -1;
 	if ((fd = open(mark, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)) == -1)
 		return errno == ENOENT ? 0 : sp_err_sys(e, SP_E_IO, "%s", mark);
@@ -181,8 +248,7 @@ sp_boost_repair(const char *run_dir, const char *id, struct sp_err *e)
 	*nl = '\0';
 	val = nl + 1;
 	val[strspn(val, "0123456789")] = '\0';
-	if (strncmp(rec, "/sys/fs/cgroup/", 15) != 0 || strstr(rec, "..") ||
-	    strstr(rec, id) == NULL || *val == '\0' || strlen(val) > 6) {
+	if (!sp_boost_file_ok(rec, id) || *val == '\0' || strlen(val) > 6) {
 		rc = sp_err_set(e, SP_E_BAD_INPUT, 0, "%s: not a boost record",
 		    mark);
 		goto out;

@@ -79,9 +79,8 @@ mounts(char *text, const char *controller, char *v1, char *v2, size_t n)
 	}
 }
 
-/* Does the path's last component name the domain of sandbox id? */
-static int
-names_domain(const char *path, const char *id)
+int
+sp_cgroup_names_domain(const char *path, const char *id)
 {
 	const char *last = strrchr(path, '/');
 	char a[SP_ID_LEN + 8], b[SP_ID_LEN + 8];
@@ -122,14 +121,14 @@ sp_cgroup_parse(char *cgroup, char *mountinfo, const char *controller,
 	if (p[0] != '/' || strstr(p, "/..") != NULL)
 		return -1;
 	/* Up to the topmost directory that names the domain. */
-	while (strlen(p) > 1 && !names_domain(p, id))
+	while (strlen(p) > 1 && !sp_cgroup_names_domain(p, id))
 		*strrchr(p, '/') = '\0';
 	if (strlen(p) <= 1)
 		return -1;
 	for (;;) {
 		snprintf(up, sizeof up, "%s", p);
 		*strrchr(up, '/') = '\0';
-		if (strlen(up) <= 1 || !names_domain(up, id))
+		if (strlen(up) <= 1 || !sp_cgroup_names_domain(up, id))
 			break;
 		*strrchr(p, '/') = '\0';
 	}

@@ -493,6 +493,7 @@ sp_jail_run_remove(struct sp_ctx *x, const char *id, const char *run,
 	char dom[SP_ID_LEN + 4];
 	const char *sock;
 
+	sp_pod_forget(x->conf.run, id);
 	if ((sock = via_noded(x)) == NULL)
 		return sp_path_remove_tree(run, e);
 	sp_sandbox_domain(id, dom);
@@ -725,8 +726,8 @@ sp_jail_started(struct sp_ctx *x, const char *dom, struct sp_err *e)
 			return -1;
 		mem = kib * 1024 + (unsigned long long)overhead * 1048576;
 	}
-	if (mem == 0 && pids == 0)
-		return 0;
+	/* Even with neither limit: the step gives space the VM's CPU
+	 * weight file (sp_boost_give). */
 	if ((sock = via_noded(x)) != NULL)
 		return sp_virt_noded_call(sock, json_pack("{s:s, s:s, s:I, s:I}",
 		    "op", "vm-limit", "name", dom, "bytes", (json_int_t)mem,
@@ -739,6 +740,7 @@ sp_jail_limit(const char *dom, unsigned long long mem, long pids,
     struct sp_err *e)
 {
 	struct sp_cgroup cg;
+	struct sp_err ignored;
 	long pid;
 
 	if ((pid = qemu_pid(dom)) == 0)
@@ -747,7 +749,11 @@ sp_jail_limit(const char *dom, unsigned long long mem, long pids,
 	/* dom is sp-ID. */
 	if (sp_cgroup_of((pid_t)pid, "memory", dom + 3, &cg) == -1)
 		return sp_err_set(e, SP_E_IO, 0, "no memory cgroup of %s", dom);
-	return limit(pid, &cg, mem, pids, e);
+	if (limit(pid, &cg, mem, pids, e) == -1)
+		return -1;
+	/* Best effort, as the boost is: a claim without it is not boosted. */
+	(void)sp_boost_give((pid_t)pid, dom + 3, &ignored);
+	return 0;
 }
 
 void

@@ -273,8 +273,9 @@ space_account(struct sp_err *e)
  * SQLite run as root gives those it makes the database's owner), the jail
  * uids' claims (jail/: space-noded reads a claim, never follows it), and
  * locks/ with the lock files in it (commands open them read-only:
- * sp_lock_path).  The subvolumes' areas stay root's (space-noded makes
- * what is in them): see design.md.
+ * sp_lock_path), and $SPACE_RUN/pods (a claim's pod record and boost
+ * mark).  The subvolumes' areas stay root's (space-noded makes what is in
+ * them): see design.md.
  */
 static int
 give(const char *p, const struct passwd *pw, mode_t mode, int must,
@@ -367,6 +368,10 @@ space_owns(const struct sp_conf *c, struct sp_err *e)
 		if (sp_path_fmt(p, sizeof p, e, "%s%s", c->db + 7, ends[i]) ==
 		    -1 || give(p, pw, 0600, i == 0, e) == -1)
 			return -1;
+	/* What the pool keeps of each pod beside its VM (sp_pod_file). */
+	if (sp_path_fmt(p, sizeof p, e, "%s/" SP_PODS_DIR, c->run) == -1 ||
+	    sp_path_mkdirs(p, 0700, e) == -1 || give(p, pw, 0700, 1, e) == -1)
+		return -1;
 	if (sp_volume_area(c->root, e) == -1 ||
 	    sp_path_fmt(p, sizeof p, e, "%s/jail", c->root) == -1 ||
 	    give(p, pw, 0700, 0, e) == -1 ||

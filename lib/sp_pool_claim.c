@@ -72,11 +72,11 @@ warm_up(struct sp_ctx *x, const char *id)
  * is made: whether it runs on KVM, and its VM's CPU weight file for the
  * boost (found from the vCPU thread QEMU names); and whether its daemon
  * takes a first command in the hello's own write (after_identity).  In
- * run/ID/pod.json, read and removed by the claim, which then sends QEMU
- * "cont" alone.  Best effort: a claim without it asks QEMU, as before, and
- * sends its command after the hello's answer.
+ * $SPACE_RUN/pods/ID.json (sp_pod_file), read and removed by the claim,
+ * which then sends QEMU "cont" alone.  Best effort: a claim without it asks
+ * QEMU, as before, and sends its command after the hello's answer.
  */
-#define POD_RECORD	"pod.json"
+#define POD_RECORD	"json"
 
 /* What QEMU's answers to query-kvm and query-cpus-fast say: virt, and the
  * first vCPU thread in *tid (0 when the answer names none).  QEMU is the
@@ -97,14 +97,15 @@ record_pod(struct sp_ctx *x, const char *id, int after_identity)
 {
 	static const char *const cmds[] = { "query-kvm", "query-cpus-fast" };
 	char run[SP_PATH_MAX], p[SP_PATH_MAX], file[SP_PATH_MAX] = "";
-	char virt[16];
+	char virt[16], *text = NULL;
 	json_t *rets[2] = { NULL, NULL }, *rec = NULL;
 	struct sp_qmp *q;
 	struct sp_err ignored;
 	pid_t tid;
 
 	if (sp_sandbox_run_dir(x, id, run, sizeof run, &ignored) == -1 ||
-	    sp_path_fmt(p, sizeof p, &ignored, "%s/" POD_RECORD, run) == -1 ||
+	    sp_pod_file(x->conf.run, id, POD_RECORD, p, sizeof p,
+	    &ignored) == -1 ||
 	    sp_qmp_open(&q, run, QMP_MS, &ignored) == -1)
 		return;
 	if (sp_qmp_cmds(q, cmds, 2, rets, &ignored) == 0) {
@@ -114,9 +115,13 @@ record_pod(struct sp_ctx *x, const char *id, int after_identity)
 			file[0] = '\0';
 		rec = json_pack("{s:s, s:s, s:b}", "virt", virt, "weight_file",
 		    file, "after_identity", after_identity);
-		if (rec == NULL || json_dump_file(rec, p, JSON_COMPACT) == -1)
+		/* Not followed if a link, space's if root writes it. */
+		if (rec == NULL ||
+		    (text = json_dumps(rec, JSON_COMPACT)) == NULL ||
+		    sp_path_replace_text(p, text, &ignored) == -1)
 			unlink(p);
 	}
+	free(text);
 	json_decref(rec);
 	json_decref(rets[0]);
 	json_decref(rets[1]);
@@ -131,27 +136,30 @@ sp_pool_prepare(struct sp_ctx *x, const char *id)
 
 /* The pod's record (record_pod), removed: 0 with virt, file (empty when
  * it has none) and *after_identity, -1 when there is none or it is not one
- * we wrote. */
+ * we wrote.  It is space's to write, so its weight file is checked as a
+ * boost mark's is. */
 static int
-take_pod_record(const char *run, char virt[16], char *file, size_t n,
-    int *after_identity)
+take_pod_record(const char *run, const char *id, char virt[16], char *file,
+    size_t n, int *after_identity)
 {
 	char p[SP_PATH_MAX];
 	const char *v, *f;
 	struct sp_err ignored;
 	json_t *rec;
-	int rc = -1, a = 0;
+	int fd, rc = -1, a = 0;
 
-	if (sp_path_fmt(p, sizeof p, &ignored, "%s/" POD_RECORD, run) == -1 ||
-	    (rec = json_load_file(p, JSON_REJECT_DUPLICATES, NULL)) == NULL)
+	if (sp_pod_file(run, id, POD_RECORD, p, sizeof p, &ignored) == -1 ||
+	    (fd = open(p, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)) == -1)
 		return -1;
+	rec = json_loadfd(fd, JSON_REJECT_DUPLICATES, NULL);
+	close(fd);
 	unlink(p);
+	if (rec == NULL)
+		return -1;
 	if (json_unpack(rec, "{s:s, s:s, s?b}", "virt", &v, "weight_file", &f,
 	    "after_identity", &a) == 0 &&
 	    (strcmp(v, "qemu") == 0 || strcmp(v, "kvm") == 0) &&
-	    strlen(f) < n && (*f == '\0' ||
-	    (strncmp(f, "/sys/fs/cgroup/", 15) == 0 &&
-	    strstr(f, "/..") == NULL))) {
+	    strlen(f) < n && (*f == '\0' || sp_boost_file_ok(f, id))) {
 		snprintf(virt, 16, "%s", v);
 		snprintf(file, n, "%s", f);
 		*after_identity = a;
@@ -184,7 +192,7 @@ resume_pod(struct sp_ctx *x, const char *id, const char *dom, char virt[16],
 	if (sp_sandbox_run_dir(x, id, run, sizeof run, e) == -1)
 		return -1;
 	*after_identity = 0;
-	known = take_pod_record(run, virt, file, sizeof file,
+	known = take_pod_record(x->conf.run, id, virt, file, sizeof file,
 	    after_identity) == 0;
 	if (sp_qmp_open(&q, run, QMP_MS, e) == -1) {
 		if (e->code != SP_E_NOT_RUNNING ||

@@ -300,7 +300,8 @@ int sp_jail_get(struct sp_ctx *x, const char *id, struct sp_jail *j,
 void sp_jail_release(struct sp_ctx *x, const char *id);
 /* The run directory of id's VM (run), gone with the VM: space-noded's
  * vm-release when x goes through it (the directory is the jail's, in
- * root's SPACE_RUN), else removed here. */
+ * root's SPACE_RUN), else removed here; and its pod record and boost mark
+ * (sp_pod_forget). */
 int sp_jail_run_remove(struct sp_ctx *x, const char *id, const char *run,
     struct sp_err *e);
 /* Frees the uids of ids for which in_use says 0; *freed counts them. */
@@ -350,10 +351,11 @@ int sp_sandbox_restore_xml(struct sp_ctx *x, const char *id, const char *dir,
     const struct sp_ckpt_info *ci, int cpu_pct, const struct sp_jail *j,
     char **xml, struct sp_err *e);
 /* After VM dom started: its memory (guest memory and SPACE_MEM_OVERHEAD_MIB)
- * and pids (SPACE_PIDS_MAX) limits. */
+ * and pids (SPACE_PIDS_MAX) limits, and its CPU weight file space's. */
 int sp_jail_started(struct sp_ctx *x, const char *dom, struct sp_err *e);
-/* Writes them, mem bytes and pids (0: none), in the cgroups of dom's QEMU:
- * sp_jail_started's, or space-noded's for it. */
+/* Writes them, mem bytes and pids (0: none), in the cgroups of dom's QEMU,
+ * and gives space its weight file (sp_boost_give): sp_jail_started's, or
+ * space-noded's for it. */
 int sp_jail_limit(const char *dom, unsigned long long mem, long pids,
     struct sp_err *e);
 /* Removes the v1 pids cgroups of ended VMs (reconcile, each pass). */

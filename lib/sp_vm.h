@@ -570,11 +570,30 @@ int sp_ctx_virt(struct sp_ctx *x, struct sp_err *e);
  * sandboxes until its create is done. */
 struct sp_boost {
 	int fd;			/* the VM cgroup's weight file, or -1 */
-	int markfd;		/* run/ID/boost, locked while boosted */
+	int markfd;		/* run/pods/ID.boost, locked while boosted */
 	char old[24];		/* the weight to put back */
 	size_t oldlen;
 	char mark[SP_PATH_MAX];
 };
+/* $SPACE_RUN's directory of what the pool keeps of each pod beside its VM:
+ * the pod's record (ID.json, sp_pool_claim.c) and a claim's boost mark
+ * (ID.boost).  The user space's (space-init), as a claim run as space
+ * writes there and a VM's own run directory is its jail's. */
+#define SP_PODS_DIR	"pods"
+/* run_dir/pods/ID.WHAT. */
+int sp_pod_file(const char *run_dir, const char *id, const char *what,
+    char *out, size_t n, struct sp_err *e);
+/* Removes sandbox id's record and mark, if any (its VM is going). */
+void sp_pod_forget(const char *run_dir, const char *id);
+/* 1 when file may be sandbox id's weight file: a cpu.shares or cpu.weight
+ * under /sys/fs/cgroup in a directory named for its domain, no "..".  What
+ * a record or a mark says is checked with it: both are space's to write,
+ * and root may read them. */
+int sp_boost_file_ok(const char *file, const char *id);
+/* Run as root: the weight file of the VM whose QEMU is pid, the user
+ * space's, so that a claim run as space may boost it (nothing to do without
+ * that user). */
+int sp_boost_give(pid_t pid, const char *id, struct sp_err *e);
 void sp_boost_init(struct sp_boost *b);
 /* Boosts the VM of sandbox id whose vCPU thread is tid; -1 (nothing
  * changed, best effort) when its cgroup cannot be found or written. */
@@ -616,6 +635,9 @@ int sp_cgroup_parse(char *cgroup, char *mountinfo, const char *controller,
 /* The same from the live /proc files of task tid. */
 int sp_cgroup_of(pid_t tid, const char *controller, const char *id,
     struct sp_cgroup *cg);
+/* Does the path's last component name the domain of sandbox id (sp-ID, or
+ * systemd's escape of it)? */
+int sp_cgroup_names_domain(const char *path, const char *id);
 /* The mount point of the v1 hierarchy with controller, else (*v2 1) of
  * cgroup v2; -1 when neither is mounted. */
 int sp_cgroup_mount(const char *controller, char *out, size_t n, int *v2);

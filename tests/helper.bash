@@ -66,6 +66,20 @@ suite_sandboxes_removed() {
 	remove_listed "$BATS_FILE_TMPDIR/ids"
 }
 
+# The CPU weight file of sandbox $1's VM: its QEMU's cgroup, as libvirt made
+# it (cgroup v1's cpu controller, or v2).
+vm_weight_file() {
+	local pid line path
+	pid=$(cat "/run/libvirt/qemu/sp-$1.pid")
+	if line=$(grep -E '^[0-9]+:([^:]*,)?cpu(,[^:]*)?:' "/proc/$pid/cgroup"); then
+		path=${line#*:*:}
+		echo "/sys/fs/cgroup/cpu${path%/emulator}/cpu.shares"
+	else
+		path=$(sed -n 's/^0:://p' "/proc/$pid/cgroup")
+		echo "/sys/fs/cgroup${path%/emulator}/cpu.weight"
+	fi
+}
+
 # jq over the JSON lines of $output (run merges stderr, which holds the
 # human messages, into it).
 jout() {

@@ -203,10 +203,16 @@ EOF
 	[ "$(sed -n 5p <<<"$output" | jq -c .return)" = '{}' ]
 }
 
-@test "each VM's cgroup holds its memory (guest + overhead) and its pids" {
-	local pid cg mib
+@test "each VM's cgroup holds its memory (guest + overhead) and its pids; its CPU weight file alone is space's" {
+	local pid cg mib w
 	pid=$(qemu_pid "$A")
 	mib=$(space-ls "$A" | jq -r .memory_mib)
+	# Given as the VM started, for a claim run as space to boost; no
+	# other file of the cgroup changes hands, and the jail's uid has none.
+	w=$(vm_weight_file "$A")
+	[ "$(stat -c '%U %a' "$w")" = "space 644" ]
+	[ "$(find "${w%/*}" -mindepth 1 -maxdepth 1 -user space | wc -l)" -eq 1 ]
+	[ "$(find "${w%/*}" -mindepth 1 -maxdepth 1 -uid "$(qemu_uid "$A")" | wc -l)" -eq 0 ]
 	if [ "$(stat -f -c %T /sys/fs/cgroup)" = cgroup2fs ]; then
 		cg=/sys/fs/cgroup$(sed -n 's/^0:://p' "/proc/$pid/cgroup")
 		cg=${cg%/emulator}

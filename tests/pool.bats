@@ -110,31 +110,20 @@ teardown_file() {
 	jq -r .id "$BATS_TEST_TMPDIR/out" >> "$BATS_FILE_TMPDIR/ids"
 	jq -e --arg id "$pod" '.ok and .path == "pool" and .id == $id and
 		.virt == "qemu"' "$BATS_TEST_TMPDIR/out"
-	grep -q 'libvirt\.so' "$BATS_TEST_TMPDIR/ld"
+	# As root, through libvirt itself; as space, through space-noded.
+	[ -n "${SPACE_AS_SPACE_BIN:-}" ] || grep -q 'libvirt\.so' "$BATS_TEST_TMPDIR/ld"
+	run virsh -c qemu:///system domstate --reason "sp-$pod"
+	assert_output --partial "running (unpaused)"
 	run space-exec "$pod" -- hostname
 	assert_output "$pod"
-}
-
-# The CPU weight file of sandbox $1's VM: its QEMU's cgroup, as libvirt made
-# it (cgroup v1's cpu controller, or v2).
-weight_file() {
-	local pid line path
-	pid=$(cat "/run/libvirt/qemu/sp-$1.pid")
-	if line=$(grep -E '^[0-9]+:([^:]*,)?cpu(,[^:]*)?:' "/proc/$pid/cgroup"); then
-		path=${line#*:*:}
-		echo "/sys/fs/cgroup/cpu${path%/emulator}/cpu.shares"
-	else
-		path=$(sed -n 's/^0:://p' "/proc/$pid/cgroup")
-		echo "/sys/fs/cgroup${path%/emulator}/cpu.weight"
-	fi
 }
 
 # Waits (bounded) for a claim's boost mark; prints the sandbox's id.
 boosted_id() {
 	local m
 	for _ in $(seq 100); do
-		m=$(ls "$SPACE_RUN"/*/boost 2>/dev/null | head -n 1)
-		[ -n "$m" ] && { basename "$(dirname "$m")"; return 0; }
+		m=$(ls "$SPACE_RUN"/pods/*.boost 2>/dev/null | head -n 1)
+		[ -n "$m" ] && { basename "$m" .boost; return 0; }
 		sleep 0.05
 	done
 	return 1
@@ -146,45 +135,66 @@ boosted_until_done() {
 	space-create --template minimal -- sleep 0.6 >"$BATS_TEST_TMPDIR/a" &
 	id=$(boosted_id)
 	echo "$id" >> "$BATS_FILE_TMPDIR/ids"
-	[ "$(cat "$(weight_file "$id")")" -eq $(($1 * 10)) ]
+	[ "$(cat "$(vm_weight_file "$id")")" -eq $(($1 * 10)) ]
 	wait
-	[ "$(cat "$(weight_file "$id")")" -eq "$1" ]
+	[ "$(cat "$(vm_weight_file "$id")")" -eq "$1" ]
 }
 
 @test "a claim runs its VM at ten times the weight until its first command ends, a second at most; reconcile puts back a killed one's" {
 	space-pool set --template minimal --size 2 >/dev/null
 	space-pool fill >/dev/null
 	pod=$(space-ls --pods | jq -r 'select(.pod) | .id' | head -n 1)
-	base=$(cat "$(weight_file "$pod")")
+	base=$(cat "$(vm_weight_file "$pod")")
 	[ "$base" -gt 0 ]
 	# Each pod records what its claim would ask QEMU (KVM or not, the
 	# weight file) and that its daemon takes a first command with the
 	# hello; the claim takes the record away.
-	jq -e --arg f "$(weight_file "$pod")" \
-	    '.virt == "qemu" and .weight_file == $f and .after_identity' \
-	    "$SPACE_RUN/$pod/pod.json"
+	jq -e --arg f "$(vm_weight_file "$pod")" \
+	    '.virt == "qemu" and .vm_weight_file == $f and .after_identity' \
+	    "$SPACE_RUN/pods/$pod.json"
+	# Both the record and the weight file are space's, whoever filled
+	# the pool: a claim run as space reads one and writes the other.
+	[ "$(stat -c %U "$SPACE_RUN/pods" "$SPACE_RUN/pods/$pod.json" \
+	    "$(vm_weight_file "$pod")" | sort -u)" = space ]
 	# Until the first command ends.
 	boosted_until_done "$base"
-	[ ! -e "$SPACE_RUN/$id/boost" ]
-	[ ! -e "$SPACE_RUN/$id/pod.json" ]
+	[ ! -e "$SPACE_RUN/pods/$id.boost" ]
+	[ ! -e "$SPACE_RUN/pods/$id.json" ]
 	# A record that is not ours names no weight file under /sys/fs/cgroup:
 	# the claim asks QEMU instead, and boosts all the same.
 	space-pool fill >/dev/null
 	for p in $(space-ls --pods | jq -r 'select(.pod) | .id'); do
 		echo '{"virt":"qemu","weight_file":"/etc/passwd"}' \
-		    >"$SPACE_RUN/$p/pod.json"
+		    >"$SPACE_RUN/pods/$p.json"
 	done
 	cp /etc/passwd "$BATS_TEST_TMPDIR/passwd"
 	boosted_until_done "$base"
 	cmp /etc/passwd "$BATS_TEST_TMPDIR/passwd"
+	# Nor one that names another VM's weight file (space writes the
+	# records): each pod's record names the other pod's.
+	space-pool fill >/dev/null
+	pods=($(space-ls --pods | jq -r 'select(.pod) | .id'))
+	[ "${#pods[@]}" -eq 2 ]
+	for i in 0 1; do
+		jq -n --arg f "$(vm_weight_file "${pods[1 - i]}")" \
+		    '{virt: "qemu", weight_file: $f}' >"$SPACE_RUN/pods/${pods[i]}.json"
+	done
+	space-create --template minimal -- sleep 0.6 >"$BATS_TEST_TMPDIR/a" &
+	id=$(boosted_id)
+	echo "$id" >> "$BATS_FILE_TMPDIR/ids"
+	[ "$(cat "$(vm_weight_file "$id")")" -eq $((base * 10)) ]
+	for p in "${pods[@]}"; do
+		[ "$p" = "$id" ] || [ "$(cat "$(vm_weight_file "$p")")" -eq "$base" ]
+	done
+	wait
 	# A second at most: a long first command runs at the common weight.
 	space-create --template minimal -- sleep 3 >"$BATS_TEST_TMPDIR/b" &
 	id=$(boosted_id)
 	echo "$id" >> "$BATS_FILE_TMPDIR/ids"
 	sleep 1.5
-	[ "$(cat "$(weight_file "$id")")" -eq "$base" ]
+	[ "$(cat "$(vm_weight_file "$id")")" -eq "$base" ]
 	wait
-	[ ! -e "$SPACE_RUN/$id/boost" ]
+	[ ! -e "$SPACE_RUN/pods/$id.boost" ]
 	# Killed while boosted: the next reconcile pass puts it back.
 	space-pool fill >/dev/null
 	space-create --template minimal -- sleep 30 >"$BATS_TEST_TMPDIR/c" &
@@ -193,22 +203,22 @@ boosted_until_done() {
 	echo "$id" >> "$BATS_FILE_TMPDIR/ids"
 	kill -9 "$pid"
 	wait "$pid" || :
-	[ "$(cat "$(weight_file "$id")")" -eq $((base * 10)) ]
+	[ "$(cat "$(vm_weight_file "$id")")" -eq $((base * 10)) ]
 	run space-reconcile --once
 	assert_success
 	jout -se --arg id "$id" 'map(select(.id == $id and .action == "unboosted" and .ok)) | length == 1'
-	[ "$(cat "$(weight_file "$id")")" -eq "$base" ]
-	[ ! -e "$SPACE_RUN/$id/boost" ]
+	[ "$(cat "$(vm_weight_file "$id")")" -eq "$base" ]
+	[ ! -e "$SPACE_RUN/pods/$id.boost" ]
 	run space-reconcile --once
 	jout -se --arg id "$id" 'map(select(.id == $id)) | length == 0'
 	# Killed after it made its mark, before it wrote it: the weight was
 	# never raised; the mark goes, and nothing is reported.
-	: >"$SPACE_RUN/$id/boost"
+	: >"$SPACE_RUN/pods/$id.boost"
 	run space-reconcile --once
 	assert_success
 	jout -se --arg id "$id" 'map(select(.id == $id)) | length == 0'
-	[ ! -e "$SPACE_RUN/$id/boost" ]
-	[ "$(cat "$(weight_file "$id")")" -eq "$base" ]
+	[ ! -e "$SPACE_RUN/pods/$id.boost" ]
+	[ "$(cat "$(vm_weight_file "$id")")" -eq "$base" ]
 }
 
 @test "concurrent creates each get their own pod, then fall back" {

@@ -1,7 +1,8 @@
 /*
  * test-boost: which cgroup file a claim's boost writes, found from a vCPU
  * thread's /proc/TID/cgroup and /proc/self/mountinfo (sp_boost_weight_path),
- * and the jail's memory cgroup found the same way (sp_cgroup_parse).
+ * and the jail's memory cgroup found the same way (sp_cgroup_parse); what a
+ * pod record or boost mark may name (sp_boost_file_ok).
  * tests/pool.bats boosts real VMs, on this machine's cgroup v1 cpu
  * controller; these are the layouts it cannot show: libvirt's under cgroup
  * v2, with and without systemd, and the texts a parser must not trip on.
@@ -169,5 +170,33 @@ main(void)
 	/* An out buffer too small for the path: refused, not cut. */
 	tap_ok(found(v1_cgroup, v1_mounts, ID, out, 20) == -1,
 	    "a path longer than the buffer: none");
+
+	/* What a pod record or a boost mark may name (sp_boost_file_ok):
+	 * both are space's to write, and a claim or a repair run as root
+	 * writes the file they name. */
+	tap_ok(sp_boost_file_ok("/sys/fs/cgroup/cpu/machine/qemu-157-sp-" ID
+	    ".libvirt-qemu/cpu.shares", ID) &&
+	    sp_boost_file_ok("/sys/fs/cgroup/machine.slice/machine-qemu\\x2d3"
+	    "\\x2dsp\\x2d" ID ".scope/cpu.weight", ID),
+	    "a weight file: the VM's cpu.shares or cpu.weight");
+	tap_ok(!sp_boost_file_ok("/sys/fs/cgroup/cpu/machine/qemu-157-sp-"
+	    "aaaaaaaaaaaa.libvirt-qemu/cpu.shares", ID) &&
+	    !sp_boost_file_ok("/sys/fs/cgroup/cpu/machine/qemu-157-sp-" ID
+	    ".libvirt-qemu/x/cpu.shares", ID) &&
+	    !sp_boost_file_ok("/sys/fs/cgroup/cpu/sp-" ID, ID),
+	    "another VM's, one below the domain's directory, no file: refused");
+	tap_ok(!sp_boost_file_ok("/sys/fs/cgroup/memory/machine/qemu-1-sp-" ID
+	    ".libvirt-qemu/memory.limit_in_bytes", ID) &&
+	    !sp_boost_file_ok("/sys/fs/cgroup/cpu/machine/qemu-1-sp-" ID
+	    ".libvirt-qemu/cgroup.procs", ID) &&
+	    !sp_boost_file_ok("/sys/fs/cgroup/cpu/machine/qemu-1-sp-" ID
+	    ".libvirt-qemu/cpu.shares.x", ID),
+	    "another file of the VM's cgroup: refused");
+	tap_ok(!sp_boost_file_ok("/etc/sp-" ID "/cpu.shares", ID) &&
+	    !sp_boost_file_ok("/sys/fs/cgroup/../../etc/sp-" ID "/cpu.shares",
+	    ID) && !sp_boost_file_ok("/sys/fs/cgroup/cpu/sp-" ID "/../"
+	    "cpu.shares", ID) && !sp_boost_file_ok("", ID) &&
+	    !sp_boost_file_ok("cpu.shares", ID),
+	    "outside /sys/fs/cgroup, with .., empty, relative: refused");
 	return tap_done();
 }
