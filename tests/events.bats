@@ -67,7 +67,7 @@ last_seq() {
 	jq -se '[.[] | select(.action == "state" and .from != null)] |
 	    [range(1; length) as $i | .[$i].from == .[$i - 1].to] | all' "$BATS_TEST_TMPDIR/ev"
 	# Who, where, through what; numbered in order.
-	jq -se --arg uid "uid:$(id -u)" '
+	jq -se --arg uid "uid:$(id -u ${SPACE_AS_SPACE_BIN:+space})" '
 	    all(.[]; .actor == $uid and (.via | startswith("space-")) and
 	    .id != null and (.node | length) > 0) and
 	    ([.[].seq] | . == sort and . == unique)' "$BATS_TEST_TMPDIR/ev"

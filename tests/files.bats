@@ -61,6 +61,7 @@ sum() {
 	run space-exec "$ID" -- sha256sum /root/big-in
 	[ "${output%% *}" = "$(sum "$T/big")" ]
 	mkdir -p "$T/out"
+	runners "$T/out"
 	m2=$(date +%s%N)
 	run space-cp "$ID:/root/big-in" "$T/out/"
 	t=$(date +%s%N)
@@ -86,6 +87,7 @@ sum() {
 	chmod 0700 "$T/tree/sub"
 	cp "$T/bytes" "$T/tree/sub/bytes"
 	ln -s file "$T/tree/link"
+	runners "$T/tree" "$T/back"
 	run space-cp "$T/tree" "$ID:/root"
 	assert_success
 	run space-exec "$ID" -- stat -c '%a %F' /root/tree/file /root/tree/sub /root/tree/link

@@ -8,11 +8,24 @@ top=$(cd "$(dirname "${BATS_TEST_FILENAME}")/.." && pwd)
 # SPACE_AS_SPACE_BIN: a directory of the commands run as the user space
 # (run-all's round as space), found before the build's own.
 export PATH="${SPACE_AS_SPACE_BIN:+$SPACE_AS_SPACE_BIN:}$top/build/bin:$PATH"
+# Those commands read and write the suite's temporary files, as they would
+# an operator's own: bats makes its directories root's alone.
+if [ -n "${SPACE_AS_SPACE_BIN:-}" ]; then
+	chmod 0711 "$BATS_RUN_TMPDIR" "${BATS_FILE_TMPDIR%/*}" \
+	    ${BATS_TEST_TMPDIR:+"${BATS_TEST_TMPDIR%/*}"}
+	chown space:space "$BATS_FILE_TMPDIR" ${BATS_TEST_TMPDIR:+"$BATS_TEST_TMPDIR"}
+fi
 export SPACE_ROOT=${SPACE_ROOT:-/var/tmp/space-check}
 export SPACE_RUN=${SPACE_RUN:-/run/space-check}
 export SPACE_NODE=${SPACE_NODE:-check}
 export SPACE_CONF=${SPACE_CONF:-/dev/null}
 export SPACE_GUEST=${SPACE_GUEST:-$top/guest/build}
+
+# Files and trees the suite made for its commands: theirs (space's when
+# they run as space), as an operator's own files are.
+runners() {
+	[ -z "${SPACE_AS_SPACE_BIN:-}" ] || chown -R space:space "$@"
+}
 
 # The name of every command in cmd/, one per line.
 commands() {
