@@ -768,7 +768,8 @@ void sp_crashpoint(const char *name);
 /* ---- the user of the node's unprivileged side (space-init makes it) ---- */
 #define SP_USER			"space"	/* the user and its group */
 /* 1 with its uid and group's gid (either may be NULL), 0 when there is no
- * such user; thread-safe (getpwnam_r), as the API server's threads ask. */
+ * such user; thread-safe (getpwnam_r), as the API server's threads ask;
+ * found once, kept for the process's life. */
 int sp_space_ids(uid_t *uid, gid_t *gid);
 /* 1 with the group name's gid, 0 when there is none; thread-safe. */
 int sp_group_id(const char *name, gid_t *gid);
