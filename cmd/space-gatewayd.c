@@ -5,8 +5,14 @@
  * connection, and appends every decision to $SPACE_ROOT/egress/decisions.log.
  * It also listens on the sandboxes' inbound ports (space-port), and wakes
  * a paused sandbox that idle tiers steer when a connection comes for it.
+ * Started as root, it becomes the user space once it has what only root
+ * may read (the node CA's key) and before it serves anything: a guest
+ * that breaks it holds space's rights, not root's (design.md, "What an
+ * attacker must break").
  * SIGHUP reloads the never-list; SIGTERM and SIGINT stop it.
  */
+#include <sys/stat.h>
+
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -74,7 +80,27 @@ open_log(const char *root, struct sp_err *e)
 	if ((fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC,
 	    0600)) == -1)
 		return sp_err_sys(e, SP_E_IO, "opening '%s'", path);
+	/* space's, as the store it is in (space-egress reads it). */
+	if (sp_path_adopt(fd, path, e) == -1) {
+		close(fd);
+		return -1;
+	}
 	return fd;
+}
+
+/* Whether space-init gave this root's stores to the user space (its egress
+ * policies stand for them all): else, on a root made by hand, the gateway
+ * stays root's, as becoming space would leave it unable to read them. */
+static int
+stores_are_spaces(const char *root)
+{
+	char p[SP_PATH_MAX];
+	struct stat st;
+	uid_t uid;
+
+	return sp_space_ids(&uid, NULL) &&
+	    snprintf(p, sizeof p, "%s/egress", root) < (int)sizeof p &&
+	    stat(p, &st) == 0 && st.st_uid == uid;
 }
 
 int
@@ -128,10 +154,17 @@ main(int argc, char *argv[])
 	o.hosts = getenv("SPACE_GATEWAY_HOSTS");
 	o.wake = wake;
 	if ((o.log_fd = open_log(conf.root, &e)) == -1 ||
+	    sp_gateway_run_dirs(conf.run, &e) == -1 ||
 	    sp_gateway_new(&g, &o, &e) == -1)
 		return sp_out_fail(NULL, &e);
-	sp_out_json(json_pack("{s:s, s:s, s:I}", "gateway", "serving",
-	    "run", conf.run, "pid", (json_int_t)getpid()));
+	if (geteuid() == 0 && !stores_are_spaces(conf.root))
+		sp_warn("%s/egress is not %s's (space-init did not prepare "
+		    "this root): serving as root", conf.root, SP_USER);
+	else if (sp_become_space(1, &e) == -1)
+		return sp_out_fail(NULL, &e);
+	sp_out_json(json_pack("{s:s, s:s, s:I, s:I}", "gateway", "serving",
+	    "run", conf.run, "pid", (json_int_t)getpid(), "uid",
+	    (json_int_t)getuid()));
 	while (!stop) {
 		if (reload) {
 			reload = 0;

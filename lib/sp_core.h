@@ -726,6 +726,9 @@ int sp_path_fmt(char *out, size_t n, struct sp_err *e, const char *fmt, ...)
 int sp_path_adopt(int fd, const char *path, struct sp_err *e);
 /* mkdir -p with mode for the directories it creates (sp_path_adopt'ed). */
 int sp_path_mkdirs(const char *path, mode_t mode, struct sp_err *e);
+/* The same, and run as root, path itself the user space's with mode
+ * whoever made it (a directory of $SPACE_RUN space's processes write in). */
+int sp_path_space_dir(const char *path, mode_t mode, struct sp_err *e);
 /* The part of abs after root and a slash, or NULL when abs is not
  * beneath root (space-noded takes paths relative to SPACE_ROOT). */
 const char *sp_path_beneath(const char *root, const char *abs);
@@ -771,6 +774,12 @@ void sp_crashpoint(const char *name);
  * such user; thread-safe (getpwnam_r), as the API server's threads ask;
  * found once, kept for the process's life. */
 int sp_space_ids(uid_t *uid, gid_t *gid);
+/* Run as root with the user space there: becomes it for good (uid, gid,
+ * no other groups), keeping CAP_NET_BIND_SERVICE alone when low_ports,
+ * and not dumpable (space's other processes may not ptrace it nor read its
+ * memory).  1 when it did, 0 when not root or no such user, -1 on error.
+ * Only while the process has one thread. */
+int sp_become_space(int low_ports, struct sp_err *e);
 /* 1 with the group name's gid, 0 when there is none; thread-safe. */
 int sp_group_id(const char *name, gid_t *gid);
 

@@ -348,6 +348,21 @@ out:
 /* ---- the gateway ---- */
 
 int
+sp_gateway_run_dirs(const char *run, struct sp_err *e)
+{
+	static const char *const dirs[] = { SP_GATEWAY_DIR,
+	    SP_GATEWAY_COUNTS_DIR };
+	char p[SP_PATH_MAX];
+	size_t i;
+
+	for (i = 0; i < sizeof dirs / sizeof dirs[0]; i++)
+		if (sp_path_fmt(p, sizeof p, e, "%s/%s", run, dirs[i]) == -1 ||
+		    sp_path_space_dir(p, 0755, e) == -1)
+			return -1;
+	return 0;
+}
+
+int
 sp_gateway_new(struct sp_gateway **out, const struct sp_gateway_opts *o,
     struct sp_err *e)
 {

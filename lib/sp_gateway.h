@@ -34,6 +34,14 @@ struct sp_gateway_opts {
 	int (*wake)(const char *id, void *arg);
 	void *wake_arg;
 };
+/* What the gateway writes under RUN, in directories of the user space's
+ * (it runs as space): what it serves (SP_PORT_STATUS) and each sandbox's
+ * byte counts (egress-counts/ID.json). */
+#define SP_GATEWAY_DIR		"gateway"
+#define SP_GATEWAY_COUNTS_DIR	"egress-counts"
+/* Makes both (0755), space's when run as root (space-init, and
+ * space-gatewayd before it becomes space). */
+int sp_gateway_run_dirs(const char *run, struct sp_err *e);
 /* Loads the never-list and, when there is one, the node CA. */
 int sp_gateway_new(struct sp_gateway **g, const struct sp_gateway_opts *o,
     struct sp_err *e);
@@ -51,7 +59,8 @@ void sp_gateway_counts(struct sp_gateway *g, int *tunnels, int *streams);
 /* Reloads the never-list (the node's addresses change). */
 int sp_gateway_reload(struct sp_gateway *g, struct sp_err *e);
 /* Listens on every inbound port of ROOT/ports and stops listening on those
- * gone (sp_gw_port.c); writes RUN/ports.json when what it serves changed.
+ * gone (sp_gw_port.c); writes RUN/gateway/ports.json when what it serves
+ * changed.
  * Each connection accepted is a stream the guest's daemon connects to
  * 127.0.0.1:PORT.  One thread calls it (space-gatewayd's loop). */
 int sp_gateway_ports(struct sp_gateway *g, struct sp_err *e);
@@ -62,7 +71,7 @@ int sp_gateway_ports(struct sp_gateway *g, struct sp_err *e);
  */
 #define SP_PORT_LISTEN_MAX	24	/* "255.255.255.255:65535" */
 #define SP_PORTS_PER_SANDBOX	64
-#define SP_PORT_STATUS		"ports.json"	/* under RUN: the gateway's */
+#define SP_PORT_STATUS		SP_GATEWAY_DIR "/ports.json"	/* under RUN */
 struct sp_port {
 	char id[SP_ID_LEN + 1];
 	int port;			/* in the guest */

@@ -30,8 +30,8 @@ gw_count(struct gw_tunnel *t, int up, size_t n)
 static int
 counts_path(const struct gw_tunnel *t, char *out, size_t n)
 {
-	return snprintf(out, n, "%s/egress-counts/%s.json", t->g->run,
-	    t->id) < (int)n ? 0 : -1;
+	return snprintf(out, n, "%s/" SP_GATEWAY_COUNTS_DIR "/%s.json",
+	    t->g->run, t->id) < (int)n ? 0 : -1;
 }
 
 void
@@ -47,7 +47,7 @@ gw_counts_save(struct gw_tunnel *t, int force)
 	    __ATOMIC_RELAXED, __ATOMIC_RELAXED))
 		return;
 	if (counts_path(t, path, sizeof path) == -1 ||
-	    snprintf(dir, sizeof dir, "%s/egress-counts", t->g->run) >=
+	    snprintf(dir, sizeof dir, "%s/" SP_GATEWAY_COUNTS_DIR, t->g->run) >=
 	    (int)sizeof dir)
 		return;
 	(void)mkdir(dir, 0755);

@@ -368,9 +368,11 @@ space_owns(const struct sp_conf *c, struct sp_err *e)
 		if (sp_path_fmt(p, sizeof p, e, "%s%s", c->db + 7, ends[i]) ==
 		    -1 || give(p, pw, 0600, i == 0, e) == -1)
 			return -1;
-	/* What the pool keeps of each pod beside its VM (sp_pod_file). */
+	/* What the pool keeps of each pod beside its VM (sp_pod_file), and
+	 * what space-gatewayd writes (sp_gateway_run_dirs). */
 	if (sp_path_fmt(p, sizeof p, e, "%s/" SP_PODS_DIR, c->run) == -1 ||
-	    sp_path_mkdirs(p, 0700, e) == -1 || give(p, pw, 0700, 1, e) == -1)
+	    sp_path_space_dir(p, 0700, e) == -1 ||
+	    sp_gateway_run_dirs(c->run, e) == -1)
 		return -1;
 	if (sp_volume_area(c->root, e) == -1 ||
 	    sp_path_fmt(p, sizeof p, e, "%s/jail", c->root) == -1 ||

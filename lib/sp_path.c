@@ -55,6 +55,26 @@ sp_path_adopt(int fd, const char *path, struct sp_err *e)
 }
 
 int
+sp_path_space_dir(const char *path, mode_t mode, struct sp_err *e)
+{
+	uid_t uid;
+	gid_t gid;
+	int fd, rc = 0;
+
+	if (sp_path_mkdirs(path, mode, e) == -1)
+		return -1;
+	if (geteuid() != 0 || !sp_space_ids(&uid, &gid))
+		return 0;
+	if ((fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
+	    O_CLOEXEC)) == -1 || fchown(fd, uid, gid) == -1 ||
+	    fchmod(fd, mode) == -1)
+		rc = sp_err_sys(e, SP_E_IO, "give %s to %s", path, SP_USER);
+	if (fd != -1)
+		close(fd);
+	return rc;
+}
+
+int
 sp_path_mkdirs(const char *path, mode_t mode, struct sp_err *e)
 {
 	char buf[SP_PATH_MAX], *p;

@@ -3,7 +3,7 @@
  * ports"), as the node keeps them: one file per port,
  * ROOT/ports/ID/PORT, holding the host address it is served on
  * ("ADDR:PORT\n").  space-port writes them; space-gatewayd reads them each
- * round, listens, and writes what it serves to RUN/ports.json.  A
+ * round, listens, and writes what it serves to RUN/gateway/ports.json.  A
  * sandbox's ports are this node's: they go with the sandbox's removal and
  * do not follow it to another node.
  */

@@ -38,6 +38,7 @@ setup_file() {
 	"$top/tests/files-server" "$T/www" "$P" "$T/www.log" >"$T/www.out" 2>&1 &
 	echo $! >"$T/www.pid"
 	printf '127.0.0.1 pypi.test apt.test\n' >"$T/hosts"
+	space_reads "$T/hosts"
 	space-create --template debian | jq -r 'select(.ok) | .id' >"$T/ids"
 	export ID=$(head -n 1 "$T/ids")
 	SPACE_EGRESS_ALLOW_NEVER="127.0.0.1:$P" SPACE_GATEWAY_HOSTS="$T/hosts" \

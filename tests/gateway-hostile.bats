@@ -94,7 +94,7 @@ start_gateway() {
 	echo "127.0.0.1:$p" >"$SPACE_ROOT/ports/$ID/8080"
 	start_gateway
 	for _ in $(seq 50); do
-		jq -e '.ports | length == 1' "$SPACE_RUN/ports.json" >/dev/null 2>&1 && break
+		jq -e '.ports | length == 1' "$SPACE_RUN/gateway/ports.json" >/dev/null 2>&1 && break
 		sleep 0.1
 	done
 	for i in $(seq 20); do

@@ -40,6 +40,7 @@ setup_file() {
 	169.254.169.254 metadata.test
 	10.1.2.3 private.test
 	EOF
+	space_reads "$T/hosts"
 	create --label tenant=t1 --label project=p1 >"$T/ids"
 	export ID=$(head -n 1 "$T/ids")
 	SPACE_EGRESS_ALLOW_NEVER="127.0.0.1:$P_HTTP 127.0.0.1:$P_HTTPS 127.0.0.1:$P_ECHO" \
@@ -85,6 +86,28 @@ last_request() {
 	g=$(guest 'date +%s')
 	h=$(date +%s)
 	[ $((h - g)) -le 5 ] && [ $((g - h)) -le 5 ]
+}
+
+@test "started as root, the gateway serves as space: no other group, only CAP_NET_BIND_SERVICE, not dumpable" {
+	local pid u g
+	pid=$(cat "$T/gateway.pid")
+	u=$(id -u space) g=$(id -g space)
+	grep -q "\"uid\":$u[,}]" "$T/gateway.out"
+	[ "$(awk '/^Uid:/ { print $2, $3, $4, $5 }' "/proc/$pid/status")" = "$u $u $u $u" ]
+	[ "$(awk '/^Gid:/ { print $2, $3, $4, $5 }' "/proc/$pid/status")" = "$g $g $g $g" ]
+	[ "$(awk '/^Groups:/ { print $2 }' "/proc/$pid/status")" = "$g" ]
+	# Bit 10: CAP_NET_BIND_SERVICE, for inbound ports below 1024.
+	[ "$(awk '/^CapEff:/ { print $2 }' "/proc/$pid/status")" = 0000000000000400 ]
+	[ "$(awk '/^CapPrm:/ { print $2 }' "/proc/$pid/status")" = 0000000000000400 ]
+	# Not dumpable: its /proc files stay root's, so another process of
+	# space's reads neither its memory nor its environment, and cannot
+	# trace it.  The node CA's key it loaded as root stays its own.
+	[ "$(stat -c %U "/proc/$pid/mem")" = root ]
+	run setpriv --reuid=space --regid=space --init-groups cat "/proc/$pid/environ"
+	assert_failure
+	run setpriv --reuid=space --regid=space --init-groups cat "$SPACE_ROOT/ca/ca.key"
+	assert_failure
+	[ "$(stat -c %U "$SPACE_RUN/gateway" "$SPACE_RUN/egress-counts" | sort -u)" = space ]
 }
 
 @test "nothing is allowed before a policy says so: curl gets 403 with the reason" {

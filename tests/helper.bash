@@ -21,6 +21,37 @@ export SPACE_NODE=${SPACE_NODE:-check}
 export SPACE_CONF=${SPACE_CONF:-/dev/null}
 export SPACE_GUEST=${SPACE_GUEST:-$top/guest/build}
 
+# A file of the suite's that space-gatewayd reads while it serves (a hosts
+# file): the gateway runs as space, and bats makes its directories root's.
+space_reads() {
+	chmod o+x "$BATS_RUN_TMPDIR" "${BATS_FILE_TMPDIR%/*}" "$BATS_FILE_TMPDIR"
+	chmod o+r "$@"
+}
+
+# Whether space-noded answers on $SPACE_RUN/noded.sock.
+noded_answers() {
+	/usr/bin/python3 - "$SPACE_RUN/noded.sock" 2>/dev/null <<-'EOF'
+	import socket, sys
+	socket.socket(socket.AF_UNIX).connect(sys.argv[1])
+	EOF
+}
+
+# space-noded for a suite whose processes run as space (space-gatewayd
+# wakes a sandbox through it), unless one answers already; noded_down
+# stops only one started here.
+noded_up() {
+	noded_answers && return 0
+	space-noded >"$BATS_FILE_TMPDIR/noded.log" 2>&1 3>&- &
+	echo $! >"$BATS_FILE_TMPDIR/noded.pid"
+	for _ in $(seq 100); do noded_answers && return 0; sleep 0.1; done
+	return 1
+}
+
+noded_down() {
+	[ ! -f "$BATS_FILE_TMPDIR/noded.pid" ] ||
+	    kill "$(cat "$BATS_FILE_TMPDIR/noded.pid")" 2>/dev/null || true
+}
+
 # Files and trees the suite made for its commands: theirs (space's when
 # they run as space), as an operator's own files are.
 runners() {

@@ -11,6 +11,8 @@ setup_file() {
 	# Idle tiers steer it, so a connection wakes it from a pause.
 	create --idle pause:1h >"$T/ids"
 	export ID=$(head -n 1 "$T/ids")
+	# The gateway runs as space: it wakes a sandbox through space-noded.
+	noded_up
 	space-gatewayd --scan-ms 100 >"$T/gateway.out" 2>"$T/gateway.err" &
 	echo $! >"$T/gateway.pid"
 	space-exec "$ID" -- sh -c 'mkdir -p /srv && echo hello > /srv/index.html &&
@@ -23,6 +25,7 @@ setup_file() {
 teardown_file() {
 	kill "$(cat "$T/gateway.pid")" 2>/dev/null || true
 	remove_listed "$T/ids"
+	noded_down
 }
 
 # The sha256 of a file in the guest.
@@ -42,7 +45,7 @@ guest_sha() {
 	    "8080 127.0.0.1:$P_WEB listening" ]
 	# The file the gateway writes is what ls read.
 	jq -e --arg id "$ID" '.ports[] | select(.id == $id and .port == 8080)' \
-	    "$SPACE_RUN/ports.json" >/dev/null
+	    "$SPACE_RUN/gateway/ports.json" >/dev/null
 	# It is an event of the sandbox.
 	space-events --id "$ID" --since 60 | jq -e 'select(.action == "port" and
 	    .port == 8080 and .state == "listening" and .ok)' >/dev/null

@@ -1,6 +1,9 @@
 /* test-core: error tokens, ids, names, UTF-8, configuration, the stdin
  * input loop and the external programs' stderr. */
+#include <sys/prctl.h>
+
 #include <fcntl.h>
+#include <pthread.h>
 #include <pwd.h>
 #include <stdlib.h>
 #include <string.h>
@@ -589,6 +592,72 @@ test_ids_of_names(void)
 	    gid == pw->pw_gid, "space's ids: as getpwnam says, or none");
 }
 
+static void *
+nap(void *arg)
+{
+	(void)arg;
+	usleep(100000);
+	return NULL;
+}
+
+/* What sp_become_space leaves in a child: the bit of capability 10 alone
+ * (CAP_NET_BIND_SERVICE) in CapEff and CapPrm, and not dumpable. */
+static int
+became_space(uid_t uid, gid_t gid)
+{
+	char line[256];
+	FILE *f;
+	int caps = 0;
+
+	if (getuid() != uid || geteuid() != uid || getgid() != gid ||
+	    getegid() != gid || getgroups(0, NULL) != 1 ||
+	    prctl(PR_GET_DUMPABLE) != 0 ||
+	    (f = fopen("/proc/self/status", "re")) == NULL)
+		return 0;
+	while (fgets(line, sizeof line, f) != NULL)
+		caps += strcmp(line, "CapEff:\t0000000000000400\n") == 0 ||
+		    strcmp(line, "CapPrm:\t0000000000000400\n") == 0;
+	fclose(f);
+	return caps == 2;
+}
+
+/* sp_become_space, in children: refused while a second thread runs (its
+ * capabilities would stay root's), then space's ids, no other group,
+ * CAP_NET_BIND_SERVICE alone, not dumpable. */
+static void
+test_become_space(void)
+{
+	struct sp_err e;
+	pthread_t th;
+	uid_t uid;
+	gid_t gid;
+	pid_t pid;
+	int status, rc;
+
+	if (geteuid() != 0 || !sp_space_ids(&uid, &gid)) {
+		printf("ok %d # SKIP becoming space needs root and the user\n",
+		    ++tap_n);
+		return;
+	}
+	if ((pid = fork()) == 0) {
+		if (pthread_create(&th, NULL, nap, NULL) != 0)
+			_exit(3);
+		rc = sp_become_space(1, &e);
+		pthread_join(th, NULL);
+		_exit(rc == -1 && e.code == SP_E_INTERNAL && geteuid() == 0 ?
+		    0 : 1);
+	}
+	tap_ok(pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) &&
+	    WEXITSTATUS(status) == 0, "become space: refused with a second "
+	    "thread, still root");
+	if ((pid = fork()) == 0)
+		_exit(sp_become_space(1, &e) == 1 && became_space(uid, gid) &&
+		    setuid(0) == -1 ? 0 : 1);
+	tap_ok(pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) &&
+	    WEXITSTATUS(status) == 0, "become space: its ids, one group, "
+	    "CAP_NET_BIND_SERVICE alone, not dumpable, no way back");
+}
+
 int
 main(void)
 {
@@ -604,5 +673,6 @@ main(void)
 	test_lock_path();
 	test_ids_of_names();
 	test_replace_text();
+	test_become_space();
 	return tap_done();
 }
