@@ -26,6 +26,7 @@ enum {
 	K_PATH = 1, K_SRC = 2, K_READONLY = 4, K_NAME = 8, K_FILE = 16,
 	K_XML = 32, K_WANT = 64, K_DISK = 128, K_BYTES = 256, K_DIR = 512,
 	K_UID = 1024, K_PIDS = 2048, K_PARENT = 4096, K_HOST = 8192,
+	K_VOLUME = 16384,
 };
 
 static const struct {
@@ -58,6 +59,8 @@ static const struct {
 	{ "vm-memory", SP_NODED_VM_MEMORY, K_NAME, 0 },
 	{ "vm-list", SP_NODED_VM_LIST, 0, 0 },
 	{ "vm-stats", SP_NODED_VM_STATS, 0, 0 },
+	{ "vm-plug", SP_NODED_VM_PLUG, K_NAME | K_VOLUME | K_DISK, K_READONLY },
+	{ "vm-unplug", SP_NODED_VM_UNPLUG, K_NAME | K_VOLUME, 0 },
 	{ "virt-type", SP_NODED_VIRT_TYPE, K_WANT, 0 },
 	{ "virt-version", SP_NODED_VIRT_VERSION, 0, 0 },
 	{ "vm-prepare", SP_NODED_VM_PREPARE, K_NAME | K_DIR | K_UID, 0 },
@@ -71,7 +74,7 @@ static const struct {
 
 static const char *const keys[] = {
 	"path", "src", "readonly", "name", "file", "xml", "want", "disk",
-	"bytes", "dir", "uid", "pids", "parent", "host",
+	"bytes", "dir", "uid", "pids", "parent", "host", "volume",
 };
 
 /* A disk's size or a limit at most: 16 TiB. */
@@ -287,11 +290,27 @@ vm_fields(json_t *req, unsigned have, struct sp_noded_req *r,
 			    "not an IPv4 or IPv6 address", s);
 		strcpy(r->host, s);
 	}
+	/* A resize's is the root disk; a plug's, one of the others. */
 	if (have & K_DISK) {
 		if ((s = string_of(req, "disk", 8, e)) == NULL)
 			return -1;
-		if (strcmp(s, "vda") != 0)
+		if (r->op != SP_NODED_VM_PLUG && strcmp(s, "vda") != 0)
 			return sp_err_set(e, SP_E_BAD_INPUT, 0, "disk is vda");
+		if (r->op == SP_NODED_VM_PLUG && (strlen(s) != 3 ||
+		    strncmp(s, "vd", 2) != 0 || s[2] < 'b' || s[2] > 'z'))
+			return sp_err_set(e, SP_E_BAD_INPUT, 0, "disk is vdb to "
+			    "vdz");
+		strcpy(r->target, s);
+	}
+	/* As a volume's disk's serial is (sp_virt.c's check_volume). */
+	if (have & K_VOLUME) {
+		if ((s = string_of(req, "volume", SP_NODED_VOLUME_MAX, e)) ==
+		    NULL)
+			return -1;
+		if (strspn(s, "abcdefghijklmnopqrstuvwxyz234567") != strlen(s))
+			return sp_err_set(e, SP_E_BAD_INPUT, 0, "volume '%.32s' "
+			    "is not an id", s);
+		strcpy(r->volume, s);
 	}
 	/* A memory limit may be none (0); a size or a disk's limit not. */
 	if (have & K_BYTES) {

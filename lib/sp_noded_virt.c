@@ -10,7 +10,10 @@
  *     beneath SPACE_ROOT, each a regular file with one link, reached with
  *     no symlink on the way (openat2 RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS);
  *   - a jail uid from SPACE_JAIL_UIDS that $SPACE_ROOT/jail/<uid> gives to
- *     that id, or none (libvirt's own user for QEMU).
+ *     that id, or none (libvirt's own user for QEMU);
+ *   - with a jail only, volumes' disks, each volumes/<volume>/disk.raw
+ *     beneath the root, not relabelled (volume_disk), as vm-plug plugs
+ *     them.
  * A save image (mem.sav) is written and read in such a directory too (one
  * the client made, a full checkpoint's snapshot, is made root's first), and
  * re-identified here before a restore, as the client may not write it.  A
@@ -210,6 +213,42 @@ jail_of(const struct sp_noded_vm *c, unsigned uid, const char *id)
 	return strcmp(to, id) == 0;
 }
 
+/*
+ * abs (SP_PATH_MAX bytes): the disk of volume id, volumes/ID/disk.raw
+ * beneath the root, a regular file of one link reached with no symlink.
+ * The volume's directory is space's (its subvolume's maker's), so what is
+ * at that path when QEMU opens it is space's to choose: a volume goes only
+ * into a VM with a jail, in XML that tells libvirt not to relabel it, and
+ * QEMU opens it as the VM's uid, with what the volume's ACL gives that
+ * uid.  A VM without a jail would have libvirt chown the file for its
+ * shared QEMU user: root plugs those.
+ */
+static int
+volume_disk(const struct sp_noded_vm *c, const char *id, char *abs,
+    struct sp_err *e)
+{
+	char rel[SP_NODED_PATH_MAX + 1];
+	struct stat st;
+	int fd, rc;
+
+	if (strlen(id) == 0 || strlen(id) > SP_NODED_VOLUME_MAX ||
+	    strspn(id, "abcdefghijklmnopqrstuvwxyz234567") != strlen(id))
+		return sp_err_set(e, SP_E_BAD_INPUT, 0, "volume '%.32s' is not "
+		    "an id", id);
+	snprintf(rel, sizeof rel, "volumes/%s/disk.raw", id);
+	if (sp_path_fmt(abs, SP_PATH_MAX, e, "%s/%s", c->conf->root, rel) == -1)
+		return -1;
+	if ((fd = sp_noded_open_beneath(c->root_fd, rel, O_PATH)) == -1)
+		return sp_err_sys(e, errno == ENOENT ? SP_E_NOT_FOUND :
+		    SP_E_BAD_INPUT, "volume %s's disk", id);
+	rc = fstat(fd, &st);
+	close(fd);
+	if (rc == -1 || !S_ISREG(st.st_mode) || st.st_nlink != 1)
+		return sp_err_set(e, SP_E_BAD_INPUT, 0, "volume %s's disk is not "
+		    "a regular file of one link", id);
+	return 0;
+}
+
 /* xml is space's, for a sandbox of this node (the file's comment); its
  * domain's name and UUID to dom and uuid (may be NULL). */
 static int
@@ -218,9 +257,9 @@ check_xml(const struct sp_noded_vm *c, const char *xml, const char *name,
 {
 	struct sp_vm_spec_text *t;
 	struct sp_vm_spec s;
-	char run[SP_PATH_MAX], dir[SP_PATH_MAX];
+	char run[SP_PATH_MAX], dir[SP_PATH_MAX], abs[SP_PATH_MAX];
 	const char *id;
-	int rc = -1;
+	int i, rc = -1;
 
 	if ((t = malloc(sizeof *t)) == NULL)
 		return sp_err_sys(e, SP_E_NOMEM, "xml");
@@ -263,6 +302,23 @@ check_xml(const struct sp_noded_vm *c, const char *xml, const char *name,
 		sp_err_set(e, SP_E_BAD_INPUT, 0, "uid %u is not %s's jail",
 		    s.jail_uid, s.name);
 		goto out;
+	}
+	/* Volumes plugged when it was saved: each its own disk, in a VM
+	 * with a jail (volume_disk). */
+	for (i = 0; i < s.nvolumes; i++) {
+		if (s.jail_uid == 0) {
+			sp_err_set(e, SP_E_BAD_INPUT, 0, "%s has no jail: root "
+			    "restores it with its volumes", s.name);
+			goto out;
+		}
+		if (volume_disk(c, s.volumes[i].serial, abs, e) == -1)
+			goto out;
+		if (strcmp(abs, s.volumes[i].disk) != 0) {
+			sp_err_set(e, SP_E_BAD_INPUT, 0, "volume %s's disk is "
+			    "%s, not '%.64s'", s.volumes[i].serial, abs,
+			    s.volumes[i].disk);
+			goto out;
+		}
 	}
 	if (dom != NULL)
 		snprintf(dom, SP_ID_LEN + 4, "%s", s.name);
@@ -401,6 +457,36 @@ virt(struct sp_noded_vm *c, struct sp_virt **v, struct sp_err *e)
 	return rc;
 }
 
+/* A volume's disk into running VM name (vm-plug), in XML written here
+ * (volume_disk). */
+static int
+volume_plug(struct sp_noded_vm *c, struct sp_virt *v,
+    const struct sp_noded_req *r, struct sp_err *e)
+{
+	char abs[SP_PATH_MAX], *xml = NULL;
+	struct sp_vm_volume d;
+	unsigned uid;
+	int rc;
+
+	if (sp_virt_xml(v, r->name, &xml, e) == -1)
+		return -1;
+	rc = sp_vm_xml_jail(xml, r->name, &uid, e);
+	free(xml);
+	if (rc == -1)
+		return -1;
+	if (uid == 0)
+		return sp_err_set(e, SP_E_BAD_STATE, 0, "%s has no jail: root "
+		    "plugs its volumes", r->name);
+	if (volume_disk(c, r->volume, abs, e) == -1)
+		return -1;
+	memset(&d, 0, sizeof d);
+	d.disk = abs;
+	d.serial = r->volume;
+	memcpy(d.target, r->target, sizeof d.target);
+	d.ro = r->readonly;
+	return sp_virt_volume_plug(v, r->name, &d, 1, e);
+}
+
 static int
 collect(const char *name, void *arg)
 {
@@ -470,6 +556,10 @@ run_op(struct sp_noded_vm *c, struct sp_virt *v, const struct sp_noded_req *r,
 		return 0;
 	case SP_NODED_VM_STATS:
 		return sp_virt_stats(v, value, e);
+	case SP_NODED_VM_PLUG:
+		return volume_plug(c, v, r, e);
+	case SP_NODED_VM_UNPLUG:
+		return sp_virt_volume_unplug(v, r->name, r->volume, e);
 	case SP_NODED_VIRT_TYPE:
 		if (sp_virt_pick_type(v, r->want, buf, e) == -1)
 			return -1;

@@ -61,6 +61,9 @@ enum sp_noded_op {
 	SP_NODED_VM_RESIZE, SP_NODED_VM_STATE, SP_NODED_VM_XML,
 	SP_NODED_VM_UUID, SP_NODED_VM_MEMORY, SP_NODED_VM_LIST,
 	SP_NODED_VM_STATS,
+	/* a volume's disk (volumes/<volume>/disk.raw) into and out of a
+	 * running VM with a jail */
+	SP_NODED_VM_PLUG, SP_NODED_VM_UNPLUG,
 	SP_NODED_VIRT_TYPE, SP_NODED_VIRT_VERSION,
 	/* a VM's host side: its directories' owners, its cgroup's limits,
 	 * its subvolume's qgroup limit */
@@ -75,6 +78,7 @@ enum sp_noded_op {
 };
 #define SP_NODED_XML_MAX	16384	/* a domain XML in a request */
 #define SP_NODED_HOST_MAX	45	/* an IPv6 address's text, at most */
+#define SP_NODED_VOLUME_MAX	20	/* a volume's id (its disk's serial) */
 struct sp_noded_req {
 	enum sp_noded_op op;
 	char path[SP_NODED_PATH_MAX + 1];	/* relative to SPACE_ROOT */
@@ -86,6 +90,8 @@ struct sp_noded_req {
 	char dir[SP_NODED_PATH_MAX + 1];	/* a VM's directory, absolute */
 	char want[8];				/* a virt type */
 	char host[SP_NODED_HOST_MAX + 1];	/* an address of this host */
+	char volume[SP_NODED_VOLUME_MAX + 1];	/* a volume's id */
+	char target[4];				/* a volume's disk: vdb..vdz */
 	uint64_t bytes;				/* a disk's size, a limit */
 	unsigned uid;				/* a jail's, or 0 */
 	long pids;				/* a pids limit, or 0 */

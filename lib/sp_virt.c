@@ -383,7 +383,7 @@ check_spec(const struct sp_vm_spec *s, struct sp_err *e)
 		return -1;
 	if (check_str("kernel command line", spec_cmdline(s), 0, e) == -1)
 		return -1;
-	if (s->nvolumes < 0 || s->nvolumes > 16)
+	if (s->nvolumes < 0 || s->nvolumes > SP_VM_VOLUMES_MAX)
 		return sp_err_set(e, SP_E_BAD_INPUT, 0, "vm volumes %d",
 		    s->nvolumes);
 	for (i = 0; i < s->nvolumes; i++)
@@ -801,6 +801,48 @@ count(const char *s, const char *what)
 	return n;
 }
 
+/* The volumes' disks of a domain XML, each a <disk> with a <serial> (the
+ * root disk has none), into t and s; -1 when one is not whole. */
+static int
+xml_volumes(const char *xml, struct sp_vm_spec *s, struct sp_vm_spec_text *t)
+{
+	static const char open[] = "    <disk type='file' device='disk'>\n";
+	const char *p = xml, *d, *at, *end;
+	struct sp_vm_volume *v;
+	char *block, bus[8];
+	int rc;
+
+	while ((at = strstr(p, "<serial>")) != NULL) {
+		if (s->nvolumes == SP_VM_VOLUMES_MAX)
+			return -1;
+		for (d = NULL; (p = strstr(p, open)) != NULL && p < at; p++)
+			d = p;
+		if (d == NULL || (end = strstr(at, "</disk>")) == NULL ||
+		    (block = strndup(d, (size_t)(end - d))) == NULL)
+			return -1;
+		v = &t->volumes[s->nvolumes];
+		rc = between(block, "<source file='", "'",
+		    t->volume_disks[s->nvolumes], SP_PATH_MAX) == -1 ||
+		    between(block, "<target dev='", "'", v->target,
+		    sizeof v->target) == -1 ||
+		    between(block, "<serial>", "</serial>",
+		    t->volume_serials[s->nvolumes], 24) == -1 ? -1 : 0;
+		v->disk = t->volume_disks[s->nvolumes];
+		v->serial = t->volume_serials[s->nvolumes];
+		v->ro = strstr(block, "<readonly/>") != NULL;
+		if (rc == 0 && between(block, " bus='0x", "'", bus,
+		    sizeof bus) == 0)
+			v->bus = (int)strtol(bus, NULL, 16);
+		free(block);
+		if (rc == -1)
+			return -1;
+		s->nvolumes++;
+		p = end;
+	}
+	s->volumes = t->volumes;
+	return 0;
+}
+
 int
 sp_virt_xml_spec(const char *xml, struct sp_vm_spec *s,
     struct sp_vm_spec_text *t, struct sp_err *e)
@@ -835,6 +877,9 @@ sp_virt_xml_spec(const char *xml, struct sp_vm_spec *s,
 	    "<label>+"), "<label>+%u:+%u<", &s->jail_uid, &s->jail_gid) != 2)
 		return sp_err_set(e, SP_E_BAD_INPUT, 0, "not a domain XML of "
 		    "space's: its label");
+	if (xml_volumes(xml, s, t) == -1)
+		return sp_err_set(e, SP_E_BAD_INPUT, 0, "not a domain XML of "
+		    "space's: a volume's disk");
 	s->no_egress = strstr(xml, "/" SP_EGRESS_SOCK "'") == NULL;
 	s->nports = count(xml, "<target type='virtio' name='space.") -
 	    !s->no_egress;
@@ -1318,13 +1363,28 @@ plug_op(virDomainPtr dom, const char *what, const char *name, void *arg,
 }
 
 int
-sp_virt_volume_plug(struct sp_virt *v, const char *name, const char *xml,
-    struct sp_err *e)
+sp_virt_volume_plug(struct sp_virt *v, const char *name,
+    const struct sp_vm_volume *d, int jailed, struct sp_err *e)
 {
-	if (v->noded != NULL)
-		return sp_err_set(e, SP_E_BAD_STATE, 0, "volumes are not plugged "
-		    "through space-noded yet: run space-volume as root");
-	return on_domain(v, "plug a volume", name, plug_op, (void *)xml, e);
+	json_t *req;
+	char *xml;
+	int rc;
+
+	/* space-noded writes the XML itself, the disk's path its own. */
+	if (v->noded != NULL) {
+		if (check_volume(d, e) == -1 || (req = nd_req("vm-plug",
+		    name)) == NULL)
+			return -1;
+		json_object_set_new(req, "volume", json_string(d->serial));
+		json_object_set_new(req, "disk", json_string(d->target));
+		json_object_set_new(req, "readonly", json_boolean(d->ro));
+		return nd_call(v, req, NULL, e);
+	}
+	if (sp_virt_volume_xml(d, jailed, &xml, e) == -1)
+		return -1;
+	rc = on_domain(v, "plug a volume", name, plug_op, xml, e);
+	free(xml);
+	return rc;
 }
 
 static int
@@ -1346,15 +1406,27 @@ unplug_op(virDomainPtr dom, const char *what, const char *name, void *arg,
 
 int
 sp_virt_volume_unplug(struct sp_virt *v, const char *name, const char *serial,
-    int timeout_ms, struct sp_err *e)
+    struct sp_err *e)
 {
 	struct timespec ts = { 0, 50 * 1000000 };
 	char alias[40], *xml = NULL;
 	int waited, there = 1;
+	json_t *req;
 
-	if (v->noded != NULL)
-		return sp_err_set(e, SP_E_BAD_STATE, 0, "volumes are not "
-		    "unplugged through space-noded yet: run space-volume as root");
+	if (v->noded != NULL) {
+		if ((req = nd_req("vm-unplug", name)) == NULL)
+			return sp_err_set(e, SP_E_NOMEM, 0, "vm-unplug");
+		json_object_set_new(req, "volume", json_string(serial));
+		return nd_call(v, req, NULL, e);
+	}
+	/* Not plugged (libvirt 9 calls that an internal error): done. */
+	if (sp_virt_xml(v, name, &xml, e) == -1)
+		return -1;
+	snprintf(alias, sizeof alias, "'ua-vol-%.20s'", serial);
+	there = strstr(xml, alias) != NULL;
+	free(xml);
+	if (!there)
+		return 0;
 	snprintf(alias, sizeof alias, "ua-vol-%.20s", serial);
 	if (on_domain(v, "unplug a volume", name, unplug_op, alias, e) == -1)
 		return -1;
@@ -1368,10 +1440,10 @@ sp_virt_volume_unplug(struct sp_virt *v, const char *name, const char *serial,
 		free(xml);
 		if (!there)
 			return 0;
-		if (waited >= timeout_ms)
+		if (waited >= SP_VOLUME_UNPLUG_MS)
 			return sp_err_set(e, SP_E_TIMED_OUT, 1, "the guest of %s "
 			    "did not let go of volume %s in %d ms", name, serial,
-			    timeout_ms);
+			    SP_VOLUME_UNPLUG_MS);
 		nanosleep(&ts, NULL);
 	}
 }

@@ -159,10 +159,14 @@ int sp_virt_connect(const struct sp_conf *c, struct sp_virt **v,
 int sp_virt_noded_call(const char *sock, json_t *req, json_t **value,
     struct sp_err *e);
 /* The strings of a spec read back from its XML. */
+#define SP_VM_VOLUMES_MAX	16	/* volumes' disks in a domain XML */
 struct sp_vm_spec_text {
 	char name[64], uuid[37], virt_type[8], cmdline[1024];
 	char kernel[SP_PATH_MAX], initrd[SP_PATH_MAX], disk[SP_PATH_MAX];
 	char chan_dir[SP_PATH_MAX];
+	struct sp_vm_volume volumes[SP_VM_VOLUMES_MAX];
+	char volume_disks[SP_VM_VOLUMES_MAX][SP_PATH_MAX];
+	char volume_serials[SP_VM_VOLUMES_MAX][24];
 };
 /* The spec xml was written of (its strings in t), when xml is exactly what
  * sp_virt_domain_xml writes of it; bad-input for any other text.  What
@@ -188,13 +192,16 @@ int sp_virt_save_memory(struct sp_virt *v, const char *name, const char *path,
  * file through the volume's ACL, not libvirt's chown). */
 int sp_virt_volume_xml(const struct sp_vm_volume *d, int jailed, char **xml,
     struct sp_err *e);
-/* Plugs a disk (sp_virt_volume_xml) into running VM name; unplugs the
- * volume of that serial and waits up to timeout_ms for the guest to let go
- * (gone already is done). */
-int sp_virt_volume_plug(struct sp_virt *v, const char *name, const char *xml,
-    struct sp_err *e);
+/* Plugs volume d's disk into running VM name (its XML sp_virt_volume_xml's;
+ * through space-noded, written there for its own path of d's volume, and
+ * only into a VM with a jail); unplugs the volume of that serial and waits
+ * up to SP_VOLUME_UNPLUG_MS for the guest to let go (gone already is
+ * done). */
+#define SP_VOLUME_UNPLUG_MS	15000
+int sp_virt_volume_plug(struct sp_virt *v, const char *name,
+    const struct sp_vm_volume *d, int jailed, struct sp_err *e);
 int sp_virt_volume_unplug(struct sp_virt *v, const char *name,
-    const char *serial, int timeout_ms, struct sp_err *e);
+    const char *serial, struct sp_err *e);
 int sp_virt_block_resize(struct sp_virt *v, const char *name, const char *disk,
     uint64_t bytes, struct sp_err *e);
 /* The VM's memory, as its domain says. */

@@ -40,7 +40,6 @@
 #define MOUNTS_MAX		256
 #define SNAPS_MAX		1000
 #define MOUNT_TIMEOUT_MS	20000	/* the guest probes the disk, mounts */
-#define UNPLUG_WAIT_MS		15000
 #define FREEZE_MS		10000
 #define CAS_TRIES		8
 
@@ -674,7 +673,7 @@ plug_and_mount(struct sp_ctx *x, const char *id, const struct sp_volume_row *v,
 {
 	struct sp_vm_volume d;
 	char dom[SP_ID_LEN + 4], disk[SP_PATH_MAX], alias[40];
-	char *xml = NULL, *dxml = NULL;
+	char *xml = NULL;
 	struct sp_chan *c = NULL;
 	struct sp_err ignored;
 	int rc;
@@ -694,11 +693,8 @@ plug_and_mount(struct sp_ctx *x, const char *id, const struct sp_volume_row *v,
 	d.ro = ro;
 	rc = free_target(xml, d.target, e);
 	free(xml);
-	if (rc == -1 || sp_virt_volume_xml(&d, uid != 0, &dxml, e) == -1)
-		return -1;
-	rc = sp_virt_volume_plug(x->virt, dom, dxml, e);
-	free(dxml);
-	if (rc == -1) {
+	if (rc == -1 ||
+	    (rc = sp_virt_volume_plug(x->virt, dom, &d, uid != 0, e)) == -1) {
 		char why[sizeof e->msg];
 
 		snprintf(why, sizeof why, "%s", e->msg);
@@ -714,8 +710,7 @@ plug_and_mount(struct sp_ctx *x, const char *id, const struct sp_volume_row *v,
 		sp_chan_close(c);
 	}
 	if (rc == -1)
-		sp_virt_volume_unplug(x->virt, dom, v->id, UNPLUG_WAIT_MS,
-		    &ignored);
+		sp_virt_volume_unplug(x->virt, dom, v->id, &ignored);
 	return rc;
 }
 
@@ -899,8 +894,7 @@ sp_volume_detach(struct sp_ctx *x, const char *id, const char *ref,
 	if (rc == 0 && running && ((rc = sp_ctx_virt(x, e)) == 0 &&
 	    (rc = sp_virt_state(x->virt, dom, st, e)) == 0) &&
 	    strcmp(st, "absent") != 0 && strcmp(st, "shutoff") != 0)
-		rc = sp_virt_volume_unplug(x->virt, dom, v.id, UNPLUG_WAIT_MS,
-		    e);
+		rc = sp_virt_volume_unplug(x->virt, dom, v.id, e);
 	json_decref(mounts);
 	if (rc == 0 && (rc = unmount_row(x, id, &v, e)) == 0)
 		*changed = 1;

@@ -904,6 +904,48 @@ EOF
 	rm -rf "$SPACE_RUN/cccccccccccc"
 }
 
+@test "vm-plug takes only a volume's own disk, a regular file of one link, into a VM with a jail; bad forms refused" {
+	local id vols=$SPACE_ROOT/volumes passwd
+	id=$(create --no-pool)
+	echo "$id" >> "$BATS_FILE_TMPDIR/ids"
+	passwd=$(stat -c '%u %g %a' /etc/passwd)
+	mkdir -p "$vols/yyyyyyyyyyyy" "$vols/xxxxxxxxxxxx"
+	ln -sfn /etc/passwd "$vols/yyyyyyyyyyyy/disk.raw"
+	: >"$T/nd-other"
+	ln -f "$T/nd-other" "$vols/xxxxxxxxxxxx/disk.raw"
+	run call '{"op":"vm-plug","name":"sp-'"$id"'","volume":"zzzzzzzzzzzz","disk":"vdb"}' \
+		'{"op":"vm-plug","name":"sp-'"$id"'","volume":"yyyyyyyyyyyy","disk":"vdb"}' \
+		'{"op":"vm-plug","name":"sp-'"$id"'","volume":"xxxxxxxxxxxx","disk":"vdb"}' \
+		'{"op":"vm-plug","name":"sp-'"$id"'","volume":"../x","disk":"vdb"}' \
+		'{"op":"vm-plug","name":"sp-'"$id"'","volume":"ABC","disk":"vdb"}' \
+		'{"op":"vm-plug","name":"sp-'"$id"'","volume":"zzzzzzzzzzzz","disk":"vda"}' \
+		'{"op":"vm-plug","name":"sp-'"$id"'","volume":"zzzzzzzzzzzz","disk":"vdB"}' \
+		'{"op":"vm-plug","name":"sp-'"$id"'","volume":"zzzzzzzzzzzz","disk":"vdb","readonly":"yes"}' \
+		'{"op":"vm-plug","name":"sp-'"$id"'","volume":"zzzzzzzzzzzz","disk":"vdb","xml":"<disk/>"}' \
+		'{"op":"vm-plug","name":"sp-'"$id"'","volume":"zzzzzzzzzzzzzzzzzzzzz","disk":"vdb"}' \
+		'{"op":"vm-unplug","name":"sp-'"$id"'","volume":"zzzzzzzzzzzz"}'
+	echo "$output" | sed 's/^/# /' >&3
+	[ "$(sed -n 1p <<<"$output" | command jq -r .error)" = not-found ]
+	[ "$(sed -n 2,10p <<<"$output" | command jq -s 'map(select(.error == "bad-input")) | length')" -eq 9 ]
+	# Not plugged: an unplug has nothing to wait for.
+	[ "$(sed -n 11p <<<"$output")" = '{"ok":true}' ]
+	run virsh -c qemu:///system dumpxml "sp-$id"
+	[[ "$output" != *ua-vol-* ]]
+	[ "$(stat -c '%u %g %a' /etc/passwd)" = "$passwd" ]
+	# A VM without a jail: libvirt would chown the disk for its shared
+	# QEMU user, whatever is at that path; root plugs those.
+	local un
+	un=$(SPACE_JAIL=off create --no-pool)
+	echo "$un" >> "$BATS_FILE_TMPDIR/ids"
+	: >"$T/nd-disk"
+	rm -f "$vols/xxxxxxxxxxxx/disk.raw"
+	cp "$T/nd-disk" "$vols/xxxxxxxxxxxx/disk.raw"
+	run call '{"op":"vm-plug","name":"sp-'"$un"'","volume":"xxxxxxxxxxxx","disk":"vdb"}'
+	[ "$(command jq -r .error <<<"$output")" = bad-state ]
+	rm -rf "$vols/yyyyyyyyyyyy" "$vols/xxxxxxxxxxxx"
+	alive
+}
+
 @test "space-init makes the system user and group space, once" {
 	space-init >/dev/null
 	run getent passwd space

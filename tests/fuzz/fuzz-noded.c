@@ -6,7 +6,8 @@
  * an area, one), none "." or "..", in its op's area, and short enough; no
  * descriptor of the line's own; a domain named sp-<id>; a VM's file
  * absolute; a domain XML where its op needs one, and none elsewhere; a
- * host only for tls-leaf, an address.  Built and run by `make fuzz`.
+ * host only for tls-leaf, an address; a volume's id and its disk only for
+ * a plug.  Built and run by `make fuzz`.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -56,7 +57,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		abort();
 	if (r.op == SP_NODED_SNAPSHOT)
 		check_path(r.src, 0);
-	else if (r.src[0] != '\0' || (r.readonly && r.op != SP_NODED_READONLY))
+	else if (r.src[0] != '\0' || (r.readonly && r.op != SP_NODED_READONLY &&
+	    r.op != SP_NODED_VM_PLUG))
 		abort();
 	if (r.op == SP_NODED_SEND && r.parent[0] != '\0')
 		check_path(r.parent, 0);
@@ -85,6 +87,18 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		abort();
 	if (r.op == SP_NODED_VM_RESIZE && (r.bytes == 0 ||
 	    r.bytes > (16ULL << 40)))
+		abort();
+	/* A volume only for a plug or an unplug, an id; a disk vda for a
+	 * resize, vdb..vdz for a plug, none elsewhere. */
+	if ((r.volume[0] != '\0') != (r.op == SP_NODED_VM_PLUG ||
+	    r.op == SP_NODED_VM_UNPLUG) || strlen(r.volume) > 20 ||
+	    strspn(r.volume, "abcdefghijklmnopqrstuvwxyz234567") !=
+	    strlen(r.volume))
+		abort();
+	if (r.op == SP_NODED_VM_RESIZE ? strcmp(r.target, "vda") != 0 :
+	    r.op == SP_NODED_VM_PLUG ? (strlen(r.target) != 3 ||
+	    strncmp(r.target, "vd", 2) != 0 || r.target[2] < 'b' ||
+	    r.target[2] > 'z') : r.target[0] != '\0')
 		abort();
 	/* A host only for tls-leaf, where it is an address's text. */
 	if ((r.host[0] != '\0') != (r.op == SP_NODED_TLS_LEAF) ||

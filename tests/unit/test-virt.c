@@ -349,6 +349,39 @@ test_xml_spec(void)
 	s.mergeable = 1;
 	ok(round_trip(&s), "xml spec: a balloon, and memory KSM may merge, "
 	    "read back");
+	{
+		/* Volumes plugged when it was saved (space-noded takes such
+		 * an XML to restore it): disks, serials, read-only, buses. */
+		struct sp_vm_volume vols[2] = {
+			{ "/r/volumes/aaaaaaaaaaaa/disk.raw", "aaaaaaaaaaaa",
+			    "vdb", 0, 5 },
+			{ "/r/volumes/bbbbbbbbbbbb/disk.raw", "bbbbbbbbbbbb",
+			    "vdc", 1, 0 },
+		};
+		char *xml = NULL;
+
+		s = spec("sp-abcdefghijkl");
+		s.jail_uid = s.jail_gid = 1900000042;
+		s.volumes = vols;
+		s.nvolumes = 2;
+		ok(round_trip(&s) && sp_virt_domain_xml(&s, &xml, &e) == 0 &&
+		    sp_virt_xml_spec(xml, &back, &t, &e) == 0 &&
+		    back.nvolumes == 2 && strcmp(back.volumes[0].disk,
+		    vols[0].disk) == 0 && strcmp(back.volumes[1].serial,
+		    "bbbbbbbbbbbb") == 0 && back.volumes[0].bus == 5 &&
+		    !back.volumes[0].ro && back.volumes[1].ro &&
+		    strcmp(back.volumes[1].target, "vdc") == 0,
+		    "xml spec: two volumes' disks read back");
+		free(xml);
+		forged(&s, "<serial>aaaaaaaaaaaa</serial>",
+		    "<serial>aaaaaaaaaaaa</serial><serial>x</serial>",
+		    "a volume with two serials");
+		forged(&s, "relabel='no'/>\n      </source>\n      <target dev='vdb'",
+		    "relabel='yes'/>\n      </source>\n      <target dev='vdb'",
+		    "a volume libvirt would relabel");
+		forged(&s, "<target dev='vdb'", "<target dev='vda'",
+		    "a volume named as the root disk");
+	}
 	s = spec("sp-abcdefghijkl");
 	s.jail_uid = s.jail_gid = 1900000042;
 	forged(&s, "<devices>\n", "<devices>\n    <hostdev mode='subsystem' "
