@@ -81,6 +81,7 @@ counter() {
 @test "--prom writes a file that a strict parser takes, whole, and replaces it" {
 	d=$BATS_TEST_TMPDIR/textfile
 	mkdir "$d"
+	runners "$d"
 	space-metrics --prom "$d/space.prom" >/dev/null
 	run "$top/tests/prom-check" "$d/space.prom"
 	assert_success
@@ -100,6 +101,29 @@ counter() {
 	[ "$status" -ne 0 ]
 	jout -se '.[-1].error == "io"'
 	[ ! -e "$d/no" ]
+}
+
+@test "node_exporter's textfile collector reads the file through a link, as the unit sets it up" {
+	# space-metrics.service runs it as space, writing in a directory of
+	# space's; node_exporter's directory (root's) holds a link to it.
+	local d=$BATS_TEST_TMPDIR/node-exporter s=$BATS_TEST_TMPDIR/metrics port pid
+	mkdir -p "$d" "$s"
+	runners "$s"
+	space-metrics --prom "$s/space.prom" >/dev/null
+	ln -s "$s/space.prom" "$d/space.prom"
+	port=$(free_ports 1)
+	prometheus-node-exporter --collector.disable-defaults --collector.textfile \
+	    --collector.textfile.directory="$d" \
+	    --web.listen-address="127.0.0.1:$port" >"$BATS_TEST_TMPDIR/ne.log" 2>&1 3>&- &
+	pid=$!
+	for _ in $(seq 50); do
+		curl -sf "http://127.0.0.1:$port/metrics" >"$BATS_TEST_TMPDIR/m" && break
+		sleep 0.1
+	done
+	kill "$pid"
+	grep -q '^node_textfile_scrape_error 0$' "$BATS_TEST_TMPDIR/m"
+	grep -q "^space_sandbox_cpu_seconds_total{id=\"$ID\",node=\"check\"} " "$BATS_TEST_TMPDIR/m"
+	grep -q '^space_node_sandboxes{node="check",state="running"} ' "$BATS_TEST_TMPDIR/m"
 }
 
 @test "--storage: the bytes only snapshots hold, and the object store's" {
