@@ -340,24 +340,21 @@ out:
  * subvolume's owner clear the flag, and what libvirt and btrfs open by path
  * must not change under them (sp_noded_root_only).  A read-only one made for
  * a client other than root stays readable to its group (root:gid 0750), as
- * the manager reads a snapshot's ckpt.json back.  Opened beneath pfd, no
- * symlink.
+ * the manager reads a snapshot's ckpt.json back.  fd is the subvolume,
+ * opened (give's: beneath pfd, no symlink).
  */
 static int
-give(int pfd, const char *name, const char *path, unsigned uid, unsigned gid,
-    int readonly, struct sp_err *e)
+give_fd(int fd, const char *path, unsigned uid, unsigned gid, int readonly,
+    struct sp_err *e)
 {
 	enum btrfs_util_error err;
 	unsigned to_uid = readonly ? 0 : uid, to_gid = gid;
 	struct stat st;
 	bool ro = false;
-	int fd, rc = -1;
+	int rc = -1;
 
 	if (readonly && uid == 0)
 		to_gid = 0;
-	if ((fd = sp_noded_open_beneath(pfd, name, O_RDONLY | O_DIRECTORY)) ==
-	    -1)
-		return sys_err(e, "subvolume", path);
 	/* Read-only already (made so again): kept as it is when it is as it
 	 * would be made, else its flag cleared while it changes hands. */
 	if (readonly && fstat(fd, &st) == 0 && (err =
@@ -376,6 +373,19 @@ give(int pfd, const char *name, const char *path, unsigned uid, unsigned gid,
 		bt_err(e, err, "set the read-only flag of", path);
 	else
 		rc = 0;
+	return rc;
+}
+
+static int
+give(int pfd, const char *name, const char *path, unsigned uid, unsigned gid,
+    int readonly, struct sp_err *e)
+{
+	int fd, rc;
+
+	if ((fd = sp_noded_open_beneath(pfd, name, O_RDONLY | O_DIRECTORY)) ==
+	    -1)
+		return sys_err(e, "subvolume", path);
+	rc = give_fd(fd, path, uid, gid, readonly, e);
 	close(fd);
 	return rc;
 }
@@ -504,8 +514,8 @@ sp_noded_do(int root_fd, const char *root, const struct sp_noded_req *r,
 		if ((fd = open_subvol(root_fd, "path", r->path, e)) == -1)
 			goto out;
 		if (r->readonly) {
-			rc = give(pfd, name, r->path, r->peer_uid,
-			    r->peer_gid, 1, e);
+			rc = give_fd(fd, r->path, r->peer_uid, r->peer_gid, 1,
+			    e);
 			goto out;
 		}
 		err = btrfs_util_set_subvolume_read_only_fd(fd, false);
