@@ -222,13 +222,22 @@ int
 sp_boost_repair(const char *run_dir, const char *id, struct sp_err *e)
 {
 	char mark[SP_PATH_MAX], rec[SP_PATH_MAX + 64], *nl, *val;
+	struct stat st;
 	ssize_t r;
 	int fd, w, rc = 0;
 
 	if (sp_pod_file(run_dir, id, MARK, mark, sizeof mark, e) == -1)
 		return -1;
-	if ((fd = open(mark, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)) == -1)
+	if ((fd = open(mark, O_RDONLY | O_CLOEXEC | O_NOFOLLOW |
+	    O_NONBLOCK)) == -1)
 		return errno == ENOENT ? 0 : sp_err_sys(e, SP_E_IO, "%s", mark);
+	/* space's to write: a regular file, or not a mark (no FIFO to wait
+	 * on when root repairs). */
+	if (fstat(fd, &st) == -1 || !S_ISREG(st.st_mode)) {
+		close(fd);
+		return sp_err_set(e, SP_E_BAD_INPUT, 0, "%s: not a boost record",
+		    mark);
+	}
 	/* Held: its booster is alive and puts it back itself. */
 	if (flock(fd, LOCK_EX | LOCK_NB) == -1) {
 		close(fd);

@@ -5,6 +5,8 @@
  * statement, wakes it through QEMU's monitor and tells it who it is
  * (sp_pool_claim).  Keeping the pools full is sp_pool.c's.
  */
+#include <sys/stat.h>
+
 #include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
@@ -145,13 +147,16 @@ take_pod_record(const char *run, const char *id, char virt[16], char *file,
 	char p[SP_PATH_MAX];
 	const char *v, *f;
 	struct sp_err ignored;
-	json_t *rec;
+	struct stat st;
+	json_t *rec = NULL;
 	int fd, rc = -1, a = 0;
 
 	if (sp_pod_file(run, id, POD_RECORD, p, sizeof p, &ignored) == -1 ||
-	    (fd = open(p, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)) == -1)
+	    (fd = open(p, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)) == -1)
 		return -1;
-	rec = json_loadfd(fd, JSON_REJECT_DUPLICATES, NULL);
+	/* A small regular file: no FIFO to wait on, nothing large. */
+	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size <= 4096)
+		rec = json_loadfd(fd, JSON_REJECT_DUPLICATES, NULL);
 	close(fd);
 	unlink(p);
 	if (rec == NULL)

@@ -150,7 +150,7 @@ boosted_until_done() {
 	# weight file) and that its daemon takes a first command with the
 	# hello; the claim takes the record away.
 	jq -e --arg f "$(vm_weight_file "$pod")" \
-	    '.virt == "qemu" and .vm_weight_file == $f and .after_identity' \
+	    '.virt == "qemu" and .weight_file == $f and .after_identity' \
 	    "$SPACE_RUN/pods/$pod.json"
 	# Both the record and the weight file are space's, whoever filled
 	# the pool: a claim run as space reads one and writes the other.
@@ -170,6 +170,16 @@ boosted_until_done() {
 	cp /etc/passwd "$BATS_TEST_TMPDIR/passwd"
 	boosted_until_done "$base"
 	cmp /etc/passwd "$BATS_TEST_TMPDIR/passwd"
+	# Nor a FIFO (space's to make there): the claim does not wait on it.
+	space-pool fill >/dev/null
+	for p in $(space-ls --pods | jq -r 'select(.pod) | .id'); do
+		rm -f "$SPACE_RUN/pods/$p.json"
+		mkfifo "$SPACE_RUN/pods/$p.json"
+	done
+	timeout 60 space-create --template minimal >"$BATS_TEST_TMPDIR/f"
+	jq -r .id "$BATS_TEST_TMPDIR/f" >> "$BATS_FILE_TMPDIR/ids"
+	jq -e '.ok and .path == "pool"' "$BATS_TEST_TMPDIR/f"
+	find "$SPACE_RUN/pods" -type p -delete
 	# Nor one that names another VM's weight file (space writes the
 	# records): each pod's record names the other pod's.
 	space-pool fill >/dev/null
@@ -211,6 +221,12 @@ boosted_until_done() {
 	[ ! -e "$SPACE_RUN/pods/$id.boost" ]
 	run space-reconcile --once
 	jout -se --arg id "$id" 'map(select(.id == $id)) | length == 0'
+	# A FIFO for a mark is not one: the pass says so and goes on.
+	mkfifo "$SPACE_RUN/pods/$id.boost"
+	run timeout 60 space-reconcile --once
+	[ "$status" -ne 124 ]
+	jout -se --arg id "$id" 'map(select(.id == $id and .action == "unboosted" and (.ok | not))) | length == 1'
+	rm "$SPACE_RUN/pods/$id.boost"
 	# Killed after it made its mark, before it wrote it: the weight was
 	# never raised; the mark goes, and nothing is reported.
 	: >"$SPACE_RUN/pods/$id.boost"
