@@ -173,6 +173,9 @@ status(const char *text)
 	char p[256];
 	FILE *f;
 
+	/* The gateway's directory, as the gateway makes it. */
+	snprintf(p, sizeof p, "%s/" SP_GATEWAY_DIR, root);
+	(void)mkdir(p, 0755);
 	snprintf(p, sizeof p, "%s/" SP_PORT_STATUS, root);
 	if ((f = fopen(p, "w")) != NULL) {
 		fputs(text, f);
