@@ -1405,12 +1405,36 @@ unplug_op(virDomainPtr dom, const char *what, const char *name, void *arg,
 }
 
 int
+sp_virt_volume_in(const char *xml, const char *serial)
+{
+	char alias[40];
+
+	snprintf(alias, sizeof alias, "'ua-vol-%.20s'", serial);
+	return strstr(xml, alias) != NULL;
+}
+
+/* Whether VM name has volume serial plugged: 1, 0, or -1 with e set. */
+static int
+volume_plugged(struct sp_virt *v, const char *name, const char *serial,
+    struct sp_err *e)
+{
+	char *xml = NULL;
+	int there;
+
+	if (sp_virt_xml(v, name, &xml, e) == -1)
+		return -1;
+	there = sp_virt_volume_in(xml, serial);
+	free(xml);
+	return there;
+}
+
+int
 sp_virt_volume_unplug(struct sp_virt *v, const char *name, const char *serial,
     struct sp_err *e)
 {
 	struct timespec ts = { 0, 50 * 1000000 };
-	char alias[40], *xml = NULL;
-	int waited, there = 1;
+	char alias[40];
+	int waited, there;
 	json_t *req;
 
 	if (v->noded != NULL) {
@@ -1420,26 +1444,16 @@ sp_virt_volume_unplug(struct sp_virt *v, const char *name, const char *serial,
 		return nd_call(v, req, NULL, e);
 	}
 	/* Not plugged (libvirt 9 calls that an internal error): done. */
-	if (sp_virt_xml(v, name, &xml, e) == -1)
-		return -1;
-	snprintf(alias, sizeof alias, "'ua-vol-%.20s'", serial);
-	there = strstr(xml, alias) != NULL;
-	free(xml);
-	if (!there)
-		return 0;
+	if ((there = volume_plugged(v, name, serial, e)) <= 0)
+		return there;
 	snprintf(alias, sizeof alias, "ua-vol-%.20s", serial);
 	if (on_domain(v, "unplug a volume", name, unplug_op, alias, e) == -1)
 		return -1;
 	/* The guest lets go of the device in its own time: libvirt waits 5 s
 	 * for it, then returns with the request still pending. */
 	for (waited = 0; ; waited += 50) {
-		if (sp_virt_xml(v, name, &xml, e) == -1)
-			return -1;
-		snprintf(alias, sizeof alias, "'ua-vol-%.20s'", serial);
-		there = strstr(xml, alias) != NULL;
-		free(xml);
-		if (!there)
-			return 0;
+		if ((there = volume_plugged(v, name, serial, e)) <= 0)
+			return there;
 		if (waited >= SP_VOLUME_UNPLUG_MS)
 			return sp_err_set(e, SP_E_TIMED_OUT, 1, "the guest of %s "
 			    "did not let go of volume %s in %d ms", name, serial,

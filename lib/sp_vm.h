@@ -202,6 +202,9 @@ int sp_virt_volume_plug(struct sp_virt *v, const char *name,
     const struct sp_vm_volume *d, int jailed, struct sp_err *e);
 int sp_virt_volume_unplug(struct sp_virt *v, const char *name,
     const char *serial, struct sp_err *e);
+/* 1 when a domain's XML has the volume of that serial plugged (its disk's
+ * alias ua-vol-SERIAL). */
+int sp_virt_volume_in(const char *xml, const char *serial);
 int sp_virt_block_resize(struct sp_virt *v, const char *name, const char *disk,
     uint64_t bytes, struct sp_err *e);
 /* The VM's memory, as its domain says. */

@@ -672,7 +672,7 @@ plug_and_mount(struct sp_ctx *x, const char *id, const struct sp_volume_row *v,
     const char *path, int ro, unsigned uid, struct sp_err *e)
 {
 	struct sp_vm_volume d;
-	char dom[SP_ID_LEN + 4], disk[SP_PATH_MAX], alias[40];
+	char dom[SP_ID_LEN + 4], disk[SP_PATH_MAX];
 	char *xml = NULL;
 	struct sp_chan *c = NULL;
 	struct sp_err ignored;
@@ -682,8 +682,7 @@ plug_and_mount(struct sp_ctx *x, const char *id, const struct sp_volume_row *v,
 	if (volume_disk(x, v->id, disk, sizeof disk, e) == -1 ||
 	    sp_virt_xml(x->virt, dom, &xml, e) == -1)
 		return -1;
-	snprintf(alias, sizeof alias, "'ua-vol-%s'", v->id);
-	if (strstr(xml, alias) != NULL) {
+	if (sp_virt_volume_in(xml, v->id)) {
 		free(xml);
 		return 0;
 	}
