@@ -79,7 +79,7 @@ open_chan(struct sp_ctx *x, char ref[SP_HANDLE_MAX + 1], struct sp_chan **c,
 	if (sp_ctx_open_ref(x, &r, id, e) == -1)
 		return -1;
 	memcpy(ref, id, SP_ID_LEN + 1);
-	return sp_sandbox_chan(x, id, c, 30000, e);
+	return sp_sandbox_chan(x, id, c, e);
 }
 
 /* Host to guest: into dst when it is a directory, else as dst. */

@@ -137,7 +137,7 @@ main(int argc, char *argv[])
 	env[nenv] = NULL;
 	if (sp_ctx_open_ref(&x, &id, idbuf, &e) == -1)
 		return sp_exec_fail_status(id, &e);
-	if (sp_sandbox_chan(&x, id, &c, 30000, &e) == -1) {
+	if (sp_sandbox_chan(&x, id, &c, &e) == -1) {
 		rc = sp_exec_fail_status(id, &e);
 		goto out;
 	}

@@ -31,7 +31,7 @@ open_chan(struct sp_ctx *x, const char **id, char buf[SP_ID_LEN + 1],
 	 * becomes its id (*id then points to buf). */
 	if (sp_ctx_open_ref(x, id, buf, e) == -1)
 		return -1;
-	return sp_sandbox_chan(x, *id, c, 30000, e);
+	return sp_sandbox_chan(x, *id, c, e);
 }
 
 struct ls {

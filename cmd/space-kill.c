@@ -66,7 +66,7 @@ main(int argc, char *argv[])
 	sp_cli_id_pid(argc - optind, argv + optind, usage, &id, &pid);
 	if (sp_ctx_open_ref(&x, &id, idbuf, &e) == -1)
 		return sp_out_fail(id, &e);
-	if (sp_sandbox_chan(&x, id, &c, 30000, &e) == -1 ||
+	if (sp_sandbox_chan(&x, id, &c, &e) == -1 ||
 	    sp_chan_kill(c, pid, sig, &e) == -1)
 		rc = sp_out_fail(id, &e);
 	else

@@ -46,7 +46,7 @@ main(int argc, char *argv[])
 	id = argv[1];
 	if (sp_ctx_open_ref(&x, &id, idbuf, &e) == -1)
 		return sp_out_fail(id, &e);
-	if (sp_sandbox_chan(&x, id, &c, 30000, &e) == -1 ||
+	if (sp_sandbox_chan(&x, id, &c, &e) == -1 ||
 	    sp_chan_ps(c, show, (void *)id, &e) == -1)
 		rc = sp_out_fail(id, &e);
 	else	/* its event, when no process line was one */

@@ -124,7 +124,7 @@ unimplemented(struct sp_api_call *c, const char *what)
 static int
 open_chan(struct sp_api_call *c, struct sp_chan **ch, struct sp_err *e)
 {
-	return sp_sandbox_chan(c->x, c->route.id, ch, 30000, e);
+	return sp_sandbox_chan(c->x, c->route.id, ch, e);
 }
 
 /* "-rwxr-xr-x" of a mode and type. */

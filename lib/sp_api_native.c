@@ -532,7 +532,7 @@ files(struct sp_api_call *c)
 	sp_db_row_release(&row);
 	if (sp_api_guest_path(c->query(c, strcmp(n, "tar.in") == 0 ? "dir" :
 	    "path"), "/root", path, sizeof path, &e) == -1 ||
-	    sp_sandbox_chan(c->x, c->route.id, &ch, 30000, &e) == -1)
+	    sp_sandbox_chan(c->x, c->route.id, &ch, &e) == -1)
 		return fail(c, &e);
 	if (strcmp(n, "dir") == 0) {
 		arr = json_array();

@@ -185,7 +185,7 @@ sp_api_proc_start(struct sp_ctx *x, const struct sp_api_start *s,
 	}
 	/* A port of the guest's daemon, taken here: its errors (a sandbox
 	 * not running, every port busy) are the request's. */
-	if (sp_sandbox_chan(x, s->id, &p->chan, 30000, e) == -1) {
+	if (sp_sandbox_chan(x, s->id, &p->chan, e) == -1) {
 		close_fd(&in[0]), close_fd(&in[1]), close_fd(&ctl[0]);
 		close_fd(&ctl[1]), close_fd(&out[0]), close_fd(&out[1]);
 		close_fd(&err[0]), close_fd(&err[1]);

@@ -322,10 +322,15 @@ sp_sandbox_wake(struct sp_ctx *x, const char *id, struct sp_err *e)
 
 int
 sp_sandbox_chan(struct sp_ctx *x, const char *id, struct sp_chan **c,
-    int timeout_ms, struct sp_err *e)
+    struct sp_err *e)
 {
 	struct sp_err first, e2;
+	int timeout_ms;
 
+	*c = NULL;
+	if (sp_env_ms("SPACE_HELLO_TIMEOUT_MS", SP_HELLO_TIMEOUT_MS,
+	    &timeout_ms, e) == -1)
+		return -1;
 	/* A running one (the common case) costs nothing more. */
 	if (sp_chan_open_running(x, id, c, timeout_ms, &first) == 0)
 		return 0;

@@ -191,9 +191,11 @@ int sp_sandbox_resume(struct sp_ctx *x, const char *id, int *changed,
 /* The channel to a running sandbox of this node, for a call (exec, files,
  * processes): sp_chan_open_running, but a sandbox that idle tiers steer
  * (its own or SPACE_IDLE) and that is paused is resumed first: a call
- * wakes it. */
+ * wakes it.  Its guest daemon has SPACE_HELLO_TIMEOUT_MS (default
+ * SP_HELLO_TIMEOUT_MS) to answer the hello, else timed-out. */
+#define SP_HELLO_TIMEOUT_MS	30000
 int sp_sandbox_chan(struct sp_ctx *x, const char *id, struct sp_chan **c,
-    int timeout_ms, struct sp_err *e);
+    struct sp_err *e);
 /* What a call does to a sandbox of this node before it calls: 0 when it
  * runs, or was paused, steered by idle tiers, and is resumed now;
  * bad-state when it is in another state (or paused by a user's wish). */

@@ -20,22 +20,27 @@ teardown_file() {
 }
 
 # Runs the ASan space-exec against port $1 (the lower ports held locked, so
-# the client takes that one); sets status, stderr and ms.
+# the client takes that one); sets status, stderr and ms.  The locks are
+# held on descriptors of this shell, closed after: a process holding one
+# would outlive the test, and bats waits for it at the end of the file.
 attack() {
-	local port=$1 k pids=()
+	local port=$1 k fd fds=()
 	for k in $(seq 0 $((port - 1))); do
-		flock -n "$SPACE_RUN/$ID/space.$k.lock" sleep 120 &
-		pids+=($!)
+		exec {fd}>>"$SPACE_RUN/$ID/space.$k.lock"
+		flock -n "$fd"
+		fds+=("$fd")
 	done
-	sleep 0.2
 	local t0=$(date +%s%N)
 	# stdout (port 5 floods it) goes away: the status and stderr tell.
-	run --separate-stderr sh -c 'ASAN_OPTIONS=detect_leaks=1 exec timeout 90 \
+	# A guest that never answers hello is given 5 s, not the default 30.
+	run --separate-stderr sh -c 'ASAN_OPTIONS=detect_leaks=1 \
+		SPACE_HELLO_TIMEOUT_MS=5000 exec timeout 90 \
 		"$0" "$1" --timeout 3 -- true >/dev/null' \
 		"$top/build/asan/bin/space-exec" "$ID"
 	ms=$(( ($(date +%s%N) - t0) / 1000000 ))
-	[ ${#pids[@]} -eq 0 ] || kill "${pids[@]}" 2>/dev/null
-	wait 2>/dev/null || true
+	for fd in "${fds[@]}"; do
+		exec {fd}>&-
+	done
 	echo "# port $port: exit $status after $ms ms: ${stderr:0:160}" >&3
 }
 
@@ -49,10 +54,13 @@ survived() {
 	[ "$ms" -lt 60000 ]
 }
 
-# A hello that never came right: a temporary failure (111), said so.
+# A hello that never came right: a temporary failure (111), said so, when
+# SPACE_HELLO_TIMEOUT_MS ran out (5 s; the default is 30).
 hello_timed_out() {
 	[ "$status" -eq 111 ]
 	[[ "$stderr" == *"did not answer hello on port $1 in time"* ]]
+	[ "$ms" -ge 5000 ]
+	[ "$ms" -lt 30000 ]
 }
 
 # A call cut off by --timeout: exit 124, as timeout(1) does.
@@ -111,4 +119,14 @@ timed_out() {
 	attack 7
 	survived
 	hello_timed_out 7
+}
+
+@test "a SPACE_HELLO_TIMEOUT_MS that is not 1..3600000 ms is bad input, before any call" {
+	local bad
+	for bad in abc 0 -5 3600001 5s; do
+		run --separate-stderr env SPACE_HELLO_TIMEOUT_MS="$bad" space-exec "$ID" -- true
+		echo "# '$bad': $status $stderr"
+		[ "$status" -eq 100 ]
+		[[ "$stderr" == *"SPACE_HELLO_TIMEOUT_MS: not a number of milliseconds 1..3600000"* ]]
+	done
 }
