@@ -217,9 +217,11 @@ unit: $(UNITS)
 	tests/run-unit $(UNITS)
 
 # The host is set up first: building needs the -dev packages it installs.
+# The parts build side by side: the guest kernel (its own make uses every
+# core) takes most of the time, the Debian root mostly waits on downloads.
 check:
 	tests/setup-host
-	$(MAKE) all asan guest guest-debian
+	$(MAKE) -j$$(nproc) all asan guest guest-debian
 	tests/run-all
 
 demo:
