@@ -22,6 +22,8 @@
 
 #define TRAILER_MAX	(1024 * 1024)	/* bytes after a tar's end we skip */
 
+int sp_fs_timeout_ms = SP_FS_TIMEOUT_MS;
+
 struct fcall {
 	struct sp_chan *c;
 	uint32_t stream;
@@ -53,7 +55,7 @@ call_start(struct sp_chan *c, struct fcall *k, json_t *req, struct sp_err *e)
 	if (req == NULL)
 		return sp_err_set(e, SP_E_NOMEM, 1, "cannot build a request");
 	k->stream = sp_chan_stream_new(c);
-	rc = sp_chan_send_json(c, SP_FR_REQ, k->stream, req, SP_FS_TIMEOUT_MS,
+	rc = sp_chan_send_json(c, SP_FR_REQ, k->stream, req, sp_fs_timeout_ms,
 	    e);
 	json_decref(req);
 	return rc;
@@ -66,7 +68,7 @@ call_next(struct fcall *k, struct sp_frame *f, struct sp_err *e)
 {
 	json_t *j, *st;
 
-	if (sp_chan_recv(k->c, f, SP_FS_TIMEOUT_MS, e) == -1)
+	if (sp_chan_recv(k->c, f, sp_fs_timeout_ms, e) == -1)
 		return -1;
 	if (f->type == SP_FR_ERROR && (f->stream == k->stream ||
 	    f->stream == 0))
@@ -166,7 +168,7 @@ fd_to_call(struct fcall *k, int in_fd, struct sp_err *e)
 			goto out;
 		}
 		if (sp_chan_send(k->c, SP_FR_STDIN, k->stream, buf, n,
-		    SP_FS_TIMEOUT_MS, e) == -1)
+		    sp_fs_timeout_ms, e) == -1)
 			goto out;
 		if (n == 0)
 			break;
@@ -419,7 +421,7 @@ put_write(struct archive *a, void *arg, const void *buf, size_t n)
 	while (left > 0) {
 		m = left < SP_FRAME_CHUNK ? left : SP_FRAME_CHUNK;
 		if (sp_chan_send(t->k->c, SP_FR_STDIN, t->k->stream, b, m,
-		    SP_FS_TIMEOUT_MS, &t->e) == -1) {
+		    sp_fs_timeout_ms, &t->e) == -1) {
 			t->failed = 1;
 			sp_archive.set_error(a, EIO, "%s", t->e.msg);
 			return -1;
@@ -511,11 +513,11 @@ sp_fs_put(struct sp_chan *c, const char *src, const char *dir,
 		/* The guest drops what it took of a stream we broke off, or
 		 * its error says why the stream stopped. */
 		if (!t.failed && sp_chan_send(c, SP_FR_STDIN, k.stream, NULL, 0,
-		    SP_FS_TIMEOUT_MS, &t.e) == 0)
+		    sp_fs_timeout_ms, &t.e) == 0)
 			call_end(&k, &t.e);
 		goto out;
 	}
-	if (sp_chan_send(c, SP_FR_STDIN, k.stream, NULL, 0, SP_FS_TIMEOUT_MS,
+	if (sp_chan_send(c, SP_FR_STDIN, k.stream, NULL, 0, sp_fs_timeout_ms,
 	    e) == -1 || call_end(&k, e) == -1)
 		goto out;
 	rc = 0;

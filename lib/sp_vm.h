@@ -478,11 +478,13 @@ int sp_chan_call(struct sp_chan *c, json_t *req, int timeout_ms,
     json_t **answer, struct sp_err *e);
 
 /* ---- fs: files and trees in a sandbox, through its guest daemon ---- */
-/* Every call waits at most SP_FS_TIMEOUT_MS for each frame of the guest;
- * memory stays a frame whatever the size of the data.  Guest paths are
- * absolute, without NUL, under SP_PATH_MAX bytes.  After a call failed
- * mid-stream the channel may be closed (sp_chan_* says so): open another. */
+/* Every call waits at most sp_fs_timeout_ms (SP_FS_TIMEOUT_MS; a test of
+ * a silent guest shortens it) for each frame of the guest; memory stays a
+ * frame whatever the size of the data.  Guest paths are absolute, without
+ * NUL, under SP_PATH_MAX bytes.  After a call failed mid-stream the channel
+ * may be closed (sp_chan_* says so): open another. */
 #define SP_FS_TIMEOUT_MS	30000
+extern int sp_fs_timeout_ms;
 #define SP_FS_LIST_MAX		100000
 int sp_fs_path_check(const char *path, struct sp_err *e);
 /* The file's bytes to out_fd; *size (may be NULL) gets their count. */
