@@ -199,8 +199,8 @@ $(B)/fuzz/fuzz-noded: tests/fuzz/fuzz-noded.c lib/sp_noded_parse.c \
 	$(FUZZ_CC) $(shell pkg-config --cflags libxml-2.0 libpq) -o $@ \
 	    $(filter %.c,$^) -ljansson
 $(B)/fuzz/fuzz-domain-xml: tests/fuzz/fuzz-domain-xml.c lib/sp_virt.c \
-    lib/sp_virt_noded.c lib/sp_err.c lib/sp_dl.c lib/sp_io.c lib/sp_path.c \
-    lib/sp_user.c $(wildcard lib/*.h)
+    lib/sp_virt_noded.c lib/sp_err.c lib/sp_dl.c lib/sp_id.c lib/sp_io.c \
+    lib/sp_path.c lib/sp_user.c $(wildcard lib/*.h)
 	@mkdir -p $(@D)
 	$(FUZZ_CC) $(shell pkg-config --cflags libxml-2.0 libpq) -o $@ \
 	    $(filter %.c,$^) -ljansson -ldl

@@ -302,12 +302,12 @@ vm_fields(json_t *req, unsigned have, struct sp_noded_req *r,
 			    "vdz");
 		strcpy(r->target, s);
 	}
-	/* As a volume's disk's serial is (sp_virt.c's check_volume). */
+	/* A volume's id, as its disk's serial is (sp_virt.c's check_volume). */
 	if (have & K_VOLUME) {
 		if ((s = string_of(req, "volume", SP_NODED_VOLUME_MAX, e)) ==
 		    NULL)
 			return -1;
-		if (strspn(s, "abcdefghijklmnopqrstuvwxyz234567") != strlen(s))
+		if (!sp_id_valid(s))
 			return sp_err_set(e, SP_E_BAD_INPUT, 0, "volume '%.32s' "
 			    "is not an id", s);
 		strcpy(r->volume, s);

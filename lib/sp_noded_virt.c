@@ -231,8 +231,7 @@ volume_disk(const struct sp_noded_vm *c, const char *id, char *abs,
 	struct stat st;
 	int fd, rc;
 
-	if (strlen(id) == 0 || strlen(id) > SP_NODED_VOLUME_MAX ||
-	    strspn(id, "abcdefghijklmnopqrstuvwxyz234567") != strlen(id))
+	if (!sp_id_valid(id))
 		return sp_err_set(e, SP_E_BAD_INPUT, 0, "volume '%.32s' is not "
 		    "an id", id);
 	snprintf(rel, sizeof rel, "volumes/%s/disk.raw", id);

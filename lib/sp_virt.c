@@ -497,8 +497,7 @@ check_volume(const struct sp_vm_volume *d, struct sp_err *e)
 	if (check_str("volume disk", d->disk, 1, e) == -1 ||
 	    check_str("volume serial", d->serial, 0, e) == -1)
 		return -1;
-	if (strlen(d->serial) > 20 || strspn(d->serial,
-	    "abcdefghijklmnopqrstuvwxyz234567") != strlen(d->serial))
+	if (!sp_id_valid(d->serial))
 		return sp_err_set(e, SP_E_BAD_INPUT, 0, "volume serial '%.32s' "
 		    "is not an id", d->serial);
 	if (strlen(d->target) != 3 || strncmp(d->target, "vd", 2) != 0 ||

@@ -923,12 +923,13 @@ EOF
 		'{"op":"vm-plug","name":"sp-'"$id"'","volume":"zzzzzzzzzzzz","disk":"vdb","readonly":"yes"}' \
 		'{"op":"vm-plug","name":"sp-'"$id"'","volume":"zzzzzzzzzzzz","disk":"vdb","xml":"<disk/>"}' \
 		'{"op":"vm-plug","name":"sp-'"$id"'","volume":"zzzzzzzzzzzzzzzzzzzzz","disk":"vdb"}' \
+		'{"op":"vm-plug","name":"sp-'"$id"'","volume":"zzzzzzzzzzzzz","disk":"vdb"}' \
 		'{"op":"vm-unplug","name":"sp-'"$id"'","volume":"zzzzzzzzzzzz"}'
 	echo "$output" | sed 's/^/# /' >&3
 	[ "$(sed -n 1p <<<"$output" | command jq -r .error)" = not-found ]
-	[ "$(sed -n 2,10p <<<"$output" | command jq -s 'map(select(.error == "bad-input")) | length')" -eq 9 ]
+	[ "$(sed -n 2,11p <<<"$output" | command jq -s 'map(select(.error == "bad-input")) | length')" -eq 10 ]
 	# Not plugged: an unplug has nothing to wait for.
-	[ "$(sed -n 11p <<<"$output")" = '{"ok":true}' ]
+	[ "$(sed -n 12p <<<"$output")" = '{"ok":true}' ]
 	run virsh -c qemu:///system dumpxml "sp-$id"
 	[[ "$output" != *ua-vol-* ]]
 	[ "$(stat -c '%u %g %a' /etc/passwd)" = "$passwd" ]

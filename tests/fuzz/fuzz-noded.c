@@ -88,12 +88,12 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (r.op == SP_NODED_VM_RESIZE && (r.bytes == 0 ||
 	    r.bytes > (16ULL << 40)))
 		abort();
-	/* A volume only for a plug or an unplug, an id; a disk vda for a
-	 * resize, vdb..vdz for a plug, none elsewhere. */
+	/* A volume only for a plug or an unplug, an id (12 of a-z, 2-7); a
+	 * disk vda for a resize, vdb..vdz for a plug, none elsewhere. */
 	if ((r.volume[0] != '\0') != (r.op == SP_NODED_VM_PLUG ||
-	    r.op == SP_NODED_VM_UNPLUG) || strlen(r.volume) > 20 ||
-	    strspn(r.volume, "abcdefghijklmnopqrstuvwxyz234567") !=
-	    strlen(r.volume))
+	    r.op == SP_NODED_VM_UNPLUG) || (r.volume[0] != '\0' &&
+	    (strlen(r.volume) != 12 || strspn(r.volume,
+	    "abcdefghijklmnopqrstuvwxyz234567") != 12)))
 		abort();
 	if (r.op == SP_NODED_VM_RESIZE ? strcmp(r.target, "vda") != 0 :
 	    r.op == SP_NODED_VM_PLUG ? (strlen(r.target) != 3 ||

@@ -376,6 +376,10 @@ test_xml_spec(void)
 		forged(&s, "<serial>aaaaaaaaaaaa</serial>",
 		    "<serial>aaaaaaaaaaaa</serial><serial>x</serial>",
 		    "a volume with two serials");
+		forged(&s, "<serial>aaaaaaaaaaaa</serial>\n      <alias "
+		    "name='ua-vol-aaaaaaaaaaaa'/>", "<serial>aaaaaaaaaaaaa"
+		    "</serial>\n      <alias name='ua-vol-aaaaaaaaaaaaa'/>",
+		    "a volume serial one letter longer than an id");
 		forged(&s, "relabel='no'/>\n      </source>\n      <target dev='vdb'",
 		    "relabel='yes'/>\n      </source>\n      <target dev='vdb'",
 		    "a volume libvirt would relabel");
