@@ -495,8 +495,10 @@ sp_gateway_attach(struct sp_gateway *g, const char *id, const char *sock,
 	struct sockaddr_un sa;
 	struct timeval tv = { .tv_sec = SEND_TIMEOUT_S };
 	struct gw_tunnel *t;
+	pthread_attr_t a;
+	pthread_t th;
 	char hello[96];
-	int fd;
+	int fd, rc;
 
 	if (strlen(sock) >= sizeof sa.sun_path)
 		return sp_err_set(e, SP_E_BAD_INPUT, 0, "socket path too long");
@@ -529,12 +531,19 @@ sp_gateway_attach(struct sp_gateway *g, const char *id, const char *sock,
 	g->ntunnels++;
 	pthread_mutex_unlock(&g->mu);
 	gw_send_frame(t, SP_FR_HELLO, 0, hello, strlen(hello));
-	if (pthread_create(&t->reader, NULL, reader_main, t) != 0) {
+	/* Detached from the start: the reader may end and free t before
+	 * pthread_create returns (a guest that breaks the protocol at once),
+	 * so nothing of t is touched after. */
+	pthread_attr_init(&a);
+	pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+	rc = pthread_create(&th, &a, reader_main, t);
+	pthread_attr_destroy(&a);
+	if (rc != 0) {
+		errno = rc;
 		sp_err_sys(e, SP_E_IO, "starting a tunnel");
 		tunnel_end(t, NULL);
 		return -1;
 	}
-	pthread_detach(t->reader);
 	return 0;
 }
 

@@ -45,7 +45,6 @@ struct gw_tunnel {
 	char tenant[SP_NAME_MAX + 1], project[SP_NAME_MAX + 1];
 	char template[2 * SP_NAME_MAX + 2];
 	int fd;
-	pthread_t reader;
 	pthread_mutex_t wmu;		/* one frame at a time on fd */
 	/* Under g->mu: */
 	struct gw_stream *streams;

@@ -38,8 +38,11 @@ start_gateway() {
 @test "hostile frames: the gateway drops the connection, stays up, bounded, and serves again" {
 	python3 -c 'import time; time.sleep(0.3)'
 	start_gateway
+	# The seed, to replay a failure with SEED=.
+	local seed=${SEED:-$RANDOM}
+	echo "# seed $seed" >&3
 	run timeout 300 "$top/tests/hostile-guest" "$SPACE_RUN/$ID/egress.sock" 300 \
-	    "${SEED:-$RANDOM}" "http://api.test:$P_HTTP/alive"
+	    "$seed" "http://api.test:$P_HTTP/alive"
 	assert_success
 	assert_output "HTTP/1.1 200 OK"
 	run kill -0 "$GW"
