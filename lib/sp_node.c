@@ -23,8 +23,11 @@
 /* libvirt's own directory of the system instance's QEMU processes. */
 #define LIBVIRT_QEMU_DIR	"/var/lib/libvirt/qemu"
 
+/* root's, 0755; space-noded makes what is below an area, never an area
+ * itself, so every area it serves is here (sp_noded_parse.c). */
 static const char *const layout[] = {
-	"templates", "sandboxes", "snapshots", "pool", "objects", "tmp", "locks",
+	"templates", "sandboxes", "snapshots", "lineages", "pool", "volumes",
+	"objects", "tmp", "locks",
 };
 
 /*

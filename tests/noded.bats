@@ -964,3 +964,21 @@ EOF
 		[ "$(stat -c '%U %a' "$f")" = "space 600" ]
 	done
 }
+
+@test "space-init makes every area space-noded makes subvolumes in, root's, on a node just made" {
+	local fresh=$SPACE_ROOT/tmp/fresh-$$ areas a
+	# The areas, as sp_noded_parse.c lists them: space-noded makes what is
+	# below one, never the area itself.
+	areas=$(sed -n '/^static const char \*const target_areas\[\] = {$/,/^};$/p' \
+	    "$top/lib/sp_noded_parse.c" | grep -o '"[a-z]*"' | tr -d '"')
+	[ "$(wc -w <<<"$areas")" -ge 7 ]
+	mkdir "$fresh"
+	SPACE_ROOT=$fresh SPACE_RUN=$BATS_TEST_TMPDIR/run space-init >/dev/null
+	for a in $areas; do
+		[ -d "$fresh/$a" ] || { echo "no $a/"; rm -rf "$fresh"; false; }
+		# root's, written by no one else: drwxr-xr-x, say.
+		[[ "$(stat -c '%u %A' "$fresh/$a")" == 0\ d????-??-? ]] ||
+		    { stat -c "$a: %u %A" "$fresh/$a"; rm -rf "$fresh"; false; }
+	done
+	rm -rf "$fresh"
+}
