@@ -687,7 +687,7 @@ limit(long pid, const struct sp_cgroup *cg, unsigned long long mem,
     long pids, struct sp_err *e)
 {
 	char dir[SP_PATH_MAX], mount[SP_PATH_MAX];
-	int v2;
+	int v2, tries;
 
 	if (sp_path_fmt(dir, sizeof dir, e, "%s%s", cg->mount, cg->path) == -1 ||
 	    (mem > 0 && cg_write(dir, cg->v2 ? "memory.max" :
@@ -698,16 +698,22 @@ limit(long pid, const struct sp_cgroup *cg, unsigned long long mem,
 	if (cg->v2)
 		return cg_write(dir, "pids.max", (unsigned long long)pids, e);
 	/* A stale one of the same name (an ended VM's, not yet swept by
-	 * reconcile) is taken as it is. */
+	 * reconcile) is taken as it is.  Until QEMU is in it, it is empty, and
+	 * a reconcile of this or another node on the host may sweep it
+	 * (sp_jail_pids_sweep): then it is made again. */
 	if (sp_cgroup_mount("pids", mount, sizeof mount, &v2) == -1 || v2)
 		return sp_err_set(e, SP_E_IO, 0, "no pids cgroup hierarchy "
 		    "for %s", cg->path);
-	if (sp_path_fmt(dir, sizeof dir, e, "%s%s", mount, cg->path) == -1 ||
-	    sp_path_mkdirs(dir, 0755, e) == -1 ||
-	    cg_write(dir, "pids.max", (unsigned long long)pids, e) == -1 ||
-	    cg_write(dir, "cgroup.procs", (unsigned long long)pid, e) == -1)
+	if (sp_path_fmt(dir, sizeof dir, e, "%s%s", mount, cg->path) == -1)
 		return -1;
-	return 0;
+	for (tries = 1;; tries++) {
+		if (sp_path_mkdirs(dir, 0755, e) == 0 &&
+		    cg_write(dir, "pids.max", (unsigned long long)pids, e) == 0 &&
+		    cg_write(dir, "cgroup.procs", (unsigned long long)pid, e) == 0)
+			return 0;
+		if (errno != ENOENT || tries == 3)
+			return -1;
+	}
 }
 
 int
