@@ -6,6 +6,11 @@
 # and by A's real QEMU, asked through its monitor to open B's files.
 load helper
 
+# The node's jail uids (SPACE_JAIL_UIDS; tests/run-all's second node has
+# others).
+uids=${SPACE_JAIL_UIDS:-1900000000-1900065535}
+first_uid=${uids%-*} last_uid=${uids#*-}
+
 setup_file() {
 	import_minimal
 	create --no-pool -n 2 > "$BATS_FILE_TMPDIR/ids"
@@ -71,7 +76,7 @@ EOF
 	echo "# A's QEMU runs as $ua, B's as $ub" >&3
 	[ "$ua" != "$ub" ]
 	for u in "$ua" "$ub"; do
-		[ "$u" -ge 1900000000 ] && [ "$u" -le 1900065535 ]
+		[ "$u" -ge "$first_uid" ] && [ "$u" -le "$last_uid" ]
 	done
 	for id in "$A" "$B"; do
 		pid=$(qemu_pid "$id")
@@ -259,14 +264,14 @@ EOF
 	space-rm "$B" >/dev/null
 	[ ! -e "$SPACE_ROOT/jail/$ub" ]
 	# One a crash left: its sandbox gone, older than a minute.
-	ln -s aaaaaaaaaaaa "$SPACE_ROOT/jail/1900065535"
-	touch -h -d '2 minutes ago' "$SPACE_ROOT/jail/1900065535"
+	ln -s aaaaaaaaaaaa "$SPACE_ROOT/jail/$last_uid"
+	touch -h -d '2 minutes ago' "$SPACE_ROOT/jail/$last_uid"
 	# Under cgroup v1, the pids cgroup an ended VM left, swept too.
 	local cg stale=/sys/fs/cgroup/pids/machine/qemu-0-sp-aaaaaaaaaaaa.libvirt-qemu
 	[ ! -d /sys/fs/cgroup/pids/machine ] || mkdir -p "$stale"
 	run space-reconcile --once
 	[[ "$output" == *'"jail-uids-freed"'* ]]
-	[ ! -e "$SPACE_ROOT/jail/1900065535" ]
+	[ ! -e "$SPACE_ROOT/jail/$last_uid" ]
 	[ ! -e "$stale" ]
 	# A running VM's is left.
 	if [ -d /sys/fs/cgroup/pids/machine ]; then
