@@ -139,7 +139,7 @@ $(B)/tests/space-hog: tests/guest/space-hog.c
 	@mkdir -p $(@D)
 	$(CC) $(WFLAGS) $(CFLAGS) -static -o $@ $<
 
-asan: $(ASAN_UNITS) $(B)/asan/bin/space-exec $(B)/tests/space-hostile
+asan: $(ASAN_UNITS) $(B)/asan/bin/space-exec $(B)/asan/bin/space-gatewayd $(B)/tests/space-hostile
 
 # Benchmarks: bench/<name> scripts print JSON lines (benchmarks.md).
 $(B)/bench/%: bench/%.c $(B)/libspace.a
