@@ -118,7 +118,7 @@ teardown_file() {
 	[ "$output" = 200 ]
 	jq -e '.disk_gb == 3 and .cpu_quota == 0.5 and .on_expiry == "pause"' "$T/body"
 	expires=$(jq .expires "$T/body")
-	[ "$expires" -ge $((t0 + 7200)) ] && [ "$expires" -le $(($(date +%s) + 7200)) ]
+	[ "$expires" -ge $((t0 + 7200)) ] && [ "$expires" -le $(($(date +%s) + 7200)) ] || false
 	[ "$(stat -c %s "$SPACE_ROOT/sandboxes/$id/disk.raw")" -eq $((3 * 1024 * 1024 * 1024)) ]
 	virsh -c qemu:///system schedinfo "sp-$id" | grep -q 'global_quota *: 50000$'
 	run api -X DELETE -H "Authorization: Bearer $KEY_A" "$URL/v1/sandboxes/$id"
@@ -269,7 +269,7 @@ teardown_file() {
 	[ "$output" = 404 ]
 	run api -H "X-API-KEY: $KEY_A" "$URL/v1/credentials"
 	jq -e '[.credentials[].name] | sort == ["gh","one"]' "$T/body"
-	! grep -q s3cret "$T/body"
+	! grep -q s3cret "$T/body" || false
 	run api -X PUT -H "X-API-KEY: $KEY_A" -d '{"scope":"tenant","secret":"s3cret-b"}' "$URL/v1/credentials/gh"
 	[ "$output" = 200 ]
 	jq -e '.version == 2' "$T/body"
@@ -402,7 +402,7 @@ teardown_file() {
 	line=$(grep aaaaaaaaaaaa "$AUDIT" | tail -n 1)
 	jq -e --arg t "$RUN-b" '.tenant == $t and .method == "GET" and .sandbox == "aaaaaaaaaaaa" and .status == 404 and .error == "not-found" and (.key | length == 16) and .ms >= 0' <<<"$line"
 	# Nothing of a key's secret is in it.
-	! grep -q "${KEY_B#spk_*_}" "$AUDIT"
+	! grep -q "${KEY_B#spk_*_}" "$AUDIT" || false
 	n=$(wc -l <"$AUDIT")
 	[ "$n" -gt 100 ]
 }
@@ -499,8 +499,8 @@ teardown_file() {
 	[ "$code" = 200 ]
 	jq -e '.ok' "$T/body"
 	# Without the CA the certificate is not trusted; plain HTTP gets nothing.
-	! curl -s -o /dev/null "https://127.0.0.1:$p/v1/sandboxes"
-	! curl -s -m 5 -o /dev/null "http://127.0.0.1:$p/v1/sandboxes"
+	! curl -s -o /dev/null "https://127.0.0.1:$p/v1/sandboxes" || false
+	! curl -s -m 5 -o /dev/null "http://127.0.0.1:$p/v1/sandboxes" || false
 	kill "$pid"
 	wait "$pid" || true
 }

@@ -221,7 +221,7 @@ stop_agents() {
 	run on c space-cred audit
 	assert_success
 	[ "$(jq -r 'select(.cred == "gh") | .op' <<<"$output" | tr '\n' ' ')" = "add rotate rm " ]
-	[ ! -e "$ROOT_A/creds/scopes" ] && [ ! -e "$ROOT_A/creds/audit.log" ]
+	[ ! -e "$ROOT_A/creds/scopes" ] && [ ! -e "$ROOT_A/creds/audit.log" ] || false
 	[ ! -e "$ROOT_A-cc/creds/audit.log" ]
 }
 
@@ -310,7 +310,7 @@ stop_agents() {
 	jout -e '.state == "destroyed"'
 	run space-ls "$id"
 	assert_failure 1
-	! virsh -c qemu:///system domstate "sp-$id" 2>/dev/null
+	! virsh -c qemu:///system domstate "sp-$id" 2>/dev/null || false
 	grep -q '"action":"paused","from":"wish"' "$BATS_FILE_TMPDIR/agent-a.log"
 }
 
@@ -539,7 +539,7 @@ stop_agents() {
 	# One VM of it on this machine, and its disk is the new node's.
 	[ "$(virsh -c qemu:///system list --name | grep -c -- "sp-$id")" -eq 1 ]
 	virsh -c qemu:///system dumpxml "sp-$id" | grep -q "/sandboxes/$id/disk.raw"
-	! virsh -c qemu:///system dumpxml "sp-$id" | grep -q "$ROOT_A-cb/"
+	! virsh -c qemu:///system dumpxml "sp-$id" | grep -q "$ROOT_A-cb/" || false
 	on b space-node beat >/dev/null
 	on "$n" space-rm "$id" >/dev/null
 	on b space-rm "$nobackup" >/dev/null

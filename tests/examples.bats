@@ -52,7 +52,7 @@ teardown() {
 	create -n 2 > "$BATS_TEST_TMPDIR/ids"
 	idle=$(sed -n 1p "$BATS_TEST_TMPDIR/ids")
 	busy=$(sed -n 2p "$BATS_TEST_TMPDIR/ids")
-	[ -n "$idle" ] && [ -n "$busy" ]
+	[ -n "$idle" ] && [ -n "$busy" ] || false
 	space-exec "$busy" -d -- sh -c 'while :; do :; done' >/dev/null
 	# A loaded host slows the guest's sampler: run it again (bounded) until
 	# the idle one is paused; the busy one must never be.
@@ -65,7 +65,7 @@ teardown() {
 		sleep 1
 	done
 	jq -se --arg id "$idle" 'any(.[]; .id == $id and .ok)' "$BATS_TEST_TMPDIR/paused"
-	! grep -q "$busy" "$BATS_TEST_TMPDIR/paused"
+	! grep -q "$busy" "$BATS_TEST_TMPDIR/paused" || false
 	space-ls "$idle" | jq -e '.state == "paused"'
 	space-ls "$busy" | jq -e '.state == "running"'
 	# Nobody has been idle for a day: nothing more is paused.

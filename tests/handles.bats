@@ -82,7 +82,7 @@ id_of() {
 	[ "$(space-ls | wc -l)" -eq "$before" ]
 	b=$(own --name shared --label tenant=beta)
 	c=$(own --name shared)
-	[ -n "$b" ] && [ -n "$c" ] && [ "$a" != "$b" ] && [ "$b" != "$c" ]
+	[ -n "$b" ] && [ -n "$c" ] && [ "$a" != "$b" ] && [ "$b" != "$c" ] || false
 	space-ls "$c" | jq -e '.name == "shared"'
 	# The operator's commands see every tenant: a name three tenants
 	# share names no one sandbox.
@@ -138,7 +138,7 @@ id_of() {
 	assert_success
 	jout -e --arg id "$id" '.ok and .id == $id and .existing and
 	    .request_id == "job-7" and .name == "job"'
-	! grep -q '^ran$' <<<"$output"
+	! grep -q '^ran$' <<<"$output" || false
 	[ "$(space-exec "$id" -- cat /root/ran)" = ran ]
 	# Paused, it is given back as it is.
 	space-pause "$id" >/dev/null
@@ -152,7 +152,7 @@ id_of() {
 	done
 	# Another tenant's key of the same text is another key.
 	id2=$(own --request-id job-7 --label tenant=acme)
-	[ -n "$id2" ] && [ "$id2" != "$id" ]
+	[ -n "$id2" ] && [ "$id2" != "$id" ] || false
 	# Once the sandbox is removed, the key makes a new one.
 	space-rm "$id" "$id2" >/dev/null
 	run space-create --template minimal --request-id job-7 --name job

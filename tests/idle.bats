@@ -55,9 +55,9 @@ wait_idle() {
 	assert_success
 	grep -q "$id" <<<"$output"
 	# The node's sandbox has no tiers (SPACE_IDLE is not set here).
-	! grep -q "$ID" <<<"$output"
+	! grep -q "$ID" <<<"$output" || false
 	run space-ls --here --idle-due suspend
-	! grep -q "$id" <<<"$output"
+	! grep -q "$id" <<<"$output" || false
 	run idle_pipeline
 	echo "# $output" >&3
 	space-ls "$id" | jq -e '.state == "paused"'
@@ -65,7 +65,7 @@ wait_idle() {
 	# A paused one counts as idle since it was paused.
 	t=$(date +%s)
 	SPACE_NOW=$((t + 3500)) run space-ls --here --idle-due suspend
-	! grep -q "$id" <<<"$output"
+	! grep -q "$id" <<<"$output" || false
 	SPACE_NOW=$((t + 3605)) run idle_pipeline
 	echo "# $output" >&3
 	space-ls "$id" | jq -e '.state == "suspended"'
@@ -83,7 +83,7 @@ wait_idle() {
 	sleep 6
 	run space-ls --here --idle-due pause
 	assert_success
-	! grep -q "$id" <<<"$output"
+	! grep -q "$id" <<<"$output" || false
 	space-ls "$id" | jq -e '.idle_s < 3'
 }
 
@@ -95,7 +95,7 @@ wait_idle() {
 	SPACE_IDLE="pause:3s" run space-ls --here --idle-due pause
 	assert_success
 	grep -q "$a" <<<"$output"
-	! grep -q "$b" <<<"$output"
+	! grep -q "$b" <<<"$output" || false
 	SPACE_IDLE="pause:3s" run idle_pipeline
 	space-ls "$a" | jq -e '.state == "paused"'
 	space-ls "$b" | jq -e '.state == "running"'

@@ -77,7 +77,7 @@ disk_tree() {
 	local d=$BATS_FILE_TMPDIR dir
 	dir=$(space-template ls | jq -r --arg t "$1" 'select(.template == $t) | .digest')
 	# One template of that name: each test imports under its own.
-	[ -n "$dir" ] && [ "$(wc -l <<<"$dir")" = 1 ]
+	[ -n "$dir" ] && [ "$(wc -l <<<"$dir")" = 1 ] || false
 	mount -o ro,loop,noload "$SPACE_ROOT/templates/$1@$dir/disk.raw" "$d/mnt"
 	tree "$d/mnt" >"$d/$1.tree" || true
 	ls -A "$d/mnt/.space" "$d/mnt/.space/bin" >"$d/$1.space"

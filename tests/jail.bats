@@ -76,7 +76,7 @@ EOF
 	echo "# A's QEMU runs as $ua, B's as $ub" >&3
 	[ "$ua" != "$ub" ]
 	for u in "$ua" "$ub"; do
-		[ "$u" -ge "$first_uid" ] && [ "$u" -le "$last_uid" ]
+		[ "$u" -ge "$first_uid" ] && [ "$u" -le "$last_uid" ] || false
 	done
 	for id in "$A" "$B"; do
 		pid=$(qemu_pid "$id")
@@ -139,7 +139,7 @@ EOF
 	run timeout 20 space-exec "$A" -- true
 	rm -f "$run/space.0.lock"
 	mv "$run/space.0.lock.was" "$run/space.0.lock"
-	[ "$status" -ne 0 ] && [ "$status" -ne 124 ]
+	[ "$status" -ne 0 ] && [ "$status" -ne 124 ] || false
 	[[ "$output" == *"is not a lock file"* ]]
 }
 

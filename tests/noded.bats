@@ -129,7 +129,7 @@ EOF
 	[ "$(btrfs property get -ts "$T/nd-c" ro)" = "ro=false" ]
 	run call '{"op":"subvol-delete","path":"tmp/nd-c"}' '{"op":"subvol-delete","path":"tmp/nd-b"}'
 	[ "$output" = $'{"ok":true}\n{"ok":true}' ]
-	[ ! -e "$T/nd-b" ] && [ ! -e "$T/nd-c" ]
+	[ ! -e "$T/nd-b" ] && [ ! -e "$T/nd-c" ] || false
 	grep -q '"uid":0,"op":"subvol-snapshot","path":"tmp/nd-b","ok":true' "$BATS_FILE_TMPDIR/log"
 }
 
@@ -152,7 +152,7 @@ EOF
 	btrfs property set -ts "$T/nd-t" ro true
 	run call '{"op":"subvol-delete","path":"tmp/nd-t"}'
 	[ "$output" = '{"ok":true}' ]
-	[ ! -e "$T/nd-t" ] && [ -d "$T/nd-t2" ]
+	[ ! -e "$T/nd-t" ] && [ -d "$T/nd-t2" ] || false
 	run call '{"op":"subvol-readonly","path":"tmp/nd-t"}' \
 		'{"op":"subvol-readonly","path":"tmp/nd-t","readonly":true}' \
 		'{"op":"subvol-readonly","path":"tmp/nd-t2","readonly":"yes"}'
@@ -179,7 +179,7 @@ EOF
 	[ "$(sed -n 7p <<<"$output" | jq -r .error)" = not-found ]
 	[ "$(sed -n 8p <<<"$output" | jq -r .error)" = bad-input ]
 	[ "$(stat -c '%U %a' "$T/nd-d/x")" = "root 755" ]
-	[ ! -e "$T/nd-d/x/y" ] && [ ! -e /etc/x ]
+	[ ! -e "$T/nd-d/x/y" ] && [ ! -e /etc/x ] || false
 	rm -rf "$T/nd-d"
 }
 
@@ -192,7 +192,7 @@ EOF
 	space-volume snap nd-vol s1 >/dev/null
 	[ "$(btrfs property get -ts "$SPACE_ROOT/volumes/$vid@s1" ro)" = "ro=true" ]
 	space-volume rm nd-vol@s1 nd-vol >/dev/null
-	[ ! -e "$SPACE_ROOT/volumes/$vid" ] && [ ! -e "$SPACE_ROOT/volumes/$vid@s1" ]
+	[ ! -e "$SPACE_ROOT/volumes/$vid" ] && [ ! -e "$SPACE_ROOT/volumes/$vid@s1" ] || false
 	new=$(diff "$BATS_FILE_TMPDIR/log.before" "$BATS_FILE_TMPDIR/log" | sed -n 's/^> //p')
 	echo "$new" | sed 's/^/# /' >&3
 	grep -q "\"op\":\"subvol-create\",\"path\":\"volumes/$vid\",\"ok\":true" <<<"$new"
@@ -217,7 +217,7 @@ EOF
 	[ "$(jq -r '.snaps[0].snap' <<<"$output")" = s1 ]
 	run as_space space-volume rm nd-svol@s1 nd-svol
 	assert_success
-	[ ! -e "$SPACE_ROOT/volumes/$vid" ] && [ ! -e "$SPACE_ROOT/volumes/$vid@s1" ]
+	[ ! -e "$SPACE_ROOT/volumes/$vid" ] && [ ! -e "$SPACE_ROOT/volumes/$vid@s1" ] || false
 	for op in subvol-create subvol-snapshot subvol-delete; do
 		grep -q "\"uid\":$(id -u space),\"op\":\"$op\",\"path\":\"volumes/$vid" "$BATS_FILE_TMPDIR/log"
 	done
@@ -257,7 +257,7 @@ EOF
 	[ "$(sed -n 9p <<<"$output" | jq -r .error)" = not-found ]
 	[ "$(sed -n 10p <<<"$output" | jq -r .error)" = bad-input ]	# not a source area
 	ls /etc | diff - "$BATS_FILE_TMPDIR/etc.before"
-	[ -d "$T/nd-dir" ] && [ -L "$T/nd-link" ] && [ ! -e "$T/nd-b" ]
+	[ -d "$T/nd-dir" ] && [ -L "$T/nd-link" ] && [ ! -e "$T/nd-b" ] || false
 	alive
 }
 
@@ -354,7 +354,7 @@ EOF
 }
 
 @test "send and receive refuse a missing or wrong descriptor, a writable source, a path out of bounds and a bad stream; nothing changed" {
-	[ -e "$T/nd-s1" ] && [ -s "$BATS_FILE_TMPDIR/s1" ]	# the test before's
+	[ -e "$T/nd-s1" ] && [ -s "$BATS_FILE_TMPDIR/s1" ] || false	# the test before's
 	ln -sfn /etc "$T/nd-link"
 	mkdir -p "$T/nd-recv2"
 	head -c 4096 /dev/urandom > "$BATS_FILE_TMPDIR/junk"
@@ -539,7 +539,7 @@ EOF
 	[ "$(btrfs property get -ts "$SPACE_ROOT/snapshots/$id/$snap" ro)" = "ro=true" ]
 	run as_space space-rm "$id"
 	assert_success
-	[ ! -e "$SPACE_ROOT/sandboxes/$id" ] && [ ! -e "$SPACE_RUN/$id" ]
+	[ ! -e "$SPACE_ROOT/sandboxes/$id" ] && [ ! -e "$SPACE_RUN/$id" ] || false
 	[ ! -e "$SPACE_ROOT/snapshots/$id" ]
 	[ "$(virsh -c qemu:///system domstate "sp-$id" 2>&1)" != running ]
 	local u
@@ -645,7 +645,7 @@ EOF
 	assert_success
 	run as_space space-schedule
 	assert_success
-	! grep -q '"lost"' <<<"$output"
+	! grep -q '"lost"' <<<"$output" || false
 	[ "$(space-ls "$id" | jq -r .state)" = running ]
 	run as_space space-rm "$id" "$fid" "$pid"
 	assert_success

@@ -100,7 +100,7 @@ teardown_file() {
 	id=$(head -n 1 "$BATS_FILE_TMPDIR/ids")
 	a=$(space-ls --state running "$id" | jq -r .id)
 	b=$(space-ls "$id" --state running | jq -r .id)
-	[ "$a" = "$id" ] && [ "$b" = "$id" ]
+	[ "$a" = "$id" ] && [ "$b" = "$id" ] || false
 	[ -z "$(space-ls "$id" --state paused)" ]
 	space-fs -p "$id" mkdir /tmp/o/a | jq -e .ok
 	space-fs "$id" mkdir /tmp/o/b/c -p -m 700 | jq -e .ok

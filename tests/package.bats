@@ -52,9 +52,9 @@ teardown_file() {
 	[ -f /usr/share/zsh/vendor-completions/_space ]
 	[ -f /lib/systemd/system/space-reconcile.timer ]
 	grep -q '^ExecStart=/usr/bin/space-gatewayd$' /lib/systemd/system/space-gatewayd.service
-	! grep -rq /usr/local /lib/systemd/system/space-*
+	! grep -rq /usr/local /lib/systemd/system/space-* || false
 	[ -f /usr/lib/space/rootfs.tar.zst ] && [ -f /usr/lib/space/vmlinuz ] &&
-	    [ -f /usr/lib/space/initrd.img ] && [ -f /usr/lib/space/space-daemon ]
+	    [ -f /usr/lib/space/initrd.img ] && [ -f /usr/lib/space/space-daemon ] || false
 	# Timers are not enabled by the package: nothing links to them.
 	[ -z "$(find /etc/systemd/system -name 'space-*' 2>/dev/null)" ]
 	run /usr/bin/space-ls --version

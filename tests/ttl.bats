@@ -134,7 +134,7 @@ expired() {
 	grep "$id" <<<"$output" | jq -e '.ok and .on_expiry == "kill" and .changed'
 	run space-ls "$id"
 	[ "$status" -ne 0 ]
-	! virsh -c qemu:///system dominfo "sp-$id" >/dev/null 2>&1
+	! virsh -c qemu:///system dominfo "sp-$id" >/dev/null 2>&1 || false
 	[ ! -e "$SPACE_ROOT/sandboxes/$id" ]
 }
 
