@@ -23,8 +23,9 @@
 /* libvirt's own directory of the system instance's QEMU processes. */
 #define LIBVIRT_QEMU_DIR	"/var/lib/libvirt/qemu"
 
-/* root's, 0755; space-noded makes what is below an area, never an area
- * itself, so every area it serves is here (sp_noded_parse.c). */
+/* The node's directories.  space-noded makes what is below an area of
+ * subvolumes, never the area itself, so each one it serves is here
+ * (sp_noded_parse.c). */
 static const char *const layout[] = {
 	"templates", "sandboxes", "snapshots", "lineages", "pool", "volumes",
 	"objects", "tmp", "locks",
