@@ -50,7 +50,11 @@ start_gateway() {
 	assert_success
 	peak=$(awk '/^VmHWM/ { print $2 }' "/proc/$GW/status")
 	echo "# gateway peak RSS ${peak} kB" >&3
-	[ "$peak" -lt $((256 * 1024)) ]
+	# The bound the design sets: every stream's window full
+	# (SP_EGRESS_STREAMS_MAX x SP_EGRESS_WINDOW, 256 MiB) and 96 MiB for
+	# the rest.  Measured 155-291 MB; it depends on how fast the gateway
+	# drains, not only on the seed (seed 22304: 162 MB, then 291 MB).
+	[ "$peak" -lt $(((256 + 96) * 1024)) ]
 	# What the streams used goes back once they are over.
 	for _ in $(seq 30); do
 		rss=$(awk '/^VmRSS/ { print $2 }' "/proc/$GW/status")
