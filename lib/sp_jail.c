@@ -711,6 +711,7 @@ limit(long pid, const struct sp_cgroup *cg, unsigned long long mem,
 		    cg_write(dir, "pids.max", (unsigned long long)pids, e) == 0 &&
 		    cg_write(dir, "cgroup.procs", (unsigned long long)pid, e) == 0)
 			return 0;
+		/* sp_err_sys keeps errno as the failed call left it. */
 		if (errno != ENOENT || tries == 3)
 			return -1;
 	}
