@@ -326,17 +326,14 @@ sp_sandbox_make_new(struct sp_ctx *x, const struct sp_create_req *r,
  * root into it online (the daemon's disk-grow).  The filesystem's size is
  * the sandbox's disk quota: writing past it is ENOSPC in the guest, and the
  * file, sparse, costs the host only what was written.  Snapshots, forks,
- * rollbacks and suspends copy the file and so keep the size.
+ * rollbacks and suspends copy the file and so keep the size.  size is the
+ * file's as the sandbox got it: by now the directory is its jail's alone.
  */
 static int
-grow_disk(struct sp_ctx *x, const char *id, const char *dom, const char *disk,
+grow_disk(struct sp_ctx *x, const char *id, const char *dom, off_t size,
     int64_t bytes, struct sp_err *e)
 {
-	struct stat st;
-
-	if (stat(disk, &st) == -1)
-		return sp_err_sys(e, SP_E_IO, "%s", disk);
-	if (st.st_size < bytes &&
+	if (size < bytes &&
 	    sp_virt_block_resize(x->virt, dom, "vda", (uint64_t)bytes, e) == -1)
 		return -1;
 	return guest_op(x, id, json_pack("{s:s, s:I}", "op", "disk-grow",
@@ -358,6 +355,7 @@ sp_sandbox_make(struct sp_ctx *x, const struct sp_make *m,
 	int nvols = 0;
 	struct sp_vm_layout l;
 	struct sp_jail jail;
+	struct stat st;
 	json_t *meta = NULL;
 	int rc = -1, inserted = 0, lock = -1;
 
@@ -405,6 +403,10 @@ sp_sandbox_make(struct sp_ctx *x, const struct sp_make *m,
 	if (sp_subvol_snapshot(m->src, dir, 0, e) == -1 ||
 	    sp_jail_disk_limit(x, dir, m->disk_bytes, e) == -1)
 		goto out;
+	if (stat(f.disk, &st) == -1) {
+		sp_err_sys(e, SP_E_IO, "%s", f.disk);
+		goto out;
+	}
 	sp_crashpoint("create-after-snapshot");
 	sp_sandbox_domain(row.id, dom);
 	if (m->saved != NULL) {
@@ -464,7 +466,7 @@ sp_sandbox_make(struct sp_ctx *x, const struct sp_make *m,
 	sp_crashpoint("create-after-start");
 	if (sp_chan_wait_ready(x->conf.run, row.id, m->ready_timeout_ms, e) == -1)
 		goto out;
-	if (m->disk_bytes > 0 && grow_disk(x, row.id, dom, f.disk, m->disk_bytes,
+	if (m->disk_bytes > 0 && grow_disk(x, row.id, dom, st.st_size, m->disk_bytes,
 	    e) == -1)
 		goto out;
 	if (m->pool != NULL) {
