@@ -763,6 +763,18 @@ sp_jail_limit(const char *dom, unsigned long long mem, long pids,
 	return 0;
 }
 
+int
+sp_jail_pids_tidy(struct sp_ctx *x, struct sp_err *e)
+{
+	const char *sock;
+
+	if ((sock = via_noded(x)) != NULL)
+		return sp_virt_noded_call(sock, json_pack("{s:s}", "op",
+		    "pids-sweep"), NULL, e);
+	sp_jail_pids_sweep();
+	return 0;
+}
+
 void
 sp_jail_pids_sweep(void)
 {

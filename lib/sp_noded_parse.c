@@ -67,6 +67,7 @@ static const struct {
 	{ "vm-limit", SP_NODED_VM_LIMIT, K_NAME | K_BYTES | K_PIDS, 0 },
 	{ "disk-limit", SP_NODED_DISK_LIMIT, K_DIR | K_BYTES, 0 },
 	{ "vm-release", SP_NODED_VM_RELEASE, K_NAME, 0 },
+	{ "pids-sweep", SP_NODED_PIDS_SWEEP, 0, 0 },
 	{ "subvol-send", SP_NODED_SEND, K_PATH, K_PARENT },
 	{ "subvol-receive", SP_NODED_RECEIVE, K_PATH, 0 },
 	{ "tls-leaf", SP_NODED_TLS_LEAF, K_HOST, 0 },

@@ -646,6 +646,9 @@ sp_noded_vm_do(struct sp_noded_vm *c, const struct sp_noded_req *r,
 		return sp_jail_limit(r->name, r->bytes, r->pids, e);
 	case SP_NODED_DISK_LIMIT:
 		return disk_limit(c, r, e);
+	case SP_NODED_PIDS_SWEEP:
+		sp_jail_pids_sweep();
+		return 0;
 	default:
 		break;
 	}

@@ -560,7 +560,8 @@ sp_reconcile_once(struct sp_ctx *x, int (*fn)(json_t *, void *), void *arg,
 	free(known.v);
 	/* The v1 pids cgroups of VMs that ended: once a pass, not at every
 	 * start (each try at one in use is a failed rmdir). */
-	sp_jail_pids_sweep();
+	if (sp_jail_pids_tidy(x, e) == -1)
+		tell(&p, "", "pids-sweep", "", -1, e);
 	if (sp_jail_gc(x, jail_in_use, &freed, e) == -1)
 		tell(&p, "", "jail-gc", "", -1, e);
 	else if (freed > 0)

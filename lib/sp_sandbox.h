@@ -360,7 +360,9 @@ int sp_jail_started(struct sp_ctx *x, const char *dom, struct sp_err *e);
  * space-noded's for it. */
 int sp_jail_limit(const char *dom, unsigned long long mem, long pids,
     struct sp_err *e);
-/* Removes the v1 pids cgroups of ended VMs (reconcile, each pass). */
+/* Removes the v1 pids cgroups of ended VMs (reconcile, each pass):
+ * sp_jail_pids_sweep, or space-noded's for it. */
+int sp_jail_pids_tidy(struct sp_ctx *x, struct sp_err *e);
 void sp_jail_pids_sweep(void);
 
 

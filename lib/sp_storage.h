@@ -70,6 +70,9 @@ enum sp_noded_op {
 	SP_NODED_VM_PREPARE, SP_NODED_VM_LIMIT, SP_NODED_DISK_LIMIT,
 	/* its run directory gone, once the VM is */
 	SP_NODED_VM_RELEASE,
+	/* the v1 pids cgroups of VMs that ended removed (root's: the jail
+	 * step makes them) */
+	SP_NODED_PIDS_SWEEP,
 	/* a TLS leaf the node CA signs for one of this host's addresses
 	 * (the API server's, run as space: the CA's key is root's); with the
 	 * VM ops, in sp_noded_virt.c, where the network part is in reach */
