@@ -187,6 +187,13 @@ check_jail(struct sp_conf *c, struct sp_err *e)
 	if (strcmp(c->jail, "on") != 0 && strcmp(c->jail, "off") != 0)
 		return sp_err_set(e, SP_E_BAD_INPUT, 0, "SPACE_JAIL must be on or off");
 	c->lim.on = strcmp(c->jail, "on") == 0;
+	/* Without the jail a VM's run directory and files are libvirt's
+	 * user's: only root can use them, so another user is told at once
+	 * rather than half-way through a create. */
+	if (!c->lim.on && geteuid() != 0)
+		return sp_err_set(e, SP_E_BAD_INPUT, 0, "SPACE_JAIL=off is "
+		    "root's alone: without the jail a VM's files are libvirt's "
+		    "user's, which only root can use");
 	if (sscanf(c->jail_uids, "%lu-%lu%c", &a, &b, &tail) != 2 ||
 	    a < 1000 || b < a || b >= 4294967294UL || b - a + 1 < SP_JAIL_PROBES)
 		return sp_err_set(e, SP_E_BAD_INPUT, 0, "SPACE_JAIL_UIDS must "

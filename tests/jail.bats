@@ -122,13 +122,13 @@ EOF
 	# The ports' lock files, made before QEMU by root, readable.
 	[ "$(stat -c '%U %a' "$run/space.0.lock")" = "root 644" ]
 	[ "$(stat -c '%U %a' "$run/space.30.lock")" = "root 644" ]
-	run runuser -u space -- space-exec "$A" -- sh -c 'echo "$(id -u) $1"' _ hi
+	run runuser -u space -- "$top/build/bin/space-exec" "$A" -- sh -c 'echo "$(id -u) $1"' _ hi
 	assert_success
 	[ "$output" = "0 hi" ]
 	# With port 0 held, a second exec as space takes the next one.
-	runuser -u space -- space-exec "$A" -- sleep 3 &
+	runuser -u space -- "$top/build/bin/space-exec" "$A" -- sleep 3 &
 	sleep 1
-	run runuser -u space -- space-exec "$A" -- echo two
+	run runuser -u space -- "$top/build/bin/space-exec" "$A" -- echo two
 	wait
 	assert_success
 	[ "$output" = two ]
@@ -282,6 +282,9 @@ EOF
 
 @test "SPACE_JAIL=off: VMs run as libvirt's user, as before the jail, and stay so with it on" {
 	local id snap
+	# Root's commands alone, also in the round as space: space's are
+	# refused without the jail (the next test).
+	PATH=${PATH#"${SPACE_AS_SPACE_BIN:-}:"}
 	id=$(SPACE_JAIL=off create --no-pool)
 	[ -n "$id" ]
 	echo "$id" >> "$BATS_FILE_TMPDIR/ids"
@@ -323,6 +326,11 @@ EOF
 	run env SPACE_MEM_OVERHEAD_MIB=-5 space-create --template minimal --no-pool
 	[ "$status" -eq 100 ]
 	[[ "$output" == *"SPACE_MEM_OVERHEAD_MIB must be a number"* ]]
+	# Without the jail only root can use a VM's files.
+	run runuser -u space -- env SPACE_JAIL=off "$top/build/bin/space-create" \
+	    --template minimal --no-pool
+	[ "$status" -eq 100 ]
+	[[ "$output" == *"SPACE_JAIL=off is root's alone"* ]]
 	[ "$(space-ls --pods | wc -l)" -eq "$before" ]
 }
 
