@@ -5,8 +5,9 @@
  * pages back.  A VM restored from a checkpoint needs it once: on a host
  * that commits a page on a read, QEMU's restore has every page resident
  * (design.md, "Memory").  So a trim can be asked once per start of a VM:
- * the run directory keeps which QEMU was trimmed (its monitor socket,
- * made anew by each QEMU).
+ * $SPACE_RUN/pods/ID.trimmed keeps which QEMU was trimmed (its monitor
+ * socket, made anew by each QEMU), where space-idle.timer, run as space,
+ * writes it (the VM's run directory is its jail's).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -16,7 +17,7 @@
 #include "sp_vm.h"
 
 #define TRIM_MS		60000	/* the guest's answer: TCG touches slowly */
-#define TRIMMED_FILE	"trimmed"
+#define TRIMMED		"trimmed"	/* sp_pod_file's */
 
 /* Which QEMU runs the VM now, as a short string: the monitor socket's
  * inode and time. */
@@ -56,6 +57,7 @@ sp_trim(struct sp_ctx *x, const char *id, int once, json_t **out,
 {
 	char dir[SP_PATH_MAX], marker[SP_PATH_MAX], mark[64], had[64] = "";
 	struct sp_sandbox_row r;
+	struct sp_err ignored;
 	char node[sizeof r.node];
 	enum sp_state st;
 	struct sp_chan *c = NULL;
@@ -76,8 +78,8 @@ sp_trim(struct sp_ctx *x, const char *id, int once, json_t **out,
 		return sp_err_set(e, SP_E_BAD_STATE, 0, "sandbox is %s, not "
 		    "running", sp_state_name(st));
 	if (sp_sandbox_run_dir(x, id, dir, sizeof dir, e) == -1 ||
-	    sp_path_fmt(marker, sizeof marker, e, "%s/" TRIMMED_FILE,
-	    dir) == -1 ||
+	    sp_pod_file(x->conf.run, id, TRIMMED, marker, sizeof marker,
+	    e) == -1 ||
 	    qemu_mark(dir, mark, sizeof mark, e) == -1)
 		return -1;
 	if (once && (f = fopen(marker, "re")) != NULL) {
@@ -104,10 +106,7 @@ sp_trim(struct sp_ctx *x, const char *id, int once, json_t **out,
 		goto fail;
 	}
 	/* Best effort: without the mark, --once trims once more. */
-	if ((f = fopen(marker, "we")) != NULL) {
-		fputs(mark, f);
-		fclose(f);
-	}
+	(void)sp_path_replace_text(marker, mark, &ignored);
 	*out = json_pack("{s:b, s:I, s:I, s:b, s:I}", "trimmed", 1, "free_mib",
 	    json_integer_value(json_object_get(a, "free_kib")) / 1024,
 	    "taken_mib", json_integer_value(json_object_get(a,

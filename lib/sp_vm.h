@@ -587,10 +587,11 @@ struct sp_boost {
 	size_t oldlen;
 	char mark[SP_PATH_MAX];
 };
-/* $SPACE_RUN's directory of what the pool keeps of each pod beside its VM:
- * the pod's record (ID.json, sp_pool_claim.c) and a claim's boost mark
- * (ID.boost).  The user space's (space-init), as a claim run as space
- * writes there and a VM's own run directory is its jail's. */
+/* $SPACE_RUN's directory of what is kept of each sandbox beside its VM:
+ * a pod's record (ID.json, sp_pool_claim.c), a claim's boost mark
+ * (ID.boost) and which QEMU a trim saw (ID.trimmed, sp_trim.c).  The user
+ * space's (space-init), as a claim or a trim run as space writes there and
+ * a VM's own run directory is its jail's. */
 #define SP_PODS_DIR	"pods"
 /* run_dir/pods/ID.WHAT. */
 int sp_pod_file(const char *run_dir, const char *id, const char *what,
