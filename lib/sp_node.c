@@ -146,18 +146,22 @@ node_facts(const struct sp_conf *c, const char *virt_type,
 	return (n->templates = templates_here(c->root, e)) == NULL ? -1 : 0;
 }
 
-/* When this node's lease ends by its own clock: $SPACE_RUN/lease, the
+/* When this node's lease ends by its own clock: $SPACE_RUN/node/lease, the
  * monotonic milliseconds (one clock for every process since boot, and the
- * run dir does not outlive a boot), written after each beat the DB took. */
+ * run dir does not outlive a boot), written after each beat the DB took.
+ * Its directory is space's (space-init), as the beat's timer runs as
+ * space. */
 static void
 lease_note(const struct sp_conf *c, int lease_s)
 {
-	char p[SP_PATH_MAX], tmp[SP_PATH_MAX];
+	char dir[SP_PATH_MAX], p[SP_PATH_MAX], tmp[SP_PATH_MAX];
 	struct sp_err ignored;
 	FILE *f;
 
-	if (sp_path_fmt(p, sizeof p, &ignored, "%s/lease", c->run) == -1 ||
-	    sp_path_fmt(tmp, sizeof tmp, &ignored, "%s/lease.tmp", c->run) == -1 ||
+	if (sp_path_fmt(dir, sizeof dir, &ignored, "%s/" SP_NODE_RUN_DIR,
+	    c->run) == -1 || sp_path_space_dir(dir, 0755, &ignored) == -1 ||
+	    sp_path_fmt(p, sizeof p, &ignored, "%s/lease", dir) == -1 ||
+	    sp_path_fmt(tmp, sizeof tmp, &ignored, "%s/lease.tmp", dir) == -1 ||
 	    (f = fopen(tmp, "w")) == NULL)
 		return;
 	fprintf(f, "%lld\n", (long long)(sp_clock_ms() + (int64_t)lease_s * 1000));
@@ -173,8 +177,8 @@ sp_node_lease_lapsed(const struct sp_conf *c)
 	long long end = 0;
 	FILE *f;
 
-	if (sp_path_fmt(p, sizeof p, &ignored, "%s/lease", c->run) == -1 ||
-	    (f = fopen(p, "r")) == NULL)
+	if (sp_path_fmt(p, sizeof p, &ignored, "%s/" SP_NODE_RUN_DIR "/lease",
+	    c->run) == -1 || (f = fopen(p, "r")) == NULL)
 		return 0;
 	if (fscanf(f, "%lld", &end) != 1)
 		end = 0;
@@ -278,7 +282,7 @@ space_account(struct sp_err *e)
  * uids' claims (jail/: space-noded reads a claim, never follows it), and
  * locks/ with the lock files in it (commands open them read-only:
  * sp_lock_path), and $SPACE_RUN/pods (a claim's pod record and boost
- * mark).  The subvolumes' areas stay root's (space-noded makes what is in
+ * mark, a trim's and a fence's marks) and node (the lease's end).  The subvolumes' areas stay root's (space-noded makes what is in
  * them): see design.md.
  */
 static int
@@ -376,6 +380,8 @@ space_owns(const struct sp_conf *c, struct sp_err *e)
 	 * what space-gatewayd writes (sp_gateway_run_dirs). */
 	if (sp_path_fmt(p, sizeof p, e, "%s/" SP_PODS_DIR, c->run) == -1 ||
 	    sp_path_space_dir(p, 0700, e) == -1 ||
+	    sp_path_fmt(p, sizeof p, e, "%s/" SP_NODE_RUN_DIR, c->run) == -1 ||
+	    sp_path_space_dir(p, 0755, e) == -1 ||
 	    sp_gateway_run_dirs(c->run, e) == -1)
 		return -1;
 	if (sp_volume_area(c->root, e) == -1 ||

@@ -142,15 +142,19 @@ recover(struct pass *p, const char *id)
 	sp_db_row_release(&r);
 }
 
-/* 1 when this node's fence paused id's VM; with clear, the mark goes. */
+#define FENCED	"fenced"	/* sp_pod_file's */
+
+/* 1 when this node's fence paused id's VM; with clear, the mark goes.  The
+ * mark is sp_pod_file's, where space writes (a VM's run directory is its
+ * jail's). */
 static int
 fenced(struct sp_ctx *x, const char *id, int clear)
 {
-	char run[SP_PATH_MAX], mark[SP_PATH_MAX];
+	char mark[SP_PATH_MAX];
 	struct sp_err ignored;
 
-	if (sp_sandbox_run_dir(x, id, run, sizeof run, &ignored) == -1 ||
-	    sp_path_fmt(mark, sizeof mark, &ignored, "%s/fenced", run) == -1)
+	if (sp_pod_file(x->conf.run, id, FENCED, mark, sizeof mark,
+	    &ignored) == -1)
 		return 0;
 	if (clear)
 		return unlink(mark) == 0;
@@ -784,13 +788,13 @@ int
 sp_reconcile_fence(struct sp_ctx *x, int (*fn)(json_t *, void *), void *arg,
     struct sp_err *e)
 {
-	char dir[SP_PATH_MAX], run[SP_PATH_MAX], mark[SP_PATH_MAX];
+	char dir[SP_PATH_MAX], mark[SP_PATH_MAX] = "";
 	char dom[SP_ID_LEN + 4], vstate[16];
 	struct pass p = { x, fn, arg, 0 };
 	struct dirent *d;
 	struct sp_err we;
 	DIR *dp;
-	int fd, rc;
+	int fd, rc, marked;
 
 	if (sp_ctx_virt(x, e) == -1 ||
 	    sp_path_fmt(dir, sizeof dir, e, "%s/sandboxes", x->conf.root) == -1)
@@ -804,15 +808,20 @@ sp_reconcile_fence(struct sp_ctx *x, int (*fn)(json_t *, void *), void *arg,
 		if (sp_virt_state(x->virt, dom, vstate, &we) == -1 ||
 		    strcmp(vstate, "running") != 0)
 			continue;
-		/* Marked first: a pause the node did itself is undone by it. */
-		rc = sp_sandbox_run_dir(x, d->d_name, run, sizeof run, &we);
-		if (rc == 0)
-			rc = sp_path_fmt(mark, sizeof mark, &we, "%s/fenced", run);
-		if (rc == 0 && (fd = open(mark, O_WRONLY | O_CREAT | O_CLOEXEC,
-		    0600)) >= 0)
+		/* Marked first: a pause the node did itself is undone by it.
+		 * Paused even without its mark (then it stays paused until
+		 * resumed by hand): no VM may run on. */
+		marked = sp_pod_file(x->conf.run, d->d_name, FENCED, mark,
+		    sizeof mark, &we) == 0 && (fd = open(mark, O_WRONLY |
+		    O_CREAT | O_CLOEXEC, 0600)) != -1;
+		if (marked) {
+			(void)sp_path_adopt(fd, mark, &we);
 			close(fd);
-		if (rc == 0)
-			rc = sp_virt_pause(x->virt, dom, &we);
+		}
+		rc = sp_virt_pause(x->virt, dom, &we);
+		if (rc == 0 && !marked)
+			rc = sp_err_set(&we, SP_E_IO, 0, "paused, but its mark "
+			    "%s could not be made: resume it by hand", mark);
 		tell(&p, d->d_name, "fenced", "running", rc, &we);
 	}
 	closedir(dp);

@@ -35,8 +35,11 @@ int sp_node_beat(struct sp_ctx *x, int lease_s, struct sp_node_row *out,
 /* 1 when the lease of this node's last beat has run out by its own clock
  * (it could not renew it: the DB is out of its reach). */
 int sp_node_lease_lapsed(const struct sp_conf *c);
+/* $SPACE_RUN's directory of the node's own notes (its lease's end), the
+ * user space's (space-init), as a beat run as space writes there. */
+#define SP_NODE_RUN_DIR	"node"
 /* A node whose lease ran out pauses every VM it runs (and marks each
- * $SPACE_RUN/ID/fenced), so that none runs on while the scheduler may
+ * $SPACE_RUN/pods/ID.fenced, space's), so that none runs on while the scheduler may
  * restore it elsewhere; reconcile resumes them once the DB says they are
  * still this node's.  fn gets a line per VM. */
 int sp_reconcile_fence(struct sp_ctx *x, int (*fn)(json_t *, void *),
