@@ -22,6 +22,7 @@ setup_file() {
 	remove_nodes
 	for n in b c; do
 		on "$n" space-init --loop-size 6G >/dev/null
+		on "$n" noded_for_space
 	done
 	# The template in the store: a node without it pulls it from there.
 	space-template push minimal >/dev/null
@@ -38,9 +39,21 @@ teardown_file() {
 	for n in b c; do
 		on "$n" space-reconcile --once >/dev/null 2>&1 || true
 	done
+	[ ! -f "$BATS_FILE_TMPDIR/nodeds" ] ||
+	    kill $(cat "$BATS_FILE_TMPDIR/nodeds") 2>/dev/null || true
 	remove_nodes
 	"$top/tests/pg-server" stop "$PGDIR" || true
 	rm -rf "$PGDIR"
+}
+
+# With the commands run as space, the node's own space-noded (in its
+# SPACE_RUN), as space-noded.service runs one for each node.
+noded_for_space() {
+	[ -n "${SPACE_AS_SPACE_BIN:-}" ] || return 0
+	space-noded >>"$BATS_FILE_TMPDIR/noded-${SPACE_NODE}.log" 2>&1 3>&- &
+	echo $! >>"$BATS_FILE_TMPDIR/nodeds"
+	for _ in $(seq 50); do noded_answers && return 0; sleep 0.1; done
+	return 1
 }
 
 # The other nodes' loop btrfs, image and run dir.
@@ -97,6 +110,8 @@ stop_agents() {
 
 @test "a lease lapses on the database's clock; forget takes only a node that is gone and empty" {
 	SPACE_NODE_LEASE=2 on c space-node beat >/dev/null
+	# The lease's end by the node's clock, where a beat as space writes.
+	[ -s "$RUN_A-cc/node/lease" ]
 	sleep 3
 	run space-node ls "$NODE_A-cc"
 	assert_success
@@ -204,6 +219,7 @@ stop_agents() {
 	jout -e '.error == "bad-input"'
 	export SPACE_CRED_VAULT=cmd:$vault_test VAULT_TEST_DIR=$BATS_TEST_TMPDIR/vault
 	mkdir -p "$VAULT_TEST_DIR"
+	runners "$VAULT_TEST_DIR"
 	run space-cred add --name gh --scope "sandbox/$id" --host api.github.com \
 	    --inject 'header:Authorization:Bearer {}' --rate 10/m <<<"t0ken"
 	assert_success
@@ -553,6 +569,8 @@ stop_agents() {
 	id=$(jout -r .id)
 	echo "$id" >> "$BATS_FILE_TMPDIR/ids"
 	SPACE_NODE_LEASE=2 on c space-node beat >/dev/null
+	# The lease's end by the node's clock, where a beat as space writes.
+	[ -s "$RUN_A-cc/node/lease" ]
 	sleep 3
 	# Node C's database is not there (a socket nobody listens on).
 	run env SPACE_DB="postgresql:host=$BATS_FILE_TMPDIR/nowhere dbname=space" \
@@ -562,12 +580,12 @@ stop_agents() {
 	assert_failure 111
 	jout -s -e --arg id "$id" 'any(.[]; .id == $id and .action == "fenced" and .ok)'
 	[ "$(virsh -c qemu:///system domstate "sp-$id")" = paused ]
-	[ -e "$RUN_A-cc/$id/fenced" ]
+	[ -e "$RUN_A-cc/pods/$id.fenced" ]
 	# Back: the DB still says it runs on C, so C resumes it.
 	run on c space-reconcile --once
 	assert_success
 	[ "$(virsh -c qemu:///system domstate "sp-$id")" = running ]
-	[ ! -e "$RUN_A-cc/$id/fenced" ]
+	[ ! -e "$RUN_A-cc/pods/$id.fenced" ]
 	on c space-exec "$id" -- true
 	on c space-rm "$id" >/dev/null
 }
@@ -578,6 +596,7 @@ stop_agents() {
 	export SPACE_DB=sqlite:$BATS_FILE_TMPDIR/one.db SPACE_ROOT=$ROOT_A-cd \
 	    SPACE_RUN=$RUN_A-cd SPACE_NODE=$NODE_A-cd
 	space-init --loop-size 6G >/dev/null
+	noded_for_space
 	import_minimal
 	space-template warm minimal >/dev/null
 	space-node beat >/dev/null
@@ -592,8 +611,9 @@ stop_agents() {
 	space-exec "$id" -- true
 	grep -q "\"id\":\"$id\",\"ok\":true,\"action\":\"created\"" "$BATS_FILE_TMPDIR/agent-sqlite.log"
 	space-rm "$id" >/dev/null
-	umount "$ROOT_A-cd"
-	rm -rf "$ROOT_A-cd" "$ROOT_A-cd.img" "$RUN_A-cd"
+	# Its space-noded holds its btrfs.
+	[ -z "${SPACE_AS_SPACE_BIN:-}" ] || kill "$(tail -n 1 "$BATS_FILE_TMPDIR/nodeds")"
+	remove_node "$ROOT_A-cd" "$RUN_A-cd"
 }
 
 @test "PostgreSQL gone: commands exit 111 and say so, nothing is lost, and all goes on once it is back" {

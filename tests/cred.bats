@@ -14,6 +14,7 @@ setup() {
 	export SPACE_CONF=/dev/null
 	unset SPACE_CRED_VAULT VAULT_TEST_MODE
 	mkdir -p "$SPACE_ROOT"
+	runners "$SPACE_ROOT"
 }
 
 # add NAME SCOPE HOSTS [more options], the secret on stdin.
@@ -35,6 +36,7 @@ use_cmd_vault() {
 	}
 	export VAULT_TEST_DIR="$BATS_TEST_TMPDIR/vault"
 	mkdir -p "$VAULT_TEST_DIR"
+	runners "$VAULT_TEST_DIR"
 	export SPACE_CRED_VAULT="cmd:$vault_test"
 }
 

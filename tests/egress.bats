@@ -13,6 +13,7 @@ setup() {
 	export SPACE_CONF=/dev/null
 	unset SPACE_EGRESS_NEVER SPACE_EGRESS_ALLOW_NEVER SPACE_CRASH_AT
 	mkdir -p "$SPACE_ROOT"
+	runners "$SPACE_ROOT"
 }
 
 # The decision of check as "decision/reason".
@@ -173,6 +174,7 @@ decision() {
 	space-egress set --template base --allow template.example >/dev/null
 	# An empty DB file: the first command to open it makes the schema.
 	sqlite3 "$SPACE_ROOT/space.db" 'PRAGMA user_version'
+	runners "$SPACE_ROOT/space.db"
 	space-egress show "$ID" | jq -e '.source == "none" and .tenant == "default"'
 	sqlite3 "$SPACE_ROOT/space.db" "INSERT INTO sandboxes (id, state, template, node, created, updated, memory_mib, vcpus, labels) VALUES
 	    ('$ID', 'running', 'base@0123abcd', 'check', 0, 0, 256, 1, '{\"tenant\":\"acme\"}'),

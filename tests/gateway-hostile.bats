@@ -14,6 +14,7 @@ setup() {
 	export SPACE_DB="sqlite:$SPACE_ROOT/space.db"
 	export SPACE_CONF=/dev/null
 	mkdir -p "$SPACE_ROOT" "$SPACE_RUN/$ID"
+	runners "$SPACE_ROOT"
 	T=$BATS_TEST_TMPDIR
 	read -r P_HTTP P_HTTPS P_ECHO < <(free_ports 3)
 	openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes \

@@ -17,8 +17,9 @@ setup_file() {
 	remove_node "$ROOT_B" "$RUN_B"
 	SPACE_ROOT=$ROOT_B SPACE_RUN=$RUN_B SPACE_NODE=$NODE_B \
 	    space-init --loop-size 6G >/dev/null
-	# Each node its own node manager, when the commands go through one.
-	if [ "${SPACE_LIBVIRT_URI:-}" = noded ]; then
+	# Each node its own node manager, when the commands go through one
+	# (as space they always do).
+	if [ "${SPACE_LIBVIRT_URI:-}" = noded ] || [ -n "${SPACE_AS_SPACE_BIN:-}" ]; then
 		on_b exec space-noded >"$BATS_FILE_TMPDIR/noded-b.log" 2>&1 3>&- &
 		echo $! > "$BATS_FILE_TMPDIR/noded-b.pid"
 		for _ in $(seq 50); do [ -S "$RUN_B/noded.sock" ] && break; sleep 0.1; done
@@ -190,6 +191,7 @@ objects() {
 	mkdir -p "$(dirname "$key")"
 	head -c 32 /dev/urandom > "$key"
 	chmod 600 "$key"
+	runners "$key"
 	run space-key set revokee "file:$key"
 	assert_success
 	id=$(own --label tenant=revokee)
@@ -207,6 +209,7 @@ objects() {
 	head -c 32 /dev/urandom > "$old"
 	head -c 32 /dev/urandom > "$new"
 	chmod 600 "$old" "$new"
+	runners "$old" "$new"
 	space-key set rotor "file:$old" >/dev/null
 	id=$(own --label tenant=rotor)
 	space-exec "$id" -- sh -c 'echo kept > /root/k; sync'
