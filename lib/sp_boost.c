@@ -46,7 +46,9 @@ sp_pod_file(const char *run_dir, const char *id, const char *what,
 void
 sp_pod_forget(const char *run_dir, const char *id)
 {
-	static const char *const whats[] = { "json", MARK, "trimmed", "fenced" };
+	static const char *const whats[] = {
+		"json", MARK, SP_POD_TRIMMED, SP_POD_FENCED
+	};
 	char p[SP_PATH_MAX];
 	struct sp_err ignored;
 	size_t i;

@@ -282,8 +282,9 @@ space_account(struct sp_err *e)
  * uids' claims (jail/: space-noded reads a claim, never follows it), and
  * locks/ with the lock files in it (commands open them read-only:
  * sp_lock_path), and $SPACE_RUN/pods (a claim's pod record and boost
- * mark, a trim's and a fence's marks) and node (the lease's end).  The subvolumes' areas stay root's (space-noded makes what is in
- * them): see design.md.
+ * mark, a trim's and a fence's marks) and node (the lease's end).  The
+ * subvolumes' areas stay root's (space-noded makes what is in them): see
+ * design.md.
  */
 static int
 give(const char *p, const struct passwd *pw, mode_t mode, int must,

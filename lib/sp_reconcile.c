@@ -142,18 +142,16 @@ recover(struct pass *p, const char *id)
 	sp_db_row_release(&r);
 }
 
-#define FENCED	"fenced"	/* sp_pod_file's */
-
 /* 1 when this node's fence paused id's VM; with clear, the mark goes.  The
- * mark is sp_pod_file's, where space writes (a VM's run directory is its
- * jail's). */
+ * mark is in $SPACE_RUN/pods, where space writes (a VM's run directory is
+ * its jail's). */
 static int
 fenced(struct sp_ctx *x, const char *id, int clear)
 {
 	char mark[SP_PATH_MAX];
 	struct sp_err ignored;
 
-	if (sp_pod_file(x->conf.run, id, FENCED, mark, sizeof mark,
+	if (sp_pod_file(x->conf.run, id, SP_POD_FENCED, mark, sizeof mark,
 	    &ignored) == -1)
 		return 0;
 	if (clear)
@@ -811,9 +809,9 @@ sp_reconcile_fence(struct sp_ctx *x, int (*fn)(json_t *, void *), void *arg,
 		/* Marked first: a pause the node did itself is undone by it.
 		 * Paused even without its mark (then it stays paused until
 		 * resumed by hand): no VM may run on. */
-		marked = sp_pod_file(x->conf.run, d->d_name, FENCED, mark,
-		    sizeof mark, &we) == 0 && (fd = open(mark, O_WRONLY |
-		    O_CREAT | O_CLOEXEC, 0600)) != -1;
+		marked = sp_pod_file(x->conf.run, d->d_name, SP_POD_FENCED,
+		    mark, sizeof mark, &we) == 0 && (fd = open(mark,
+		    O_WRONLY | O_CREAT | O_CLOEXEC, 0600)) != -1;
 		if (marked) {
 			(void)sp_path_adopt(fd, mark, &we);
 			close(fd);

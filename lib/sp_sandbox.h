@@ -39,9 +39,9 @@ int sp_node_lease_lapsed(const struct sp_conf *c);
  * user space's (space-init), as a beat run as space writes there. */
 #define SP_NODE_RUN_DIR	"node"
 /* A node whose lease ran out pauses every VM it runs (and marks each
- * $SPACE_RUN/pods/ID.fenced, space's), so that none runs on while the scheduler may
- * restore it elsewhere; reconcile resumes them once the DB says they are
- * still this node's.  fn gets a line per VM. */
+ * $SPACE_RUN/pods/ID.fenced), so that none runs on while the scheduler
+ * may restore it elsewhere; reconcile resumes them once the DB says they
+ * are still this node's.  fn gets a line per VM. */
 int sp_reconcile_fence(struct sp_ctx *x, int (*fn)(json_t *, void *),
     void *arg, struct sp_err *e);
 

@@ -355,7 +355,7 @@ sp_sandbox_make(struct sp_ctx *x, const struct sp_make *m,
 	int nvols = 0;
 	struct sp_vm_layout l;
 	struct sp_jail jail;
-	struct stat st;
+	struct stat st = { 0 };
 	json_t *meta = NULL;
 	int rc = -1, inserted = 0, lock = -1;
 
@@ -403,7 +403,7 @@ sp_sandbox_make(struct sp_ctx *x, const struct sp_make *m,
 	if (sp_subvol_snapshot(m->src, dir, 0, e) == -1 ||
 	    sp_jail_disk_limit(x, dir, m->disk_bytes, e) == -1)
 		goto out;
-	if (stat(f.disk, &st) == -1) {
+	if (m->disk_bytes > 0 && stat(f.disk, &st) == -1) {
 		sp_err_sys(e, SP_E_IO, "%s", f.disk);
 		goto out;
 	}
@@ -466,8 +466,8 @@ sp_sandbox_make(struct sp_ctx *x, const struct sp_make *m,
 	sp_crashpoint("create-after-start");
 	if (sp_chan_wait_ready(x->conf.run, row.id, m->ready_timeout_ms, e) == -1)
 		goto out;
-	if (m->disk_bytes > 0 && grow_disk(x, row.id, dom, st.st_size, m->disk_bytes,
-	    e) == -1)
+	if (m->disk_bytes > 0 && grow_disk(x, row.id, dom, st.st_size,
+	    m->disk_bytes, e) == -1)
 		goto out;
 	if (m->pool != NULL) {
 		/* A pod waits with its vCPUs stopped, for whoever claims it

@@ -17,7 +17,6 @@
 #include "sp_vm.h"
 
 #define TRIM_MS		60000	/* the guest's answer: TCG touches slowly */
-#define TRIMMED		"trimmed"	/* sp_pod_file's */
 
 /* Which QEMU runs the VM now, as a short string: the monitor socket's
  * inode and time. */
@@ -78,7 +77,7 @@ sp_trim(struct sp_ctx *x, const char *id, int once, json_t **out,
 		return sp_err_set(e, SP_E_BAD_STATE, 0, "sandbox is %s, not "
 		    "running", sp_state_name(st));
 	if (sp_sandbox_run_dir(x, id, dir, sizeof dir, e) == -1 ||
-	    sp_pod_file(x->conf.run, id, TRIMMED, marker, sizeof marker,
+	    sp_pod_file(x->conf.run, id, SP_POD_TRIMMED, marker, sizeof marker,
 	    e) == -1 ||
 	    qemu_mark(dir, mark, sizeof mark, e) == -1)
 		return -1;

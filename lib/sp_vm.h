@@ -589,10 +589,13 @@ struct sp_boost {
 };
 /* $SPACE_RUN's directory of what is kept of each sandbox beside its VM:
  * a pod's record (ID.json, sp_pool_claim.c), a claim's boost mark
- * (ID.boost) and which QEMU a trim saw (ID.trimmed, sp_trim.c).  The user
- * space's (space-init), as a claim or a trim run as space writes there and
- * a VM's own run directory is its jail's. */
+ * (ID.boost), which QEMU a trim saw (ID.trimmed, sp_trim.c) and a fence's
+ * mark (ID.fenced, sp_reconcile.c).  The user space's (space-init), as
+ * those run as space write there and a VM's own run directory is its
+ * jail's. */
 #define SP_PODS_DIR	"pods"
+#define SP_POD_TRIMMED	"trimmed"
+#define SP_POD_FENCED	"fenced"
 /* run_dir/pods/ID.WHAT. */
 int sp_pod_file(const char *run_dir, const char *id, const char *what,
     char *out, size_t n, struct sp_err *e);
