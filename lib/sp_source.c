@@ -158,6 +158,11 @@ sp_template_materialize(struct sp_ctx *x, const char *ref,
 		return -1;
 	if (sp_db_source_get(x->db, ref, &src, e) == -1)
 		return -1;
+	/* An import unpacks owners, which only root can (design.md). */
+	if (geteuid() != 0)
+		return sp_err_set(e, SP_E_DENIED, 0, "template '%s' is known "
+		    "here only by its source, and its import is root's: run "
+		    "space-template import, or this create, as root", ref);
 	if (sp_path_fmt(lock, sizeof lock, e, "%s/locks/materialize-%s.lock",
 	    x->conf.root, ref) == -1)
 		return -1;
