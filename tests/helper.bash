@@ -6,7 +6,7 @@ load /usr/lib/bats/bats-assert/load.bash
 
 top=$(cd "$(dirname "${BATS_TEST_FILENAME}")/.." && pwd)
 # SPACE_AS_SPACE_BIN: a directory of the commands run as the user space
-# (run-all's round as space), found before the build's own.
+# (run-all runs most suites so), found before the build's own.
 export PATH="${SPACE_AS_SPACE_BIN:+$SPACE_AS_SPACE_BIN:}$top/build/bin:$PATH"
 # Those commands read and write the suite's temporary files, as they would
 # an operator's own: bats makes its directories root's alone.

@@ -282,7 +282,7 @@ EOF
 
 @test "SPACE_JAIL=off: VMs run as libvirt's user, as before the jail, and stay so with it on" {
 	local id snap
-	# Root's commands alone, also in the round as space: space's are
+	# Root's commands alone, also when the suite runs as space: space's are
 	# refused without the jail (the next test).
 	PATH=${PATH#"${SPACE_AS_SPACE_BIN:-}:"}
 	id=$(SPACE_JAIL=off create --no-pool)
