@@ -267,10 +267,11 @@ EOF
 		$'{"op":"subvol-create","path":"tmp/\xff"}' 'not json' '[]' \
 		'{"op":"subvol-create","path":"tmp/x\u0000y"}' \
 		'{"op":"subvol-create","path":"tmp/x","op":"ping"}' \
-		'{"op":"subvol-snapshot","src":"tmp/nd-a","path":"tmp/x","readonly":"yes"}'
+		'{"op":"subvol-snapshot","src":"tmp/nd-a","path":"tmp/x","readonly":"yes"}' \
+		'{"op":"pids-sweep","path":"tmp/x"}'
 	echo "$output" | sed 's/^/# /' >&3
-	[ "$(wc -l <<<"$output")" -eq 9 ]
-	[ "$(jq -s 'map(select(.ok == false and .error == "bad-input")) | length' <<<"$output")" -eq 9 ]
+	[ "$(wc -l <<<"$output")" -eq 10 ]
+	[ "$(jq -s 'map(select(.ok == false and .error == "bad-input")) | length' <<<"$output")" -eq 10 ]
 	[ ! -e "$T/x" ]
 	alive
 }
