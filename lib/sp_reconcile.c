@@ -10,7 +10,6 @@
  * which space-reconcile --listen also does the moment one is recorded.
  */
 #include <dirent.h>
-#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -792,7 +791,7 @@ sp_reconcile_fence(struct sp_ctx *x, int (*fn)(json_t *, void *), void *arg,
 	struct dirent *d;
 	struct sp_err we;
 	DIR *dp;
-	int fd, rc, marked;
+	int rc, marked;
 
 	if (sp_ctx_virt(x, e) == -1 ||
 	    sp_path_fmt(dir, sizeof dir, e, "%s/sandboxes", x->conf.root) == -1)
@@ -810,12 +809,8 @@ sp_reconcile_fence(struct sp_ctx *x, int (*fn)(json_t *, void *), void *arg,
 		 * Paused even without its mark (then it stays paused until
 		 * resumed by hand): no VM may run on. */
 		marked = sp_pod_file(x->conf.run, d->d_name, SP_POD_FENCED,
-		    mark, sizeof mark, &we) == 0 && (fd = open(mark,
-		    O_WRONLY | O_CREAT | O_CLOEXEC, 0600)) != -1;
-		if (marked) {
-			(void)sp_path_adopt(fd, mark, &we);
-			close(fd);
-		}
+		    mark, sizeof mark, &we) == 0 &&
+		    sp_path_replace_text(mark, "", &we) == 0;
 		rc = sp_virt_pause(x->virt, dom, &we);
 		if (rc == 0 && !marked)
 			rc = sp_err_set(&we, SP_E_IO, 0, "paused, but its mark "

@@ -22,7 +22,8 @@ setup_file() {
 	remove_nodes
 	for n in b c; do
 		on "$n" space-init --loop-size 6G >/dev/null
-		on "$n" noded_for_space
+		# As space, the node's own space-noded, as its unit runs one.
+		[ -z "${SPACE_AS_SPACE_BIN:-}" ] || on "$n" noded_up
 	done
 	# The template in the store: a node without it pulls it from there.
 	space-template push minimal >/dev/null
@@ -39,21 +40,10 @@ teardown_file() {
 	for n in b c; do
 		on "$n" space-reconcile --once >/dev/null 2>&1 || true
 	done
-	[ ! -f "$BATS_FILE_TMPDIR/nodeds" ] ||
-	    kill $(cat "$BATS_FILE_TMPDIR/nodeds") 2>/dev/null || true
+	noded_down
 	remove_nodes
 	"$top/tests/pg-server" stop "$PGDIR" || true
 	rm -rf "$PGDIR"
-}
-
-# With the commands run as space, the node's own space-noded (in its
-# SPACE_RUN), as space-noded.service runs one for each node.
-noded_for_space() {
-	[ -n "${SPACE_AS_SPACE_BIN:-}" ] || return 0
-	space-noded >>"$BATS_FILE_TMPDIR/noded-${SPACE_NODE}.log" 2>&1 3>&- &
-	echo $! >>"$BATS_FILE_TMPDIR/nodeds"
-	for _ in $(seq 50); do noded_answers && return 0; sleep 0.1; done
-	return 1
 }
 
 # The other nodes' loop btrfs, image and run dir.
@@ -596,7 +586,7 @@ stop_agents() {
 	export SPACE_DB=sqlite:$BATS_FILE_TMPDIR/one.db SPACE_ROOT=$ROOT_A-cd \
 	    SPACE_RUN=$RUN_A-cd SPACE_NODE=$NODE_A-cd
 	space-init --loop-size 6G >/dev/null
-	noded_for_space
+	[ -z "${SPACE_AS_SPACE_BIN:-}" ] || noded_up
 	import_minimal
 	space-template warm minimal >/dev/null
 	space-node beat >/dev/null
@@ -612,7 +602,7 @@ stop_agents() {
 	grep -q "\"id\":\"$id\",\"ok\":true,\"action\":\"created\"" "$BATS_FILE_TMPDIR/agent-sqlite.log"
 	space-rm "$id" >/dev/null
 	# Its space-noded holds its btrfs.
-	[ -z "${SPACE_AS_SPACE_BIN:-}" ] || kill "$(tail -n 1 "$BATS_FILE_TMPDIR/nodeds")"
+	[ -z "${SPACE_AS_SPACE_BIN:-}" ] || kill "$(tail -n 1 "$BATS_FILE_TMPDIR/noded.pid")"
 	remove_node "$ROOT_A-cd" "$RUN_A-cd"
 }
 

@@ -37,19 +37,19 @@ noded_answers() {
 }
 
 # space-noded for a suite whose processes run as space (space-gatewayd
-# wakes a sandbox through it), unless one answers already; noded_down
-# stops only one started here.
+# wakes a sandbox through it), the node's in $SPACE_RUN, unless one answers
+# already; noded_down stops only those started here (one a node).
 noded_up() {
 	noded_answers && return 0
-	space-noded >"$BATS_FILE_TMPDIR/noded.log" 2>&1 3>&- &
-	echo $! >"$BATS_FILE_TMPDIR/noded.pid"
+	space-noded >>"$BATS_FILE_TMPDIR/noded.log" 2>&1 3>&- &
+	echo $! >>"$BATS_FILE_TMPDIR/noded.pid"
 	for _ in $(seq 100); do noded_answers && return 0; sleep 0.1; done
 	return 1
 }
 
 noded_down() {
 	[ ! -f "$BATS_FILE_TMPDIR/noded.pid" ] ||
-	    kill "$(cat "$BATS_FILE_TMPDIR/noded.pid")" 2>/dev/null || true
+	    kill $(cat "$BATS_FILE_TMPDIR/noded.pid") 2>/dev/null || true
 }
 
 # Files and trees the suite made for its commands: theirs (space's when
