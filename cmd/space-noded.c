@@ -42,6 +42,7 @@ struct client {
 	int fd;
 	uid_t uid;
 	gid_t gid;
+	pid_t pid;			/* its process (SO_PEERCRED) */
 	int64_t last;			/* ms of its last byte either way */
 	size_t n;			/* bytes of requests in buf */
 	int busy;			/* a request on a worker */
@@ -269,6 +270,7 @@ serve(struct client *c)
 		if (rc == 0) {
 			j->r.peer_uid = c->uid;
 			j->r.peer_gid = c->gid;
+			j->r.peer_pid = c->pid;
 			j->r.fd = c->passed;
 			c->passed = -1;
 		} else if (c->passed >= 0) {
@@ -394,6 +396,7 @@ accept_one(int lfd)
 	clients[i]->passed = -1;
 	clients[i]->uid = cred.uid;
 	clients[i]->gid = cred.gid;
+	clients[i]->pid = cred.pid;
 	clients[i]->last = sp_clock_ms();
 }
 

@@ -44,10 +44,16 @@
 #define SP_ARCHIVE_HOST_FUNCS(F) \
 	F(entry_copy_hardlink, archive_entry_copy_hardlink) \
 	F(entry_copy_pathname, archive_entry_copy_pathname) \
+	F(entry_gid, archive_entry_gid) \
 	F(entry_hardlink, archive_entry_hardlink) \
 	F(entry_perm, archive_entry_perm) \
+	F(entry_rdevmajor, archive_entry_rdevmajor) \
+	F(entry_rdevminor, archive_entry_rdevminor) \
+	F(entry_set_filetype, archive_entry_set_filetype) \
 	F(entry_set_hardlink, archive_entry_set_hardlink) \
 	F(entry_set_perm, archive_entry_set_perm) \
+	F(entry_set_size, archive_entry_set_size) \
+	F(entry_uid, archive_entry_uid) \
 	F(read_new, archive_read_new) \
 	F(read_next_header, archive_read_next_header) \
 	F(read_open, archive_read_open) \

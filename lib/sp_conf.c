@@ -199,6 +199,11 @@ check_jail(struct sp_conf *c, struct sp_err *e)
 		return sp_err_set(e, SP_E_BAD_INPUT, 0, "SPACE_JAIL_UIDS must "
 		    "be FIRST-LAST, uids of nobody else's, at least %d of them, "
 		    "from 1000 up (is '%.31s')", SP_JAIL_PROBES, c->jail_uids);
+	if (a < SP_IMPORT_IDS_FIRST + SP_IMPORT_IDS && b >= SP_IMPORT_IDS_FIRST)
+		return sp_err_set(e, SP_E_BAD_INPUT, 0, "SPACE_JAIL_UIDS may not "
+		    "hold %lu-%lu, the ids of a template's files while one not "
+		    "root unpacks it (is '%.31s')", SP_IMPORT_IDS_FIRST,
+		    SP_IMPORT_IDS_FIRST + SP_IMPORT_IDS - 1, c->jail_uids);
 	c->lim.first = a;
 	c->lim.count = b - a + 1;
 	c->lim.mem_overhead_mib = -1;

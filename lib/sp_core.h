@@ -145,6 +145,11 @@ struct sp_conf {
 };
 /* Uids no distribution hands out: above systemd's container range. */
 #define SP_JAIL_UIDS_DEFAULT	"1900000000-1900065535"
+/* The host ids a template's files are owned by while one not root unpacks
+ * it in a user namespace (sp_noded_userns.c): nobody else's, and never a
+ * jail's. */
+#define SP_IMPORT_IDS_FIRST	1800000000UL
+#define SP_IMPORT_IDS		65536UL
 #define SP_PIDS_MAX_DEFAULT	"512"
 /* KSM's scan when SPACE_KSM is on: pages a second (docs/benchmarks.md,
  * "Density"). */

@@ -120,6 +120,68 @@ extract_err(struct archive *a, const char *dest, const char *name,
 	}
 }
 
+/* Where device nodes are noted instead of made (sp_layer_defer_devices). */
+static json_t *deferred;
+
+void
+sp_layer_defer_devices(json_t *list)
+{
+	deferred = list;
+}
+
+/* A name that goes into debugfs's commands as it is (sp_template.c). */
+static int
+plain_name(const char *rel)
+{
+	const char *p;
+
+	for (p = rel; *p != '\0'; p++)
+		if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+		    (*p >= '0' && *p <= '9') || strchr("._+@-/", *p) != NULL))
+			return 0;
+	return *rel != '\0';
+}
+
+/* A device node's entry noted in deferred and turned into an empty file;
+ * its stand-in's inode is noted once it is made (note_stand_in). */
+static int
+defer_device(struct archive_entry *ent, const char *rel, json_t **note,
+    struct sp_err *e)
+{
+	char q[128];
+	int chr = sp_archive.entry_filetype(ent) == AE_IFCHR;
+
+	if (!plain_name(rel))
+		return sp_err_set(e, SP_E_BAD_INPUT, 0, "archive entry '%s': a "
+		    "device node's name is of [A-Za-z0-9._+@-] here (its import "
+		    "is not root's)", sp_quote(rel, q, sizeof q));
+	*note = json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:I}", "path", rel,
+	    "type", chr ? "c" : "b", "major",
+	    (json_int_t)sp_archive.entry_rdevmajor(ent), "minor",
+	    (json_int_t)sp_archive.entry_rdevminor(ent), "mode",
+	    (json_int_t)sp_archive.entry_perm(ent), "uid",
+	    (json_int_t)sp_archive.entry_uid(ent), "gid",
+	    (json_int_t)sp_archive.entry_gid(ent));
+	if (*note == NULL)
+		return sp_err_set(e, SP_E_INTERNAL, 1, "out of memory");
+	sp_archive.entry_set_filetype(ent, AE_IFREG);
+	sp_archive.entry_set_size(ent, 0);
+	return 0;
+}
+
+static int
+note_stand_in(json_t *note, const char *path, struct sp_err *e)
+{
+	struct stat st;
+
+	if (lstat(path, &st) == -1)
+		return sp_err_sys(e, SP_E_IO, "stat '%s'", path);
+	if (json_object_set_new(note, "ino", json_integer((json_int_t)
+	    st.st_ino)) == -1 || json_array_append(deferred, note) == -1)
+		return sp_err_set(e, SP_E_INTERNAL, 1, "out of memory");
+	return 0;
+}
+
 /* One archive being unpacked. */
 struct layer {
 	const char *dest;
@@ -366,9 +428,10 @@ unpack(struct layer *l, struct archive *in, struct archive *out,
 	char rel[SP_PATH_MAX], parent[SP_PATH_MAX], q[128];
 	const char *hl, *base;
 	const void *buf;
+	json_t *note = NULL;
 	size_t len;
 	la_int64_t off;
-	int r, isdir;
+	int r, isdir, ft, rc;
 
 	for (;;) {
 		r = sp_archive.read_next_header(in, &ent);
@@ -405,8 +468,21 @@ unpack(struct layer *l, struct archive *in, struct archive *out,
 				return -1;
 			sp_archive.entry_copy_hardlink(ent, link);
 		}
-		if (sp_archive.write_header(out, ent) < ARCHIVE_WARN)
+		ft = sp_archive.entry_filetype(ent);
+		if (deferred != NULL && hl == NULL && (ft == AE_IFCHR ||
+		    ft == AE_IFBLK) && defer_device(ent, rel, &note, e) == -1)
+			return -1;
+		if (sp_archive.write_header(out, ent) < ARCHIVE_WARN) {
+			json_decref(note);
 			return extract_err(out, l->dest, name, e);
+		}
+		if (note != NULL) {
+			rc = note_stand_in(note, path, e);
+			json_decref(note);
+			note = NULL;
+			if (rc == -1)
+				return -1;
+		}
 		for (;;) {
 			r = sp_archive.read_data_block(in, &buf, &len, &off);
 			if (r == ARCHIVE_EOF)

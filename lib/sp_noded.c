@@ -465,6 +465,8 @@ sp_noded_do(int root_fd, const char *root, const struct sp_noded_req *r,
 		return 0;
 	if (r->op == SP_NODED_USAGE)
 		return usage(root_fd, r->path, value, e);
+	if (r->op == SP_NODED_USERNS_MAP)
+		return sp_noded_userns_map(r, e);
 	if (r->op == SP_NODED_SEND || r->op == SP_NODED_RECEIVE)
 		return stream(root_fd, root, r, e);
 	if (r->op == SP_NODED_DIR)

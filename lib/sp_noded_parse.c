@@ -26,7 +26,7 @@ enum {
 	K_PATH = 1, K_SRC = 2, K_READONLY = 4, K_NAME = 8, K_FILE = 16,
 	K_XML = 32, K_WANT = 64, K_DISK = 128, K_BYTES = 256, K_DIR = 512,
 	K_UID = 1024, K_PIDS = 2048, K_PARENT = 4096, K_HOST = 8192,
-	K_VOLUME = 16384,
+	K_VOLUME = 16384, K_PID = 32768,
 };
 
 static const struct {
@@ -41,6 +41,7 @@ static const struct {
 	{ "subvol-delete", SP_NODED_DELETE, K_PATH, 0 },
 	{ "subvol-readonly", SP_NODED_READONLY, K_PATH | K_READONLY, 0 },
 	{ "subvol-usage", SP_NODED_USAGE, K_PATH, 0 },
+	{ "userns-map", SP_NODED_USERNS_MAP, K_PID, 0 },
 	{ "dir-create", SP_NODED_DIR, K_PATH, 0 },
 	{ "dir-remove", SP_NODED_RMDIR, K_PATH, 0 },
 	{ "vm-define", SP_NODED_VM_DEFINE, K_XML, 0 },
@@ -75,7 +76,7 @@ static const struct {
 
 static const char *const keys[] = {
 	"path", "src", "readonly", "name", "file", "xml", "want", "disk",
-	"bytes", "dir", "uid", "pids", "parent", "host", "volume",
+	"bytes", "dir", "uid", "pids", "parent", "host", "volume", "pid",
 };
 
 /* A disk's size or a limit at most: 16 TiB. */
@@ -324,6 +325,13 @@ vm_fields(json_t *req, unsigned have, struct sp_noded_req *r,
 		if (int_of(req, "pids", 0, PIDS_MAX, &n, e) == -1)
 			return -1;
 		r->pids = (long)n;
+	}
+	/* A process of the client's: whose, and whether it may be mapped,
+	 * is sp_noded_userns.c's to find out. */
+	if (have & K_PID) {
+		if (int_of(req, "pid", 2, PIDS_MAX, &n, e) == -1)
+			return -1;
+		r->pid = (long)n;
 	}
 	if (have & K_UID) {
 		if (int_of(req, "uid", 0, (json_int_t)UID_MAX, &n, e) == -1)

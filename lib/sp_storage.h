@@ -54,6 +54,9 @@ enum sp_noded_op {
 	/* the bytes a subvolume holds of its own (sp_subvol_exclusive_bytes),
 	 * its files the VMs' alone */
 	SP_NODED_USAGE,
+	/* the id maps of a user namespace the client's child just made, to
+	 * unpack a template's owners in (sp_noded_userns.c) */
+	SP_NODED_USERNS_MAP,
 	/* libvirt's, on the domain sp-<id> of name (sp_noded_virt.c) */
 	SP_NODED_VM_DEFINE, SP_NODED_VM_START, SP_NODED_VM_DESTROY,
 	SP_NODED_VM_UNDEFINE, SP_NODED_VM_PAUSE, SP_NODED_VM_RESUME,
@@ -98,6 +101,7 @@ struct sp_noded_req {
 	uint64_t bytes;				/* a disk's size, a limit */
 	unsigned uid;				/* a jail's, or 0 */
 	long pids;				/* a pids limit, or 0 */
+	long pid;				/* a client's child's */
 	char *xml;				/* a domain XML: freed by
 						 * sp_noded_req_free */
 	int fd;					/* the descriptor passed with
@@ -105,6 +109,7 @@ struct sp_noded_req {
 						 * sp_noded_req_free */
 	unsigned peer_uid, peer_gid;		/* who sent it (SO_PEERCRED),
 						 * never from the line: 0 */
+	long peer_pid;				/* its process, the same */
 };
 /* The op's name in requests. */
 const char *sp_noded_op_name(enum sp_noded_op op);
@@ -127,6 +132,9 @@ int sp_noded_path_check(const char *what, const char *p, int how,
  * what the op answers, if anything (else NULL). */
 int sp_noded_do(int root_fd, const char *root, const struct sp_noded_req *r,
     json_t **value, struct sp_err *e);
+/* The maps of the user namespace of r->pid, a child of the client's
+ * (sp_noded_userns.c). */
+int sp_noded_userns_map(const struct sp_noded_req *r, struct sp_err *e);
 /* path (relative) opened beneath root_fd with openat2: nothing outside it,
  * no symlink, no magic link, no other mount; -1 with errno. */
 int sp_noded_open_beneath(int root_fd, const char *path, int flags);
@@ -156,6 +164,9 @@ int sp_noded_for(const struct sp_conf *c, char sock[SP_PATH_MAX],
  * (sp_noded_for), every path beneath c's root; else they stay its own.
  * sp_ctx_open_db calls it. */
 int sp_subvol_route(const struct sp_conf *c, struct sp_err *e);
+/* space-noded's socket when this process's subvolumes go through it, else
+ * NULL. */
+const char *sp_subvol_noded(void);
 /* dir, a directory in an area to hold subvolumes, and those above it:
  * space-noded's dir-create when routed (root's, 0755), else made here. */
 int sp_subvol_mkdirs(const char *dir, mode_t mode, struct sp_err *e);
@@ -201,6 +212,20 @@ int sp_digest_file(const char *path, char hex[65], uint64_t *size,
  * then half-written, for the caller to remove. */
 int sp_layer_unpack(const char *file, const char *dest, int oci,
     struct sp_err *e);
+/* From then on, in this process, a device node an archive holds is not made
+ * (only root may, and only in the host's user namespace): an empty file of
+ * its owner and mode stands in its place, and list (an array; NULL: made
+ * again) gets {path (relative to dest), type "c" or "b", major, minor,
+ * mode, uid, gid, ino (the stand-in's)}.  Its path's parts are of
+ * [A-Za-z0-9._+@-], else the archive is bad-input. */
+void sp_layer_defer_devices(json_t *list);
+
+/* fn run in a child in a user namespace of its own that space-noded at sock
+ * maps (sp_userns.c): root there over 0..65535 (the host's
+ * SP_IMPORT_IDS_FIRST..), 65536 being the caller's uid and gid.  *value
+ * gets the JSON fn gives (taken), e the error it sets. */
+int sp_userns_run(const char *sock, int (*fn)(void *, json_t **,
+    struct sp_err *), void *arg, json_t **value, struct sp_err *e);
 
 /* ---- image: OCI layouts and docker archives (sp_image.c) ---- */
 enum { SP_IMAGE_NONE, SP_IMAGE_OCI, SP_IMAGE_DOCKER };

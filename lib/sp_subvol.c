@@ -100,6 +100,17 @@ out:
 	return rc;
 }
 
+const char *
+sp_subvol_noded(void)
+{
+	const char *sock;
+
+	pthread_mutex_lock(&via.mu);
+	sock = via.sock[0] != '\0' ? via.sock : NULL;
+	pthread_mutex_unlock(&via.mu);
+	return sock;
+}
+
 /* path relative to SPACE_ROOT, as space-noded takes it. */
 static int
 rel(const char *path, char out[SP_PATH_MAX], struct sp_err *e)

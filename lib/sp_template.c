@@ -1168,6 +1168,201 @@ stage_root(const struct sp_template_src *src, int isdir, const char *staging,
 }
 
 /*
+ * The device nodes the archive held, made in the image now that one not
+ * root unpacked it (sp_layer_defer_devices): each where its stand-in still
+ * is, an empty file of that inode (an OCI layer above may have removed or
+ * replaced it).  debugfs makes them, and says what failed only on its
+ * stderr, so anything there but its banner fails the import.
+ */
+static int
+add_devices(const char *rootfs, const char *staging, const char *img,
+    json_t *devices, struct sp_err *e)
+{
+	char path[SP_PATH_MAX], cmds[SP_PATH_MAX], dir[SP_PATH_MAX];
+	char errs[1024], *base, *line;
+	char *argv[] = { "debugfs", "-w", "-f", cmds, (char *)img, NULL };
+	const char *rel, *type;
+	struct stat st;
+	json_t *d;
+	size_t i;
+	ssize_t n;
+	FILE *f;
+	pid_t pid;
+	int made = 0, errfd, rc;
+
+	if (json_array_size(devices) == 0)
+		return 0;
+	if (sp_path_fmt(cmds, sizeof cmds, e, "%s/devices.debugfs",
+	    staging) == -1)
+		return -1;
+	if ((f = fopen(cmds, "wxe")) == NULL)
+		return sp_err_sys(e, SP_E_IO, "create '%s'", cmds);
+	json_array_foreach(devices, i, d) {
+		rel = json_string_value(json_object_get(d, "path"));
+		type = json_string_value(json_object_get(d, "type"));
+		if (sp_path_fmt(path, sizeof path, e, "%s/%s", rootfs,
+		    rel) == -1 || snprintf(dir, sizeof dir, "/%s", rel) >=
+		    (int)sizeof dir) {
+			fclose(f);
+			return sp_err_set(e, SP_E_BAD_INPUT, 0, "device node "
+			    "'%.64s': too long a name", rel);
+		}
+		if (lstat(path, &st) == -1 || !S_ISREG(st.st_mode) ||
+		    st.st_size != 0 || (json_int_t)st.st_ino !=
+		    json_integer_value(json_object_get(d, "ino")))
+			continue;
+		base = strrchr(dir, '/');
+		*base++ = '\0';
+		fprintf(f, "cd \"%s\"\nrm \"%s\"\nmknod \"%s\" %s %lld %lld\n"
+		    "sif \"%s\" mode 0%llo\nsif \"%s\" uid %lld\n"
+		    "sif \"%s\" gid %lld\n", *dir ? dir : "/", base, base, type,
+		    json_integer_value(json_object_get(d, "major")),
+		    json_integer_value(json_object_get(d, "minor")), base,
+		    (unsigned long long)((*type == 'c' ? S_IFCHR : S_IFBLK) |
+		    (json_integer_value(json_object_get(d, "mode")) & 07777)),
+		    base, json_integer_value(json_object_get(d, "uid")), base,
+		    json_integer_value(json_object_get(d, "gid")));
+		made++;
+	}
+	if (fclose(f) == EOF)
+		return sp_err_sys(e, SP_E_IO, "write '%s'", cmds);
+	if (made == 0)
+		return 0;
+	if ((errfd = sp_proc_errfd(e)) == -1)
+		return -1;
+	rc = sp_proc_spawn(argv, -1, -1, errfd, &pid, e) == -1 ? -1 :
+	    sp_proc_wait(pid, "debugfs", errfd, e);
+	n = rc == 0 ? pread(errfd, errs, sizeof errs - 1, 0) : 0;
+	close(errfd);
+	if (rc == -1)
+		return -1;
+	errs[n > 0 ? n : 0] = '\0';
+	for (line = strtok(errs, "\n"); line != NULL; line = strtok(NULL, "\n"))
+		if (strncmp(line, "debugfs ", 8) != 0)
+			return sp_err_set(e, SP_E_IO, 0, "device nodes into '%s': "
+			    "debugfs: %.200s", img, line);
+	return 0;
+}
+
+/*
+ * A directory's tree as one not root copied it into the user namespace
+ * (sp_userns.c): its files, all that user's, are 65536's there; they become
+ * root's, as a tarball made with --owner=0 would have them.  A chown clears
+ * the set-id bits, which are put back.
+ */
+static int
+own_by_root(const char *rootfs, struct sp_err *e)
+{
+	char *paths[] = { (char *)rootfs, NULL };
+	FTSENT *f;
+	FTS *fts;
+	int rc = 0;
+
+	if ((fts = fts_open(paths, FTS_PHYSICAL | FTS_NOCHDIR, NULL)) == NULL)
+		return sp_err_sys(e, SP_E_IO, "walk '%s'", rootfs);
+	while (rc == 0 && (f = fts_read(fts)) != NULL) {
+		if (f->fts_info == FTS_DP || f->fts_statp == NULL ||
+		    (f->fts_statp->st_uid != SP_IMPORT_IDS &&
+		    f->fts_statp->st_gid != SP_IMPORT_IDS))
+			continue;
+		if (lchown(f->fts_accpath, f->fts_statp->st_uid ==
+		    SP_IMPORT_IDS ? 0 : f->fts_statp->st_uid,
+		    f->fts_statp->st_gid == SP_IMPORT_IDS ? 0 :
+		    f->fts_statp->st_gid) == -1 ||
+		    (!S_ISLNK(f->fts_statp->st_mode) &&
+		    (f->fts_statp->st_mode & 06000) &&
+		    chmod(f->fts_accpath, f->fts_statp->st_mode & 07777) == -1))
+			rc = sp_err_sys(e, SP_E_IO, "own '%s'", f->fts_path);
+	}
+	fts_close(fts);
+	return rc;
+}
+
+/* What an import builds in its staging directory: the root, then its
+ * image, img. */
+struct build {
+	const struct sp_template_src *src;
+	int isdir;
+	const char *staging, *rootfs, *img;
+	uint64_t extra;
+	const char *ca;
+	size_t ca_len;
+};
+
+/* *config the image's defaults, *size the image's.  devices: NULL when
+ * the archive's device nodes are made as it is unpacked (root), else where
+ * they are noted to go into the image. */
+static int
+build(const struct build *b, json_t *devices, json_t **config,
+    uint64_t *size, struct sp_err *e)
+{
+	sp_layer_defer_devices(devices);
+	if (stage_root(b->src, b->isdir, b->staging, b->rootfs, config, e) ==
+	    -1 || (devices != NULL && b->isdir && own_by_root(b->rootfs, e) ==
+	    -1) || guest_parts(b->rootfs, b->src->daemon, *config, e) == -1 ||
+	    (b->ca_len > 0 && trust_ca(b->rootfs, b->ca, b->ca_len, e) == -1) ||
+	    make_image(b->rootfs, b->img, b->extra, size, e) == -1)
+		return -1;
+	return devices == NULL ? 0 : add_devices(b->rootfs, b->staging, b->img,
+	    devices, e);
+}
+
+/* build, in the user namespace: the image handed to its caller (65536
+ * there) to copy.  {"config", "size"}. */
+static int
+build_apart(void *arg, json_t **value, struct sp_err *e)
+{
+	json_t *config = NULL, *devices = json_array();
+	uint64_t size = 0;
+	int rc = -1;
+
+	if (devices == NULL)
+		return sp_err_set(e, SP_E_INTERNAL, 1, "out of memory");
+	if (build(arg, devices, &config, &size, e) == 0) {
+		if (chown(((const struct build *)arg)->img, SP_IMPORT_IDS,
+		    SP_IMPORT_IDS) == -1)
+			sp_err_sys(e, SP_E_IO, "give the image back");
+		else if ((*value = json_pack("{s:O, s:I}", "config", config,
+		    "size", (json_int_t)size)) == NULL)
+			sp_err_set(e, SP_E_INTERNAL, 1, "out of memory");
+		else
+			rc = 0;
+	}
+	json_decref(config);
+	json_decref(devices);
+	return rc;
+}
+
+/*
+ * The root and its image: as root, here; else in a user namespace that
+ * space-noded maps (sp_userns.c), so that the archive's owners are kept and
+ * nothing that parses it runs as root.
+ */
+static int
+build_image(const struct build *b, json_t **config, uint64_t *size,
+    struct sp_err *e)
+{
+	const char *sock = sp_subvol_noded();
+	json_t *v;
+
+	if (geteuid() == 0)
+		return build(b, NULL, config, size, e);
+	if (sock == NULL)
+		return sp_err_set(e, SP_E_DENIED, 0, "an import not run as root "
+		    "goes through space-noded, which maps the user namespace "
+		    "its owners are unpacked in (SPACE_LIBVIRT_URI=noded)");
+	if (sp_userns_run(sock, build_apart, (void *)b, &v, e) == -1)
+		return -1;
+	*config = json_incref(json_object_get(v, "config"));
+	*size = (uint64_t)json_integer_value(json_object_get(v, "size"));
+	json_decref(v);
+	if (!json_is_object(*config) || *size == 0)
+		return sp_err_set(e, SP_E_INTERNAL, 0, "the user namespace's "
+		    "child answered no image");
+	return 0;
+}
+
+/*
  * Returns 0 when it built the template, 1 when it was there already (built
  * before, or by a concurrent import of the same inputs), -1 on error.
  */
@@ -1181,6 +1376,7 @@ sp_template_import(const char *root, const struct sp_template_src *src,
 	char q[128], rnd[13];
 	unsigned char rb[6];
 	struct sp_template_row row;
+	struct build b;
 	struct sp_err e2;
 	struct stat st;
 	char *rroot = NULL, *ca = NULL;
@@ -1266,12 +1462,9 @@ sp_template_import(const char *root, const struct sp_template_src *src,
 	if (sp_subvol_create(staging, e) == -1)
 		goto out;
 	made_staging = 1;
-	if (stage_root(src, isdir, staging, rootfs, &conf, e) == -1 ||
-	    guest_parts(rootfs, src->daemon, conf, e) == -1)
-		goto out;
-	if (ca_len > 0 && trust_ca(rootfs, ca, ca_len, e) == -1)
-		goto out;
-	if (make_image(rootfs, img, extra, &size, e) == -1)
+	b = (struct build){ src, isdir, staging, rootfs, img, extra, ca,
+	    ca_len };
+	if (build_image(&b, &conf, &size, e) == -1)
 		goto out;
 
 	if (sp_subvol_create(building, e) == -1)
@@ -1292,11 +1485,16 @@ sp_template_import(const char *root, const struct sp_template_src *src,
 	 * template. */
 	if (sp_subvol_set_readonly(building, 1, e) == -1)
 		goto out;
-	if (rename(building, dir) == -1) {
+	/* templates/ is root's: one not root has its read-only snapshot
+	 * made there by space-noded, and its build deleted. */
+	if (geteuid() != 0) {
+		if (sp_subvol_snapshot(building, dir, 1, e) == -1)
+			goto out;
+	} else if (rename(building, dir) == -1) {
 		sp_err_sys(e, SP_E_IO, "rename '%s' to '%s'", building, dir);
 		goto out;
-	}
-	made_building = 0;
+	} else
+		made_building = 0;
 	if (sp_path_fmt(p, sizeof p, e, "%s/templates", rroot) == 0 &&
 	    (fd = open(p, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) != -1) {
 		fsync(fd);

@@ -1,0 +1,150 @@
+/*
+ * sp_noded_userns: the id maps of the user namespace a client's child has
+ * just made to unpack a template's root filesystem in (sp_template.c), so
+ * that the archive's owners are kept while nothing that parses it runs as
+ * root.  A process not root may map only its own uid; space-noded writes
+ * the maps, as newuidmap would from /etc/subuid:
+ *
+ *   0..65535  the host's SP_IMPORT_IDS_FIRST.. (ids nobody else has: what
+ *             the archive's files are owned by, as the host sees them);
+ *   65536     the client's own uid (gid), so that what the child makes is
+ *             the client's and the client's own files stay in its reach.
+ *
+ * Only for a child of the client (its parent is the peer) that runs as the
+ * client's uid, in a user namespace that uid owns, made right below
+ * space-noded's own.  The process is held by its /proc directory from the
+ * first look to the last write, so a pid used again names nothing.  The
+ * kernel lets each map be written once.
+ */
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+
+#include <linux/nsfs.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "sp_storage.h"
+
+/* "PPid:" and the four "Uid:" of /proc/PID/status (host ids). */
+static int
+status_of(int pfd, long pid, long *ppid, unsigned uid[4], struct sp_err *e)
+{
+	char buf[4096], *p;
+	ssize_t n;
+	int fd;
+
+	if ((fd = openat(pfd, "status", O_RDONLY | O_CLOEXEC)) == -1)
+		return sp_err_sys(e, SP_E_NOT_FOUND, "process %ld", pid);
+	n = read(fd, buf, sizeof buf - 1);
+	close(fd);
+	if (n <= 0)
+		return sp_err_set(e, SP_E_NOT_FOUND, 0, "process %ld has ended",
+		    pid);
+	buf[n] = '\0';
+	if ((p = strstr(buf, "\nPPid:\t")) == NULL ||
+	    sscanf(p + 7, "%ld", ppid) != 1 ||
+	    (p = strstr(buf, "\nUid:\t")) == NULL ||
+	    sscanf(p + 6, "%u %u %u %u", &uid[0], &uid[1], &uid[2],
+	    &uid[3]) != 4)
+		return sp_err_set(e, SP_E_INTERNAL, 0, "process %ld: its status "
+		    "does not read", pid);
+	return 0;
+}
+
+/* 0 when the namespace nsfd is made right below this process's own. */
+static int
+below_ours(int nsfd, long pid, struct sp_err *e)
+{
+	struct stat ours, up;
+	int pfd, rc;
+
+	if ((pfd = ioctl(nsfd, NS_GET_PARENT)) == -1)
+		return sp_err_set(e, SP_E_BAD_INPUT, 0, "process %ld is not in "
+		    "a user namespace of its own", pid);
+	rc = fstat(pfd, &up) == 0 && stat("/proc/self/ns/user", &ours) == 0 &&
+	    up.st_dev == ours.st_dev && up.st_ino == ours.st_ino ? 0 :
+	    sp_err_set(e, SP_E_BAD_INPUT, 0, "process %ld's user namespace "
+	    "is not right below space-noded's", pid);
+	close(pfd);
+	return rc;
+}
+
+static int
+write_map(int pfd, const char *file, unsigned own, long pid,
+    struct sp_err *e)
+{
+	char map[128];
+	int fd, n;
+	ssize_t w;
+
+	n = snprintf(map, sizeof map, "0 %lu %lu\n%lu %u 1\n",
+	    (unsigned long)SP_IMPORT_IDS_FIRST, (unsigned long)SP_IMPORT_IDS,
+	    (unsigned long)SP_IMPORT_IDS, own);
+	if ((fd = openat(pfd, file, O_WRONLY | O_CLOEXEC)) == -1)
+		return sp_err_sys(e, SP_E_NOT_FOUND, "process %ld's %s", pid,
+		    file);
+	w = write(fd, map, (size_t)n);
+	close(fd);
+	if (w == n)
+		return 0;
+	if (w == -1 && errno == EPERM)
+		return sp_err_set(e, SP_E_BAD_INPUT, 0, "process %ld's %s is "
+		    "written already", pid, file);
+	return sp_err_sys(e, SP_E_IO, "process %ld's %s", pid, file);
+}
+
+int
+sp_noded_userns_map(const struct sp_noded_req *r, struct sp_err *e)
+{
+	char path[64];
+	unsigned uid[4], owner;
+	long ppid;
+	int pfd, nsfd = -1, rc = -1, i;
+
+	if (r->peer_uid == 0)
+		return sp_err_set(e, SP_E_BAD_INPUT, 0, "userns-map is for a "
+		    "client other than root: root unpacks owners itself");
+	snprintf(path, sizeof path, "/proc/%ld", r->pid);
+	if ((pfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) == -1)
+		return sp_err_sys(e, SP_E_NOT_FOUND, "process %ld", r->pid);
+	if (status_of(pfd, r->pid, &ppid, uid, e) == -1)
+		goto out;
+	for (i = 0; i < 4; i++)
+		if (uid[i] != r->peer_uid)
+			break;
+	if (ppid != r->peer_pid || i < 4) {
+		sp_err_set(e, SP_E_DENIED, 0, "process %ld is not a child of "
+		    "the client's that runs as its uid", r->pid);
+		goto out;
+	}
+	if ((nsfd = openat(pfd, "ns/user", O_RDONLY | O_CLOEXEC)) == -1) {
+		sp_err_sys(e, SP_E_NOT_FOUND, "process %ld's user namespace",
+		    r->pid);
+		goto out;
+	}
+	if (ioctl(nsfd, NS_GET_OWNER_UID, &owner) == -1) {
+		sp_err_sys(e, SP_E_INTERNAL, "process %ld's user namespace",
+		    r->pid);
+		goto out;
+	}
+	if (owner != r->peer_uid) {
+		sp_err_set(e, SP_E_DENIED, 0, "process %ld's user namespace is "
+		    "not the client's", r->pid);
+		goto out;
+	}
+	if (below_ours(nsfd, r->pid, e) == -1 ||
+	    write_map(pfd, "uid_map", r->peer_uid, r->pid, e) == -1 ||
+	    write_map(pfd, "gid_map", r->peer_gid, r->pid, e) == -1)
+		goto out;
+	rc = 0;
+out:
+	if (nsfd != -1)
+		close(nsfd);
+	close(pfd);
+	return rc;
+}
