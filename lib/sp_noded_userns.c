@@ -127,6 +127,8 @@ sp_noded_userns_map(const struct sp_noded_req *r, struct sp_err *e)
 		    r->pid);
 		goto out;
 	}
+	if (below_ours(nsfd, r->pid, e) == -1)
+		goto out;
 	if (ioctl(nsfd, NS_GET_OWNER_UID, &owner) == -1) {
 		sp_err_sys(e, SP_E_INTERNAL, "process %ld's user namespace",
 		    r->pid);
@@ -137,8 +139,7 @@ sp_noded_userns_map(const struct sp_noded_req *r, struct sp_err *e)
 		    "not the client's", r->pid);
 		goto out;
 	}
-	if (below_ours(nsfd, r->pid, e) == -1 ||
-	    write_map(pfd, "uid_map", r->peer_uid, r->pid, e) == -1 ||
+	if (write_map(pfd, "uid_map", r->peer_uid, r->pid, e) == -1 ||
 	    write_map(pfd, "gid_map", r->peer_gid, r->pid, e) == -1)
 		goto out;
 	rc = 0;

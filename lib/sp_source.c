@@ -5,6 +5,8 @@
  * concurrent create of the same template waits for that one and uses its
  * work: a burst of identical requests is one download and one build.
  */
+#include <sys/stat.h>
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -158,11 +160,6 @@ sp_template_materialize(struct sp_ctx *x, const char *ref,
 		return -1;
 	if (sp_db_source_get(x->db, ref, &src, e) == -1)
 		return -1;
-	/* An import unpacks owners, which only root can (design.md). */
-	if (geteuid() != 0)
-		return sp_err_set(e, SP_E_DENIED, 0, "template '%s' is known "
-		    "here only by its source, and its import is root's: run "
-		    "space-template import, or this create, as root", ref);
 	if (sp_path_fmt(lock, sizeof lock, e, "%s/locks/materialize-%s.lock",
 	    x->conf.root, ref) == -1)
 		return -1;
@@ -174,11 +171,17 @@ sp_template_materialize(struct sp_ctx *x, const char *ref,
 		goto out;
 	}
 	if (sp_id_new(rnd, e) == -1 || sp_path_fmt(dir, sizeof dir, e,
-	    "%s/tmp/fetch-%s-%s", x->conf.root, ref, rnd) == -1 ||
-	    sp_path_mkdirs(dir, 0700, e) == -1)
+	    "%s/tmp/fetch-%s-%s", x->conf.root, ref, rnd) == -1)
 		goto out;
-	rc = build(x, &src, dir, t, e);
-	sp_path_remove_tree(dir, &ignored);
+	/* A subvolume: tmp/ is root's, and space-noded makes one there for
+	 * a create run as space, as the import's own (sp_template.c). */
+	if (sp_subvol_create(dir, e) == -1)
+		goto out;
+	if (chmod(dir, 0700) == -1)
+		rc = sp_err_sys(e, SP_E_IO, "chmod '%s'", dir);
+	else
+		rc = build(x, &src, dir, t, e);
+	sp_subvol_delete(dir, &ignored);
 	*built = rc == 0;
 out:
 	close(fd);

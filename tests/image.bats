@@ -54,6 +54,7 @@ setup_file() {
 	    --config.label org.example.kind=test >/dev/null
 	umoci raw unpack --image oci:img oracle >/dev/null 2>&1
 	tree oracle >oracle.tree
+	runners "$d/oci"
 	space-template import --name oci-img "$d/oci" >import.json
 	mkdir -p mnt
 }
@@ -134,6 +135,7 @@ disk_tree() {
 	local d=$BATS_FILE_TMPDIR
 	cp -a "$d/oci" "$d/two"
 	umoci tag --image "$d/two":img other
+	runners "$d/two"
 	run space-template import --name oci-other "$d/two"
 	assert_failure 100
 	assert_output --partial "several images: pick one with --tag (img, other)"
@@ -168,6 +170,7 @@ disk_tree() {
 	    manifests: [{mediaType: "application/vnd.oci.image.index.v1+json",
 	      digest: ("sha256:" + $h), size: $n,
 	      annotations: {"org.opencontainers.image.ref.name": "multi"}}]}' >"$d/multi/index.json"
+	runners "$d/multi"
 	run space-template import --name oci-multi "$d/multi"
 	assert_success
 	jout -e '.config.cwd == "/data"'
@@ -185,6 +188,7 @@ hostile() {
 	umoci raw add-layer --image "$d/h-$1":img "$d/$1.tar" >/dev/null
 	# The message names the layer: the last, of n.
 	n=$(jq '.layers | length' "$d/h-$1/blobs/sha256/$(jq -r '.manifests[0].digest' "$d/h-$1/index.json" | cut -d: -f2)")
+	runners "$d/h-$1"
 	run space-template import --name "h-$1" "$d/h-$1"
 }
 
@@ -224,6 +228,7 @@ nothing_left() {
 	cp -a "$d/oci" "$d/bad"
 	blob=$(jq -r '.layers[0].digest' "$d/bad/blobs/sha256/$(jq -r '.manifests[0].digest' "$d/bad/index.json" | cut -d: -f2)" | cut -d: -f2)
 	printf 'x' >>"$d/bad/blobs/sha256/$blob"
+	runners "$d/bad"
 	run space-template import --name h-bad "$d/bad"
 	assert_failure 100
 	assert_output --partial "does not match its digest"

@@ -31,16 +31,6 @@ teardown_file() {
 	[ ! -e "$COUNTS" ]
 }
 
-@test "run as space, a create of a template known only by its source is denied: its import is root's, and nothing is fetched" {
-	local before
-	before=$(space-ls --pods | wc -l)
-	run runuser -u space -- "$top/build/bin/space-create" --template "$NAME"
-	[ "$status" -ne 0 ]
-	[ "$(space-ls --pods | wc -l)" -eq "$before" ]
-	jout -e --arg n "$NAME" '.error == "denied" and (.msg | contains("template '"'"'\($n)'"'"' is known here only by its source"))'
-	[ ! -e "$COUNTS" ]
-}
-
 @test "8 concurrent creates fetch and build the template once, and all run" {
 	for i in $(seq 8); do
 		space-create --template "$NAME" > "$BATS_FILE_TMPDIR/c$i" &

@@ -709,6 +709,53 @@ EOF
 	space-cred rm nd-root >/dev/null
 }
 
+@test "userns-map maps only a client's own child's new user namespace, once: 0..65535 to the import's ids, 65536 to the client" {
+	run setpriv --reuid=space --regid=space --groups="$GROUP" /usr/bin/python3 - "$SOCK" <<'EOF'
+import ctypes, os, socket, sys
+def ask(req):
+    s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])
+    f = s.makefile("rwb"); f.write(req.encode() + b"\n"); f.flush()
+    print(f.readline().decode().strip(), flush=True); s.close()
+def child(unshare):
+    r, w = os.pipe(); go_r, go_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        if unshare and ctypes.CDLL(None, use_errno=True).unshare(0x10000000) != 0:
+            os._exit(1)
+        os.write(w, b"u"); os.read(go_r, 1)
+        with open("/proc/self/uid_map") as m:
+            os.write(w, m.read().encode())
+        os._exit(0)
+    os.read(r, 1)
+    return pid, r, go_w
+ask('{"op":"userns-map","pid":%d}' % os.getppid())
+ask('{"op":"userns-map","pid":4194303}')
+pid, r, go = child(False)
+ask('{"op":"userns-map","pid":%d}' % pid)
+os.write(go, b"g"); os.waitpid(pid, 0)
+pid, r, go = child(True)
+ask('{"op":"userns-map","pid":%d}' % pid)
+ask('{"op":"userns-map","pid":%d}' % pid)
+os.write(go, b"g"); os.waitpid(pid, 0)
+print(" ".join(os.read(r, 4096).decode().split()))
+EOF
+	echo "$output" | sed 's/^/# /' >&3
+	[[ "${lines[0]}" == *'"error":"denied"'*"not a child of the client's"* ]]
+	[[ "${lines[1]}" == *'"error":"not-found"'* ]]
+	[[ "${lines[2]}" == *'"error":"bad-input"'*"not in a user namespace of its own"* ]]
+	[ "${lines[3]}" = '{"ok":true}' ]
+	[[ "${lines[4]}" == *'"error":"bad-input"'*"uid_map is written already"* ]]
+	[ "${lines[5]}" = "0 1800000000 65536 65536 $(id -u space) 1" ]
+	# Root's own import unpacks owners itself; a bad pid is refused.
+	run call '{"op":"userns-map","pid":'$$'}' '{"op":"userns-map","pid":"1"}' \
+		'{"op":"userns-map","pid":0}' '{"op":"userns-map","pid":4194305}' \
+		'{"op":"userns-map"}' '{"op":"userns-map","pid":2,"uid":0}'
+	echo "$output" | sed 's/^/# /' >&3
+	[ "$(jq -s 'map(select(.ok == false and .error == "bad-input")) | length' <<<"$output")" -eq 6 ]
+	[[ "${lines[0]}" == *"for a client other than root"* ]]
+	alive
+}
+
 @test "space-noded's subvol-usage: a subvolume's own bytes, beneath the root only" {
 	btrfs subvolume create "$T/nd-u" >/dev/null
 	head -c 1048576 /dev/urandom > "$T/nd-u/f"
