@@ -10,17 +10,16 @@
  *   65536     the client's own uid (gid), so that what the child makes is
  *             the client's and the client's own files stay in its reach.
  *
- * Only for a child of the client (its parent is the peer) that runs as the
- * client's uid, in a user namespace that uid owns, made right below
- * space-noded's own.  The process is held by its /proc directory from the
- * first look to the last write, so a pid used again names nothing.  The
- * kernel lets each map be written once.
+ * Only for a child of the client (its parent is the peer) whose uids are
+ * all the client's.  The kernel takes each map once, and only from the
+ * namespace's parent: so the child's namespace is one right below
+ * space-noded's own (the host's), and the client's uid owns it, as a
+ * process forked by the client, running as it, can only have made it
+ * itself.  Its namespace is not opened here: that is a ptrace's right
+ * (CAP_SYS_PTRACE), which space-noded does not keep.  The process is held
+ * by its /proc directory from the first look to the last write, so a pid
+ * used again names nothing.
  */
-#include <sys/ioctl.h>
-#include <sys/stat.h>
-
-#include <linux/nsfs.h>
-
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -56,24 +55,6 @@ status_of(int pfd, long pid, long *ppid, unsigned uid[4], struct sp_err *e)
 	return 0;
 }
 
-/* 0 when the namespace nsfd is made right below this process's own. */
-static int
-below_ours(int nsfd, long pid, struct sp_err *e)
-{
-	struct stat ours, up;
-	int pfd, rc;
-
-	if ((pfd = ioctl(nsfd, NS_GET_PARENT)) == -1)
-		return sp_err_set(e, SP_E_BAD_INPUT, 0, "process %ld is not in "
-		    "a user namespace of its own", pid);
-	rc = fstat(pfd, &up) == 0 && stat("/proc/self/ns/user", &ours) == 0 &&
-	    up.st_dev == ours.st_dev && up.st_ino == ours.st_ino ? 0 :
-	    sp_err_set(e, SP_E_BAD_INPUT, 0, "process %ld's user namespace "
-	    "is not right below space-noded's", pid);
-	close(pfd);
-	return rc;
-}
-
 static int
 write_map(int pfd, const char *file, unsigned own, long pid,
     struct sp_err *e)
@@ -92,9 +73,12 @@ write_map(int pfd, const char *file, unsigned own, long pid,
 	close(fd);
 	if (w == n)
 		return 0;
+	/* The kernel takes a map once, from the namespace's parent. */
 	if (w == -1 && errno == EPERM)
-		return sp_err_set(e, SP_E_BAD_INPUT, 0, "process %ld's %s is "
-		    "written already", pid, file);
+		return sp_err_set(e, SP_E_BAD_INPUT, 0, "process %ld: not in a "
+		    "user namespace of its own right below space-noded's, or "
+		    "its %s is written already (or space-noded has not "
+		    "CAP_SETUID and CAP_SETGID)", pid, file);
 	return sp_err_sys(e, SP_E_IO, "process %ld's %s", pid, file);
 }
 
@@ -102,9 +86,9 @@ int
 sp_noded_userns_map(const struct sp_noded_req *r, struct sp_err *e)
 {
 	char path[64];
-	unsigned uid[4], owner;
+	unsigned uid[4];
 	long ppid;
-	int pfd, nsfd = -1, rc = -1, i;
+	int pfd, rc = -1, i;
 
 	if (r->peer_uid == 0)
 		return sp_err_set(e, SP_E_BAD_INPUT, 0, "userns-map is for a "
@@ -122,30 +106,11 @@ sp_noded_userns_map(const struct sp_noded_req *r, struct sp_err *e)
 		    "the client's that runs as its uid", r->pid);
 		goto out;
 	}
-	if ((nsfd = openat(pfd, "ns/user", O_RDONLY | O_CLOEXEC)) == -1) {
-		sp_err_sys(e, SP_E_NOT_FOUND, "process %ld's user namespace",
-		    r->pid);
-		goto out;
-	}
-	if (below_ours(nsfd, r->pid, e) == -1)
-		goto out;
-	if (ioctl(nsfd, NS_GET_OWNER_UID, &owner) == -1) {
-		sp_err_sys(e, SP_E_INTERNAL, "process %ld's user namespace",
-		    r->pid);
-		goto out;
-	}
-	if (owner != r->peer_uid) {
-		sp_err_set(e, SP_E_DENIED, 0, "process %ld's user namespace is "
-		    "not the client's", r->pid);
-		goto out;
-	}
 	if (write_map(pfd, "uid_map", r->peer_uid, r->pid, e) == -1 ||
 	    write_map(pfd, "gid_map", r->peer_gid, r->pid, e) == -1)
 		goto out;
 	rc = 0;
 out:
-	if (nsfd != -1)
-		close(nsfd);
 	close(pfd);
 	return rc;
 }

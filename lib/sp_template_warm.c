@@ -172,6 +172,48 @@ out:
 	return rc;
 }
 
+/* ckpt.json, made anew (no file of that name there, no symlink). */
+static int
+write_new(const char *path, json_t *info, struct sp_err *e)
+{
+	int fd, rc;
+
+	if ((fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW |
+	    O_CLOEXEC, 0644)) == -1)
+		return sp_err_sys(e, SP_E_IO, "create %s", path);
+	rc = json_dumpfd(info, fd, JSON_INDENT(2)) == -1 || fsync(fd) == -1 ?
+	    sp_err_sys(e, SP_E_IO, "write %s", path) : 0;
+	close(fd);
+	return rc;
+}
+
+/*
+ * After the VM: ckpt.json still the file its maker wrote (its owner, one
+ * link) and the image root's (libvirt's, space-noded's): the jail owned the
+ * directory while the VM ran, and a QEMU taken over by its guest could have
+ * put another file, or a symlink, in the place of either.
+ */
+static int
+saved_as_made(const char *dir, struct sp_err *e)
+{
+	char p[SP_PATH_MAX];
+	struct stat st;
+
+	if (sp_path_fmt(p, sizeof p, e, "%s/ckpt.json", dir) == -1)
+		return -1;
+	if (lstat(p, &st) == -1 || !S_ISREG(st.st_mode) ||
+	    st.st_uid != geteuid() || st.st_nlink != 1)
+		return sp_err_set(e, SP_E_CORRUPT, 0, "%s is not the file made "
+		    "before the boot: changed while the VM ran", p);
+	if (sp_path_fmt(p, sizeof p, e, "%s/mem.sav", dir) == -1)
+		return -1;
+	if (lstat(p, &st) == -1 || !S_ISREG(st.st_mode) || st.st_uid != 0 ||
+	    st.st_nlink != 1)
+		return sp_err_set(e, SP_E_CORRUPT, 0, "%s is not libvirt's "
+		    "save image: changed while the VM ran", p);
+	return 0;
+}
+
 /* Moves the checkpoint ckpt aside, then deletes it: a create that looks
  * at once finds no checkpoint, rather than half of one. */
 static int
@@ -179,6 +221,10 @@ drop_stale(const char *ckpt, struct sp_err *e)
 {
 	char id[SP_ID_LEN + 1], old[SP_PATH_MAX];
 
+	/* templates/ is root's: one not root has space-noded delete it
+	 * where it is (gone at once: btrfs unlinks it first). */
+	if (geteuid() != 0)
+		return sp_subvol_delete(ckpt, e);
 	if (sp_id_new(id, e) == -1 ||
 	    sp_path_fmt(old, sizeof old, e, "%s.stale-%s", ckpt, id) == -1)
 		return -1;
@@ -245,7 +291,9 @@ sp_template_warm(struct sp_ctx *x, const char *ref, const struct sp_warm *w,
 	if (sp_subvol_exists(ckpt)) {
 		if (sp_ckpt_current(ckpt, &ignored) == 1 && same_start(ckpt, w)) {
 			reused = 1;
-			if (sp_jail_share_ckpt(ckpt, e) == -1)
+			/* One not root made it its group's, or space-init
+			 * shared it. */
+			if (geteuid() == 0 && sp_jail_share_ckpt(ckpt, e) == -1)
 				goto out;
 			goto done;
 		}
@@ -264,9 +312,6 @@ sp_template_warm(struct sp_ctx *x, const char *ref, const struct sp_warm *w,
 		goto out;
 	if (sp_subvol_snapshot(tpath, work, 0, e) == -1)
 		goto out;
-	if (boot_and_save(x, work, id, uuid, w, json_object_get(config, "cmd"),
-	    e) == -1)
-		goto fail;
 	info = json_pack("{s:s, s:s, s:i, s:i, s:I, s:s}", "id", id, "uuid", uuid,
 	    "memory_mib", w->memory_mib, "vcpus", w->vcpus, "created",
 	    (json_int_t)time(NULL), "template", t.digest);
@@ -277,17 +322,34 @@ sp_template_warm(struct sp_ctx *x, const char *ref, const struct sp_warm *w,
 		goto fail;
 	}
 	json_decref(a);
+	/* Written before the boot, while the directory is its maker's: the
+	 * VM's jail owns it while the VM runs, and what is there after is
+	 * only trusted as its maker's (saved_as_made). */
 	if (sp_path_fmt(p, sizeof p, e, "%s/ckpt.json", work) == -1 ||
-	    json_dump_file(info, p, JSON_INDENT(2)) == -1) {
-		sp_err_set(e, SP_E_IO, 0, "cannot write %s", p);
+	    write_new(p, info, e) == -1)
 		goto fail;
-	}
-	if (sp_jail_share_ckpt(work, e) == -1 ||
-	    sp_subvol_set_readonly(work, 1, e) == -1)
+	if (boot_and_save(x, work, id, uuid, w, json_object_get(config, "cmd"),
+	    e) == -1)
 		goto fail;
-	if (rename(work, ckpt) == -1) {
-		sp_err_sys(e, SP_E_IO, "rename %s", work);
-		goto fail;
+	if (geteuid() == 0) {
+		if (saved_as_made(work, e) == -1 ||
+		    sp_jail_share_ckpt(work, e) == -1 ||
+		    sp_subvol_set_readonly(work, 1, e) == -1)
+			goto fail;
+		if (rename(work, ckpt) == -1) {
+			sp_err_sys(e, SP_E_IO, "rename %s", work);
+			goto fail;
+		}
+	} else {
+		/* space-noded takes the directory from the jail (read-only,
+		 * root's and the group's: what the group reads is the image,
+		 * 0640 root's, and ckpt.json), then snapshots it into
+		 * root's templates/. */
+		if (sp_subvol_set_readonly(work, 1, e) == -1 ||
+		    saved_as_made(work, e) == -1 ||
+		    sp_subvol_snapshot(work, ckpt, 1, e) == -1)
+			goto fail;
+		sp_subvol_delete(work, &ignored);
 	}
 done:
 	*out = json_pack("{s:s, s:s, s:b, s:I}", "template", t.name, "digest",

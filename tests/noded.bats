@@ -756,6 +756,26 @@ EOF
 	alive
 }
 
+@test "with no more capabilities than its unit gives it, space-noded maps an import's user namespace: a template imported as space" {
+	local caps s=$SPACE_RUN/noded-unit-caps.sock pid
+	caps=$(sed -n 's/^CapabilityBoundingSet=//p' "$top/units/space-noded.service" |
+	    tr ' ' '\n' | sed 's/^CAP_/+/' | tr 'A-Z' 'a-z' | paste -sd,)
+	[[ "$caps" == *+setuid*+setgid* ]]
+	setpriv --bounding-set=-all,"$caps" --no-new-privs space-noded --socket "$s" \
+	    >"$BATS_FILE_TMPDIR/unit-caps.log" 2>&1 &
+	pid=$!
+	for _ in $(seq 50); do [ -S "$s" ] && break; sleep 0.1; done
+	run setpriv --reuid=space --regid=space --init-groups env SPACE_LIBVIRT_URI="noded:$s" \
+	    "$top/build/bin/space-template" import --name nd-caps --disk-extra "$((RANDOM % 1000 + 100))M" \
+	    "$SPACE_GUEST/rootfs.tar.zst"
+	kill "$pid"
+	echo "$output" | sed 's/^/# /' >&3
+	assert_success
+	jout -e '.ok and .reused == false'
+	grep -q '"op":"userns-map","path":"","ok":true' "$BATS_FILE_TMPDIR/unit-caps.log"
+	space-template rm nd-caps >/dev/null
+}
+
 @test "space-noded's subvol-usage: a subvolume's own bytes, beneath the root only" {
 	btrfs subvolume create "$T/nd-u" >/dev/null
 	head -c 1048576 /dev/urandom > "$T/nd-u/f"
