@@ -285,3 +285,73 @@ nothing_left() {
 	run space-template warm oci-img
 	jout -e '.reused == false'
 }
+
+# Whether the suite's commands run as the user space (tests/run-all).
+as_space() { [ -n "${SPACE_AS_SPACE_BIN:-}" ]; }
+
+@test "a tarball's device nodes are in the image; imported as space, a device's name outside [A-Za-z0-9._+@-] is refused" {
+	local d=$BATS_FILE_TMPDIR
+	python3 - "$d/dev.tar" "$d/odd.tar" <<'EOF'
+import sys, tarfile
+def tar(path, devs):
+    with tarfile.open(path, "w") as t:
+        for name, major, minor, mode, uid in devs:
+            i = tarfile.TarInfo(name); i.type = tarfile.CHRTYPE
+            i.devmajor, i.devminor, i.mode, i.uid, i.gid = major, minor, mode, uid, uid
+            t.addfile(i)
+        d = tarfile.TarInfo("data"); d.type = tarfile.DIRTYPE; d.mode = 0o755
+        t.addfile(d)
+tar(sys.argv[1], [("dev/null", 1, 3, 0o666, 0), ("data/tty9", 4, 9, 0o620, 5)])
+tar(sys.argv[2], [("dev/odd name", 1, 5, 0o666, 0)])
+EOF
+	# A root of its own: the guest image's, with the devices over it.
+	mkdir -p "$d/devroot"
+	tar -C "$d/devroot" --zstd -xf "$SPACE_GUEST/rootfs.tar.zst"
+	tar -C "$d/devroot" -xf "$d/dev.tar"
+	tar -C "$d/devroot" -cf "$d/devroot.tar" .
+	runners "$d/devroot.tar" "$d/odd.tar"
+	run space-template import --name img-dev "$d/devroot.tar"
+	assert_success
+	mount -o ro,loop,noload "$SPACE_ROOT/templates/img-dev@$(jq -r .digest <<<"$output")/disk.raw" "$d/mnt"
+	run stat -c '%n %F %t:%T %a %u:%g' "$d/mnt/dev/null" "$d/mnt/data/tty9"
+	umount "$d/mnt"
+	space-template rm img-dev >/dev/null
+	assert_line "$d/mnt/dev/null character special file 1:3 666 0:0"
+	assert_line "$d/mnt/data/tty9 character special file 4:9 620 5:5"
+	run space-template import --name img-odd "$d/odd.tar"
+	if as_space; then
+		assert_failure 100
+		assert_output --partial "a device node's name is of [A-Za-z0-9._+@-] here"
+		run space-template ls
+		refute_output --partial '"img-odd"'
+	else
+		assert_success
+		space-template rm img-odd >/dev/null
+	fi
+}
+
+@test "a directory imported keeps its owners and set-id bits; as space, its files (all space's) become root's" {
+	local d=$BATS_FILE_TMPDIR
+	rm -rf "$d/dirroot"
+	mkdir -p "$d/dirroot/data"
+	tar -C "$d/dirroot" --zstd -xf "$SPACE_GUEST/rootfs.tar.zst"
+	cp "$d/dirroot/bin/busybox" "$d/dirroot/data/su"
+	echo mine >"$d/dirroot/data/user"
+	chown 1000:1000 "$d/dirroot/data/user"
+	runners "$d/dirroot"
+	# After runners: a chown clears the set-id bits.
+	chmod 4755 "$d/dirroot/data/su"
+	run space-template import --name img-dir "$d/dirroot"
+	assert_success
+	mount -o ro,loop,noload "$SPACE_ROOT/templates/img-dir@$(jq -r .digest <<<"$output")/disk.raw" "$d/mnt"
+	run stat -c '%n %a %u:%g' "$d/mnt/data/su" "$d/mnt/data/user" "$d/mnt/bin/busybox"
+	umount "$d/mnt"
+	space-template rm img-dir >/dev/null
+	assert_line "$d/mnt/data/su 4755 0:0"
+	assert_line "$d/mnt/bin/busybox 755 0:0"
+	if as_space; then
+		assert_line "$d/mnt/data/user 644 0:0"
+	else
+		assert_line "$d/mnt/data/user 644 1000:1000"
+	fi
+}
