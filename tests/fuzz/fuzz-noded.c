@@ -78,6 +78,11 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (r.pids < 0 || r.pids > 4194304 || (r.op == SP_NODED_DISK_LIMIT &&
 	    r.bytes == 0))
 		abort();
+	/* A pid only for userns-map, of 2 up; never the peer's, which the
+	 * server sets. */
+	if ((r.op == SP_NODED_USERNS_MAP) != (r.pid != 0) || (r.pid != 0 &&
+	    (r.pid < 2 || r.pid > 4194304)) || r.peer_pid != 0)
+		abort();
 	if ((r.xml != NULL) != (r.op == SP_NODED_VM_DEFINE ||
 	    r.op == SP_NODED_VM_RESTORE) || (r.xml != NULL &&
 	    (r.xml[0] == '\0' || strlen(r.xml) > SP_NODED_XML_MAX)))
