@@ -1351,7 +1351,9 @@ build_image(const struct build *b, json_t **config, uint64_t *size,
 		return sp_err_set(e, SP_E_DENIED, 0, "an import not run as root "
 		    "goes through space-noded, which maps the user namespace "
 		    "its owners are unpacked in (SPACE_LIBVIRT_URI=noded)");
-	if (sp_userns_run(sock, build_apart, (void *)b, &v, e) == -1)
+	/* libarchive loaded before the fork: a child of a process with
+	 * threads (the API server) had better not dlopen. */
+	if (sp_archive_load(e) == -1 || sp_userns_run(sock, build_apart, (void *)b, &v, e) == -1)
 		return -1;
 	*config = json_incref(json_object_get(v, "config"));
 	*size = (uint64_t)json_integer_value(json_object_get(v, "size"));

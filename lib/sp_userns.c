@@ -4,8 +4,8 @@
  * root over the ids 0..65535, which are the host's SP_IMPORT_IDS_FIRST..,
  * and 65536 is its caller's own uid and gid.  So what keeps an archive's
  * owners, a template's import by one not root, needs no root to do it: the
- * archive is parsed by a process that can reach nothing but its own files
- * and those of ids nobody else has.
+ * archive is parsed by a process that can reach what its caller can, and
+ * the files of ids nobody else has.
  */
 #include <sys/wait.h>
 
@@ -113,7 +113,7 @@ sp_userns_run(const char *sock, int (*fn)(void *, json_t **, struct sp_err *),
     void *arg, json_t **value, struct sp_err *e)
 {
 	int go[2] = { -1, -1 }, res[2] = { -1, -1 }, status = 0, rc = -1;
-	int mapped = 1;
+	int unmapped = 0;
 	char *buf = NULL, c;
 	size_t n = 0;
 	ssize_t r;
@@ -138,16 +138,20 @@ sp_userns_run(const char *sock, int (*fn)(void *, json_t **, struct sp_err *),
 	go[0] = res[1] = -1;
 	while ((r = read(res[0], &c, 1)) == -1 && errno == EINTR)
 		;
-	if (r == 1 && c == 'u' && sp_virt_noded_call(sock, json_pack("{s:s, "
-	    "s:I}", "op", "userns-map", "pid", (json_int_t)pid), NULL, e) == -1)
-		mapped = 0;
-	else if (r == 1 && (c == 'e' || write(go[1], "g", 1) == 1))
+	/* "u": mapped, it goes on and answers; "e": its error follows. */
+	if (r == 1 && c == 'u') {
+		if (sp_virt_noded_call(sock, json_pack("{s:s, s:I}", "op",
+		    "userns-map", "pid", (json_int_t)pid), NULL, e) == -1)
+			unmapped = 1;
+		else if (write(go[1], "g", 1) == 1)
+			buf = read_all(res[0], &n);
+	} else if (r == 1 && c == 'e')
 		buf = read_all(res[0], &n);
 	close(go[1]);
 	go[1] = -1;
 	while (waitpid(pid, &status, 0) == -1 && errno == EINTR)
 		;
-	if (mapped)
+	if (!unmapped)
 		rc = answer(buf, n, status, value, e);
 out:
 	free(buf);
