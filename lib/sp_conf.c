@@ -312,8 +312,10 @@ sp_conf_load(struct sp_conf *c, struct sp_err *e)
 		if (n < 0 || (size_t)n >= sizeof c->store)
 			return sp_err_set(e, SP_E_BAD_INPUT, 0, "SPACE_ROOT too long");
 	}
-	if (c->libvirt_uri[0] == '\0')
+	if (c->libvirt_uri[0] == '\0') {
 		strcpy(c->libvirt_uri, "qemu:///system");
+		c->libvirt_uri_default = 1;
+	}
 	if (c->run[0] == '\0')
 		strcpy(c->run, "/run/space");
 	if (c->virt_type[0] == '\0')

@@ -112,6 +112,7 @@ struct sp_conf {
 	char db[SP_PATH_MAX];		/* SPACE_DB, default sqlite:$root/space.db */
 	char store[SP_PATH_MAX];	/* SPACE_STORE, default file://$root/objects */
 	char libvirt_uri[256];		/* SPACE_LIBVIRT_URI, default qemu:///system */
+	int libvirt_uri_default;	/* 1 when SPACE_LIBVIRT_URI was not set */
 	char node[64];			/* SPACE_NODE, default the host name */
 	char run[SP_PATH_MAX];		/* SPACE_RUN, default /run/space */
 	char virt_type[16];		/* SPACE_VIRT_TYPE: auto | kvm | qemu */

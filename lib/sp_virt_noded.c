@@ -176,6 +176,33 @@ sp_virt_uri_noded(const char *uri)
 	return strcmp(uri, "noded") == 0 || strncmp(uri, "noded:", 6) == 0;
 }
 
+/* 1 when a space-noded accepts a connection at sock (one that is busy
+ * too): a socket left by one that died is not it. */
+static int
+answers(const char *sock)
+{
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	int fd, ok;
+
+	if (strlen(sock) >= sizeof a.sun_path ||
+	    (fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK,
+	    0)) == -1)
+		return 0;
+	memcpy(a.sun_path, sock, strlen(sock) + 1);
+	ok = connect(fd, (struct sockaddr *)&a, sizeof a) == 0 ||
+	    errno == EAGAIN;
+	close(fd);
+	return ok;
+}
+
+/*
+ * Through space-noded: when SPACE_LIBVIRT_URI says so; when the process is
+ * not root and it is qemu:///system (only root may use that); and for root
+ * when it is not set, the jail is on and the node's space-noded answers, so
+ * that what a command does does not depend on who runs it.  Root acts
+ * itself with SPACE_LIBVIRT_URI=qemu:///system, with SPACE_JAIL=off (whose
+ * VMs space-noded refuses), and when no space-noded runs.
+ */
 int
 sp_noded_for(const struct sp_conf *c, char sock[SP_PATH_MAX],
     struct sp_err *e)
@@ -183,11 +210,15 @@ sp_noded_for(const struct sp_conf *c, char sock[SP_PATH_MAX],
 	if (strncmp(c->libvirt_uri, "noded:", 6) == 0)
 		return sp_path_fmt(sock, SP_PATH_MAX, e, "%s",
 		    c->libvirt_uri + 6) == -1 ? -1 : 1;
-	if (!sp_virt_uri_noded(c->libvirt_uri) && (geteuid() == 0 ||
-	    strcmp(c->libvirt_uri, "qemu:///system") != 0))
+	if (!sp_virt_uri_noded(c->libvirt_uri) &&
+	    strcmp(c->libvirt_uri, "qemu:///system") != 0)
 		return 0;
-	return sp_path_fmt(sock, SP_PATH_MAX, e, "%s/" SP_NODED_SOCK,
-	    c->run) == -1 ? -1 : 1;
+	if (sp_path_fmt(sock, SP_PATH_MAX, e, "%s/" SP_NODED_SOCK,
+	    c->run) == -1)
+		return -1;
+	if (sp_virt_uri_noded(c->libvirt_uri) || geteuid() != 0)
+		return 1;
+	return c->libvirt_uri_default && c->lim.on && answers(sock);
 }
 
 int

@@ -776,6 +776,29 @@ EOF
 	space-template rm nd-caps >/dev/null
 }
 
+@test "run as root with SPACE_LIBVIRT_URI unset, a command goes through the node's space-noded when one answers; SPACE_LIBVIRT_URI=qemu:///system, SPACE_JAIL=off or a space-noded gone leave it acting itself" {
+	local rundir pid
+	rundir=$(mktemp -d /run/sp-route-XXXXXX)
+	# A node's run directory of its own, its space-noded on its default
+	# socket there: space-ls asks libvirt for its VMs' states.
+	SPACE_RUN=$rundir space-noded >"$BATS_FILE_TMPDIR/route.log" 2>&1 &
+	pid=$!
+	for _ in $(seq 50); do [ -S "$rundir/noded.sock" ] && break; sleep 0.1; done
+	env -u SPACE_LIBVIRT_URI SPACE_RUN="$rundir" space-ls >/dev/null
+	grep -q '^{"uid":0,"op":"virt-type"' "$BATS_FILE_TMPDIR/route.log"
+	: >"$BATS_FILE_TMPDIR/route.log"
+	SPACE_LIBVIRT_URI=qemu:///system SPACE_RUN="$rundir" space-ls >/dev/null
+	env -u SPACE_LIBVIRT_URI SPACE_JAIL=off SPACE_RUN="$rundir" space-ls >/dev/null
+	[ ! -s "$BATS_FILE_TMPDIR/route.log" ]
+	# Killed, it leaves its socket: nobody answers there, root acts itself.
+	kill -9 "$pid"
+	wait "$pid" 2>/dev/null || true
+	[ -S "$rundir/noded.sock" ]
+	run env -u SPACE_LIBVIRT_URI SPACE_RUN="$rundir" space-ls
+	assert_success
+	rm -rf "$rundir"
+}
+
 @test "space-noded's subvol-usage: a subvolume's own bytes, beneath the root only" {
 	btrfs subvolume create "$T/nd-u" >/dev/null
 	head -c 1048576 /dev/urandom > "$T/nd-u/f"
