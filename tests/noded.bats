@@ -11,6 +11,9 @@ setup_file() {
 	for _ in $(seq 50); do [ -S "$SOCK" ] && break; sleep 0.1; done
 	[ -S "$SOCK" ]
 	export T=$SPACE_ROOT/tmp
+	# Root acts itself here but where a test names a space-noded (beside
+	# the node's, root's commands would go through that one).
+	export SPACE_LIBVIRT_URI=${SPACE_LIBVIRT_URI:-qemu:///system}
 }
 
 teardown_file() {
