@@ -110,8 +110,12 @@ teardown_file() {
 	jq -r .id "$BATS_TEST_TMPDIR/out" >> "$BATS_FILE_TMPDIR/ids"
 	jq -e --arg id "$pod" '.ok and .path == "pool" and .id == $id and
 		.virt == "qemu"' "$BATS_TEST_TMPDIR/out"
-	# As root, through libvirt itself; as space, through space-noded.
-	[ -n "${SPACE_AS_SPACE_BIN:-}" ] || grep -q 'libvirt\.so' "$BATS_TEST_TMPDIR/ld"
+	# Root acting itself, through libvirt (SPACE_LIBVIRT_URI=qemu:///system,
+	# or no space-noded on the node); else through space-noded.
+	if [ -z "${SPACE_AS_SPACE_BIN:-}" ] && { [ "${SPACE_LIBVIRT_URI:-}" = qemu:///system ] ||
+	    [ ! -S "$SPACE_RUN/noded.sock" ]; }; then
+		grep -q 'libvirt\.so' "$BATS_TEST_TMPDIR/ld"
+	fi
 	run virsh -c qemu:///system domstate --reason "sp-$pod"
 	assert_output --partial "running (unpaused)"
 	run space-exec "$pod" -- hostname
