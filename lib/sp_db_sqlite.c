@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/inotify.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -242,11 +243,37 @@ space_now(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 	sqlite3_result_int64(ctx, (sqlite3_int64)time(NULL));
 }
 
+/*
+ * 1 when the file at path is there and its WAL is not, in a directory this
+ * process may not write: one not root cannot make the WAL again in root's
+ * SPACE_ROOT (the WAL stays once made, but a sqlite3 run as root takes it
+ * on its way out), and every write would fail as "readonly".  Root's open
+ * makes it again, its owner the file's.
+ */
+static int
+wal_gone(const char *path)
+{
+	char wal[4096], dir[4096];
+	struct stat st;
+
+	if (geteuid() == 0 || stat(path, &st) == -1 ||
+	    snprintf(wal, sizeof wal, "%s-wal", path) >= (int)sizeof wal ||
+	    stat(wal, &st) == 0 || errno != ENOENT ||
+	    snprintf(dir, sizeof dir, "%s", path) >= (int)sizeof dir)
+		return 0;
+	return access(dirname(dir), W_OK) == -1;
+}
+
 static int
 db_open(struct sp_db *db, const char *path, struct sp_err *e)
 {
 	sqlite3 *h = NULL;
 	int persist = 1;
+
+	if (wal_gone(path))
+		return sp_err_set(e, SP_E_DB, 0, "%s: its WAL (%s-wal) is gone, "
+		    "and only root may make it again there (a sqlite3 run as "
+		    "root takes it on its way out): run space-init", path, path);
 
 	db->inotify = -1;
 	if ((db->path = strdup(path)) == NULL)

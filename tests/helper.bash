@@ -58,6 +58,17 @@ runners() {
 	[ -z "${SPACE_AS_SPACE_BIN:-}" ] || chown -R space:space "$@"
 }
 
+# sqlite3 on the node's state DB, run as the user that runs the commands:
+# run as root, it takes the DB's WAL on its way out, and space may not make
+# it again in root's SPACE_ROOT.
+db_sql() {
+	if [ -n "${SPACE_AS_SPACE_BIN:-}" ]; then
+		runuser -u space -- sqlite3 "$SPACE_ROOT/space.db" "$@"
+	else
+		sqlite3 "$SPACE_ROOT/space.db" "$@"
+	fi
+}
+
 # The name of every command in cmd/, one per line.
 commands() {
 	local c

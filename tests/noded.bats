@@ -802,6 +802,19 @@ EOF
 	rm -rf "$rundir"
 }
 
+@test "a sqlite3 run as root takes the state DB's WAL: run as space, a command says so and what to do; space-init makes it again" {
+	[ -e "$SPACE_ROOT/space.db-wal" ]
+	sqlite3 "$SPACE_ROOT/space.db" 'SELECT count(*) FROM templates' >/dev/null
+	[ ! -e "$SPACE_ROOT/space.db-wal" ]
+	run setpriv --reuid=space --regid=space --init-groups "$top/build/bin/space-ls"
+	[ "$status" -ne 0 ]
+	jout -e '.error == "db" and (.msg | contains("WAL")) and (.msg | contains("run space-init"))'
+	space-init >/dev/null
+	[ "$(stat -c %U "$SPACE_ROOT/space.db-wal")" = space ]
+	run setpriv --reuid=space --regid=space --init-groups "$top/build/bin/space-ls"
+	assert_success
+}
+
 @test "space-noded's subvol-usage: a subvolume's own bytes, beneath the root only" {
 	btrfs subvolume create "$T/nd-u" >/dev/null
 	head -c 1048576 /dev/urandom > "$T/nd-u/f"

@@ -293,5 +293,5 @@ snap_of() {
 	[ "$(ls "$SPACE_ROOT/snapshots/$id" | wc -l)" -eq 2 ]
 	space-rm "$id" >/dev/null
 	[ ! -e "$SPACE_ROOT/snapshots/$id" ]
-	[ "$(sqlite3 "$SPACE_ROOT/space.db" "SELECT count(*) FROM snapshots WHERE id = '$id'")" -eq 0 ]
+	[ "$(db_sql "SELECT count(*) FROM snapshots WHERE id = '$id'")" -eq 0 ]
 }
