@@ -317,6 +317,10 @@ EOF
 	run env SPACE_JAIL_UIDS=5-10 space-create --template minimal --no-pool
 	[ "$status" -eq 100 ]
 	[[ "$output" == *"SPACE_JAIL_UIDS must be FIRST-LAST"* ]]
+	# Nor the ids a template's files have while space imports it.
+	run env SPACE_JAIL_UIDS=1799990000-1800000000 space-create --template minimal --no-pool
+	[ "$status" -eq 100 ]
+	[[ "$output" == *"SPACE_JAIL_UIDS may not hold 1800000000-1800065535"* ]]
 	run env SPACE_PIDS_MAX=lots space-create --template minimal --no-pool
 	[ "$status" -eq 100 ]
 	[[ "$output" == *"SPACE_PIDS_MAX must be a number"* ]]
