@@ -153,8 +153,8 @@ defer_device(struct archive_entry *ent, const char *rel, json_t **note,
 
 	if (!plain_name(rel))
 		return sp_err_set(e, SP_E_BAD_INPUT, 0, "archive entry '%s': a "
-		    "device node's name is of [A-Za-z0-9._+@-] here (its import "
-		    "is not root's)", sp_quote(rel, q, sizeof q));
+		    "device node's name is of [A-Za-z0-9._+@-] parts (debugfs "
+		    "makes it in the image)", sp_quote(rel, q, sizeof q));
 	*note = json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:I}", "path", rel,
 	    "type", chr ? "c" : "b", "major",
 	    (json_int_t)sp_archive.entry_rdevmajor(ent), "minor",
@@ -504,6 +504,21 @@ unpack(struct layer *l, struct archive *in, struct archive *out,
 int
 sp_layer_unpack(const char *file, const char *dest, int oci, struct sp_err *e)
 {
+	char q[128];
+	int fd, rc;
+
+	if ((fd = open(file, O_RDONLY | O_CLOEXEC)) == -1)
+		return sp_err_set(e, SP_E_BAD_INPUT, 0, "archive '%s': %s",
+		    sp_quote(file, q, sizeof q), strerror(errno));
+	rc = sp_layer_unpack_fd(fd, file, dest, oci, e);
+	close(fd);
+	return rc;
+}
+
+int
+sp_layer_unpack_fd(int fd, const char *file, const char *dest, int oci,
+    struct sp_err *e)
+{
 	struct layer l = { .dest = dest, .destfd = -1, .oci = oci };
 	struct archive *in = NULL, *out = NULL;
 	char q[128];
@@ -526,7 +541,7 @@ sp_layer_unpack(const char *file, const char *dest, int oci, struct sp_err *e)
 	/* No user lookup: owners are the archive's numeric ids, not the
 	 * host's idea of its user names. */
 	sp_archive.write_disk_set_options(out, EXTRACT_FLAGS);
-	if (sp_archive.read_open_filename(in, file, 64 * 1024) != ARCHIVE_OK) {
+	if (sp_archive.read_open_fd(in, fd, 64 * 1024) != ARCHIVE_OK) {
 		sp_err_set(e, SP_E_BAD_INPUT, 0, "archive '%s': %s",
 		    sp_quote(file, q, sizeof q), sp_archive.error_string(in));
 		goto out;

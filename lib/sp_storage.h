@@ -212,6 +212,9 @@ int sp_digest_file(const char *path, char hex[65], uint64_t *size,
  * then half-written, for the caller to remove. */
 int sp_layer_unpack(const char *file, const char *dest, int oci,
     struct sp_err *e);
+/* The same, from the archive open at fd (named file in errors). */
+int sp_layer_unpack_fd(int fd, const char *file, const char *dest, int oci,
+    struct sp_err *e);
 /* From then on, in this process, a device node an archive holds is not made
  * (only root may, and only in the host's user namespace): an empty file of
  * its owner and mode stands in its place, and list (an array; NULL: made
@@ -221,9 +224,10 @@ int sp_layer_unpack(const char *file, const char *dest, int oci,
 void sp_layer_defer_devices(json_t *list);
 
 /* fn run in a child in a user namespace of its own that space-noded at sock
- * maps (sp_userns.c): root there over 0..65535 (the host's
- * SP_IMPORT_IDS_FIRST..), 65536 being the caller's uid and gid.  *value
- * gets the JSON fn gives (taken), e the error it sets. */
+ * maps (sp_userns.c), or root itself when sock is NULL: root there over
+ * 0..65535 (the host's SP_IMPORT_IDS_FIRST..), 65536 being the caller's
+ * uid and gid (not root's).  *value gets the JSON fn gives (taken), e the
+ * error it sets. */
 int sp_userns_run(const char *sock, int (*fn)(void *, json_t **,
     struct sp_err *), void *arg, json_t **value, struct sp_err *e);
 

@@ -1101,6 +1101,23 @@ lock_digest(const char *root, const char *digest, int *fd, struct sp_err *e)
 	return sp_lock_path(path, 1, fd, e);
 }
 
+/* What an import builds in its staging directory: the root, then its
+ * image, img. */
+struct build {
+	const struct sp_template_src *src;
+	int isdir;
+	const char *staging, *rootfs, *img;
+	uint64_t extra;
+	const char *ca;
+	size_t ca_len;
+	const char *daemon;	/* the guest daemon to put in, or NULL */
+	int src_fd;		/* the archive, open; -1: read by its path */
+	int copied;		/* the source directory is in staging/source */
+	int cwd_fd;		/* the directory the paths are relative to, or
+				 * -1 (in a user namespace: sp_userns.c) */
+	int give_back;		/* the image to 65536 there, the caller */
+};
+
 /*
  * The root filesystem in staging/rootfs: a directory copied, an archive
  * unpacked; when either holds an OCI layout or a docker archive (or the
@@ -1108,13 +1125,13 @@ lock_digest(const char *root, const char *digest, int *fd, struct sp_err *e)
  * image config's defaults ({} for a plain root).
  */
 static int
-stage_root(const struct sp_template_src *src, int isdir, const char *staging,
-    const char *rootfs, json_t **config, struct sp_err *e)
+stage_root(const struct build *b, json_t **config, struct sp_err *e)
 {
 	static const char *const names[] = { "rootfs", "oci", "docker" };
+	const struct sp_template_src *src = b->src;
 	const char *fmt = src->format ? src->format : "auto", *from;
 	char unpacked[SP_PATH_MAX], q[128];
-	int kind, want = -1, i;
+	int kind, want = -1, i, packed = !b->isdir || b->copied;
 
 	for (i = 0; i < 3; i++)
 		if (strcmp(fmt, names[i]) == 0)
@@ -1123,13 +1140,17 @@ stage_root(const struct sp_template_src *src, int isdir, const char *staging,
 		return sp_err_set(e, SP_E_BAD_INPUT, 0, "format '%s' is none of "
 		    "auto, rootfs, oci, docker", sp_quote(fmt, q, sizeof q));
 	from = src->rootfs;
-	if (!isdir) {
+	/* An archive is unpacked into staging/source; a directory copied
+	 * there already is taken as it is. */
+	if (packed) {
 		if (sp_path_fmt(unpacked, sizeof unpacked, e, "%s/source",
-		    staging) == -1)
+		    b->staging) == -1)
 			return -1;
-		if (mkdir(unpacked, 0755) == -1)
+		if (!b->copied && mkdir(unpacked, 0755) == -1)
 			return sp_err_sys(e, SP_E_IO, "mkdir '%s'", unpacked);
-		if (sp_layer_unpack(src->rootfs, unpacked, 0, e) == -1)
+		if (!b->copied && (b->src_fd >= 0 ? sp_layer_unpack_fd(b->src_fd,
+		    src->rootfs, unpacked, 0, e) : sp_layer_unpack(src->rootfs,
+		    unpacked, 0, e)) == -1)
 			return -1;
 		from = unpacked;
 	}
@@ -1147,22 +1168,22 @@ stage_root(const struct sp_template_src *src, int isdir, const char *staging,
 			    sizeof q));
 		if ((*config = json_object()) == NULL)
 			return sp_err_set(e, SP_E_INTERNAL, 1, "out of memory");
-		if (!isdir) {
-			if (rename(unpacked, rootfs) == -1)
+		if (packed) {
+			if (rename(unpacked, b->rootfs) == -1)
 				return sp_err_sys(e, SP_E_IO, "rename '%s'",
 				    unpacked);
 			return 0;
 		}
-		if (mkdir(rootfs, 0755) == -1)
-			return sp_err_sys(e, SP_E_IO, "mkdir '%s'", rootfs);
-		return copy_tree(src->rootfs, rootfs, e);
+		if (mkdir(b->rootfs, 0755) == -1)
+			return sp_err_sys(e, SP_E_IO, "mkdir '%s'", b->rootfs);
+		return copy_tree(src->rootfs, b->rootfs, e);
 	}
-	if (mkdir(rootfs, 0755) == -1)
-		return sp_err_sys(e, SP_E_IO, "mkdir '%s'", rootfs);
-	if (sp_image_unpack(from, kind, src->tag, rootfs, config, e) == -1)
+	if (mkdir(b->rootfs, 0755) == -1)
+		return sp_err_sys(e, SP_E_IO, "mkdir '%s'", b->rootfs);
+	if (sp_image_unpack(from, kind, src->tag, b->rootfs, config, e) == -1)
 		return -1;
 	/* The layout's blobs are no longer needed: free their space now. */
-	if (!isdir)
+	if (packed)
 		return sp_path_remove_tree(unpacked, e);
 	return 0;
 }
@@ -1244,50 +1265,50 @@ add_devices(const char *rootfs, const char *staging, const char *img,
 	return 0;
 }
 
-/*
- * A directory's tree as one not root copied it into the user namespace
- * (sp_userns.c): its files, all that user's, are 65536's there; they become
- * root's, as a tarball made with --owner=0 would have them.  A chown clears
- * the set-id bits, which are put back.
- */
-static int
-own_by_root(const char *rootfs, struct sp_err *e)
+/* An id as the import's user namespace sees it when root copied the file
+ * in: 0..65535 into the import's range, any other the range's nobody. */
+static unsigned
+into_range(unsigned id)
 {
-	char *paths[] = { (char *)rootfs, NULL };
+	return (unsigned)(SP_IMPORT_IDS_FIRST + (id < SP_IMPORT_IDS ? id :
+	    SP_IMPORT_IDS - 2));
+}
+
+/* A file of the user that copied a directory in, as space (65536 in the
+ * namespace): root's, as a tarball made with --owner=0 would have it. */
+static unsigned
+space_to_root(unsigned id)
+{
+	return id == SP_IMPORT_IDS ? 0 : id;
+}
+
+/* Every owner and group in the tree at dir as map says.  A chown clears
+ * the set-id bits, which are put back. */
+static int
+move_owners(const char *dir, unsigned (*map)(unsigned), struct sp_err *e)
+{
+	char *paths[] = { (char *)dir, NULL };
+	struct stat *st;
 	FTSENT *f;
 	FTS *fts;
 	int rc = 0;
 
 	if ((fts = fts_open(paths, FTS_PHYSICAL | FTS_NOCHDIR, NULL)) == NULL)
-		return sp_err_sys(e, SP_E_IO, "walk '%s'", rootfs);
+		return sp_err_sys(e, SP_E_IO, "walk '%s'", dir);
 	while (rc == 0 && (f = fts_read(fts)) != NULL) {
-		if (f->fts_info == FTS_DP || f->fts_statp == NULL ||
-		    (f->fts_statp->st_uid != SP_IMPORT_IDS &&
-		    f->fts_statp->st_gid != SP_IMPORT_IDS))
+		if (f->fts_info == FTS_DP || (st = f->fts_statp) == NULL ||
+		    (map(st->st_uid) == st->st_uid &&
+		    map(st->st_gid) == st->st_gid))
 			continue;
-		if (lchown(f->fts_accpath, f->fts_statp->st_uid ==
-		    SP_IMPORT_IDS ? 0 : f->fts_statp->st_uid,
-		    f->fts_statp->st_gid == SP_IMPORT_IDS ? 0 :
-		    f->fts_statp->st_gid) == -1 ||
-		    (!S_ISLNK(f->fts_statp->st_mode) &&
-		    (f->fts_statp->st_mode & 06000) &&
-		    chmod(f->fts_accpath, f->fts_statp->st_mode & 07777) == -1))
+		if (lchown(f->fts_accpath, map(st->st_uid),
+		    map(st->st_gid)) == -1 || (!S_ISLNK(st->st_mode) &&
+		    (st->st_mode & 06000) && chmod(f->fts_accpath,
+		    st->st_mode & 07777) == -1))
 			rc = sp_err_sys(e, SP_E_IO, "own '%s'", f->fts_path);
 	}
 	fts_close(fts);
 	return rc;
 }
-
-/* What an import builds in its staging directory: the root, then its
- * image, img. */
-struct build {
-	const struct sp_template_src *src;
-	int isdir;
-	const char *staging, *rootfs, *img;
-	uint64_t extra;
-	const char *ca;
-	size_t ca_len;
-};
 
 /* *config the image's defaults, *size the image's.  devices: NULL when
  * the archive's device nodes are made as it is unpacked (root), else where
@@ -1297,9 +1318,9 @@ build(const struct build *b, json_t *devices, json_t **config,
     uint64_t *size, struct sp_err *e)
 {
 	sp_layer_defer_devices(devices);
-	if (stage_root(b->src, b->isdir, b->staging, b->rootfs, config, e) ==
-	    -1 || (devices != NULL && b->isdir && own_by_root(b->rootfs, e) ==
-	    -1) || guest_parts(b->rootfs, b->src->daemon, *config, e) == -1 ||
+	if (stage_root(b, config, e) == -1 || (devices != NULL && b->isdir &&
+	    !b->copied && move_owners(b->rootfs, space_to_root, e) == -1) ||
+	    guest_parts(b->rootfs, b->daemon, *config, e) == -1 ||
 	    (b->ca_len > 0 && trust_ca(b->rootfs, b->ca, b->ca_len, e) == -1) ||
 	    make_image(b->rootfs, b->img, b->extra, size, e) == -1)
 		return -1;
@@ -1307,19 +1328,23 @@ build(const struct build *b, json_t *devices, json_t **config,
 	    devices, e);
 }
 
-/* build, in the user namespace: the image handed to its caller (65536
- * there) to copy.  {"config", "size"}. */
+/* build, in the user namespace (in its staging directory, when the paths
+ * are relative to it): the image handed to its caller when that is 65536
+ * there, to copy.  {"config", "size"}. */
 static int
 build_apart(void *arg, json_t **value, struct sp_err *e)
 {
+	const struct build *b = arg;
 	json_t *config = NULL, *devices = json_array();
 	uint64_t size = 0;
 	int rc = -1;
 
 	if (devices == NULL)
 		return sp_err_set(e, SP_E_INTERNAL, 1, "out of memory");
-	if (build(arg, devices, &config, &size, e) == 0) {
-		if (chown(((const struct build *)arg)->img, SP_IMPORT_IDS,
+	if (b->cwd_fd >= 0 && fchdir(b->cwd_fd) == -1)
+		sp_err_sys(e, SP_E_IO, "the staging directory");
+	else if (build(b, devices, &config, &size, e) == 0) {
+		if (b->give_back && chown(b->img, SP_IMPORT_IDS,
 		    SP_IMPORT_IDS) == -1)
 			sp_err_sys(e, SP_E_IO, "give the image back");
 		else if ((*value = json_pack("{s:O, s:I}", "config", config,
@@ -1333,35 +1358,107 @@ build_apart(void *arg, json_t **value, struct sp_err *e)
 	return rc;
 }
 
+/* Of a directory source: SP_IMAGE_NONE when it is a plain root filesystem
+ * (or --format says so), else its image's kind. */
+static int
+dir_kind(const struct sp_template_src *src)
+{
+	if (src->format != NULL && strcmp(src->format, "rootfs") == 0)
+		return SP_IMAGE_NONE;
+	return sp_image_kind(src->rootfs);
+}
+
 /*
- * The root and its image: as root, here; else in a user namespace that
- * space-noded maps (sp_userns.c), so that the archive's owners are kept and
- * nothing that parses it runs as root.
+ * Root's child's view of b: it works in the staging directory, which it is
+ * given (its owner the namespace's root), with the archive open, or the
+ * image directory copied in (its owners moved into the range), and the
+ * daemon copied in: nothing of root's is in its reach.
+ */
+static int
+root_apart(const struct build *b, struct build *in, int *sfd,
+    struct sp_err *e)
+{
+	char p[SP_PATH_MAX];
+
+	*in = *b;
+	in->staging = ".";
+	in->rootfs = "rootfs";
+	in->img = "disk.img";
+	if ((*sfd = open(b->staging, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) ==
+	    -1 || fchown(*sfd, into_range(0), into_range(0)) == -1)
+		return sp_err_sys(e, SP_E_IO, "staging '%s'", b->staging);
+	in->cwd_fd = *sfd;
+	if (!b->isdir && (in->src_fd = open(b->src->rootfs, O_RDONLY |
+	    O_CLOEXEC | O_NOCTTY)) == -1)
+		return sp_err_sys(e, SP_E_IO, "open '%s'", b->src->rootfs);
+	if (b->isdir) {
+		if (sp_path_fmt(p, sizeof p, e, "%s/source", b->staging) == -1)
+			return -1;
+		if (mkdir(p, 0755) == -1)
+			return sp_err_sys(e, SP_E_IO, "mkdir '%s'", p);
+		if (copy_tree(b->src->rootfs, p, e) == -1 ||
+		    move_owners(p, into_range, e) == -1)
+			return -1;
+		in->copied = 1;
+	}
+	if (b->daemon != NULL) {
+		if (sp_path_fmt(p, sizeof p, e, "%s/space-daemon",
+		    b->staging) == -1 || copy_file(b->daemon, p, e) == -1 ||
+		    chown(p, into_range(0), into_range(0)) == -1)
+			return sp_err_sys(e, SP_E_IO, "the daemon into '%s'",
+			    b->staging);
+		in->daemon = "space-daemon";
+	}
+	return 0;
+}
+
+/*
+ * The root and its image, in a user namespace of their own, so that
+ * nothing that parses an archive or an image runs as root and the
+ * archive's owners are kept: one not root has space-noded map it
+ * (sp_userns.c); root maps it itself, and gives its child only the staging
+ * directory.  A plain directory root copies and makes an image of itself:
+ * nothing there is parsed.
  */
 static int
 build_image(const struct build *b, json_t **config, uint64_t *size,
     struct sp_err *e)
 {
-	const char *sock = sp_subvol_noded();
-	json_t *v;
+	const char *sock = NULL;
+	struct build in = *b;
+	json_t *v = NULL;
+	int sfd = -1, rc = -1;
 
-	if (geteuid() == 0)
-		return build(b, NULL, config, size, e);
-	if (sock == NULL)
+	if (geteuid() == 0) {
+		if (b->isdir && dir_kind(b->src) == SP_IMAGE_NONE)
+			return build(b, NULL, config, size, e);
+		if (root_apart(b, &in, &sfd, e) == -1)
+			goto out;
+	} else if ((sock = sp_subvol_noded()) == NULL) {
 		return sp_err_set(e, SP_E_DENIED, 0, "an import not run as root "
 		    "goes through space-noded, which maps the user namespace "
 		    "its owners are unpacked in (SPACE_LIBVIRT_URI=noded)");
+	} else
+		in.give_back = 1;
 	/* libarchive loaded before the fork: a child of a process with
 	 * threads (the API server) had better not dlopen. */
-	if (sp_archive_load(e) == -1 || sp_userns_run(sock, build_apart, (void *)b, &v, e) == -1)
-		return -1;
+	if (sp_archive_load(e) == -1 ||
+	    sp_userns_run(sock, build_apart, &in, &v, e) == -1)
+		goto out;
 	*config = json_incref(json_object_get(v, "config"));
 	*size = (uint64_t)json_integer_value(json_object_get(v, "size"));
-	json_decref(v);
 	if (!json_is_object(*config) || *size == 0)
-		return sp_err_set(e, SP_E_INTERNAL, 0, "the user namespace's "
-		    "child answered no image");
-	return 0;
+		sp_err_set(e, SP_E_INTERNAL, 0, "the user namespace's child "
+		    "answered no image");
+	else
+		rc = 0;
+out:
+	json_decref(v);
+	if (in.src_fd >= 0)
+		close(in.src_fd);
+	if (sfd >= 0)
+		close(sfd);
+	return rc;
 }
 
 /*
@@ -1465,7 +1562,7 @@ sp_template_import(const char *root, const struct sp_template_src *src,
 		goto out;
 	made_staging = 1;
 	b = (struct build){ src, isdir, staging, rootfs, img, extra, ca,
-	    ca_len };
+	    ca_len, src->daemon, -1, 0, -1, 0 };
 	if (build_image(&b, &conf, &size, e) == -1)
 		goto out;
 

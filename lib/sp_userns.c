@@ -1,8 +1,9 @@
 /*
  * sp_userns: a function run in a child in a user namespace of its own,
- * whose id maps space-noded writes (sp_noded_userns.c).  There the child is
- * root over the ids 0..65535, which are the host's SP_IMPORT_IDS_FIRST..,
- * and 65536 is its caller's own uid and gid.  So what keeps an archive's
+ * whose id maps space-noded writes (sp_noded_userns.c), or root itself.
+ * There the child is root over the ids 0..65535, which are the host's
+ * SP_IMPORT_IDS_FIRST.., and 65536 is its caller's own uid and gid (but
+ * root's: nothing of root's is the child's).  So what keeps an archive's
  * owners, a template's import by one not root, needs no root to do it: the
  * archive is parsed by a process that can reach what its caller can, and
  * the files of ids nobody else has.
@@ -52,6 +53,31 @@ child(int go, int res, int (*fn)(void *, json_t **, struct sp_err *),
 	if (o == NULL || json_dumpfd(o, res, JSON_COMPACT) == -1)
 		_exit(1);
 	_exit(0);
+}
+
+/* Root maps its child's namespace itself: 0..65535 only, so that nothing
+ * of root's is the child's (it gets its staging directory from root). */
+static int
+map_here(pid_t pid, struct sp_err *e)
+{
+	static const char *const files[] = { "uid_map", "gid_map" };
+	char path[64], map[64];
+	int fd, n, i;
+	ssize_t w;
+
+	n = snprintf(map, sizeof map, "0 %lu %lu\n",
+	    (unsigned long)SP_IMPORT_IDS_FIRST, (unsigned long)SP_IMPORT_IDS);
+	for (i = 0; i < 2; i++) {
+		snprintf(path, sizeof path, "/proc/%ld/%s", (long)pid,
+		    files[i]);
+		if ((fd = open(path, O_WRONLY | O_CLOEXEC)) == -1)
+			return sp_err_sys(e, SP_E_INTERNAL, "%s", path);
+		w = write(fd, map, (size_t)n);
+		close(fd);
+		if (w != n)
+			return sp_err_sys(e, SP_E_INTERNAL, "%s", path);
+	}
+	return 0;
 }
 
 /* All the child writes, at most ANSWER_MAX bytes; NULL when more. */
@@ -140,8 +166,9 @@ sp_userns_run(const char *sock, int (*fn)(void *, json_t **, struct sp_err *),
 		;
 	/* "u": mapped, it goes on and answers; "e": its error follows. */
 	if (r == 1 && c == 'u') {
-		if (sp_virt_noded_call(sock, json_pack("{s:s, s:I}", "op",
-		    "userns-map", "pid", (json_int_t)pid), NULL, e) == -1)
+		if ((sock == NULL ? map_here(pid, e) :
+		    sp_virt_noded_call(sock, json_pack("{s:s, s:I}", "op",
+		    "userns-map", "pid", (json_int_t)pid), NULL, e)) == -1)
 			unmapped = 1;
 		else if (write(go[1], "g", 1) == 1)
 			buf = read_all(res[0], &n);

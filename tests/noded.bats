@@ -27,6 +27,7 @@ teardown_file() {
 		btrfs subvolume delete "$s" >/dev/null 2>&1 || true
 	done
 	rm -rf "$T/nd-ulink" "$T/nd-udir" "$T/nd-dir" "$T/nd-d" "$T/nd-link" "$T/nd-vm" "$T/nd-hl" "$T/nd-gw" "$T/nd-own" \
+		"$T/nd-disk" "$T/nd-other" \
 		"$T/nd-recv" "$T/nd-recv2" "$T/nd-open"
 }
 
