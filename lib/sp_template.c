@@ -1118,6 +1118,51 @@ struct build {
 	int give_back;		/* the image to 65536 there, the caller */
 };
 
+/* An id as the import's user namespace sees it when root copied the file
+ * in: 0..65535 into the import's range, any other the range's nobody. */
+static unsigned
+into_range(unsigned id)
+{
+	return (unsigned)(SP_IMPORT_IDS_FIRST + (id < SP_IMPORT_IDS ? id :
+	    SP_IMPORT_IDS - 2));
+}
+
+/* A file of the user that copied a directory in, as space (65536 in the
+ * namespace): root's, as a tarball made with --owner=0 would have it. */
+static unsigned
+space_to_root(unsigned id)
+{
+	return id == SP_IMPORT_IDS ? 0 : id;
+}
+
+/* Every owner and group in the tree at dir as map says.  A chown clears
+ * the set-id bits, which are put back. */
+static int
+move_owners(const char *dir, unsigned (*map)(unsigned), struct sp_err *e)
+{
+	char *paths[] = { (char *)dir, NULL };
+	struct stat *st;
+	FTSENT *f;
+	FTS *fts;
+	int rc = 0;
+
+	if ((fts = fts_open(paths, FTS_PHYSICAL | FTS_NOCHDIR, NULL)) == NULL)
+		return sp_err_sys(e, SP_E_IO, "walk '%s'", dir);
+	while (rc == 0 && (f = fts_read(fts)) != NULL) {
+		if (f->fts_info == FTS_DP || (st = f->fts_statp) == NULL ||
+		    (map(st->st_uid) == st->st_uid &&
+		    map(st->st_gid) == st->st_gid))
+			continue;
+		if (lchown(f->fts_accpath, map(st->st_uid),
+		    map(st->st_gid)) == -1 || (!S_ISLNK(st->st_mode) &&
+		    (st->st_mode & 06000) && chmod(f->fts_accpath,
+		    st->st_mode & 07777) == -1))
+			rc = sp_err_sys(e, SP_E_IO, "own '%s'", f->fts_path);
+	}
+	fts_close(fts);
+	return rc;
+}
+
 /*
  * The root filesystem in staging/rootfs: a directory copied, an archive
  * unpacked; when either holds an OCI layout or a docker archive (or the
@@ -1176,7 +1221,12 @@ stage_root(const struct build *b, json_t **config, struct sp_err *e)
 		}
 		if (mkdir(b->rootfs, 0755) == -1)
 			return sp_err_sys(e, SP_E_IO, "mkdir '%s'", b->rootfs);
-		return copy_tree(src->rootfs, b->rootfs, e);
+		if (copy_tree(src->rootfs, b->rootfs, e) == -1)
+			return -1;
+		/* Copied by space in its user namespace: its files, all
+		 * space's, are root's in the image. */
+		return b->give_back ? move_owners(b->rootfs, space_to_root, e) :
+		    0;
 	}
 	if (mkdir(b->rootfs, 0755) == -1)
 		return sp_err_sys(e, SP_E_IO, "mkdir '%s'", b->rootfs);
@@ -1265,51 +1315,6 @@ add_devices(const char *rootfs, const char *staging, const char *img,
 	return 0;
 }
 
-/* An id as the import's user namespace sees it when root copied the file
- * in: 0..65535 into the import's range, any other the range's nobody. */
-static unsigned
-into_range(unsigned id)
-{
-	return (unsigned)(SP_IMPORT_IDS_FIRST + (id < SP_IMPORT_IDS ? id :
-	    SP_IMPORT_IDS - 2));
-}
-
-/* A file of the user that copied a directory in, as space (65536 in the
- * namespace): root's, as a tarball made with --owner=0 would have it. */
-static unsigned
-space_to_root(unsigned id)
-{
-	return id == SP_IMPORT_IDS ? 0 : id;
-}
-
-/* Every owner and group in the tree at dir as map says.  A chown clears
- * the set-id bits, which are put back. */
-static int
-move_owners(const char *dir, unsigned (*map)(unsigned), struct sp_err *e)
-{
-	char *paths[] = { (char *)dir, NULL };
-	struct stat *st;
-	FTSENT *f;
-	FTS *fts;
-	int rc = 0;
-
-	if ((fts = fts_open(paths, FTS_PHYSICAL | FTS_NOCHDIR, NULL)) == NULL)
-		return sp_err_sys(e, SP_E_IO, "walk '%s'", dir);
-	while (rc == 0 && (f = fts_read(fts)) != NULL) {
-		if (f->fts_info == FTS_DP || (st = f->fts_statp) == NULL ||
-		    (map(st->st_uid) == st->st_uid &&
-		    map(st->st_gid) == st->st_gid))
-			continue;
-		if (lchown(f->fts_accpath, map(st->st_uid),
-		    map(st->st_gid)) == -1 || (!S_ISLNK(st->st_mode) &&
-		    (st->st_mode & 06000) && chmod(f->fts_accpath,
-		    st->st_mode & 07777) == -1))
-			rc = sp_err_sys(e, SP_E_IO, "own '%s'", f->fts_path);
-	}
-	fts_close(fts);
-	return rc;
-}
-
 /* *config the image's defaults, *size the image's.  devices: NULL when
  * the archive's device nodes are made as it is unpacked (root), else where
  * they are noted to go into the image. */
@@ -1318,8 +1323,7 @@ build(const struct build *b, json_t *devices, json_t **config,
     uint64_t *size, struct sp_err *e)
 {
 	sp_layer_defer_devices(devices);
-	if (stage_root(b, config, e) == -1 || (devices != NULL && b->isdir &&
-	    !b->copied && move_owners(b->rootfs, space_to_root, e) == -1) ||
+	if (stage_root(b, config, e) == -1 ||
 	    guest_parts(b->rootfs, b->daemon, *config, e) == -1 ||
 	    (b->ca_len > 0 && trust_ca(b->rootfs, b->ca, b->ca_len, e) == -1) ||
 	    make_image(b->rootfs, b->img, b->extra, size, e) == -1)
