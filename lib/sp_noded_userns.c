@@ -20,7 +20,6 @@
  * by its /proc directory from the first look to the last write, so a pid
  * used again names nothing.
  */
-#include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -55,33 +54,6 @@ status_of(int pfd, long pid, long *ppid, unsigned uid[4], struct sp_err *e)
 	return 0;
 }
 
-static int
-write_map(int pfd, const char *file, unsigned own, long pid,
-    struct sp_err *e)
-{
-	char map[128];
-	int fd, n;
-	ssize_t w;
-
-	n = snprintf(map, sizeof map, "0 %lu %lu\n%lu %u 1\n",
-	    (unsigned long)SP_IMPORT_IDS_FIRST, (unsigned long)SP_IMPORT_IDS,
-	    (unsigned long)SP_IMPORT_IDS, own);
-	if ((fd = openat(pfd, file, O_WRONLY | O_CLOEXEC)) == -1)
-		return sp_err_sys(e, SP_E_NOT_FOUND, "process %ld's %s", pid,
-		    file);
-	w = write(fd, map, (size_t)n);
-	close(fd);
-	if (w == n)
-		return 0;
-	/* The kernel takes a map once, from the namespace's parent. */
-	if (w == -1 && errno == EPERM)
-		return sp_err_set(e, SP_E_BAD_INPUT, 0, "process %ld: not in a "
-		    "user namespace of its own right below space-noded's, or "
-		    "its %s is written already (or space-noded has not "
-		    "CAP_SETUID and CAP_SETGID)", pid, file);
-	return sp_err_sys(e, SP_E_IO, "process %ld's %s", pid, file);
-}
-
 int
 sp_noded_userns_map(const struct sp_noded_req *r, struct sp_err *e)
 {
@@ -106,10 +78,8 @@ sp_noded_userns_map(const struct sp_noded_req *r, struct sp_err *e)
 		    "the client's that runs as its uid", r->pid);
 		goto out;
 	}
-	if (write_map(pfd, "uid_map", r->peer_uid, r->pid, e) == -1 ||
-	    write_map(pfd, "gid_map", r->peer_gid, r->pid, e) == -1)
-		goto out;
-	rc = 0;
+	rc = sp_userns_write_maps(pfd, r->pid, 1, r->peer_uid, r->peer_gid,
+	    e);
 out:
 	close(pfd);
 	return rc;

@@ -228,6 +228,11 @@ void sp_layer_defer_devices(json_t *list);
  * 0..65535 (the host's SP_IMPORT_IDS_FIRST..), 65536 being the caller's
  * uid and gid (not root's).  *value gets the JSON fn gives (taken), e the
  * error it sets. */
+/* The id maps of the user namespace of the process whose /proc directory
+ * pfd is (pid, for errors): 0..65535 to the host's SP_IMPORT_IDS_FIRST..,
+ * and with client 65536 to uid (gid). */
+int sp_userns_write_maps(int pfd, long pid, int client, unsigned uid,
+    unsigned gid, struct sp_err *e);
 int sp_userns_run(const char *sock, int (*fn)(void *, json_t **,
     struct sp_err *), void *arg, json_t **value, struct sp_err *e);
 

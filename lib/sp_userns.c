@@ -55,29 +55,58 @@ child(int go, int res, int (*fn)(void *, json_t **, struct sp_err *),
 	_exit(0);
 }
 
+int
+sp_userns_write_maps(int pfd, long pid, int client, unsigned uid,
+    unsigned gid, struct sp_err *e)
+{
+	static const char *const files[] = { "uid_map", "gid_map" };
+	char map[128];
+	int fd, n, i;
+	ssize_t w;
+
+	for (i = 0; i < 2; i++) {
+		n = snprintf(map, sizeof map, "0 %lu %lu\n",
+		    (unsigned long)SP_IMPORT_IDS_FIRST,
+		    (unsigned long)SP_IMPORT_IDS);
+		if (client)
+			n += snprintf(map + n, sizeof map - (size_t)n,
+			    "%lu %u 1\n", (unsigned long)SP_IMPORT_IDS,
+			    i == 0 ? uid : gid);
+		if ((fd = openat(pfd, files[i], O_WRONLY | O_CLOEXEC)) == -1)
+			return sp_err_sys(e, SP_E_NOT_FOUND, "process %ld's %s",
+			    pid, files[i]);
+		w = write(fd, map, (size_t)n);
+		close(fd);
+		if (w == n)
+			continue;
+		/* The kernel takes a map once, from the namespace's
+		 * parent. */
+		if (w == -1 && errno == EPERM)
+			return sp_err_set(e, SP_E_BAD_INPUT, 0, "process %ld: "
+			    "not in a user namespace of its own right below "
+			    "this one, or its %s is written already (or this "
+			    "process has not CAP_SETUID and CAP_SETGID)", pid,
+			    files[i]);
+		return sp_err_sys(e, SP_E_IO, "process %ld's %s", pid,
+		    files[i]);
+	}
+	return 0;
+}
+
 /* Root maps its child's namespace itself: 0..65535 only, so that nothing
  * of root's is the child's (it gets its staging directory from root). */
 static int
 map_here(pid_t pid, struct sp_err *e)
 {
-	static const char *const files[] = { "uid_map", "gid_map" };
-	char path[64], map[64];
-	int fd, n, i;
-	ssize_t w;
+	char path[64];
+	int pfd, rc;
 
-	n = snprintf(map, sizeof map, "0 %lu %lu\n",
-	    (unsigned long)SP_IMPORT_IDS_FIRST, (unsigned long)SP_IMPORT_IDS);
-	for (i = 0; i < 2; i++) {
-		snprintf(path, sizeof path, "/proc/%ld/%s", (long)pid,
-		    files[i]);
-		if ((fd = open(path, O_WRONLY | O_CLOEXEC)) == -1)
-			return sp_err_sys(e, SP_E_INTERNAL, "%s", path);
-		w = write(fd, map, (size_t)n);
-		close(fd);
-		if (w != n)
-			return sp_err_sys(e, SP_E_INTERNAL, "%s", path);
-	}
-	return 0;
+	snprintf(path, sizeof path, "/proc/%ld", (long)pid);
+	if ((pfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) == -1)
+		return sp_err_sys(e, SP_E_INTERNAL, "%s", path);
+	rc = sp_userns_write_maps(pfd, (long)pid, 0, 0, 0, e);
+	close(pfd);
+	return rc;
 }
 
 /* All the child writes, at most ANSWER_MAX bytes; NULL when more. */
